@@ -1,0 +1,251 @@
+//! The engine: drives the event stream of a workload through the OS model, keeps the simulated
+//! clock, wakes daemons, samples time series, and checks invariants when asked.
+//!
+//! Workloads (synthetic generators and the trace replayer) call the event methods below; every
+//! call is one event of design.md's stream (a batch of accesses counts as one event). The clock
+//! is derived from the cost counters, so there is one source of truth for time.
+
+use crate::error::Result;
+use crate::hw::Machine;
+use crate::policy::Policy;
+use crate::units::{AccessKind, Pid, Prot};
+use crate::vm::{Advice, MmapReq, Os};
+
+/// A background activity woken on the simulated clock (page daemon, khugepaged, ...).
+/// Contract: `wake` does its work on the OS model, charges its cycles to the background account
+/// it returns, and says when it wants to run next.
+pub trait Daemon {
+    fn name(&self) -> &str;
+    /// Runs once at simulated time `now` (cycles); returns (cycles of work done, next wake time).
+    fn wake(&mut self, os: &mut Os, now: u64) -> (u64, u64);
+}
+
+/// Time series sampled on the simulated clock. The interval doubles (and every other sample is
+/// dropped) whenever 512 samples are held, so any run yields 256..512 points.
+#[derive(Clone, Debug, Default)]
+pub struct Series {
+    pub t: Vec<f64>,
+    pub footprint_bytes: Vec<u64>,
+    pub superpage_bytes: Vec<u64>,
+    pub contiguity: Vec<f64>,
+}
+
+const MAX_SAMPLES: usize = 512;
+
+/// Progress callback: (accesses so far, cycles so far).
+pub type ProgressFn = Box<dyn FnMut(u64, u64)>;
+
+pub struct Engine {
+    pub os: Os,
+    check: bool,
+    pub events: u64,
+    pub compute_cycles: u64,
+    pub background_cycles: u64,
+    daemons: Vec<(Box<dyn Daemon>, u64)>,
+    pub series: Series,
+    sample_every: u64,
+    next_sample: u64,
+    superpage_orders: Vec<u8>,
+    progress: Option<ProgressFn>,
+    next_progress: u64,
+}
+
+impl Engine {
+    /// A fresh machine running `policy`. `free_bytes`: if given, only that much memory starts
+    /// free and contiguous; the rest is wired, clustered at the top (seed 000 5.2).
+    pub fn new(machine: Machine, policy: Policy, check: bool, free_bytes: Option<u64>) -> Engine {
+        let superpage_orders: Vec<u8> = (1..machine.page_shifts.len()).map(|c| machine.order_of(c)).collect();
+        let mut os = Os::new(machine, policy);
+        if let Some(free) = free_bytes {
+            let frames = free >> os.base_shift();
+            os.phys.wire_clustered(frames);
+        }
+        let mut e = Engine {
+            os,
+            check,
+            events: 0,
+            compute_cycles: 0,
+            background_cycles: 0,
+            daemons: Vec::new(),
+            series: Series::default(),
+            sample_every: 1 << 20,
+            next_sample: 0,
+            superpage_orders,
+            progress: None,
+            next_progress: 1 << 24,
+        };
+        e.sample(0);
+        e
+    }
+
+    pub fn add_daemon(&mut self, d: Box<dyn Daemon>) {
+        self.daemons.push((d, 0));
+    }
+
+    pub fn set_progress(&mut self, f: ProgressFn) {
+        self.progress = Some(f);
+    }
+
+    /// Cycles of the application so far: accesses, TLB, faults, I/O, kernel work, compute.
+    pub fn clock(&self) -> u64 {
+        let a = &self.os.acc;
+        let s = &self.os.stats;
+        a.cycles_access + a.cycles_tlb + s.cycles_fault + s.cycles_io + s.cycles_kernel + self.compute_cycles
+    }
+
+    fn sample(&mut self, now: u64) {
+        if self.series.t.len() >= MAX_SAMPLES {
+            fn keep<T>(v: &mut Vec<T>) {
+                let mut i = 0;
+                v.retain(|_| {
+                    i += 1;
+                    i % 2 == 1
+                });
+            }
+            keep(&mut self.series.t);
+            keep(&mut self.series.footprint_bytes);
+            keep(&mut self.series.superpage_bytes);
+            keep(&mut self.series.contiguity);
+            self.sample_every *= 2;
+        }
+        self.series.t.push(now as f64 / self.os.machine.freq_hz as f64);
+        self.series.footprint_bytes.push(self.os.footprint_bytes());
+        self.series.superpage_bytes.push(self.os.superpage_bytes());
+        self.series.contiguity.push(self.os.phys.buddy.contiguity(&self.superpage_orders));
+        self.next_sample = now + self.sample_every;
+    }
+
+    /// Bookkeeping after every event: peaks, samples, daemons, progress, invariants.
+    fn after_event(&mut self) -> Result<()> {
+        self.events += 1;
+        self.os.note_peaks();
+        let now = self.clock();
+        if now >= self.next_sample {
+            self.sample(now);
+        }
+        for i in 0..self.daemons.len() {
+            while self.daemons[i].1 <= now {
+                let (work, next) = self.daemons[i].0.wake(&mut self.os, now);
+                self.background_cycles += work;
+                self.daemons[i].1 = next.max(now + 1);
+            }
+        }
+        if self.os.acc.total >= self.next_progress {
+            self.next_progress = self.os.acc.total + (1 << 24);
+            if let Some(p) = self.progress.as_mut() {
+                p(self.os.acc.total, now);
+            }
+        }
+        if self.check {
+            self.os.check_invariants()?;
+        }
+        Ok(())
+    }
+
+    /// The final sample and peaks; call once when the workload is done.
+    pub fn finish(&mut self) {
+        self.os.note_peaks();
+        let now = self.clock();
+        self.sample(now);
+    }
+
+    // ---- the event stream ----
+
+    pub fn spawn(&mut self) -> Pid {
+        self.os.spawn()
+    }
+
+    pub fn mmap(&mut self, pid: Pid, req: MmapReq) -> Result<u64> {
+        let r = self.os.mmap(pid, req)?;
+        self.after_event()?;
+        Ok(r)
+    }
+
+    pub fn munmap(&mut self, pid: Pid, addr: u64, len: u64) -> Result<()> {
+        self.os.munmap(pid, addr, len)?;
+        self.after_event()
+    }
+
+    pub fn mprotect(&mut self, pid: Pid, addr: u64, len: u64, prot: Prot) -> Result<()> {
+        self.os.mprotect(pid, addr, len, prot)?;
+        self.after_event()
+    }
+
+    pub fn madvise(&mut self, pid: Pid, addr: u64, len: u64, advice: Advice) -> Result<()> {
+        self.os.madvise(pid, addr, len, advice)?;
+        self.after_event()
+    }
+
+    pub fn brk(&mut self, pid: Pid, new_end: u64) -> Result<u64> {
+        let r = self.os.brk(pid, new_end)?;
+        self.after_event()?;
+        Ok(r)
+    }
+
+    /// The current program break of `pid`.
+    pub fn current_brk(&self, pid: Pid) -> Result<u64> {
+        Ok(self.os.proc(pid)?.brk_end)
+    }
+
+    pub fn fork(&mut self, pid: Pid) -> Result<Pid> {
+        let c = self.os.fork(pid)?;
+        self.after_event()?;
+        Ok(c)
+    }
+
+    pub fn exec(&mut self, pid: Pid) -> Result<()> {
+        self.os.exec(pid)?;
+        self.after_event()
+    }
+
+    pub fn exit(&mut self, pid: Pid) -> Result<()> {
+        self.os.exit(pid)?;
+        self.after_event()
+    }
+
+    pub fn open_file(&mut self, file: u32, size: u64) -> Result<()> {
+        self.os.open_file(file, size);
+        self.after_event()
+    }
+
+    pub fn access(&mut self, pid: Pid, va: u64, kind: AccessKind) -> Result<()> {
+        self.os.access(pid, va, kind)?;
+        self.after_event()
+    }
+
+    /// `count` accesses from `va` with a byte `stride` (one event).
+    /// Long runs are cut into pieces of 2^20 accesses so that progress and samples advance.
+    pub fn access_run(&mut self, pid: Pid, va: u64, stride: i64, count: u64, kind: AccessKind) -> Result<()> {
+        const PIECE: u64 = 1 << 20;
+        let mut va = va;
+        let mut left = count;
+        while left > 0 {
+            let n = left.min(PIECE);
+            self.os.access_run(pid, va, stride, n, kind)?;
+            self.after_event()?;
+            va = va.wrapping_add((stride as u64).wrapping_mul(n));
+            left -= n;
+        }
+        Ok(())
+    }
+
+    /// A batch of accesses of one kind (one event).
+    pub fn accesses(&mut self, pid: Pid, vas: &[u64], kind: AccessKind) -> Result<()> {
+        self.os.accesses(pid, vas, kind)?;
+        self.after_event()
+    }
+
+    /// A batch of accesses with their kinds (one event).
+    pub fn accesses_mixed(&mut self, pid: Pid, batch: &[(u64, AccessKind)]) -> Result<()> {
+        for &(va, kind) in batch {
+            self.os.access(pid, va, kind)?;
+        }
+        self.after_event()
+    }
+
+    /// Time spent computing without touching memory.
+    pub fn compute(&mut self, _pid: Pid, cycles: u64) -> Result<()> {
+        self.compute_cycles += cycles;
+        self.after_event()
+    }
+}

@@ -1,0 +1,104 @@
+//! splab-sim: an executable model of an operating system's memory-management subsystem, for
+//! studying superpage (huge page) policies on modelled hardware.
+//!
+//! Central design decision: the OS model is a *model*, not an emulator. It keeps the state a real
+//! VM keeps (buddy free lists, map entries, objects, page tables with mixed sizes, TLB contents)
+//! exactly, and charges time through a cost model whose every constant cites its source; it never
+//! executes program instructions. Rejected alternatives: full-system simulation (gem5 FS; too slow
+//! for long runs and no way to swap OS policies in minutes) and analytical TLB models (they cannot
+//! capture fragmentation, preemption or promotion timing).
+//!
+//! Data flows one way: workload -> engine -> vm (OS model) -> hw (hardware model); stats flow
+//! back into the report. See ARCHITECTURE.md for the code map and the invariants.
+
+pub mod engine;
+pub mod error;
+pub mod hw;
+pub mod phys;
+pub mod policy;
+pub mod report;
+pub mod rng;
+pub mod spec;
+pub mod units;
+pub mod vm;
+pub mod workload;
+
+use std::time::Instant;
+
+pub use error::{Result, SimError};
+
+/// Everything that defines one run.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    pub machine: String,
+    pub policy: String,
+    pub workload: String,
+    pub seed: u64,
+    /// Check every invariant after every event.
+    pub check: bool,
+    /// Start with only this many bytes free (the rest wired, clustered).
+    pub free_bytes: Option<u64>,
+}
+
+/// A run whose names and parameters have all been parsed and validated.
+pub struct Prepared {
+    pub machine: hw::Machine,
+    pub policy: policy::Policy,
+    pub workload: Box<dyn workload::Workload>,
+    pub spec: RunSpec,
+}
+
+impl RunSpec {
+    /// Parses and validates every part, so that bad input fails before any work is done.
+    pub fn prepare(&self) -> Result<Prepared> {
+        let machine = hw::Machine::from_spec(&self.machine)?;
+        let policy = policy::Policy::from_spec(&self.policy)?;
+        let workload = workload::parse(&self.workload)?;
+        if let Some(f) = self.free_bytes {
+            let base = machine.base_size();
+            if f > machine.mem_bytes || f < base {
+                return Err(SimError::BadInput(format!(
+                    "--free {}: must be between one base page ({}) and the machine's memory ({})",
+                    units::fmt_size(f),
+                    units::fmt_size(base),
+                    units::fmt_size(machine.mem_bytes)
+                )));
+            }
+        }
+        Ok(Prepared { machine, policy, workload, spec: self.clone() })
+    }
+}
+
+impl Prepared {
+    /// Runs the workload to completion and builds its report.
+    pub fn run(mut self, progress: Option<engine::ProgressFn>) -> Result<report::Report> {
+        let start = Instant::now();
+        let mem_bytes = self.machine.mem_bytes;
+        let machine_name = self.machine.name.clone();
+        let policy_spec = self.policy.spec.clone();
+        let mut e = engine::Engine::new(self.machine, self.policy, self.spec.check, self.spec.free_bytes);
+        if let Some(p) = progress {
+            e.set_progress(p);
+        }
+        let mut rng = rng::Rng::new(self.spec.seed);
+        self.workload.run(&mut e, &mut rng)?;
+        e.finish();
+        if self.spec.check {
+            e.os.check_invariants()?;
+        }
+        let config = report::Config {
+            machine: if self.spec.machine.contains(':') { self.spec.machine.clone() } else { machine_name },
+            policy: policy_spec,
+            workload: self.workload.describe(),
+            mem_bytes,
+            seed: self.spec.seed,
+            free_bytes: self.spec.free_bytes.unwrap_or(mem_bytes),
+        };
+        Ok(report::Report::from_engine(&e, config, start.elapsed().as_secs_f64()))
+    }
+}
+
+/// Parses, validates and runs.
+pub fn run(spec: &RunSpec) -> Result<report::Report> {
+    spec.prepare()?.run(None)
+}

@@ -1,0 +1,131 @@
+//! Newtypes for the units that cross module boundaries.
+//!
+//! A bare `u64` could mean a byte address, a page number, a frame number or a cycle count; these
+//! types keep them apart. All are `#[repr(transparent)]` and free at run time.
+
+use serde::Serialize;
+
+/// A virtual byte address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
+#[repr(transparent)]
+pub struct Vaddr(pub u64);
+
+/// A virtual page number, in base pages of the machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[repr(transparent)]
+pub struct Vpn(pub u64);
+
+/// A physical frame number, in base pages of the machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[repr(transparent)]
+pub struct Pfn(pub u64);
+
+/// A buddy-allocator order: a block of `2^order` base pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[repr(transparent)]
+pub struct Order(pub u8);
+
+/// A process id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
+#[repr(transparent)]
+pub struct Pid(pub u32);
+
+/// Cycles of the modelled CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
+#[repr(transparent)]
+pub struct Cycles(pub u64);
+
+/// Index of a page size in the machine's list: 0 is the base page, 1.. the superpage sizes in
+/// increasing order. Small, so it fits in TLB tags and page-table entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[repr(transparent)]
+pub struct SizeClass(pub u8);
+
+impl SizeClass {
+    pub const BASE: SizeClass = SizeClass(0);
+    #[inline]
+    pub const fn is_base(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl Order {
+    #[inline]
+    pub const fn pages(self) -> u64 {
+        1u64 << self.0
+    }
+}
+
+impl Vpn {
+    #[inline]
+    pub const fn align_down(self, order: Order) -> Vpn {
+        Vpn(self.0 & !((1u64 << order.0) - 1))
+    }
+}
+
+impl Pfn {
+    #[inline]
+    pub const fn align_down(self, order: Order) -> Pfn {
+        Pfn(self.0 & !((1u64 << order.0) - 1))
+    }
+    #[inline]
+    pub const fn is_aligned(self, order: Order) -> bool {
+        self.0 & ((1u64 << order.0) - 1) == 0
+    }
+}
+
+/// Memory access kinds. A read-modify-write instruction is one `Write`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessKind {
+    Read,
+    Write,
+    Ifetch,
+}
+
+/// Protection bits of a mapping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[repr(transparent)]
+pub struct Prot(pub u8);
+
+impl Prot {
+    pub const NONE: Prot = Prot(0);
+    pub const READ: Prot = Prot(1);
+    pub const WRITE: Prot = Prot(2);
+    pub const EXEC: Prot = Prot(4);
+    pub const RW: Prot = Prot(3);
+    pub const RX: Prot = Prot(5);
+    pub const RWX: Prot = Prot(7);
+    #[inline]
+    pub const fn allows(self, kind: AccessKind) -> bool {
+        match kind {
+            AccessKind::Read => self.0 & 1 != 0,
+            AccessKind::Write => self.0 & 2 != 0,
+            AccessKind::Ifetch => self.0 & 4 != 0,
+        }
+    }
+    #[inline]
+    pub const fn writable(self) -> bool {
+        self.0 & 2 != 0
+    }
+}
+
+impl std::fmt::Display for Prot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = if self.0 & 1 != 0 { 'r' } else { '-' };
+        let w = if self.0 & 2 != 0 { 'w' } else { '-' };
+        let x = if self.0 & 4 != 0 { 'x' } else { '-' };
+        write!(f, "{r}{w}{x}")
+    }
+}
+
+/// Formats a byte count with a binary suffix: 4096 -> "4K", 2097152 -> "2M".
+pub fn fmt_size(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [(1 << 40, "T"), (1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+    for (unit, suffix) in UNITS {
+        if bytes >= unit && bytes % unit == 0 {
+            return format!("{}{}", bytes / unit, suffix);
+        }
+    }
+    format!("{bytes}")
+}

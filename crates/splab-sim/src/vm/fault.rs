@@ -1,0 +1,348 @@
+//! The access path (TLB, walk, fault) and the page-fault handler.
+//!
+//! Hot path contract: an access that hits the entry the previous data access used touches
+//! nothing but two counters (`Tlb::last`); any TLB invalidation clears that record.
+
+use super::{ObjId, ObjKind, Os, Vma};
+use crate::error::{Result, SimError};
+use crate::hw::{Lookup, Translation};
+use crate::units::{AccessKind, Order, Pfn, Pid, Prot};
+
+/// Access and translation counters (the `accesses` and `tlb` report sections).
+#[derive(Clone, Debug, Default)]
+pub struct AccessStats {
+    pub total: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub ifetch: u64,
+    /// Accesses that missed every TLB level.
+    pub walks: u64,
+    /// Page-table memory references made by walks.
+    pub walk_refs: u64,
+    /// Writes that found a clean TLB entry and had the walker set the dirty bit.
+    pub dirty_assists: u64,
+    /// Cycles of the accesses themselves (`access_cycles` each).
+    pub cycles_access: u64,
+    /// Cycles of TLB lower-level hits and walks.
+    pub cycles_tlb: u64,
+}
+
+impl AccessStats {
+    #[inline]
+    fn count(&mut self, kind: AccessKind, n: u64) {
+        self.total += n;
+        match kind {
+            AccessKind::Read => self.reads += n,
+            AccessKind::Write => self.writes += n,
+            AccessKind::Ifetch => self.ifetch += n,
+        }
+    }
+}
+
+/// What a fault did, for latency accounting.
+struct FaultCost {
+    cycles: u64,
+    io: u64,
+}
+
+impl Os {
+    /// One access by `pid` at `va`.
+    #[inline]
+    pub fn access(&mut self, pid: Pid, va: u64, kind: AccessKind) -> Result<()> {
+        let last = &self.hw.tlb.last;
+        if kind != AccessKind::Ifetch && last.asid == pid.0 && va >= last.start && va < last.end && (kind == AccessKind::Read || last.write_ok) {
+            self.hw.tlb.count_last_hits(1);
+            self.acc.count(kind, 1);
+            self.acc.cycles_access += self.machine.cost.access_cycles;
+            return Ok(());
+        }
+        self.access_slow(pid, va, kind)
+    }
+
+    /// Hints the host CPU to fetch what an access of `va` by `pid` will need if it misses the
+    /// TLB: its page-table entry and the walk-cache sets of its walk. Speed only.
+    #[inline]
+    pub fn prefetch(&self, pid: Pid, va: u64) {
+        if let Some(p) = self.procs.get(&pid.0) {
+            p.pmap.prefetch(va >> self.base_shift());
+        }
+        self.hw.walker.prefetch(pid.0, va);
+    }
+
+    /// A batch of accesses of one kind, with prefetching a few accesses ahead.
+    pub fn accesses(&mut self, pid: Pid, vas: &[u64], kind: AccessKind) -> Result<()> {
+        const AHEAD: usize = 8;
+        for (i, &va) in vas.iter().enumerate() {
+            if let Some(&next) = vas.get(i + AHEAD) {
+                self.prefetch(pid, next);
+            }
+            self.access(pid, va, kind)?;
+        }
+        Ok(())
+    }
+
+    /// `count` accesses at `va, va + stride, ...`: consecutive accesses inside the page of the
+    /// last TLB hit are counted in one step (they are L1 hits on the MRU entry, which change no
+    /// LRU state), so a sequential scan costs one lookup per page.
+    pub fn access_run(&mut self, pid: Pid, va: u64, stride: i64, count: u64, kind: AccessKind) -> Result<()> {
+        let mut va = va;
+        let mut left = count;
+        while left > 0 {
+            self.access(pid, va, kind)?;
+            left -= 1;
+            let last = self.hw.tlb.last;
+            if left > 0 && kind != AccessKind::Ifetch && stride != 0 && last.asid == pid.0 && (kind == AccessKind::Read || last.write_ok) && va >= last.start && va < last.end {
+                // How many more accesses of the run stay inside [last.start, last.end)?
+                let room = if stride > 0 { (last.end - 1 - va) / stride as u64 } else { (va - last.start) / stride.unsigned_abs() };
+                let n = room.min(left);
+                if n > 0 {
+                    self.hw.tlb.count_last_hits(n);
+                    self.acc.count(kind, n);
+                    self.acc.cycles_access += n * self.machine.cost.access_cycles;
+                    left -= n;
+                    va = va.wrapping_add((stride * n as i64) as u64);
+                }
+            }
+            va = va.wrapping_add(stride as u64);
+        }
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn access_slow(&mut self, pid: Pid, va: u64, kind: AccessKind) -> Result<()> {
+        self.acc.count(kind, 1);
+        self.acc.cycles_access += self.machine.cost.access_cycles;
+        let write = kind == AccessKind::Write;
+        let ifetch = kind == AccessKind::Ifetch;
+        let bs = self.base_shift();
+        let mut walked = false;
+        // At most: a miss, a fault, a retry that may fault once more for copy-on-write.
+        for _ in 0..4 {
+            match self.hw.tlb.lookup(pid.0, va, ifetch) {
+                Lookup::Hit { t, cycles, .. } => {
+                    self.acc.cycles_tlb += cycles;
+                    if write && !t.writable {
+                        // A write through a read-only entry: protection fault (COW or upgrade).
+                        self.hw.tlb.invalidate_range(pid.0, va, va + 1);
+                        self.fault(pid, va, kind)?;
+                        continue;
+                    }
+                    if write && !t.dirty {
+                        let order = self.orders[t.size.0 as usize];
+                        self.procs.get_mut(&pid.0).expect("access: pid").pmap.touch(va >> bs, order, true);
+                        self.hw.tlb.mark_dirty(pid.0, va, t);
+                        self.acc.dirty_assists += 1;
+                    }
+                    return Ok(());
+                }
+                Lookup::Miss { cycles } => {
+                    self.acc.cycles_tlb += cycles;
+                    if !walked {
+                        self.acc.walks += 1;
+                        walked = true;
+                    }
+                    let p = self.procs.get_mut(&pid.0).ok_or_else(|| SimError::InvalidEvent(format!("access by unknown pid {}", pid.0)))?;
+                    let vpn = va >> bs;
+                    let need = match kind {
+                        AccessKind::Read => Prot::READ,
+                        AccessKind::Write => Prot::WRITE,
+                        AccessKind::Ifetch => Prot::EXEC,
+                    };
+                    let found = p.pmap.walk_touch(vpn, need, write, &self.orders);
+                    // A walk that finds no usable entry still walks (at base-page depth, or to
+                    // the entry it finds) before the fault.
+                    let leaf = match found {
+                        Some((e, _)) => self.machine.page_shifts[e.size().0 as usize],
+                        None => p.pmap.lookup(vpn).map(|e| self.machine.page_shifts[e.size().0 as usize]).unwrap_or(bs),
+                    };
+                    let w = self.hw.walker.walk(pid.0, va, leaf);
+                    self.acc.walk_refs += w.refs as u64;
+                    self.acc.cycles_tlb += w.cycles;
+                    match found {
+                        Some((e, head_pte)) => {
+                            let t = Translation { pfn: head_pte.pfn(), size: e.size(), writable: e.prot().writable(), dirty: head_pte.dirty() };
+                            self.hw.tlb.fill(pid.0, va, t, ifetch);
+                            return Ok(());
+                        }
+                        None => self.fault(pid, va, kind)?,
+                    }
+                }
+            }
+        }
+        Err(SimError::Invariant(format!("access by pid {} at {va:#x} did not resolve after repeated faults", pid.0)))
+    }
+
+    /// The page-fault handler: resolves a fault on `va` or reports a segmentation fault.
+    fn fault(&mut self, pid: Pid, va: u64, kind: AccessKind) -> Result<()> {
+        let bs = self.base_shift();
+        let p = self.procs.get(&pid.0).ok_or_else(|| SimError::InvalidEvent(format!("fault by unknown pid {}", pid.0)))?;
+        let kind_name = match kind {
+            AccessKind::Read => "read",
+            AccessKind::Write => "write",
+            AccessKind::Ifetch => "instruction fetch",
+        };
+        let Some(v) = p.vma_at(va).cloned() else {
+            return Err(SimError::Segfault { pid: pid.0, va, kind: kind_name, why: "no mapping at this address".into() });
+        };
+        if !v.prot.allows(kind) {
+            return Err(SimError::Segfault { pid: pid.0, va, kind: kind_name, why: format!("mapping is {}", v.prot) });
+        }
+        let vpn = va >> bs;
+        let pindex = v.pgoff + ((va - v.start) >> bs);
+        let write = kind == AccessKind::Write;
+        let present = p.pmap.lookup(vpn);
+        let cost = match present {
+            Some(pte) => {
+                debug_assert!(write && !pte.prot().writable(), "fault on a present page that allows the access");
+                self.write_fault_present(pid, &v, vpn, pindex, pte.pfn())?
+            }
+            None => self.fault_absent(pid, &v, vpn, pindex, write)?,
+        };
+        let c = self.machine.cost.fault_cycles + cost.cycles;
+        self.stats.faults.total += 1;
+        if cost.io > 0 {
+            self.stats.faults.major += 1;
+        } else {
+            self.stats.faults.minor += 1;
+        }
+        self.stats.cycles_fault += c;
+        self.stats.cycles_io += cost.io;
+        let ns = (c + cost.io) as u128 * 1_000_000_000 / self.machine.freq_hz as u128;
+        self.stats.fault_latency.record(ns as u64);
+        Ok(())
+    }
+
+    /// A write to a present, write-protected private page: copy it if another object holds the
+    /// frame or it belongs to a file, else just grant write permission.
+    fn write_fault_present(&mut self, pid: Pid, v: &Vma, vpn: u64, pindex: u64, pfn: Pfn) -> Result<FaultCost> {
+        let pte_write = self.machine.cost.pte_write_cycles;
+        if !v.private() {
+            // A shared mapping whose permission was raised by mprotect: grant it lazily.
+            self.set_pte_prot(pid, vpn, v.prot);
+            self.stats.faults.protection += 1;
+            return Ok(FaultCost { cycles: pte_write, io: 0 });
+        }
+        let (layer, in_file) = match v.shadow {
+            Some(s) if self.obj(s).pages.get(pindex).is_some() => (s, false),
+            Some(s) => (s, true),
+            None => (v.obj, false),
+        };
+        if !in_file && self.phys.refs(pfn) == 1 {
+            self.set_pte_prot(pid, vpn, v.prot);
+            self.stats.faults.protection += 1;
+            return Ok(FaultCost { cycles: pte_write, io: 0 });
+        }
+        let copy_cycles = self.machine.cost.copy_page_cycles;
+        let new = self.alloc_frame(pid, layer, pindex, v)?;
+        self.phys.hold(new);
+        if let Some(old) = self.obj_mut(layer).pages.insert(pindex, new) {
+            if self.phys.release(old) {
+                self.free_frame(old);
+            }
+        }
+        self.stats.faults.cow += 1;
+        self.stats.copied_bytes += self.machine.base_size();
+        let va = vpn << self.base_shift();
+        let p = self.procs.get_mut(&pid.0).expect("cow: pid");
+        p.pmap.replace(vpn, new, v.prot);
+        self.hw.tlb.invalidate_range(pid.0, va, va + 1);
+        Ok(FaultCost { cycles: copy_cycles + self.machine.cost.tlb_invalidate_cycles, io: 0 })
+    }
+
+    fn set_pte_prot(&mut self, pid: Pid, vpn: u64, prot: Prot) {
+        let va = vpn << self.base_shift();
+        self.procs.get_mut(&pid.0).expect("set_pte_prot: pid").pmap.set_prot(vpn, prot);
+        self.hw.tlb.invalidate_range(pid.0, va, va + 1);
+    }
+
+    /// A fault on a page with no mapping: find the page in the object (chain), or make it.
+    fn fault_absent(&mut self, pid: Pid, v: &Vma, vpn: u64, pindex: u64, write: bool) -> Result<FaultCost> {
+        let base = self.machine.base_size();
+        let mut cost = FaultCost { cycles: 0, io: 0 };
+        // Which object supplies the page, and is it ours to write?
+        let (pfn, exclusive) = if let Some(s) = v.shadow {
+            if let Some(pfn) = self.obj(s).pages.get(pindex) {
+                (pfn, self.phys.refs(pfn) == 1)
+            } else {
+                let pfn = self.file_page(pid, v.obj, pindex, v, &mut cost)?;
+                if write {
+                    // Private write to a file page: copy it into the shadow at once.
+                    let new = self.alloc_frame(pid, s, pindex, v)?;
+                    self.phys.hold(new);
+                    self.obj_mut(s).pages.insert(pindex, new);
+                    self.stats.faults.cow += 1;
+                    self.stats.copied_bytes += base;
+                    cost.cycles += self.machine.cost.copy_page_cycles;
+                    (new, true)
+                } else {
+                    (pfn, false)
+                }
+            }
+        } else if let ObjKind::File { .. } = self.obj(v.obj).kind {
+            (self.file_page(pid, v.obj, pindex, v, &mut cost)?, true)
+        } else if let Some(pfn) = self.obj(v.obj).pages.get(pindex) {
+            // Present in the object (shared memory, or a copy-on-write page after fork).
+            if write && v.private() && self.phys.refs(pfn) > 1 {
+                let new = self.alloc_frame(pid, v.obj, pindex, v)?;
+                self.phys.hold(new);
+                self.obj_mut(v.obj).pages.insert(pindex, new);
+                if self.phys.release(pfn) {
+                    self.free_frame(pfn);
+                }
+                self.stats.faults.cow += 1;
+                self.stats.copied_bytes += base;
+                cost.cycles += self.machine.cost.copy_page_cycles;
+                (new, true)
+            } else {
+                (pfn, !v.private() || self.phys.refs(pfn) == 1)
+            }
+        } else {
+            // Zero-fill (event 2, preparation: one base page zeroed at fault time).
+            let pfn = self.alloc_frame(pid, v.obj, pindex, v)?;
+            self.phys.hold(pfn);
+            self.obj_mut(v.obj).pages.insert(pindex, pfn);
+            self.stats.faults.zero_fill += 1;
+            self.stats.zeroed_bytes += base;
+            cost.cycles += self.machine.cost.zero_page_cycles;
+            (pfn, true)
+        };
+        let prot = if exclusive || !v.prot.writable() { v.prot } else { Prot(v.prot.0 & !Prot::WRITE.0) };
+        let p = self.procs.get_mut(&pid.0).expect("fault: pid");
+        p.pmap.enter(vpn, pfn, prot);
+        cost.cycles += self.machine.cost.pte_write_cycles;
+        self.after_populate(pid, v, vpn);
+        Ok(cost)
+    }
+
+    /// The page `pindex` of file object `obj`, read from storage into the page cache if absent.
+    fn file_page(&mut self, pid: Pid, obj: ObjId, pindex: u64, v: &Vma, cost: &mut FaultCost) -> Result<Pfn> {
+        if let Some(pfn) = self.obj(obj).pages.get(pindex) {
+            return Ok(pfn);
+        }
+        let pfn = self.alloc_frame(pid, obj, pindex, v)?;
+        self.phys.hold(pfn);
+        self.obj_mut(obj).pages.insert(pindex, pfn);
+        let base = self.machine.base_size();
+        self.stats.io_read_bytes += base;
+        cost.io += self.machine.io_cycles(base);
+        Ok(pfn)
+    }
+
+    /// Event 1, physical allocation: a frame for page `pindex` of `obj`, faulted by `pid`.
+    fn alloc_frame(&mut self, _pid: Pid, _obj: ObjId, _pindex: u64, _v: &Vma) -> Result<Pfn> {
+        match self.policy.alloc {
+            crate::policy::AllocPolicy::BasePage => self.phys.buddy.alloc(Order(0)).ok_or_else(|| {
+                SimError::OutOfMemory(format!(
+                    "all {} frames of {} of modelled memory are in use and this policy does not reclaim; give the machine more memory (e.g. -m {}:mem=...)",
+                    self.phys.frames(),
+                    crate::units::fmt_size(self.machine.mem_bytes),
+                    self.machine.name
+                ))
+            }),
+        }
+    }
+
+    /// Event 3, mapping creation: called after a base page is entered. Base pages only: nothing.
+    fn after_populate(&mut self, _pid: Pid, _v: &Vma, _vpn: u64) {}
+}

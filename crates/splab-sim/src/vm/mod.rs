@@ -1,0 +1,698 @@
+//! The VM subsystem: processes, address spaces (map entries), memory objects, page tables, the
+//! fault handler and the memory system calls. `Os` owns the hardware model it drives (TLB
+//! shootdowns, walks) and physical memory.
+//!
+//! Architecture invariant: the VM does no I/O and is deterministic. Storage I/O is modelled as a
+//! cost, never performed.
+//!
+//! The policy enters at the five events of a superpage's life (seed 003): `alloc_frame`
+//! (physical allocation), the preparation in `populate`, mapping creation after a page is entered
+//! (`after_populate`), mapping destruction in `unmap_range` / `protect_range`, and deallocation
+//! in `free_frame`.
+
+pub mod object;
+pub mod pmap;
+pub mod stats;
+
+mod fault;
+
+pub use fault::AccessStats;
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+
+use crate::error::{Result, SimError};
+use crate::hw::{Hw, Machine};
+use crate::phys::PhysMem;
+use crate::policy::{Placement, Policy};
+use crate::units::{Pfn, Pid, Prot};
+pub use object::{ObjId, ObjKind, VmObject};
+pub use pmap::{Pmap, Pte};
+pub use stats::VmStats;
+
+/// mmap flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct MapFlags(pub u8);
+
+impl MapFlags {
+    pub const ANON: MapFlags = MapFlags(0);
+    pub const SHARED: MapFlags = MapFlags(1);
+    pub const FILE: MapFlags = MapFlags(2);
+    pub const FIXED: MapFlags = MapFlags(4);
+    pub const STACK: MapFlags = MapFlags(8);
+    pub const GROWABLE: MapFlags = MapFlags(16);
+    pub const fn has(self, f: MapFlags) -> bool {
+        self.0 & f.0 == f.0 && f.0 != 0
+    }
+    pub const fn with(self, f: MapFlags) -> MapFlags {
+        MapFlags(self.0 | f.0)
+    }
+}
+
+/// An mmap request.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MmapReq {
+    /// Address hint (with FIXED: the exact address).
+    pub addr: u64,
+    pub len: u64,
+    pub prot: Prot,
+    pub flags: MapFlags,
+    pub file: u32,
+    /// Byte offset into the file.
+    pub offset: u64,
+}
+
+/// madvise advice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Advice {
+    DontNeed,
+    Free,
+    HugePage,
+    NoHugePage,
+    Collapse,
+}
+
+/// A map entry (VMA): `[start, end)` of one process mapped to an object from page `pgoff`.
+#[derive(Clone, Debug)]
+pub struct Vma {
+    pub start: u64,
+    pub end: u64,
+    pub prot: Prot,
+    pub flags: MapFlags,
+    pub obj: ObjId,
+    /// Object page index of `start`.
+    pub pgoff: u64,
+    /// For a private file mapping: the anonymous object holding its written (copied) pages.
+    pub shadow: Option<ObjId>,
+    /// MADV_HUGEPAGE / MADV_NOHUGEPAGE state, for policies that honour it.
+    pub hugepage_advice: Option<bool>,
+}
+
+impl Vma {
+    #[inline]
+    pub fn private(&self) -> bool {
+        !self.flags.has(MapFlags::SHARED)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Process {
+    pub pid: Pid,
+    /// Map entries by start address; disjoint.
+    pub vmas: BTreeMap<u64, Vma>,
+    pub pmap: Pmap,
+    pub brk_start: u64,
+    pub brk_end: u64,
+}
+
+impl Process {
+    /// The map entry containing `va`.
+    #[inline]
+    pub fn vma_at(&self, va: u64) -> Option<&Vma> {
+        self.vmas.range(..=va).next_back().map(|(_, v)| v).filter(|v| va < v.end)
+    }
+}
+
+/// A file known to the OS: its size and its page-cache object.
+#[derive(Clone, Debug)]
+pub struct FileEntry {
+    pub size: u64,
+    pub obj: ObjId,
+}
+
+pub struct Os {
+    pub machine: Machine,
+    pub policy: Policy,
+    pub hw: Hw,
+    pub phys: PhysMem,
+    pub procs: FxHashMap<u32, Process>,
+    pub objects: Vec<Option<VmObject>>,
+    free_objs: Vec<u32>,
+    pub files: FxHashMap<u32, FileEntry>,
+    pub stats: VmStats,
+    pub acc: AccessStats,
+    next_pid: u32,
+    /// Top of the mmap area and start of the heap (address-space layout).
+    pub mmap_top: u64,
+    pub heap_base: u64,
+    pub user_top: u64,
+    /// Orders of the size classes, cached from the machine.
+    pub orders: Vec<u8>,
+}
+
+impl Os {
+    pub fn new(machine: Machine, policy: Policy) -> Os {
+        let frames = machine.frames();
+        let phys = PhysMem::new(frames, machine.max_order());
+        let hw = Hw::new(&machine);
+        let orders: Vec<u8> = (0..machine.page_shifts.len()).map(|c| machine.order_of(c)).collect();
+        // Address-space layout: the heap low, mmaps top-down from below the stack gap, like
+        // Linux's legacy-free layout (mm/util.c mmap_base).
+        let user_top = if machine.va_bits <= 32 { 0xC000_0000 } else { 1u64 << (machine.va_bits - 1) };
+        let mmap_top = user_top - (user_top >> 4);
+        let heap_base = if machine.va_bits <= 32 { 0x1000_0000 } else { user_top >> 8 };
+        let n = machine.page_shifts.len();
+        let stats = VmStats { promotions: vec![0; n], demotions: vec![0; n], mapped_peak: vec![0; n], ..Default::default() };
+        Os {
+            machine,
+            policy,
+            hw,
+            phys,
+            procs: FxHashMap::default(),
+            objects: Vec::new(),
+            free_objs: Vec::new(),
+            files: FxHashMap::default(),
+            stats,
+            acc: AccessStats::default(),
+            next_pid: 1,
+            mmap_top,
+            heap_base,
+            user_top,
+            orders,
+        }
+    }
+
+    #[inline]
+    pub fn base_shift(&self) -> u8 {
+        self.machine.page_shifts[0]
+    }
+
+    fn proc_mut(&mut self, pid: Pid) -> Result<&mut Process> {
+        self.procs.get_mut(&pid.0).ok_or_else(|| SimError::InvalidEvent(format!("no process with pid {}", pid.0)))
+    }
+
+    pub fn proc(&self, pid: Pid) -> Result<&Process> {
+        self.procs.get(&pid.0).ok_or_else(|| SimError::InvalidEvent(format!("no process with pid {}", pid.0)))
+    }
+
+    pub fn obj(&self, id: ObjId) -> &VmObject {
+        self.objects[id.0 as usize].as_ref().expect("Os::obj: dangling object id")
+    }
+
+    pub fn obj_mut(&mut self, id: ObjId) -> &mut VmObject {
+        self.objects[id.0 as usize].as_mut().expect("Os::obj_mut: dangling object id")
+    }
+
+    fn new_object(&mut self, o: VmObject) -> ObjId {
+        if let Some(i) = self.free_objs.pop() {
+            self.objects[i as usize] = Some(o);
+            ObjId(i)
+        } else {
+            self.objects.push(Some(o));
+            ObjId(self.objects.len() as u32 - 1)
+        }
+    }
+
+    /// Drops one reference to an object; at zero its pages are released and it is destroyed.
+    fn unref_object(&mut self, id: ObjId) {
+        let o = self.obj_mut(id);
+        o.refs -= 1;
+        if o.refs > 0 {
+            return;
+        }
+        let pages = o.pages.all();
+        for (_, pfn) in pages {
+            if self.phys.release(pfn) {
+                self.free_frame(pfn);
+            }
+        }
+        self.objects[id.0 as usize] = None;
+        self.free_objs.push(id.0);
+    }
+
+    /// Creates a process with an empty address space; returns its pid.
+    pub fn spawn(&mut self) -> Pid {
+        let pid = Pid(self.next_pid);
+        self.next_pid += 1;
+        let p = Process { pid, vmas: BTreeMap::new(), pmap: Pmap::new(), brk_start: self.heap_base, brk_end: self.heap_base };
+        self.procs.insert(pid.0, p);
+        pid
+    }
+
+    /// Registers a file (or updates its size).
+    pub fn open_file(&mut self, file: u32, size: u64) {
+        let pages = size.div_ceil(self.machine.base_size());
+        if let Some(f) = self.files.get_mut(&file) {
+            f.size = f.size.max(size);
+            let obj = f.obj;
+            let o = self.obj_mut(obj);
+            o.size = o.size.max(pages);
+            return;
+        }
+        let mut o = VmObject::new(ObjKind::File { file }, pages, false);
+        o.refs = 1; // the file table's reference: the page cache outlives mappings
+        let obj = self.new_object(o);
+        self.files.insert(file, FileEntry { size, obj });
+    }
+
+    // ---- deallocation and allocation (events 1 and 5) ----
+
+    /// Event 5, deallocation: a frame no object holds any more goes back to physical memory.
+    fn free_frame(&mut self, pfn: Pfn) {
+        self.phys.buddy.free(pfn, crate::units::Order(0));
+    }
+
+    // ---- mmap / munmap / mprotect / brk / madvise ----
+
+    fn check_range(&self, what: &str, addr: u64, len: u64) -> Result<(u64, u64)> {
+        let bs = self.machine.base_size();
+        if addr % bs != 0 {
+            return Err(SimError::InvalidEvent(format!("{what}: address {addr:#x} is not aligned to the {bs}-byte base page")));
+        }
+        if len == 0 {
+            return Err(SimError::InvalidEvent(format!("{what}: zero length at {addr:#x}")));
+        }
+        let end = addr.checked_add(len.div_ceil(bs) * bs).filter(|&e| e <= self.user_top).ok_or_else(|| {
+            SimError::InvalidEvent(format!("{what}: range {addr:#x}+{len:#x} is beyond the {}-bit user address space", self.machine.va_bits))
+        })?;
+        Ok((addr, end))
+    }
+
+    /// Finds a free range of `len` bytes below `mmap_top`, aligned to `align`, first fit from
+    /// the top.
+    fn find_gap(&self, p: &Process, len: u64, align: u64) -> Option<u64> {
+        let mut hi = self.mmap_top;
+        for (_, v) in p.vmas.range(..self.mmap_top).rev() {
+            if v.end <= hi {
+                let cand = hi.checked_sub(len)? & !(align - 1);
+                if cand >= v.end {
+                    return Some(cand);
+                }
+            }
+            hi = hi.min(v.start);
+        }
+        let cand = hi.checked_sub(len)? & !(align - 1);
+        (cand >= p.brk_end.max(self.heap_base) + (1 << 30).min(self.mmap_top / 4)).then_some(cand)
+    }
+
+    /// mmap: creates a mapping; returns its address.
+    pub fn mmap(&mut self, pid: Pid, req: MmapReq) -> Result<u64> {
+        let bs = self.machine.base_size();
+        if req.len == 0 {
+            return Err(SimError::InvalidEvent("mmap: zero length".into()));
+        }
+        let len = req.len.div_ceil(bs) * bs;
+        if req.flags.has(MapFlags::FILE) && req.offset % bs != 0 {
+            return Err(SimError::InvalidEvent(format!("mmap: file offset {:#x} is not page aligned", req.offset)));
+        }
+        let addr = if req.flags.has(MapFlags::FIXED) {
+            let (a, _) = self.check_range("mmap", req.addr, len)?;
+            self.munmap(pid, a, len)?;
+            a
+        } else {
+            let align = match self.policy.placement {
+                Placement::BasePage => bs,
+                // seed 000 5.3: align to the largest superpage not larger than the mapping.
+                Placement::SuperpageAligned => {
+                    self.machine.page_sizes().into_iter().filter(|&s| s <= len).max().unwrap_or(bs)
+                }
+            };
+            let p = self.proc(pid)?;
+            self.find_gap(p, len, align).ok_or_else(|| SimError::OutOfMemory(format!("mmap: no {len:#x}-byte gap left in the address space of pid {}", pid.0)))?
+        };
+        let pages = len / bs;
+        let (obj, pgoff, shadow) = if req.flags.has(MapFlags::FILE) {
+            let need = req.offset + len;
+            let known = self.files.get(&req.file).map(|f| f.size);
+            if known.is_none_or(|s| s < need) {
+                // A file mapped beyond its known size: the trace knows best; grow the file.
+                self.open_file(req.file, known.unwrap_or(0).max(need));
+            }
+            let obj = self.files[&req.file].obj;
+            self.obj_mut(obj).refs += 1;
+            let shadow = if req.flags.has(MapFlags::SHARED) {
+                None
+            } else {
+                let mut s = VmObject::new(ObjKind::Anon, self.obj(obj).size, false);
+                s.refs = 1;
+                Some(self.new_object(s))
+            };
+            (obj, req.offset / bs, shadow)
+        } else {
+            let growable = req.flags.has(MapFlags::GROWABLE) || req.flags.has(MapFlags::STACK);
+            let mut o = VmObject::new(ObjKind::Anon, pages, growable);
+            o.refs = 1;
+            (self.new_object(o), 0, None)
+        };
+        let vma = Vma { start: addr, end: addr + len, prot: req.prot, flags: req.flags, obj, pgoff, shadow, hugepage_advice: None };
+        self.proc_mut(pid)?.vmas.insert(addr, vma);
+        Ok(addr)
+    }
+
+    /// Splits the map entry containing `at` (if any starts before and ends after it) in two.
+    fn split_vma(&mut self, pid: Pid, at: u64) -> Result<()> {
+        let bs_shift = self.base_shift();
+        let p = self.proc_mut(pid)?;
+        let Some((&start, v)) = p.vmas.range(..at).next_back() else { return Ok(()) };
+        if v.end <= at || start == at {
+            return Ok(());
+        }
+        let mut hi = v.clone();
+        hi.start = at;
+        hi.pgoff = v.pgoff + ((at - start) >> bs_shift);
+        p.vmas.get_mut(&start).expect("split_vma").end = at;
+        let (obj, shadow) = (hi.obj, hi.shadow);
+        p.vmas.insert(at, hi);
+        self.obj_mut(obj).refs += 1;
+        if let Some(s) = shadow {
+            self.obj_mut(s).refs += 1;
+        }
+        Ok(())
+    }
+
+    /// Start addresses of the map entries overlapping `[start, end)`, after splitting at both ends.
+    fn isolate(&mut self, pid: Pid, start: u64, end: u64) -> Result<Vec<u64>> {
+        self.split_vma(pid, start)?;
+        self.split_vma(pid, end)?;
+        let p = self.proc(pid)?;
+        Ok(p.vmas.range(start..end).map(|(&s, _)| s).collect())
+    }
+
+    /// Event 4, mapping destruction, and the release of a private range's pages: unmaps base
+    /// pages `[start, end)` of a process from its page table and TLB. Pages of private
+    /// anonymous objects (and shadows) in the range are released, since nothing can reach them
+    /// again; shared and file pages stay with their objects.
+    fn unmap_range(&mut self, pid: Pid, vma_start: u64, release: bool) -> Result<()> {
+        let bs = self.base_shift();
+        let p = self.procs.get_mut(&pid.0).expect("unmap_range: pid");
+        let v = p.vmas.get(&vma_start).expect("unmap_range: vma").clone();
+        let (s, e) = (v.start >> bs, v.end >> bs);
+        let mut removed = 0u64;
+        p.pmap.remove(s, e, |_| removed += 1);
+        self.hw.tlb.invalidate_range(pid.0, v.start, v.end);
+        self.stats.cycles_kernel += removed * self.machine.cost.pte_write_cycles;
+        if release {
+            let first = v.pgoff;
+            let last = v.pgoff + (e - s);
+            let anon_private = v.private() && self.obj(v.obj).kind == ObjKind::Anon;
+            let targets: Vec<ObjId> = v.shadow.into_iter().chain(anon_private.then_some(v.obj)).collect();
+            for obj in targets {
+                for (pi, pfn) in self.obj(obj).pages.range(first, last) {
+                    self.obj_mut(obj).pages.remove(pi);
+                    if self.phys.release(pfn) {
+                        self.free_frame(pfn);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// munmap: removes every mapping in `[addr, addr+len)`.
+    pub fn munmap(&mut self, pid: Pid, addr: u64, len: u64) -> Result<()> {
+        let (start, end) = self.check_range("munmap", addr, len)?;
+        self.proc(pid)?;
+        for vs in self.isolate(pid, start, end)? {
+            self.unmap_range(pid, vs, true)?;
+            let v = self.proc_mut(pid)?.vmas.remove(&vs).expect("munmap: vma");
+            if let Some(s) = v.shadow {
+                self.unref_object(s);
+            }
+            self.unref_object(v.obj);
+        }
+        Ok(())
+    }
+
+    /// mprotect: sets the protection of every mapping in the range. Permissions that are taken
+    /// away are removed from the page table and TLB at once; permissions that are added are
+    /// granted lazily, at the next fault.
+    pub fn mprotect(&mut self, pid: Pid, addr: u64, len: u64, prot: Prot) -> Result<()> {
+        let (start, end) = self.check_range("mprotect", addr, len)?;
+        let bs = self.base_shift();
+        let starts = self.isolate(pid, start, end)?;
+        let mut covered = start;
+        for &vs in &starts {
+            let p = self.proc(pid)?;
+            if vs > covered {
+                break;
+            }
+            covered = p.vmas[&vs].end;
+        }
+        if covered < end {
+            // Linux: ENOMEM when part of the range is unmapped; nothing changes in our model
+            // beyond the splits, which are harmless.
+            return Err(SimError::InvalidEvent(format!("mprotect: [{start:#x}, {end:#x}) is not entirely mapped in pid {}", pid.0)));
+        }
+        for vs in starts {
+            let p = self.proc_mut(pid)?;
+            let v = p.vmas.get_mut(&vs).expect("mprotect: vma");
+            v.prot = prot;
+            let (s, e) = (v.start, v.end);
+            let changed = p.pmap.protect(s >> bs, e >> bs, prot);
+            if changed > 0 {
+                self.hw.tlb.invalidate_range(pid.0, s, e);
+            }
+            self.stats.cycles_kernel += changed * self.machine.cost.pte_write_cycles;
+        }
+        Ok(())
+    }
+
+    /// madvise. DONTNEED and FREE drop the pages of private anonymous memory (the next touch
+    /// zero-fills); HUGEPAGE / NOHUGEPAGE are recorded for policies that honour them.
+    pub fn madvise(&mut self, pid: Pid, addr: u64, len: u64, advice: Advice) -> Result<()> {
+        let (start, end) = self.check_range("madvise", addr, len)?;
+        let starts = self.isolate(pid, start, end)?;
+        for vs in starts {
+            match advice {
+                Advice::DontNeed | Advice::Free => self.unmap_range(pid, vs, true)?,
+                Advice::HugePage | Advice::NoHugePage => {
+                    self.proc_mut(pid)?.vmas.get_mut(&vs).expect("madvise").hugepage_advice = Some(advice == Advice::HugePage);
+                }
+                Advice::Collapse => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// brk: moves the end of the heap; returns the new break (the old one if refused, as Linux).
+    pub fn brk(&mut self, pid: Pid, new_end: u64) -> Result<u64> {
+        let bs = self.machine.base_size();
+        let p = self.proc(pid)?;
+        let (start, old_end) = (p.brk_start, p.brk_end);
+        if new_end < start || new_end > self.mmap_top {
+            return Ok(old_end);
+        }
+        let old_top = old_end.div_ceil(bs) * bs;
+        let new_top = new_end.div_ceil(bs) * bs;
+        if new_top > old_top {
+            if p.vmas.range(old_top..new_top).next().is_some() {
+                return Ok(old_end); // would run into another mapping
+            }
+            let heap = p.vmas.range(..=start).next_back().filter(|(&s, v)| s == start && v.end == old_top).map(|(&s, _)| s);
+            match heap {
+                Some(s) => {
+                    let shift = self.base_shift();
+                    let p = self.proc_mut(pid)?;
+                    let v = p.vmas.get_mut(&s).expect("brk: heap");
+                    v.end = new_top;
+                    let obj = v.obj;
+                    let pages = (new_top - s) >> shift;
+                    let o = self.obj_mut(obj);
+                    o.size = o.size.max(pages);
+                }
+                None => {
+                    let req = MmapReq { addr: old_top, len: new_top - old_top, prot: Prot::RW, flags: MapFlags::FIXED.with(MapFlags::GROWABLE), ..Default::default() };
+                    self.mmap(pid, req)?;
+                }
+            }
+        } else if new_top < old_top {
+            self.munmap(pid, new_top, old_top - new_top)?;
+            // Keep the heap object's size in step with the heap (seed 000 4.2 caps growable
+            // reservations at the object's current size).
+            if let Some((&s, v)) = self.proc(pid)?.vmas.range(..=start).next_back().filter(|(&s, _)| s == start) {
+                let (obj, pages) = (v.obj, (v.end - s) >> self.base_shift());
+                self.obj_mut(obj).size = pages;
+            }
+        }
+        self.proc_mut(pid)?.brk_end = new_end;
+        Ok(new_end)
+    }
+
+    /// fork: a child with a copy of the address space. Private anonymous memory becomes
+    /// copy-on-write: the child's objects hold the parent's frames, both page tables map them
+    /// read-only (Linux copy_page_range copies the PTEs of anonymous mappings).
+    pub fn fork(&mut self, parent: Pid) -> Result<Pid> {
+        let bs = self.base_shift();
+        let vmas: Vec<Vma> = self.proc(parent)?.vmas.values().cloned().collect();
+        let (brk_start, brk_end) = {
+            let p = self.proc(parent)?;
+            (p.brk_start, p.brk_end)
+        };
+        let child = self.spawn();
+        let mut child_vmas = BTreeMap::new();
+        let mut child_pmap = Pmap::new();
+        let mut wp_ranges = Vec::new();
+        for v in vmas {
+            let mut cv = v.clone();
+            // The child's copy of an object holds only the pages this map entry can reach (after
+            // splits, several entries share one object).
+            let first = v.pgoff;
+            let last = v.pgoff + ((v.end - v.start) >> bs);
+            let copy_obj = |os: &mut Os, id: ObjId| -> ObjId {
+                let src = os.obj(id);
+                let mut o = VmObject::new(src.kind, src.size, src.growable);
+                for (pi, pfn) in src.pages.range(first, last) {
+                    o.pages.insert(pi, pfn);
+                }
+                for (_, pfn) in o.pages.all() {
+                    os.phys.hold(pfn);
+                }
+                o.refs = 1;
+                os.new_object(o)
+            };
+            if v.private() && self.obj(v.obj).kind == ObjKind::Anon {
+                cv.obj = copy_obj(self, v.obj);
+            } else {
+                self.obj_mut(v.obj).refs += 1;
+            }
+            if let Some(s) = v.shadow {
+                cv.shadow = Some(copy_obj(self, s));
+            }
+            if v.private() {
+                // Copy the parent's present PTEs of private pages, read-only in both.
+                let parent_pmap = &self.procs[&parent.0].pmap;
+                let ro = Prot(v.prot.0 & !Prot::WRITE.0);
+                let mut n = 0u64;
+                for vpn in (v.start >> bs)..(v.end >> bs) {
+                    if let Some(pte) = parent_pmap.lookup(vpn) {
+                        if pte.size().is_base() {
+                            child_pmap.enter(vpn, pte.pfn(), Prot(pte.prot().0 & ro.0));
+                            n += 1;
+                        }
+                    }
+                }
+                self.stats.cycles_kernel += n * self.machine.cost.pte_write_cycles;
+                if v.prot.writable() {
+                    wp_ranges.push((v.start, v.end));
+                }
+            }
+            child_vmas.insert(cv.start, cv);
+        }
+        for (s, e) in wp_ranges {
+            let p = self.procs.get_mut(&parent.0).expect("fork: parent");
+            let n = p.pmap.protect(s >> bs, e >> bs, Prot(Prot::READ.0 | Prot::EXEC.0));
+            if n > 0 {
+                self.hw.tlb.invalidate_range(parent.0, s, e);
+            }
+            self.stats.cycles_kernel += n * self.machine.cost.pte_write_cycles;
+        }
+        let c = self.proc_mut(child)?;
+        c.vmas = child_vmas;
+        c.pmap = child_pmap;
+        c.brk_start = brk_start;
+        c.brk_end = brk_end;
+        Ok(child)
+    }
+
+    fn teardown(&mut self, pid: Pid) -> Result<()> {
+        let starts: Vec<(u64, u64)> = self.proc(pid)?.vmas.values().map(|v| (v.start, v.end)).collect();
+        for (s, e) in starts {
+            self.munmap(pid, s, e - s)?;
+        }
+        self.hw.tlb.invalidate_asid(pid.0);
+        self.hw.walker.invalidate_asid(pid.0);
+        Ok(())
+    }
+
+    /// exit: tears the address space down and removes the process.
+    pub fn exit(&mut self, pid: Pid) -> Result<()> {
+        self.teardown(pid)?;
+        self.procs.remove(&pid.0);
+        Ok(())
+    }
+
+    /// exec: replaces the address space with an empty one (the new image's mappings follow as
+    /// mmap events).
+    pub fn exec(&mut self, pid: Pid) -> Result<()> {
+        self.teardown(pid)?;
+        let heap = self.heap_base;
+        let p = self.proc_mut(pid)?;
+        p.brk_start = heap;
+        p.brk_end = heap;
+        Ok(())
+    }
+
+    /// Footprint: frames held by objects, in bytes.
+    pub fn footprint_bytes(&self) -> u64 {
+        self.phys.used_frames << self.base_shift()
+    }
+
+    /// Bytes currently mapped by superpages, over all processes.
+    pub fn superpage_bytes(&self) -> u64 {
+        let bs = self.base_shift();
+        self.procs.values().map(|p| p.pmap.counts[1..].iter().sum::<u64>() << bs).sum()
+    }
+
+    /// Updates the per-size mapped peaks and the footprint peak.
+    pub fn note_peaks(&mut self) {
+        let bs = self.base_shift();
+        let n = self.orders.len();
+        let mut now = vec![0u64; n];
+        for p in self.procs.values() {
+            for (c, v) in now.iter_mut().enumerate() {
+                *v += p.pmap.counts[c] << bs;
+            }
+        }
+        for c in 0..n {
+            self.stats.mapped_peak[c] = self.stats.mapped_peak[c].max(now[c]);
+        }
+        self.stats.footprint_peak_frames = self.stats.footprint_peak_frames.max(self.phys.used_frames);
+    }
+
+    /// Every invariant of physical memory, objects, map entries, page tables and the TLB.
+    pub fn check_invariants(&self) -> Result<()> {
+        let inv = SimError::Invariant;
+        self.phys.check_invariants().map_err(inv)?;
+        self.hw.tlb.check_invariants().map_err(inv)?;
+        let bs = self.base_shift();
+        // Object reference counts and frame holds.
+        let mut refs: FxHashMap<u32, u32> = FxHashMap::default();
+        let mut holds: FxHashMap<u64, u32> = FxHashMap::default();
+        for f in self.files.values() {
+            *refs.entry(f.obj.0).or_default() += 1;
+        }
+        for p in self.procs.values() {
+            let mut prev_end = 0;
+            for (&s, v) in &p.vmas {
+                crate::ensure_inv!(s == v.start && v.start < v.end && v.start >= prev_end, "pid {}: map entries overlap or are empty at {s:#x}", p.pid.0);
+                crate::ensure_inv!(v.start % (1 << bs) == 0 && v.end % (1 << bs) == 0, "pid {}: map entry {s:#x} not page aligned", p.pid.0);
+                prev_end = v.end;
+                *refs.entry(v.obj.0).or_default() += 1;
+                if let Some(sh) = v.shadow {
+                    *refs.entry(sh.0).or_default() += 1;
+                }
+            }
+            p.pmap.check_invariants(&self.orders).map_err(|e| SimError::Invariant(format!("pid {}: {e}", p.pid.0)))?;
+            // Every mapping is backed by a frame of the object it maps.
+            for (vpn, pte) in p.pmap.entries() {
+                let va = vpn << bs;
+                let v = p.vma_at(va).ok_or_else(|| SimError::Invariant(format!("pid {}: page {va:#x} mapped outside any map entry", p.pid.0)))?;
+                let pi = v.pgoff + ((va - v.start) >> bs);
+                let backing = v.shadow.and_then(|s| self.obj(s).pages.get(pi)).or_else(|| self.obj(v.obj).pages.get(pi));
+                crate::ensure_inv!(backing == Some(pte.pfn()), "pid {}: page {va:#x} maps frame {} but its object holds {:?}", p.pid.0, pte.pfn().0, backing);
+                crate::ensure_inv!(pte.prot().0 & !v.prot.0 == 0, "pid {}: page {va:#x} has more permission ({}) than its map entry ({})", p.pid.0, pte.prot(), v.prot);
+            }
+        }
+        for (i, o) in self.objects.iter().enumerate() {
+            let Some(o) = o else { continue };
+            let want = refs.get(&(i as u32)).copied().unwrap_or(0);
+            crate::ensure_inv!(o.refs == want, "object {i}: refs {} but {} references found", o.refs, want);
+            for (_, pfn) in o.pages.all() {
+                *holds.entry(pfn.0).or_default() += 1;
+            }
+        }
+        for (&pfn, &n) in &holds {
+            crate::ensure_inv!(self.phys.refs(Pfn(pfn)) == n, "frame {pfn}: held by {n} objects but refs = {}", self.phys.refs(Pfn(pfn)));
+        }
+        crate::ensure_inv!(holds.len() as u64 == self.phys.used_frames, "{} frames held by objects but used_frames = {}", holds.len(), self.phys.used_frames);
+        // TLB entries never translate what the page table does not.
+        for (asid, va, t) in self.hw.tlb.entries() {
+            let p = self.procs.get(&asid).ok_or_else(|| SimError::Invariant(format!("TLB entry for {va:#x} of dead pid {asid}")))?;
+            let pte = p.pmap.lookup(va >> bs).ok_or_else(|| SimError::Invariant(format!("TLB translates {va:#x} of pid {asid}, the page table does not")))?;
+            crate::ensure_inv!(pte.size() == t.size && pte.pfn() == t.pfn, "TLB entry for {va:#x} of pid {asid} disagrees with the page table");
+            crate::ensure_inv!(!t.writable || pte.prot().writable(), "TLB entry for {va:#x} of pid {asid} allows writes the page table does not");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,135 @@
+//! Workloads: synthetic generators of the papers' benchmarks and adversaries. They drive the
+//! engine's event methods directly, in batches, and let the OS choose addresses.
+//!
+//! Names and parameters: `NAME:key=value,...`; sizes take K/M/G (binary), counts K/M/G (decimal).
+
+mod gups;
+mod matrix;
+mod scan;
+mod tree;
+
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::rng::Rng;
+use crate::spec::Spec;
+use crate::units::{AccessKind, Pid, Prot};
+use crate::vm::{MapFlags, MmapReq};
+
+/// A workload: a program whose memory events the engine replays.
+pub trait Workload {
+    /// The canonical spec, with every parameter (defaults included), for reports.
+    fn describe(&self) -> String;
+    /// Accesses it will make, if known in advance (for progress display).
+    fn expected_accesses(&self) -> Option<u64>;
+    /// Runs to completion.
+    fn run(&mut self, e: &mut Engine, rng: &mut Rng) -> Result<()>;
+}
+
+/// Names accepted by `parse`, with their parameters, for `splab list` and error messages.
+pub const WORKLOADS: &[(&str, &str)] = &[
+    ("seq", "sequential scan: size=1G, op=read|write|rw (rw: read then write each element), elem=8"),
+    ("stride", "strided scan: size=1G, stride=4K, op=read|write|rw"),
+    ("sparse", "touch one byte every `step` bytes: size=1G, step=64K, op=write|read"),
+    ("gups", "random 8-byte read-modify-write updates (HPCC RandomAccess): size=1G, updates=4 x words"),
+    ("matrix", "non-blocked transpose of an n x n matrix (seed 000 6.2): n=1000, elem=8"),
+    ("tree", "red-black tree of 50000 nodes with 128-byte records (seed 000 6.2): nodes=50000, ops=20000"),
+];
+
+/// Parses a workload spec.
+pub fn parse(text: &str) -> Result<Box<dyn Workload>> {
+    let mut spec = Spec::parse("workload", text)?;
+    let names: Vec<&str> = WORKLOADS.iter().map(|w| w.0).collect();
+    let w: Box<dyn Workload> = match spec.name.as_str() {
+        "seq" => Box::new(scan::Scan::seq(&mut spec)?),
+        "stride" => Box::new(scan::Scan::stride(&mut spec)?),
+        "sparse" => Box::new(scan::Scan::sparse(&mut spec)?),
+        "gups" => Box::new(gups::Gups::parse(&mut spec)?),
+        "matrix" => Box::new(matrix::Matrix::parse(&mut spec)?),
+        "tree" => Box::new(tree::Tree::parse(&mut spec)?),
+        _ => return Err(spec.unknown_name(&names)),
+    };
+    spec.finish()?;
+    Ok(w)
+}
+
+/// Largest size a synthetic workload may ask for (1TB); the machine's memory limits it further.
+pub const MAX_SIZE: u64 = 1 << 40;
+
+/// The access kind(s) of an `op=` parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Read,
+    Write,
+    ReadWrite,
+}
+
+impl Op {
+    fn take(spec: &mut Spec, default: &'static str, choices: &[&'static str]) -> Result<Op> {
+        Ok(match spec.take_choice("op", default, choices)? {
+            "read" => Op::Read,
+            "write" => Op::Write,
+            _ => Op::ReadWrite,
+        })
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Op::Read => "read",
+            Op::Write => "write",
+            Op::ReadWrite => "rw",
+        }
+    }
+}
+
+/// Maps `len` bytes of private anonymous read-write memory, placed by the OS.
+pub(crate) fn map_anon(e: &mut Engine, pid: Pid, len: u64) -> Result<u64> {
+    e.mmap(pid, MmapReq { addr: 0, len, prot: Prot::RW, flags: MapFlags::ANON, file: 0, offset: 0 })
+}
+
+/// Buffers accesses and hands them to the engine in batches of one event each.
+pub(crate) struct Batch {
+    pid: Pid,
+    buf: Vec<(u64, AccessKind)>,
+}
+
+impl Batch {
+    pub fn new(pid: Pid) -> Batch {
+        Batch { pid, buf: Vec::with_capacity(4096) }
+    }
+    #[inline]
+    pub fn push(&mut self, e: &mut Engine, va: u64, kind: AccessKind) -> Result<()> {
+        self.buf.push((va, kind));
+        if self.buf.len() == 4096 {
+            self.flush(e)?;
+        }
+        Ok(())
+    }
+    /// `n` consecutive 8-byte words from `va`.
+    pub fn words(&mut self, e: &mut Engine, va: u64, n: u64, kind: AccessKind) -> Result<()> {
+        for i in 0..n {
+            self.push(e, va + 8 * i, kind)?;
+        }
+        Ok(())
+    }
+    pub fn flush(&mut self, e: &mut Engine) -> Result<()> {
+        if !self.buf.is_empty() {
+            e.accesses_mixed(self.pid, &self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_names_and_errors() {
+        assert_eq!(parse("seq:size=64M,op=write").unwrap().describe(), "seq:size=64M,op=write,elem=8");
+        let e = parse("sqe").err().unwrap().to_string();
+        assert!(e.contains("'sqe'") && e.contains("gups"), "{e}");
+        assert!(parse("gups:size=0").is_err());
+        assert!(parse("matrix:n=abc").is_err());
+        assert!(parse("seq:size=1G,bogus=1").is_err());
+    }
+}

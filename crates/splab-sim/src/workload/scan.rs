@@ -1,0 +1,92 @@
+//! Scans: `seq` (every element in order), `stride` (one access per stride), `sparse` (touch one
+//! byte every `step` bytes). Issued as access runs, so a scan costs one lookup per page.
+
+use super::{map_anon, Op, MAX_SIZE};
+use crate::engine::Engine;
+use crate::error::{Result, SimError};
+use crate::rng::Rng;
+use crate::spec::Spec;
+use crate::units::{fmt_size, AccessKind};
+
+pub struct Scan {
+    name: &'static str,
+    size: u64,
+    /// Bytes between accesses.
+    step: u64,
+    op: Op,
+}
+
+impl Scan {
+    pub fn seq(spec: &mut Spec) -> Result<Scan> {
+        let size = spec.take_size("size", 1 << 30, 1, MAX_SIZE)?;
+        let op = Op::take(spec, "read", &["read", "write", "rw"])?;
+        let elem = spec.take_size("elem", 8, 1, 4096)?;
+        Ok(Scan { name: "seq", size, step: elem, op })
+    }
+
+    pub fn stride(spec: &mut Spec) -> Result<Scan> {
+        let size = spec.take_size("size", 1 << 30, 1, MAX_SIZE)?;
+        let stride = spec.take_size("stride", 4096, 1, MAX_SIZE)?;
+        let op = Op::take(spec, "read", &["read", "write", "rw"])?;
+        Ok(Scan { name: "stride", size, step: stride, op })
+    }
+
+    pub fn sparse(spec: &mut Spec) -> Result<Scan> {
+        let size = spec.take_size("size", 1 << 30, 1, MAX_SIZE)?;
+        let step = spec.take_size("step", 64 << 10, 1, MAX_SIZE)?;
+        let op = Op::take(spec, "write", &["write", "read"])?;
+        Ok(Scan { name: "sparse", size, step, op })
+    }
+
+    fn count(&self) -> u64 {
+        self.size.div_ceil(self.step)
+    }
+}
+
+impl super::Workload for Scan {
+    fn describe(&self) -> String {
+        let size = fmt_size(self.size);
+        match self.name {
+            "seq" => format!("seq:size={size},op={},elem={}", self.op.name(), fmt_size(self.step)),
+            "stride" => format!("stride:size={size},stride={},op={}", fmt_size(self.step), self.op.name()),
+            _ => format!("sparse:size={size},step={},op={}", fmt_size(self.step), self.op.name()),
+        }
+    }
+
+    fn expected_accesses(&self) -> Option<u64> {
+        Some(self.count() * if self.op == Op::ReadWrite { 2 } else { 1 })
+    }
+
+    fn run(&mut self, e: &mut Engine, _rng: &mut Rng) -> Result<()> {
+        let pid = e.spawn();
+        if self.size > e.os.machine.mem_bytes.saturating_mul(64) {
+            return Err(SimError::BadInput(format!("workload {}: size={} is far beyond the machine's memory", self.name, fmt_size(self.size))));
+        }
+        let base = map_anon(e, pid, self.size)?;
+        let n = self.count();
+        match self.op {
+            Op::Read => e.access_run(pid, base, self.step as i64, n, AccessKind::Read)?,
+            Op::Write => e.access_run(pid, base, self.step as i64, n, AccessKind::Write)?,
+            Op::ReadWrite => {
+                // Each element is read then written. Within one page every access after the first
+                // read and write hits the same MRU TLB entry, so page by page: the first element's
+                // read and write in program order, then the rest of the page's accesses as runs.
+                let page = e.os.machine.base_size();
+                let mut i = 0;
+                while i < n {
+                    let va = base + i * self.step;
+                    let page_end = (va / page + 1) * page;
+                    let in_page = ((page_end - va).div_ceil(self.step)).min(n - i);
+                    e.access(pid, va, AccessKind::Read)?;
+                    e.access(pid, va, AccessKind::Write)?;
+                    if in_page > 1 {
+                        e.access_run(pid, va + self.step, self.step as i64, in_page - 1, AccessKind::Read)?;
+                        e.access_run(pid, va + self.step, self.step as i64, in_page - 1, AccessKind::Write)?;
+                    }
+                    i += in_page;
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,322 @@
+//! Commands and flags, each defined once with its help text beside it.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use splab_sim::report::{Comparison, Report};
+use splab_sim::{hw, policy, workload, RunSpec, SimError};
+
+#[derive(Parser)]
+#[command(
+    name = "splab",
+    version,
+    about = "splab: a lab for superpage (huge page) management policies",
+    long_about = "splab models an operating system's memory subsystem (buddy allocator, reservations, page tables \
+                  with mixed page sizes, TLBs, page walks) and replays workloads on it, reporting TLB misses, page \
+                  walks, faults, superpages, bloat, fragmentation, latency and estimated run time.\n\n\
+                  Names take parameters: NAME:key=value,key=value (sizes accept K/M/G suffixes).\n\
+                  Try: splab demo"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(clap::Args, Clone)]
+struct RunArgs {
+    /// Machine preset, optionally with parameters (e.g. skylake, skylake:mem=4G). See `splab list machines`.
+    #[arg(short, long, default_value = "skylake")]
+    machine: String,
+    /// Workload, e.g. gups:size=1G or matrix:n=1000. See `splab list workloads`.
+    #[arg(short, long)]
+    workload: String,
+    /// Seed of the workload's random choices (runs are deterministic given the seed).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Check every invariant of the model after every event (slow; for debugging and tests).
+    #[arg(long)]
+    check: bool,
+    /// Start with only SIZE of memory free and contiguous; the rest is wired (e.g. --free 4M).
+    #[arg(long, value_name = "SIZE")]
+    free: Option<String>,
+    /// Also write the JSON report to PATH ("-" for standard output, the summary then goes to stderr).
+    #[arg(long, value_name = "PATH")]
+    json: Option<String>,
+    /// No progress display.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run one workload under one policy and print a summary.
+    Run {
+        /// Policy, e.g. base. See `splab list policies`.
+        #[arg(short, long, default_value = "base")]
+        policy: String,
+        #[command(flatten)]
+        args: RunArgs,
+    },
+    /// Run one workload under several policies and compare them with the first (the baseline).
+    Compare {
+        /// Policies, comma-separated or repeated (the first is the baseline), e.g. -p base,navarro.
+        #[arg(short, long, required = true)]
+        policy: Vec<String>,
+        #[command(flatten)]
+        args: RunArgs,
+    },
+    /// List machines, policies or workloads.
+    List {
+        /// What to list.
+        #[arg(value_parser = ["machines", "policies", "workloads"])]
+        what: String,
+    },
+    /// Measure the simulator's own speed (simulated accesses per second).
+    Bench {
+        /// Smaller runs (for a quick check).
+        #[arg(long)]
+        quick: bool,
+    },
+    /// Compare every implemented policy on a few of the papers' workloads and machines.
+    Demo {
+        /// Directory for the JSON reports.
+        #[arg(long, default_value = "splab-demo")]
+        out: PathBuf,
+    },
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match dispatch(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let bad_input = e.downcast_ref::<SimError>().is_some_and(|s| matches!(s, SimError::BadInput(_)));
+            eprintln!("error: {e:#}");
+            if bad_input {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<()> {
+    match cli.cmd {
+        Cmd::Run { policy, args } => cmd_run(&policy, &args),
+        Cmd::Compare { policy, args } => cmd_compare(&split_policies(&policy), &args),
+        Cmd::List { what } => {
+            cmd_list(&what);
+            Ok(())
+        }
+        Cmd::Bench { quick } => cmd_bench(quick),
+        Cmd::Demo { out } => cmd_demo(&out),
+    }
+}
+
+/// Splits "base,navarro:sizes=64K,x=1,linux" into policies: a comma-separated piece with an
+/// '=' but no ':' continues the previous policy's parameters.
+fn split_policies(args: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for a in args {
+        for piece in a.split(',').filter(|p| !p.is_empty()) {
+            match out.last_mut() {
+                Some(prev) if piece.contains('=') && !piece.contains(':') && prev.contains(':') => {
+                    prev.push(',');
+                    prev.push_str(piece);
+                }
+                _ => out.push(piece.to_string()),
+            }
+        }
+    }
+    out
+}
+
+fn parse_free(free: &Option<String>) -> Result<Option<u64>> {
+    match free {
+        None => Ok(None),
+        Some(s) => splab_sim::spec::parse_size(s)
+            .map(Some)
+            .ok_or_else(|| SimError::BadInput(format!("--free: bad size '{s}': expected a size such as 4M or 1G")).into()),
+    }
+}
+
+fn spec_for(policy: &str, a: &RunArgs) -> Result<RunSpec> {
+    Ok(RunSpec { machine: a.machine.clone(), policy: policy.to_string(), workload: a.workload.clone(), seed: a.seed, check: a.check, free_bytes: parse_free(&a.free)? })
+}
+
+/// A progress line on stderr for runs longer than a second, when stderr is a terminal.
+fn progress(label: String, expected: Option<u64>, quiet: bool) -> Option<splab_sim::engine::ProgressFn> {
+    if quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let start = Instant::now();
+    Some(Box::new(move |done: u64, _cycles: u64| {
+        let secs = start.elapsed().as_secs_f64();
+        if secs < 1.0 {
+            return;
+        }
+        let rate = done as f64 / secs / 1e6;
+        let line = match expected {
+            Some(n) if n > 0 => {
+                let f = (done as f64 / n as f64).min(1.0);
+                let w = 30;
+                let filled = (f * w as f64) as usize;
+                format!("{label} [{}{}] {:>5.1}%  {:.0}M accesses  {rate:.0}M/s  {secs:.0}s", "=".repeat(filled), " ".repeat(w - filled), 100.0 * f, done as f64 / 1e6)
+            }
+            _ => format!("{label} {:.0}M accesses  {rate:.0}M/s  {secs:.0}s", done as f64 / 1e6),
+        };
+        eprint!("\r{line}\x1b[K");
+        let _ = std::io::stderr().flush();
+    }))
+}
+
+fn clear_progress(quiet: bool) {
+    if !quiet && std::io::stderr().is_terminal() {
+        eprint!("\r\x1b[K");
+    }
+}
+
+fn run_one(spec: &RunSpec, quiet: bool) -> Result<Report> {
+    let prepared = spec.prepare()?;
+    let label = format!("{} {} {}", prepared.machine.name, prepared.policy.spec, prepared.workload.describe());
+    let p = progress(label, prepared.workload.expected_accesses(), quiet);
+    let r = prepared.run(p);
+    clear_progress(quiet);
+    r.with_context(|| format!("run of {} under policy {} on {}", spec.workload, spec.policy, spec.machine)).map_err(|e| {
+        // Keep bad-input errors recognisable for the exit status.
+        match e.downcast::<SimError>() {
+            Ok(s) => anyhow::Error::new(s),
+            Err(e) => e,
+        }
+    })
+}
+
+fn write_json(path: &str, value: &impl serde::Serialize) -> Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    if path == "-" {
+        println!("{text}");
+    } else {
+        std::fs::write(path, text + "\n").with_context(|| format!("writing {path}"))?;
+    }
+    Ok(())
+}
+
+fn say(to_stderr: bool, text: &str) {
+    if to_stderr {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+}
+
+fn cmd_run(policy: &str, a: &RunArgs) -> Result<()> {
+    let spec = spec_for(policy, a)?;
+    let report = run_one(&spec, a.quiet)?;
+    let json_stdout = a.json.as_deref() == Some("-");
+    say(json_stdout, &report.to_text());
+    if let Some(p) = &a.json {
+        write_json(p, &report)?;
+    }
+    Ok(())
+}
+
+fn cmd_compare(policies: &[String], a: &RunArgs) -> Result<()> {
+    // Validate every policy before running any.
+    for p in policies {
+        spec_for(p, a)?.prepare()?;
+    }
+    let mut reports = Vec::new();
+    for p in policies {
+        reports.push(run_one(&spec_for(p, a)?, a.quiet)?);
+    }
+    let cmp = Comparison::new(reports);
+    let json_stdout = a.json.as_deref() == Some("-");
+    say(json_stdout, &cmp.to_text());
+    if let Some(p) = &a.json {
+        write_json(p, &cmp)?;
+    }
+    Ok(())
+}
+
+fn cmd_list(what: &str) {
+    match what {
+        "machines" => {
+            for name in hw::MACHINES {
+                let m = hw::Machine::from_spec(name).expect("presets parse");
+                println!("{:<12} {}", name, m.description);
+            }
+            println!("\nParameters: mem=SIZE (e.g. skylake:mem=4G).");
+        }
+        "policies" => {
+            for (name, d) in policy::POLICIES {
+                println!("{name:<12} {d}");
+            }
+        }
+        _ => {
+            for (name, d) in workload::WORKLOADS {
+                println!("{name:<8} {d}");
+            }
+        }
+    }
+}
+
+fn cmd_bench(quick: bool) -> Result<()> {
+    let scale = if quick { 4 } else { 1 };
+    let cases = [
+        ("seq (sequential scan, 8-byte words)", format!("seq:size={}M,op=read", 4096 / scale)),
+        ("gups (random updates)", format!("gups:size=1G,updates={}M", 64 / scale)),
+    ];
+    println!("splab bench: simulated accesses per second, machine skylake, policy base, release build expected");
+    for (what, w) in cases {
+        let spec = RunSpec { machine: "skylake".into(), policy: "base".into(), workload: w.clone(), seed: 1, check: false, free_bytes: None };
+        let r = run_one(&spec, true)?;
+        println!(
+            "  {:<40} {:>8.1}M accesses/s   ({} accesses in {:.2} s; {})",
+            what,
+            r.sim.accesses_per_second / 1e6,
+            splab_sim::report::group(r.accesses.total),
+            r.sim.wall_seconds,
+            w
+        );
+    }
+    Ok(())
+}
+
+fn cmd_demo(out: &Path) -> Result<()> {
+    let policies: Vec<String> = policy::POLICIES.iter().map(|p| p.0.to_string()).collect();
+    // A few of the papers' workloads on their machines: seed 000's Matrix and Tree on the Alpha,
+    // GUPS and a sequential scan on the Kaby Lake of seed 003.
+    let cases = [("alpha21264", "matrix:n=1000"), ("alpha21264", "tree:ops=2000"), ("skylake", "gups:size=256M,updates=8M"), ("skylake", "seq:size=1G,op=write")];
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    println!("splab demo: every implemented policy ({}) on the papers' workloads\n", policies.join(", "));
+    for (machine, w) in cases {
+        let mut reports = Vec::new();
+        for p in &policies {
+            let spec = RunSpec { machine: machine.into(), policy: p.clone(), workload: w.into(), seed: 1, check: false, free_bytes: None };
+            reports.push(run_one(&spec, false)?);
+        }
+        let cmp = Comparison::new(reports);
+        println!("{}", cmp.to_text());
+        let name = format!("{}-{}.json", machine, w.split(':').next().unwrap_or(w));
+        let path = out.join(name);
+        write_json(path.to_str().context("non-UTF-8 output path")?, &cmp)?;
+        println!("  -> {}\n", path.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_lists_split_on_commas_but_keep_parameters() {
+        let v = split_policies(&["base,navarro:sizes=64K,x=1,linux".into(), "hpux:hint=4M".into()]);
+        assert_eq!(v, vec!["base", "navarro:sizes=64K,x=1", "linux", "hpux:hint=4M"]);
+    }
+}

@@ -1,0 +1,13 @@
+//! splab: the command-line interface. Argument parsing and output only; every decision lives in
+//! splab-sim.
+//!
+//! Exit status: 0 success; 2 bad input (unknown name, malformed parameter, impossible config);
+//! 1 a run that failed (the workload faulted, memory ran out, an invariant broke).
+
+mod cli;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    cli::main()
+}
