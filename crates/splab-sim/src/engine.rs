@@ -54,7 +54,9 @@ impl Engine {
     /// A fresh machine running `policy`. `free_bytes`: if given, only that much memory starts
     /// free and contiguous; the rest is wired, clustered at the top (seed 000 5.2).
     pub fn new(machine: Machine, policy: Policy, check: bool, free_bytes: Option<u64>) -> Engine {
-        let superpage_orders: Vec<u8> = (1..machine.page_shifts.len()).map(|c| machine.order_of(c)).collect();
+        let superpage_orders: Vec<u8> = (1..machine.page_shifts.len())
+            .map(|c| machine.order_of(c))
+            .collect();
         let mut os = Os::new(machine, policy);
         if let Some(free) = free_bytes {
             let frames = free >> os.base_shift();
@@ -90,7 +92,12 @@ impl Engine {
     pub fn clock(&self) -> u64 {
         let a = &self.os.acc;
         let s = &self.os.stats;
-        a.cycles_access + a.cycles_tlb + s.cycles_fault + s.cycles_io + s.cycles_kernel + self.compute_cycles
+        a.cycles_access
+            + a.cycles_tlb
+            + s.cycles_fault
+            + s.cycles_io
+            + s.cycles_kernel
+            + self.compute_cycles
     }
 
     fn sample(&mut self, now: u64) {
@@ -108,10 +115,14 @@ impl Engine {
             keep(&mut self.series.contiguity);
             self.sample_every *= 2;
         }
-        self.series.t.push(now as f64 / self.os.machine.freq_hz as f64);
+        self.series
+            .t
+            .push(now as f64 / self.os.machine.freq_hz as f64);
         self.series.footprint_bytes.push(self.os.footprint_bytes());
         self.series.superpage_bytes.push(self.os.superpage_bytes());
-        self.series.contiguity.push(self.os.phys.buddy.contiguity(&self.superpage_orders));
+        self.series
+            .contiguity
+            .push(self.os.phys.buddy.contiguity(&self.superpage_orders));
         self.next_sample = now + self.sample_every;
     }
 
@@ -215,7 +226,14 @@ impl Engine {
 
     /// `count` accesses from `va` with a byte `stride` (one event).
     /// Long runs are cut into pieces of 2^20 accesses so that progress and samples advance.
-    pub fn access_run(&mut self, pid: Pid, va: u64, stride: i64, count: u64, kind: AccessKind) -> Result<()> {
+    pub fn access_run(
+        &mut self,
+        pid: Pid,
+        va: u64,
+        stride: i64,
+        count: u64,
+        kind: AccessKind,
+    ) -> Result<()> {
         const PIECE: u64 = 1 << 20;
         let mut va = va;
         let mut left = count;

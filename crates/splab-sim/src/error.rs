@@ -10,7 +10,12 @@ pub enum SimError {
     BadInput(String),
     /// The workload touched memory it has not mapped, or broke a mapping's protection.
     #[error("segmentation fault: pid {pid} {kind} at {va:#x}: {why}")]
-    Segfault { pid: u32, va: u64, kind: &'static str, why: String },
+    Segfault {
+        pid: u32,
+        va: u64,
+        kind: &'static str,
+        why: String,
+    },
     /// Modelled physical memory ran out and the policy has no way to reclaim.
     #[error("out of memory: {0}")]
     OutOfMemory(String),

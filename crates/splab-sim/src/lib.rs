@@ -65,7 +65,12 @@ impl RunSpec {
                 )));
             }
         }
-        Ok(Prepared { machine, policy, workload, spec: self.clone() })
+        Ok(Prepared {
+            machine,
+            policy,
+            workload,
+            spec: self.clone(),
+        })
     }
 }
 
@@ -76,7 +81,12 @@ impl Prepared {
         let mem_bytes = self.machine.mem_bytes;
         let machine_name = self.machine.name.clone();
         let policy_spec = self.policy.spec.clone();
-        let mut e = engine::Engine::new(self.machine, self.policy, self.spec.check, self.spec.free_bytes);
+        let mut e = engine::Engine::new(
+            self.machine,
+            self.policy,
+            self.spec.check,
+            self.spec.free_bytes,
+        );
         if let Some(p) = progress {
             e.set_progress(p);
         }
@@ -87,14 +97,22 @@ impl Prepared {
             e.os.check_invariants()?;
         }
         let config = report::Config {
-            machine: if self.spec.machine.contains(':') { self.spec.machine.clone() } else { machine_name },
+            machine: if self.spec.machine.contains(':') {
+                self.spec.machine.clone()
+            } else {
+                machine_name
+            },
             policy: policy_spec,
             workload: self.workload.describe(),
             mem_bytes,
             seed: self.spec.seed,
             free_bytes: self.spec.free_bytes.unwrap_or(mem_bytes),
         };
-        Ok(report::Report::from_engine(&e, config, start.elapsed().as_secs_f64()))
+        Ok(report::Report::from_engine(
+            &e,
+            config,
+            start.elapsed().as_secs_f64(),
+        ))
     }
 }
 

@@ -49,11 +49,20 @@ pub struct Policy {
 }
 
 /// Names accepted by `Policy::from_spec`, with one-line descriptions for `splab list`.
-pub const POLICIES: &[(&str, &str)] = &[("base", "base pages only: one base page per fault, no superpages (the baseline)")];
+pub const POLICIES: &[(&str, &str)] = &[(
+    "base",
+    "base pages only: one base page per fault, no superpages (the baseline)",
+)];
 
 impl Policy {
     pub fn base() -> Policy {
-        Policy { name: "base".into(), spec: "base".into(), alloc: AllocPolicy::BasePage, prep: PrepPolicy::PerPage, placement: Placement::BasePage }
+        Policy {
+            name: "base".into(),
+            spec: "base".into(),
+            alloc: AllocPolicy::BasePage,
+            prep: PrepPolicy::PerPage,
+            placement: Placement::BasePage,
+        }
     }
 
     pub fn from_spec(text: &str) -> Result<Policy> {
@@ -75,7 +84,10 @@ mod tests {
 
     #[test]
     fn parse_policies() {
-        assert_eq!(Policy::from_spec("base").unwrap().alloc, AllocPolicy::BasePage);
+        assert_eq!(
+            Policy::from_spec("base").unwrap().alloc,
+            AllocPolicy::BasePage
+        );
         let e = Policy::from_spec("solaris").unwrap_err().to_string();
         assert!(e.contains("'solaris'") && e.contains("base"), "{e}");
         assert!(Policy::from_spec("base:x=1").is_err());

@@ -132,7 +132,11 @@ pub struct Report {
 }
 
 fn by_size(sizes: &[u64], values: &[u64]) -> Map<String, Value> {
-    sizes.iter().zip(values).map(|(&s, &v)| (fmt_size(s), Value::from(v))).collect()
+    sizes
+        .iter()
+        .zip(values)
+        .map(|(&s, &v)| (fmt_size(s), Value::from(v)))
+        .collect()
 }
 
 impl Report {
@@ -150,9 +154,24 @@ impl Report {
         Report {
             schema: SCHEMA,
             config,
-            accesses: Accesses { total: acc.total, reads: acc.reads, writes: acc.writes, ifetch: acc.ifetch },
+            accesses: Accesses {
+                total: acc.total,
+                reads: acc.reads,
+                writes: acc.writes,
+                ifetch: acc.ifetch,
+            },
             tlb: TlbReport {
-                levels: os.hw.tlb.stats().into_iter().map(|l| TlbLevel { name: l.name, hits: l.hits, misses: l.misses }).collect(),
+                levels: os
+                    .hw
+                    .tlb
+                    .stats()
+                    .into_iter()
+                    .map(|l| TlbLevel {
+                        name: l.name,
+                        hits: l.hits,
+                        misses: l.misses,
+                    })
+                    .collect(),
                 walks: acc.walks,
                 walk_refs: acc.walk_refs,
                 pwc_hits: os.hw.walker.pwc_hits,
@@ -187,7 +206,12 @@ impl Report {
                 cycles_compute: e.compute_cycles,
                 seconds: cycles_total as f64 / m.freq_hz as f64,
                 background_cycles: e.background_cycles,
-                fault_latency_ns: Latency { p50: ns(lat.quantile(0.50)), p95: ns(lat.quantile(0.95)), p99: ns(lat.quantile(0.99)), max: lat.max },
+                fault_latency_ns: Latency {
+                    p50: ns(lat.quantile(0.50)),
+                    p95: ns(lat.quantile(0.95)),
+                    p99: ns(lat.quantile(0.99)),
+                    max: lat.max,
+                },
             },
             series: SeriesReport {
                 t: e.series.t.clone(),
@@ -198,7 +222,11 @@ impl Report {
             sim: Sim {
                 wall_seconds,
                 events: e.events,
-                accesses_per_second: if wall_seconds > 0.0 { acc.total as f64 / wall_seconds } else { 0.0 },
+                accesses_per_second: if wall_seconds > 0.0 {
+                    acc.total as f64 / wall_seconds
+                } else {
+                    0.0
+                },
                 version: env!("CARGO_PKG_VERSION").to_string(),
             },
         }
@@ -218,15 +246,42 @@ impl Report {
         use std::fmt::Write;
         let mut s = String::new();
         let c = &self.config;
-        let _ = writeln!(s, "splab run: {} on {} with policy {} (seed {})", c.workload, c.machine, c.policy, c.seed);
+        let _ = writeln!(
+            s,
+            "splab run: {} on {} with policy {} (seed {})",
+            c.workload, c.machine, c.policy, c.seed
+        );
         let a = &self.accesses;
-        let _ = writeln!(s, "  accesses      {:>16}  (reads {}, writes {}, ifetch {})", group(a.total), group(a.reads), group(a.writes), group(a.ifetch));
+        let _ = writeln!(
+            s,
+            "  accesses      {:>16}  (reads {}, writes {}, ifetch {})",
+            group(a.total),
+            group(a.reads),
+            group(a.writes),
+            group(a.ifetch)
+        );
         for l in &self.tlb.levels {
             let tot = l.hits + l.misses;
-            let rate = if tot > 0 { 100.0 * l.misses as f64 / tot as f64 } else { 0.0 };
-            let _ = writeln!(s, "  TLB {:<9} {:>16} hits {:>16} misses ({rate:.2}% miss)", l.name, group(l.hits), group(l.misses));
+            let rate = if tot > 0 {
+                100.0 * l.misses as f64 / tot as f64
+            } else {
+                0.0
+            };
+            let _ = writeln!(
+                s,
+                "  TLB {:<9} {:>16} hits {:>16} misses ({rate:.2}% miss)",
+                l.name,
+                group(l.hits),
+                group(l.misses)
+            );
         }
-        let _ = writeln!(s, "  page walks    {:>16}  ({:.4} per access, {} memory refs)", group(self.tlb.walks), self.walk_rate(), group(self.tlb.walk_refs));
+        let _ = writeln!(
+            s,
+            "  page walks    {:>16}  ({:.4} per access, {} memory refs)",
+            group(self.tlb.walks),
+            self.walk_rate(),
+            group(self.tlb.walk_refs)
+        );
         let f = &self.faults;
         let _ = writeln!(
             s,
@@ -237,12 +292,32 @@ impl Report {
             group(f.protection),
             group(f.major)
         );
-        let mapped: Vec<String> = self.pages.mapped_peak_by_size.iter().map(|(k, v)| format!("{k}: {}", human(v.as_u64().unwrap_or(0)))).collect();
+        let mapped: Vec<String> = self
+            .pages
+            .mapped_peak_by_size
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", human(v.as_u64().unwrap_or(0))))
+            .collect();
         let _ = writeln!(s, "  mapped peak   {}", mapped.join(", "));
         if self.pages.sizes.len() > 1 {
-            let pro: Vec<String> = self.pages.promotions_by_size.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-            let dem: Vec<String> = self.pages.demotions_by_size.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-            let _ = writeln!(s, "  promotions    {}   demotions {}", pro.join(", "), dem.join(", "));
+            let pro: Vec<String> = self
+                .pages
+                .promotions_by_size
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect();
+            let dem: Vec<String> = self
+                .pages
+                .demotions_by_size
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "  promotions    {}   demotions {}",
+                pro.join(", "),
+                dem.join(", ")
+            );
         }
         let m = &self.memory;
         let _ = writeln!(
@@ -256,7 +331,13 @@ impl Report {
             m.contiguity_end
         );
         let t = &self.time;
-        let pct = |x: u64| if t.cycles_total > 0 { 100.0 * x as f64 / t.cycles_total as f64 } else { 0.0 };
+        let pct = |x: u64| {
+            if t.cycles_total > 0 {
+                100.0 * x as f64 / t.cycles_total as f64
+            } else {
+                0.0
+            }
+        };
         let _ = writeln!(
             s,
             "  time          {:.6} s estimated = {} cycles: access {:.1}%, TLB {:.1}%, faults {:.1}%, I/O {:.1}%, kernel {:.1}%, compute {:.1}%",
@@ -270,8 +351,18 @@ impl Report {
             pct(t.cycles_compute)
         );
         let l = &t.fault_latency_ns;
-        let _ = writeln!(s, "  fault latency p50 {} ns, p95 {} ns, p99 {} ns, max {} ns", l.p50, l.p95, l.p99, l.max);
-        let _ = writeln!(s, "  simulator     {:.2} s wall, {} events, {:.1}M accesses/s", self.sim.wall_seconds, group(self.sim.events), self.sim.accesses_per_second / 1e6);
+        let _ = writeln!(
+            s,
+            "  fault latency p50 {} ns, p95 {} ns, p99 {} ns, max {} ns",
+            l.p50, l.p95, l.p99, l.max
+        );
+        let _ = writeln!(
+            s,
+            "  simulator     {:.2} s wall, {} events, {:.1}M accesses/s",
+            self.sim.wall_seconds,
+            group(self.sim.events),
+            self.sim.accesses_per_second / 1e6
+        );
         s
     }
 }
@@ -306,8 +397,15 @@ impl Comparison {
             .map(|r| CompareRow {
                 policy: r.config.policy.clone(),
                 speedup: ratio(base.time.cycles_total, r.time.cycles_total),
-                tlb_miss_reduction_pct: if base.tlb.walks > 0 { 100.0 * (1.0 - r.tlb.walks as f64 / base.tlb.walks as f64) } else { 0.0 },
-                footprint_ratio: ratio(r.memory.footprint_peak_bytes, base.memory.footprint_peak_bytes),
+                tlb_miss_reduction_pct: if base.tlb.walks > 0 {
+                    100.0 * (1.0 - r.tlb.walks as f64 / base.tlb.walks as f64)
+                } else {
+                    0.0
+                },
+                footprint_ratio: ratio(
+                    r.memory.footprint_peak_bytes,
+                    base.memory.footprint_peak_bytes,
+                ),
             })
             .collect();
         Comparison {
@@ -323,14 +421,32 @@ impl Comparison {
     pub fn to_text(&self) -> String {
         use std::fmt::Write;
         let mut s = String::new();
-        let _ = writeln!(s, "splab compare: {} on {} (baseline {})", self.workload, self.machine, self.baseline);
+        let _ = writeln!(
+            s,
+            "splab compare: {} on {} (baseline {})",
+            self.workload, self.machine, self.baseline
+        );
         let _ = writeln!(
             s,
             "  {:<24} {:>12} {:>9} {:>12} {:>10} {:>12} {:>12} {:>9} {:>10}",
-            "policy", "est. time s", "speedup", "walks", "walk red.", "faults", "footprint", "fp ratio", "superpages"
+            "policy",
+            "est. time s",
+            "speedup",
+            "walks",
+            "walk red.",
+            "faults",
+            "footprint",
+            "fp ratio",
+            "superpages"
         );
         for (row, r) in self.rows.iter().zip(&self.reports) {
-            let sp: u64 = r.pages.mapped_peak_by_size.values().skip(1).filter_map(|v| v.as_u64()).sum();
+            let sp: u64 = r
+                .pages
+                .mapped_peak_by_size
+                .values()
+                .skip(1)
+                .filter_map(|v| v.as_u64())
+                .sum();
             let _ = writeln!(
                 s,
                 "  {:<24} {:>12.6} {:>8.3}x {:>12} {:>9.2}% {:>12} {:>12} {:>9.3} {:>10}",

@@ -36,12 +36,19 @@ impl Spec {
                 };
                 let k = k.trim();
                 if params.iter().any(|(pk, _)| pk == k) {
-                    return Err(SimError::BadInput(format!("{what} '{name}': parameter '{k}' given twice")));
+                    return Err(SimError::BadInput(format!(
+                        "{what} '{name}': parameter '{k}' given twice"
+                    )));
                 }
                 params.push((k.to_string(), v.trim().to_string()));
             }
         }
-        Ok(Spec { what, name: name.to_string(), params, accepted: Vec::new() })
+        Ok(Spec {
+            what,
+            name: name.to_string(),
+            params,
+            accepted: Vec::new(),
+        })
     }
 
     fn take(&mut self, key: &'static str) -> Option<String> {
@@ -51,17 +58,35 @@ impl Spec {
     }
 
     fn bad(&self, key: &str, value: &str, expected: &str) -> SimError {
-        SimError::BadInput(format!("{} '{}': bad value '{}' for '{}': expected {}", self.what, self.name, value, key, expected))
+        SimError::BadInput(format!(
+            "{} '{}': bad value '{}' for '{}': expected {}",
+            self.what, self.name, value, key, expected
+        ))
     }
 
     /// A byte size with an optional K/M/G/T suffix (binary), in `[min, max]`.
-    pub fn take_size(&mut self, key: &'static str, default: u64, min: u64, max: u64) -> Result<u64> {
+    pub fn take_size(
+        &mut self,
+        key: &'static str,
+        default: u64,
+        min: u64,
+        max: u64,
+    ) -> Result<u64> {
         match self.take(key) {
             None => Ok(default),
             Some(v) => {
-                let n = parse_size(&v).ok_or_else(|| self.bad(key, &v, "a size such as 4096, 64K, 1G"))?;
+                let n = parse_size(&v)
+                    .ok_or_else(|| self.bad(key, &v, "a size such as 4096, 64K, 1G"))?;
                 if n < min || n > max {
-                    return Err(self.bad(key, &v, &format!("a size from {} to {}", crate::units::fmt_size(min), crate::units::fmt_size(max))));
+                    return Err(self.bad(
+                        key,
+                        &v,
+                        &format!(
+                            "a size from {} to {}",
+                            crate::units::fmt_size(min),
+                            crate::units::fmt_size(max)
+                        ),
+                    ));
                 }
                 Ok(n)
             }
@@ -69,11 +94,18 @@ impl Spec {
     }
 
     /// A count with an optional K/M/G suffix (decimal: 1M = 1,000,000), in `[min, max]`.
-    pub fn take_count(&mut self, key: &'static str, default: u64, min: u64, max: u64) -> Result<u64> {
+    pub fn take_count(
+        &mut self,
+        key: &'static str,
+        default: u64,
+        min: u64,
+        max: u64,
+    ) -> Result<u64> {
         match self.take(key) {
             None => Ok(default),
             Some(v) => {
-                let n = parse_count(&v).ok_or_else(|| self.bad(key, &v, "a count such as 1000, 10K, 100M"))?;
+                let n = parse_count(&v)
+                    .ok_or_else(|| self.bad(key, &v, "a count such as 1000, 10K, 100M"))?;
                 if n < min || n > max {
                     return Err(self.bad(key, &v, &format!("a count from {min} to {max}")));
                 }
@@ -83,7 +115,12 @@ impl Spec {
     }
 
     /// One of a closed set of words.
-    pub fn take_choice(&mut self, key: &'static str, default: &'static str, choices: &[&'static str]) -> Result<&'static str> {
+    pub fn take_choice(
+        &mut self,
+        key: &'static str,
+        default: &'static str,
+        choices: &[&'static str],
+    ) -> Result<&'static str> {
         match self.take(key) {
             None => Ok(default),
             Some(v) => choices
@@ -114,7 +151,11 @@ impl Spec {
     /// Rejects any parameter that no `take_*` call consumed.
     pub fn finish(self) -> Result<()> {
         if let Some((k, _)) = self.params.first() {
-            let valid = if self.accepted.is_empty() { "none".to_string() } else { self.accepted.join(", ") };
+            let valid = if self.accepted.is_empty() {
+                "none".to_string()
+            } else {
+                self.accepted.join(", ")
+            };
             return Err(SimError::BadInput(format!(
                 "{} '{}': unknown parameter '{}' (valid parameters: {})",
                 self.what, self.name, k, valid
@@ -125,7 +166,12 @@ impl Spec {
 
     /// Error for an unknown name, listing the valid ones.
     pub fn unknown_name(&self, valid: &[&str]) -> SimError {
-        SimError::BadInput(format!("unknown {} '{}' (valid: {})", self.what, self.name, valid.join(", ")))
+        SimError::BadInput(format!(
+            "unknown {} '{}' (valid: {})",
+            self.what,
+            self.name,
+            valid.join(", ")
+        ))
     }
 }
 
@@ -139,7 +185,10 @@ fn split_suffix(s: &str) -> (&str, Option<char>) {
 /// Parses "4096", "64K", "2M", "1G", "1T" (binary multiples; a trailing "B" is allowed: "64KB").
 pub fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
-    let s = s.strip_suffix(['B', 'b']).filter(|r| r.chars().last().is_some_and(|c| c.is_ascii_alphabetic())).unwrap_or(s);
+    let s = s
+        .strip_suffix(['B', 'b'])
+        .filter(|r| r.chars().last().is_some_and(|c| c.is_ascii_alphabetic()))
+        .unwrap_or(s);
     let (num, suffix) = split_suffix(s);
     let mult: u64 = match suffix {
         None => 1,
@@ -187,7 +236,11 @@ mod tests {
     fn spec_rejects_unknown_and_malformed() {
         let mut s = Spec::parse("workload", "seq:size=1G,op=write").unwrap();
         assert_eq!(s.take_size("size", 0, 1, u64::MAX).unwrap(), 1 << 30);
-        assert_eq!(s.take_choice("op", "read", &["read", "write", "rw"]).unwrap(), "write");
+        assert_eq!(
+            s.take_choice("op", "read", &["read", "write", "rw"])
+                .unwrap(),
+            "write"
+        );
         s.finish().unwrap();
 
         let mut s = Spec::parse("workload", "seq:sise=1G").unwrap();
@@ -197,7 +250,10 @@ mod tests {
 
         assert!(Spec::parse("workload", "seq:size").is_err());
         let mut s = Spec::parse("workload", "seq:op=jump").unwrap();
-        let e = s.take_choice("op", "read", &["read", "write"]).unwrap_err().to_string();
+        let e = s
+            .take_choice("op", "read", &["read", "write"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("'jump'") && e.contains("read, write"), "{e}");
     }
 }

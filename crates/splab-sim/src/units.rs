@@ -121,7 +121,12 @@ impl std::fmt::Display for Prot {
 
 /// Formats a byte count with a binary suffix: 4096 -> "4K", 2097152 -> "2M".
 pub fn fmt_size(bytes: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [(1 << 40, "T"), (1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+    const UNITS: [(u64, &str); 4] = [
+        (1 << 40, "T"),
+        (1 << 30, "G"),
+        (1 << 20, "M"),
+        (1 << 10, "K"),
+    ];
     for (unit, suffix) in UNITS {
         if bytes >= unit && bytes % unit == 0 {
             return format!("{}{}", bytes / unit, suffix);

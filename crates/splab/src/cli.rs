@@ -94,7 +94,9 @@ pub fn main() -> ExitCode {
     match dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let bad_input = e.downcast_ref::<SimError>().is_some_and(|s| matches!(s, SimError::BadInput(_)));
+            let bad_input = e
+                .downcast_ref::<SimError>()
+                .is_some_and(|s| matches!(s, SimError::BadInput(_)));
             eprintln!("error: {e:#}");
             if bad_input {
                 ExitCode::from(2)
@@ -139,18 +141,32 @@ fn split_policies(args: &[String]) -> Vec<String> {
 fn parse_free(free: &Option<String>) -> Result<Option<u64>> {
     match free {
         None => Ok(None),
-        Some(s) => splab_sim::spec::parse_size(s)
-            .map(Some)
-            .ok_or_else(|| SimError::BadInput(format!("--free: bad size '{s}': expected a size such as 4M or 1G")).into()),
+        Some(s) => splab_sim::spec::parse_size(s).map(Some).ok_or_else(|| {
+            SimError::BadInput(format!(
+                "--free: bad size '{s}': expected a size such as 4M or 1G"
+            ))
+            .into()
+        }),
     }
 }
 
 fn spec_for(policy: &str, a: &RunArgs) -> Result<RunSpec> {
-    Ok(RunSpec { machine: a.machine.clone(), policy: policy.to_string(), workload: a.workload.clone(), seed: a.seed, check: a.check, free_bytes: parse_free(&a.free)? })
+    Ok(RunSpec {
+        machine: a.machine.clone(),
+        policy: policy.to_string(),
+        workload: a.workload.clone(),
+        seed: a.seed,
+        check: a.check,
+        free_bytes: parse_free(&a.free)?,
+    })
 }
 
 /// A progress line on stderr for runs longer than a second, when stderr is a terminal.
-fn progress(label: String, expected: Option<u64>, quiet: bool) -> Option<splab_sim::engine::ProgressFn> {
+fn progress(
+    label: String,
+    expected: Option<u64>,
+    quiet: bool,
+) -> Option<splab_sim::engine::ProgressFn> {
     if quiet || !std::io::stderr().is_terminal() {
         return None;
     }
@@ -166,9 +182,18 @@ fn progress(label: String, expected: Option<u64>, quiet: bool) -> Option<splab_s
                 let f = (done as f64 / n as f64).min(1.0);
                 let w = 30;
                 let filled = (f * w as f64) as usize;
-                format!("{label} [{}{}] {:>5.1}%  {:.0}M accesses  {rate:.0}M/s  {secs:.0}s", "=".repeat(filled), " ".repeat(w - filled), 100.0 * f, done as f64 / 1e6)
+                format!(
+                    "{label} [{}{}] {:>5.1}%  {:.0}M accesses  {rate:.0}M/s  {secs:.0}s",
+                    "=".repeat(filled),
+                    " ".repeat(w - filled),
+                    100.0 * f,
+                    done as f64 / 1e6
+                )
             }
-            _ => format!("{label} {:.0}M accesses  {rate:.0}M/s  {secs:.0}s", done as f64 / 1e6),
+            _ => format!(
+                "{label} {:.0}M accesses  {rate:.0}M/s  {secs:.0}s",
+                done as f64 / 1e6
+            ),
         };
         eprint!("\r{line}\x1b[K");
         let _ = std::io::stderr().flush();
@@ -183,11 +208,22 @@ fn clear_progress(quiet: bool) {
 
 fn run_one(spec: &RunSpec, quiet: bool) -> Result<Report> {
     let prepared = spec.prepare()?;
-    let label = format!("{} {} {}", prepared.machine.name, prepared.policy.spec, prepared.workload.describe());
+    let label = format!(
+        "{} {} {}",
+        prepared.machine.name,
+        prepared.policy.spec,
+        prepared.workload.describe()
+    );
     let p = progress(label, prepared.workload.expected_accesses(), quiet);
     let r = prepared.run(p);
     clear_progress(quiet);
-    r.with_context(|| format!("run of {} under policy {} on {}", spec.workload, spec.policy, spec.machine)).map_err(|e| {
+    r.with_context(|| {
+        format!(
+            "run of {} under policy {} on {}",
+            spec.workload, spec.policy, spec.machine
+        )
+    })
+    .map_err(|e| {
         // Keep bad-input errors recognisable for the exit status.
         match e.downcast::<SimError>() {
             Ok(s) => anyhow::Error::new(s),
@@ -268,12 +304,25 @@ fn cmd_list(what: &str) {
 fn cmd_bench(quick: bool) -> Result<()> {
     let scale = if quick { 4 } else { 1 };
     let cases = [
-        ("seq (sequential scan, 8-byte words)", format!("seq:size={}M,op=read", 4096 / scale)),
-        ("gups (random updates)", format!("gups:size=1G,updates={}M", 64 / scale)),
+        (
+            "seq (sequential scan, 8-byte words)",
+            format!("seq:size={}M,op=read", 4096 / scale),
+        ),
+        (
+            "gups (random updates)",
+            format!("gups:size=1G,updates={}M", 64 / scale),
+        ),
     ];
     println!("splab bench: simulated accesses per second, machine skylake, policy base, release build expected");
     for (what, w) in cases {
-        let spec = RunSpec { machine: "skylake".into(), policy: "base".into(), workload: w.clone(), seed: 1, check: false, free_bytes: None };
+        let spec = RunSpec {
+            machine: "skylake".into(),
+            policy: "base".into(),
+            workload: w.clone(),
+            seed: 1,
+            check: false,
+            free_bytes: None,
+        };
         let r = run_one(&spec, true)?;
         println!(
             "  {:<40} {:>8.1}M accesses/s   ({} accesses in {:.2} s; {})",
@@ -291,13 +340,28 @@ fn cmd_demo(out: &Path) -> Result<()> {
     let policies: Vec<String> = policy::POLICIES.iter().map(|p| p.0.to_string()).collect();
     // A few of the papers' workloads on their machines: seed 000's Matrix and Tree on the Alpha,
     // GUPS and a sequential scan on the Kaby Lake of seed 003.
-    let cases = [("alpha21264", "matrix:n=1000"), ("alpha21264", "tree:ops=2000"), ("skylake", "gups:size=256M,updates=8M"), ("skylake", "seq:size=1G,op=write")];
+    let cases = [
+        ("alpha21264", "matrix:n=1000"),
+        ("alpha21264", "tree:ops=2000"),
+        ("skylake", "gups:size=256M,updates=8M"),
+        ("skylake", "seq:size=1G,op=write"),
+    ];
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    println!("splab demo: every implemented policy ({}) on the papers' workloads\n", policies.join(", "));
+    println!(
+        "splab demo: every implemented policy ({}) on the papers' workloads\n",
+        policies.join(", ")
+    );
     for (machine, w) in cases {
         let mut reports = Vec::new();
         for p in &policies {
-            let spec = RunSpec { machine: machine.into(), policy: p.clone(), workload: w.into(), seed: 1, check: false, free_bytes: None };
+            let spec = RunSpec {
+                machine: machine.into(),
+                policy: p.clone(),
+                workload: w.into(),
+                seed: 1,
+                check: false,
+                free_bytes: None,
+            };
             reports.push(run_one(&spec, false)?);
         }
         let cmp = Comparison::new(reports);
@@ -316,7 +380,13 @@ mod tests {
 
     #[test]
     fn policy_lists_split_on_commas_but_keep_parameters() {
-        let v = split_policies(&["base,navarro:sizes=64K,x=1,linux".into(), "hpux:hint=4M".into()]);
-        assert_eq!(v, vec!["base", "navarro:sizes=64K,x=1", "linux", "hpux:hint=4M"]);
+        let v = split_policies(&[
+            "base,navarro:sizes=64K,x=1,linux".into(),
+            "hpux:hint=4M".into(),
+        ]);
+        assert_eq!(
+            v,
+            vec!["base", "navarro:sizes=64K,x=1", "linux", "hpux:hint=4M"]
+        );
     }
 }

@@ -86,7 +86,8 @@ impl Machine {
     }
     /// Cycles to read `bytes` from the storage device in one request.
     pub fn io_cycles(&self, bytes: u64) -> u64 {
-        let ns = self.storage.read_latency_ns + (bytes as u128 * 1_000_000_000 / self.storage.bytes_per_sec.max(1) as u128) as u64;
+        let ns = self.storage.read_latency_ns
+            + (bytes as u128 * 1_000_000_000 / self.storage.bytes_per_sec.max(1) as u128) as u64;
         self.ns_to_cycles(ns)
     }
 
@@ -118,10 +119,18 @@ impl Machine {
 }
 
 fn fa(sizes: &[u8], entries: u32) -> ArrayConfig {
-    ArrayConfig { sizes: sizes.to_vec(), entries, ways: entries }
+    ArrayConfig {
+        sizes: sizes.to_vec(),
+        entries,
+        ways: entries,
+    }
 }
 fn sa(sizes: &[u8], entries: u32, ways: u32) -> ArrayConfig {
-    ArrayConfig { sizes: sizes.to_vec(), entries, ways }
+    ArrayConfig {
+        sizes: sizes.to_vec(),
+        entries,
+        ways,
+    }
 }
 
 /// Compaq XP-1000, Alpha 21264 at 500 MHz, 512MB (seed 000 6.1).
@@ -325,8 +334,15 @@ mod tests {
     fn presets_are_consistent() {
         for name in MACHINES {
             let m = Machine::from_spec(name).unwrap();
-            assert!(m.page_shifts.windows(2).all(|w| w[0] < w[1]), "{name}: page sizes increase");
-            assert_eq!(m.mem_bytes % (1 << m.page_shifts.last().unwrap()), 0, "{name}");
+            assert!(
+                m.page_shifts.windows(2).all(|w| w[0] < w[1]),
+                "{name}: page sizes increase"
+            );
+            assert_eq!(
+                m.mem_bytes % (1 << m.page_shifts.last().unwrap()),
+                0,
+                "{name}"
+            );
             for level in std::iter::once(&m.tlb.l1d).chain(m.tlb.lower.iter()) {
                 for a in &level.arrays {
                     assert_eq!(a.entries % a.ways, 0, "{name} {}", level.name);
@@ -342,6 +358,9 @@ mod tests {
         assert!(e.contains("'vax'") && e.contains("skylake"), "{e}");
         assert!(Machine::from_spec("skylake:mem=3M").is_err());
         assert!(Machine::from_spec("skylake:memory=1G").is_err());
-        assert_eq!(Machine::from_spec("skylake:mem=4G").unwrap().mem_bytes, 4 << 30);
+        assert_eq!(
+            Machine::from_spec("skylake:mem=4G").unwrap().mem_bytes,
+            4 << 30
+        );
     }
 }

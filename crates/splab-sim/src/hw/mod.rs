@@ -18,7 +18,10 @@ pub struct Hw {
 
 impl Hw {
     pub fn new(m: &Machine) -> Hw {
-        Hw { tlb: Tlb::new(&m.tlb, &m.page_shifts), walker: Walker::new(&m.walk, m.base_shift()) }
+        Hw {
+            tlb: Tlb::new(&m.tlb, &m.page_shifts),
+            walker: Walker::new(&m.walk, m.base_shift()),
+        }
     }
 }
 

@@ -80,7 +80,10 @@ struct Array {
 #[inline]
 fn make_tag(asid: u32, vpn_at_size: u64, class: SizeClass) -> u64 {
     // 40 bits of page number, 4 of size class, 19 of asid, top bit set so no tag is INVALID.
-    (1u64 << 63) | ((asid as u64 & 0x7_FFFF) << 44) | ((class.0 as u64 & 0xF) << 40) | (vpn_at_size & 0xFF_FFFF_FFFF)
+    (1u64 << 63)
+        | ((asid as u64 & 0x7_FFFF) << 44)
+        | ((class.0 as u64 & 0xF) << 40)
+        | (vpn_at_size & 0xFF_FFFF_FFFF)
 }
 
 #[inline]
@@ -94,7 +97,11 @@ impl Array {
         let sets = (cfg.entries as u64 / ways as u64).max(1);
         let n = (sets as usize) * ways;
         Array {
-            sizes: cfg.sizes.iter().map(|&c| (SizeClass(c), shifts[c as usize])).collect(),
+            sizes: cfg
+                .sizes
+                .iter()
+                .map(|&c| (SizeClass(c), shifts[c as usize]))
+                .collect(),
             sets,
             set_mask: sets.is_power_of_two().then(|| sets - 1),
             ways,
@@ -103,7 +110,11 @@ impl Array {
             data: vec![Translation::default(); n],
             clock: 0,
             valid: 0,
-            index: if ways > 16 { Some(FxHashMap::default()) } else { None },
+            index: if ways > 16 {
+                Some(FxHashMap::default())
+            } else {
+                None
+            },
         }
     }
 
@@ -121,7 +132,10 @@ impl Array {
         if let Some(ix) = &self.index {
             return ix.get(&tag).map(|&w| base + w as usize);
         }
-        self.tags[base..base + self.ways].iter().position(|&t| t == tag).map(|w| base + w)
+        self.tags[base..base + self.ways]
+            .iter()
+            .position(|&t| t == tag)
+            .map(|w| base + w)
     }
 
     /// Looks `va` up at every size this array holds; on a hit makes the entry MRU.
@@ -144,7 +158,10 @@ impl Array {
     }
 
     fn holds(&self, class: SizeClass) -> Option<u8> {
-        self.sizes.iter().find(|(c, _)| *c == class).map(|&(_, s)| s)
+        self.sizes
+            .iter()
+            .find(|(c, _)| *c == class)
+            .map(|&(_, s)| s)
     }
 
     /// Inserts a translation as MRU, evicting the LRU way of its set if needed.
@@ -220,7 +237,12 @@ impl Array {
                     continue;
                 }
                 let class = ((tag >> 40) & 0xF) as u8;
-                let shift = self.sizes.iter().find(|(c, _)| c.0 == class).map(|&(_, s)| s).unwrap_or(0);
+                let shift = self
+                    .sizes
+                    .iter()
+                    .find(|(c, _)| c.0 == class)
+                    .map(|&(_, s)| s)
+                    .unwrap_or(0);
                 let page_start = (tag & 0xFF_FFFF_FFFF) << shift;
                 let page_end = page_start + (1u64 << shift);
                 if page_start < end && start < page_end {
@@ -251,7 +273,11 @@ impl Level {
         Level {
             arrays: cfg.arrays.iter().map(|a| Array::new(a, shifts)).collect(),
             hit_cycles: cfg.hit_cycles,
-            stats: LevelStats { name: cfg.name.clone(), hits: 0, misses: 0 },
+            stats: LevelStats {
+                name: cfg.name.clone(),
+                hits: 0,
+                misses: 0,
+            },
         }
     }
 
@@ -279,7 +305,11 @@ impl Level {
 #[derive(Clone, Copy, Debug)]
 pub enum Lookup {
     /// Hit at level `level` (0 = first); cycles to charge.
-    Hit { level: usize, t: Translation, cycles: u64 },
+    Hit {
+        level: usize,
+        t: Translation,
+        cycles: u64,
+    },
     /// Missed every level; the caller walks and then calls `fill`. Cycles of the misses so far.
     Miss { cycles: u64 },
 }
@@ -344,7 +374,11 @@ impl Tlb {
             if !ifetch {
                 self.set_last(asid, va, t);
             }
-            return Lookup::Hit { level: 0, t, cycles: hit_cycles };
+            return Lookup::Hit {
+                level: 0,
+                t,
+                cycles: hit_cycles,
+            };
         }
         first.stats.misses += 1;
         for i in 0..self.lower.len() {
@@ -360,7 +394,11 @@ impl Tlb {
                 if !ifetch {
                     self.set_last(asid, va, t);
                 }
-                return Lookup::Hit { level: i + 1, t, cycles };
+                return Lookup::Hit {
+                    level: i + 1,
+                    t,
+                    cycles,
+                };
             }
             lvl.stats.misses += 1;
         }
@@ -371,7 +409,12 @@ impl Tlb {
     fn set_last(&mut self, asid: u32, va: u64, t: Translation) {
         let shift = self.shifts[t.size.0 as usize];
         let start = va >> shift << shift;
-        self.last = LastHit { asid, start, end: start + (1u64 << shift), write_ok: t.writable && t.dirty };
+        self.last = LastHit {
+            asid,
+            start,
+            end: start + (1u64 << shift),
+            write_ok: t.writable && t.dirty,
+        };
     }
 
     /// Fills a walked translation into every level that holds its size.
@@ -388,7 +431,10 @@ impl Tlb {
     /// Marks the (already present) entry for `va` dirty in every level, after an A/D assist.
     pub fn mark_dirty(&mut self, asid: u32, va: u64, t: Translation) {
         let dirty = Translation { dirty: true, ..t };
-        for l in std::iter::once(&mut self.l1d).chain(self.l1i.iter_mut()).chain(self.lower.iter_mut()) {
+        for l in std::iter::once(&mut self.l1d)
+            .chain(self.l1i.iter_mut())
+            .chain(self.lower.iter_mut())
+        {
             for a in &mut l.arrays {
                 if let Some(shift) = a.holds(t.size) {
                     let vpn = va >> shift;
@@ -408,7 +454,10 @@ impl Tlb {
         if start >= end {
             return;
         }
-        for l in std::iter::once(&mut self.l1d).chain(self.l1i.iter_mut()).chain(self.lower.iter_mut()) {
+        for l in std::iter::once(&mut self.l1d)
+            .chain(self.l1i.iter_mut())
+            .chain(self.lower.iter_mut())
+        {
             for a in &mut l.arrays {
                 a.invalidate_range(asid, start, end);
             }
@@ -418,7 +467,10 @@ impl Tlb {
     /// Invalidates every entry of `asid` (process exit / exec).
     pub fn invalidate_asid(&mut self, asid: u32) {
         self.last = LastHit::default();
-        for l in std::iter::once(&mut self.l1d).chain(self.l1i.iter_mut()).chain(self.lower.iter_mut()) {
+        for l in std::iter::once(&mut self.l1d)
+            .chain(self.l1i.iter_mut())
+            .chain(self.lower.iter_mut())
+        {
             for a in &mut l.arrays {
                 a.invalidate_asid(asid);
             }
@@ -428,7 +480,10 @@ impl Tlb {
     /// Every valid entry: (asid, virtual start address, translation), for invariant checks.
     pub fn entries(&self) -> Vec<(u32, u64, Translation)> {
         let mut out = Vec::new();
-        for l in std::iter::once(&self.l1d).chain(self.l1i.iter()).chain(self.lower.iter()) {
+        for l in std::iter::once(&self.l1d)
+            .chain(self.l1i.iter())
+            .chain(self.lower.iter())
+        {
             for a in &l.arrays {
                 for slot in 0..a.tags.len() {
                     let tag = a.tags[slot];
@@ -445,15 +500,26 @@ impl Tlb {
 
     /// Checks the structure itself: valid counts, index consistency, tags in the right set.
     pub fn check_invariants(&self) -> Result<(), String> {
-        for l in std::iter::once(&self.l1d).chain(self.l1i.iter()).chain(self.lower.iter()) {
+        for l in std::iter::once(&self.l1d)
+            .chain(self.l1i.iter())
+            .chain(self.lower.iter())
+        {
             for (ai, a) in l.arrays.iter().enumerate() {
                 let valid = a.tags.iter().filter(|&&t| t != INVALID).count() as u32;
                 if valid != a.valid {
-                    return Err(format!("tlb {} array {ai}: valid count {} but {} valid tags", l.stats.name, a.valid, valid));
+                    return Err(format!(
+                        "tlb {} array {ai}: valid count {} but {} valid tags",
+                        l.stats.name, a.valid, valid
+                    ));
                 }
                 if let Some(ix) = &a.index {
                     if ix.len() as u32 != valid {
-                        return Err(format!("tlb {} array {ai}: index has {} entries, {} valid", l.stats.name, ix.len(), valid));
+                        return Err(format!(
+                            "tlb {} array {ai}: index has {} entries, {} valid",
+                            l.stats.name,
+                            ix.len(),
+                            valid
+                        ));
                     }
                 }
                 for slot in 0..a.tags.len() {
@@ -466,7 +532,10 @@ impl Tlb {
                         return Err(format!("tlb {} array {ai}: entry of size class {class} in an array that does not hold it", l.stats.name));
                     }
                     if a.set_of(tag & 0xFF_FFFF_FFFF) != slot / a.ways * a.ways {
-                        return Err(format!("tlb {} array {ai}: entry in the wrong set", l.stats.name));
+                        return Err(format!(
+                            "tlb {} array {ai}: entry in the wrong set",
+                            l.stats.name
+                        ));
                     }
                 }
             }
@@ -476,7 +545,11 @@ impl Tlb {
 
     /// Per-level statistics in report order (L1D, L1I if any, lower levels).
     pub fn stats(&self) -> Vec<LevelStats> {
-        std::iter::once(&self.l1d).chain(self.l1i.iter()).chain(self.lower.iter()).map(|l| l.stats.clone()).collect()
+        std::iter::once(&self.l1d)
+            .chain(self.l1i.iter())
+            .chain(self.lower.iter())
+            .map(|l| l.stats.clone())
+            .collect()
     }
 }
 
@@ -486,16 +559,39 @@ mod tests {
 
     fn cfg(l1: (u32, u32), l2: Option<(u32, u32)>) -> TlbConfig {
         TlbConfig {
-            l1d: LevelConfig { name: "L1".into(), arrays: vec![ArrayConfig { sizes: vec![0, 1], entries: l1.0, ways: l1.1 }], hit_cycles: 0 },
+            l1d: LevelConfig {
+                name: "L1".into(),
+                arrays: vec![ArrayConfig {
+                    sizes: vec![0, 1],
+                    entries: l1.0,
+                    ways: l1.1,
+                }],
+                hit_cycles: 0,
+            },
             l1i: None,
             lower: l2
-                .map(|(e, w)| vec![LevelConfig { name: "L2".into(), arrays: vec![ArrayConfig { sizes: vec![0, 1], entries: e, ways: w }], hit_cycles: 7 }])
+                .map(|(e, w)| {
+                    vec![LevelConfig {
+                        name: "L2".into(),
+                        arrays: vec![ArrayConfig {
+                            sizes: vec![0, 1],
+                            entries: e,
+                            ways: w,
+                        }],
+                        hit_cycles: 7,
+                    }]
+                })
                 .unwrap_or_default(),
         }
     }
 
     fn t(pfn: u64, size: u8) -> Translation {
-        Translation { pfn: Pfn(pfn), size: SizeClass(size), writable: true, dirty: true }
+        Translation {
+            pfn: Pfn(pfn),
+            size: SizeClass(size),
+            writable: true,
+            dirty: true,
+        }
     }
 
     #[test]
@@ -506,7 +602,10 @@ mod tests {
             tlb.fill(1, p << 12, t(p, 0), false);
         }
         // Touch page 0 so page 1 becomes LRU, then insert page 4: page 1 is evicted.
-        assert!(matches!(tlb.lookup(1, 0, false), Lookup::Hit { level: 0, .. }));
+        assert!(matches!(
+            tlb.lookup(1, 0, false),
+            Lookup::Hit { level: 0, .. }
+        ));
         tlb.fill(1, 4 << 12, t(4, 0), false);
         assert!(matches!(tlb.lookup(1, 1 << 12, false), Lookup::Miss { .. }));
         assert!(matches!(tlb.lookup(1, 2 << 12, false), Lookup::Hit { .. }));
@@ -517,10 +616,19 @@ mod tests {
     fn superpage_entry_covers_its_range_and_asids_are_separate() {
         let mut tlb = Tlb::new(&cfg((8, 8), Some((64, 4))), &[12, 21]);
         tlb.fill(1, 0x20_0000, t(512, 1), false);
-        assert!(matches!(tlb.lookup(1, 0x3F_F000, false), Lookup::Hit { level: 0, .. }));
-        assert!(matches!(tlb.lookup(2, 0x20_0000, false), Lookup::Miss { .. }));
+        assert!(matches!(
+            tlb.lookup(1, 0x3F_F000, false),
+            Lookup::Hit { level: 0, .. }
+        ));
+        assert!(matches!(
+            tlb.lookup(2, 0x20_0000, false),
+            Lookup::Miss { .. }
+        ));
         tlb.invalidate_range(1, 0x30_0000, 0x30_1000);
-        assert!(matches!(tlb.lookup(1, 0x20_0000, false), Lookup::Miss { .. }));
+        assert!(matches!(
+            tlb.lookup(1, 0x20_0000, false),
+            Lookup::Miss { .. }
+        ));
         tlb.check_invariants().unwrap();
     }
 
@@ -530,12 +638,22 @@ mod tests {
         tlb.fill(1, 0x1000, t(1, 0), false);
         tlb.fill(1, 0x2000, t(2, 0), false); // evicts 0x1000 from the 1-entry L1
         match tlb.lookup(1, 0x1000, false) {
-            Lookup::Hit { level: 1, cycles: 7, .. } => {}
+            Lookup::Hit {
+                level: 1,
+                cycles: 7,
+                ..
+            } => {}
             other => panic!("expected an L2 hit, got {other:?}"),
         }
-        assert!(matches!(tlb.lookup(1, 0x1000, false), Lookup::Hit { level: 0, .. }));
+        assert!(matches!(
+            tlb.lookup(1, 0x1000, false),
+            Lookup::Hit { level: 0, .. }
+        ));
         let s = tlb.stats();
-        assert_eq!((s[0].hits, s[0].misses, s[1].hits, s[1].misses), (1, 1, 1, 0));
+        assert_eq!(
+            (s[0].hits, s[0].misses, s[1].hits, s[1].misses),
+            (1, 1, 1, 0)
+        );
     }
 
     #[test]
@@ -546,9 +664,18 @@ mod tests {
         }
         tlb.check_invariants().unwrap();
         // The last 128 are present, the earlier ones evicted in LRU order.
-        assert!(matches!(tlb.lookup(1, 299 << 13, false), Lookup::Hit { .. }));
-        assert!(matches!(tlb.lookup(1, 172 << 13, false), Lookup::Hit { .. }));
-        assert!(matches!(tlb.lookup(1, 171 << 13, false), Lookup::Miss { .. }));
+        assert!(matches!(
+            tlb.lookup(1, 299 << 13, false),
+            Lookup::Hit { .. }
+        ));
+        assert!(matches!(
+            tlb.lookup(1, 172 << 13, false),
+            Lookup::Hit { .. }
+        ));
+        assert!(matches!(
+            tlb.lookup(1, 171 << 13, false),
+            Lookup::Miss { .. }
+        ));
         tlb.invalidate_asid(1);
         assert_eq!(tlb.entries().len(), 0);
         tlb.check_invariants().unwrap();

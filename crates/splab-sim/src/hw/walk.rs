@@ -25,10 +25,20 @@ pub enum WalkConfig {
     /// first (x86-64: 39, 30, 21, 12). A page size is mapped by the level whose shift equals its
     /// own. `pwc_entries[i]` is the size of the page-walk cache for non-leaf entries of level i
     /// (0 = none). `pte_bytes`: size of one entry.
-    Radix { level_shifts: Vec<u8>, pwc_entries: Vec<u32>, pte_bytes: u32, cache: CacheConfig },
+    Radix {
+        level_shifts: Vec<u8>,
+        pwc_entries: Vec<u32>,
+        pte_bytes: u32,
+        cache: CacheConfig,
+    },
     /// A software refill handler: `handler_cycles` per miss, plus `pte_refs` references to the
     /// (replicated, linear) page table through the cache.
-    Software { handler_cycles: u64, pte_refs: u32, pte_bytes: u32, cache: CacheConfig },
+    Software {
+        handler_cycles: u64,
+        pte_refs: u32,
+        pte_bytes: u32,
+        cache: CacheConfig,
+    },
 }
 
 /// A set-associative LRU cache of 64-byte page-table lines. Each set keeps its tags in
@@ -50,7 +60,16 @@ impl LineCache {
     pub fn new(cfg: &CacheConfig) -> LineCache {
         let ways = cfg.ways.max(1) as usize;
         let sets = (cfg.lines as u64 / ways as u64).max(1);
-        LineCache { sets, set_mask: sets.is_power_of_two().then(|| sets - 1), ways, tags: vec![0; sets as usize * ways], hit_cycles: cfg.hit_cycles, miss_cycles: cfg.miss_cycles, hits: 0, misses: 0 }
+        LineCache {
+            sets,
+            set_mask: sets.is_power_of_two().then(|| sets - 1),
+            ways,
+            tags: vec![0; sets as usize * ways],
+            hit_cycles: cfg.hit_cycles,
+            miss_cycles: cfg.miss_cycles,
+            hits: 0,
+            misses: 0,
+        }
     }
 
     #[inline]
@@ -100,7 +119,9 @@ struct Pwc {
 
 impl Pwc {
     fn new(entries: u32) -> Pwc {
-        Pwc { keys: vec![0; entries as usize] }
+        Pwc {
+            keys: vec![0; entries as usize],
+        }
     }
     /// Looks `key` up; a hit becomes most recently used.
     #[inline]
@@ -169,35 +190,69 @@ pub struct Walker {
 #[inline]
 fn line_key(asid: u32, level: usize, entry_index: u64, per_line: u64) -> u64 {
     // Unique per (address space, level, line); never 0.
-    (1u64 << 63) | ((asid as u64 & 0xF_FFFF) << 43) | ((level as u64 & 0x7) << 40) | ((entry_index / per_line) & 0xFF_FFFF_FFFF)
+    (1u64 << 63)
+        | ((asid as u64 & 0xF_FFFF) << 43)
+        | ((level as u64 & 0x7) << 40)
+        | ((entry_index / per_line) & 0xFF_FFFF_FFFF)
 }
 
 impl Walker {
     pub fn new(cfg: &WalkConfig, base_shift: u8) -> Walker {
         let (pwcs, cache) = match cfg {
-            WalkConfig::Radix { pwc_entries, cache, .. } => (pwc_entries.iter().map(|&n| Pwc::new(n)).collect(), LineCache::new(cache)),
+            WalkConfig::Radix {
+                pwc_entries, cache, ..
+            } => (
+                pwc_entries.iter().map(|&n| Pwc::new(n)).collect(),
+                LineCache::new(cache),
+            ),
             WalkConfig::Software { cache, .. } => (Vec::new(), LineCache::new(cache)),
         };
-        Walker { cfg: cfg.clone(), base_shift, pwcs, cache, pwc_hits: 0 }
+        Walker {
+            cfg: cfg.clone(),
+            base_shift,
+            pwcs,
+            cache,
+            pwc_hits: 0,
+        }
     }
 
     /// Charges a walk of `asid`'s page table for `va`, which is (or would be) mapped by a page
     /// of byte shift `leaf_shift`. For a fault (nothing mapped), pass the base page shift.
     pub fn walk(&mut self, asid: u32, va: u64, leaf_shift: u8) -> WalkCost {
         match &self.cfg {
-            WalkConfig::Software { handler_cycles, pte_refs, pte_bytes, .. } => {
+            WalkConfig::Software {
+                handler_cycles,
+                pte_refs,
+                pte_bytes,
+                ..
+            } => {
                 let per_line = 64 / *pte_bytes as u64;
                 let mut cycles = *handler_cycles;
                 // A linear (virtually mapped) table: one entry per base page, replicated for
                 // superpages (seed 000 6.1, seed 002 4), so the entry is found by the base page.
                 for r in 0..*pte_refs {
-                    cycles += self.cache.access(line_key(asid, r as usize, va >> self.base_shift, per_line));
+                    cycles += self.cache.access(line_key(
+                        asid,
+                        r as usize,
+                        va >> self.base_shift,
+                        per_line,
+                    ));
                 }
-                WalkCost { refs: *pte_refs, cycles }
+                WalkCost {
+                    refs: *pte_refs,
+                    cycles,
+                }
             }
-            WalkConfig::Radix { level_shifts, pte_bytes, .. } => {
+            WalkConfig::Radix {
+                level_shifts,
+                pte_bytes,
+                ..
+            } => {
                 let per_line = 64 / *pte_bytes as u64;
-                let leaf = level_shifts.iter().position(|&s| s == leaf_shift).unwrap_or(level_shifts.len() - 1);
+                let leaf = level_shifts
+                    .iter()
+                    .position(|&s| s == leaf_shift)
+                    .unwrap_or(level_shifts.len() - 1);
                 // The deepest non-leaf level whose entry a page-walk cache holds: the walk starts
                 // below it (Intel SDM vol. 3 4.10.3, paging-structure caches).
                 let mut start = 0;
@@ -211,7 +266,9 @@ impl Walker {
                 }
                 let mut cycles = 0;
                 for lvl in start..=leaf {
-                    cycles += self.cache.access(line_key(asid, lvl, va >> level_shifts[lvl], per_line));
+                    cycles +=
+                        self.cache
+                            .access(line_key(asid, lvl, va >> level_shifts[lvl], per_line));
                     if lvl < leaf {
                         // Levels below the PWC hit missed their caches above: insert them.
                         if let Some(p) = self.pwcs.get_mut(lvl) {
@@ -219,7 +276,10 @@ impl Walker {
                         }
                     }
                 }
-                WalkCost { refs: (leaf + 1 - start) as u32, cycles }
+                WalkCost {
+                    refs: (leaf + 1 - start) as u32,
+                    cycles,
+                }
             }
         }
     }
@@ -228,16 +288,30 @@ impl Walker {
     #[inline]
     pub fn prefetch(&self, asid: u32, va: u64) {
         match &self.cfg {
-            WalkConfig::Radix { level_shifts, pte_bytes, .. } => {
+            WalkConfig::Radix {
+                level_shifts,
+                pte_bytes,
+                ..
+            } => {
                 let per_line = 64 / *pte_bytes as u64;
                 let n = level_shifts.len();
                 for lvl in n.saturating_sub(2)..n {
-                    self.cache.prefetch(line_key(asid, lvl, va >> level_shifts[lvl], per_line));
+                    self.cache
+                        .prefetch(line_key(asid, lvl, va >> level_shifts[lvl], per_line));
                 }
             }
-            WalkConfig::Software { pte_refs, pte_bytes, .. } => {
+            WalkConfig::Software {
+                pte_refs,
+                pte_bytes,
+                ..
+            } => {
                 if *pte_refs > 0 {
-                    self.cache.prefetch(line_key(asid, 0, va >> self.base_shift, 64 / *pte_bytes as u64));
+                    self.cache.prefetch(line_key(
+                        asid,
+                        0,
+                        va >> self.base_shift,
+                        64 / *pte_bytes as u64,
+                    ));
                 }
             }
         }
@@ -261,7 +335,10 @@ impl Walker {
 
 #[inline]
 fn pwc_key(asid: u32, level: usize, index: u64) -> u64 {
-    ((asid as u64 & 0xF_FFFF) << 44) | ((level as u64 & 0x7) << 40) | (index & 0xFF_FFFF_FFFF) | (1 << 43)
+    ((asid as u64 & 0xF_FFFF) << 44)
+        | ((level as u64 & 0x7) << 40)
+        | (index & 0xFF_FFFF_FFFF)
+        | (1 << 43)
 }
 
 #[cfg(test)]
@@ -269,12 +346,20 @@ mod tests {
     use super::*;
 
     fn radix() -> Walker {
-        Walker::new(&WalkConfig::Radix {
-            level_shifts: vec![39, 30, 21, 12],
-            pwc_entries: vec![2, 4, 32],
-            pte_bytes: 8,
-            cache: CacheConfig { lines: 1024, ways: 8, hit_cycles: 10, miss_cycles: 100 },
-        }, 12)
+        Walker::new(
+            &WalkConfig::Radix {
+                level_shifts: vec![39, 30, 21, 12],
+                pwc_entries: vec![2, 4, 32],
+                pte_bytes: 8,
+                cache: CacheConfig {
+                    lines: 1024,
+                    ways: 8,
+                    hit_cycles: 10,
+                    miss_cycles: 100,
+                },
+            },
+            12,
+        )
     }
 
     #[test]
@@ -295,12 +380,20 @@ mod tests {
 
     #[test]
     fn software_refill_is_fixed_cost_plus_pte_load() {
-        let mut w = Walker::new(&WalkConfig::Software {
-            handler_cycles: 70,
-            pte_refs: 1,
-            pte_bytes: 8,
-            cache: CacheConfig { lines: 16, ways: 4, hit_cycles: 5, miss_cycles: 50 },
-        }, 13);
+        let mut w = Walker::new(
+            &WalkConfig::Software {
+                handler_cycles: 70,
+                pte_refs: 1,
+                pte_bytes: 8,
+                cache: CacheConfig {
+                    lines: 16,
+                    ways: 4,
+                    hit_cycles: 5,
+                    miss_cycles: 50,
+                },
+            },
+            13,
+        );
         assert_eq!(w.walk(1, 0x2000, 13).cycles, 120);
         assert_eq!(w.walk(1, 0x3000, 13).cycles, 75); // same line of PTEs
     }

@@ -36,8 +36,14 @@ impl Buddy {
     /// A buddy allocator over `frames` frames, all free, with blocks up to `max_order`.
     /// `frames` must be a multiple of `2^max_order` and fit in 32 bits.
     pub fn new(frames: u64, max_order: u8) -> Buddy {
-        assert!(frames < NIL as u64, "Buddy::new: {frames} frames do not fit 32-bit frame numbers");
-        assert!(frames % (1 << max_order) == 0, "Buddy::new: frames not a multiple of the largest block");
+        assert!(
+            frames < NIL as u64,
+            "Buddy::new: {frames} frames do not fit 32-bit frame numbers"
+        );
+        assert!(
+            frames % (1 << max_order) == 0,
+            "Buddy::new: frames not a multiple of the largest block"
+        );
         let n = frames as usize;
         let mut b = Buddy {
             frames,
@@ -84,7 +90,10 @@ impl Buddy {
     #[inline]
     fn unlink(&mut self, pfn: u32) {
         let order = self.head_order[pfn as usize];
-        debug_assert!(order != NOT_HEAD, "Buddy::unlink: {pfn} is not a free block");
+        debug_assert!(
+            order != NOT_HEAD,
+            "Buddy::unlink: {pfn} is not a free block"
+        );
         let (n, p) = (self.next[pfn as usize], self.prev[pfn as usize]);
         if p != NIL {
             self.next[p as usize] = n;
@@ -125,8 +134,15 @@ impl Buddy {
     /// Frees the aligned block `[pfn, pfn + 2^order)`, coalescing with free buddies.
     /// Precondition: the block is allocated (no frame of it is free).
     pub fn free(&mut self, pfn: Pfn, order: Order) {
-        debug_assert!(pfn.is_aligned(order), "Buddy::free: {pfn:?} not aligned to order {}", order.0);
-        debug_assert!(pfn.0 + order.pages() <= self.frames, "Buddy::free: {pfn:?} beyond memory");
+        debug_assert!(
+            pfn.is_aligned(order),
+            "Buddy::free: {pfn:?} not aligned to order {}",
+            order.0
+        );
+        debug_assert!(
+            pfn.0 + order.pages() <= self.frames,
+            "Buddy::free: {pfn:?} beyond memory"
+        );
         let mut p = pfn.0 as u32;
         let mut o = order.0;
         while o < self.max_order {
@@ -163,7 +179,9 @@ impl Buddy {
         if !pfn.is_aligned(order) || pfn.0 + order.pages() > self.frames {
             return false;
         }
-        let Some((head, horder)) = self.free_block_of(pfn) else { return false };
+        let Some((head, horder)) = self.free_block_of(pfn) else {
+            return false;
+        };
         if horder.0 < order.0 {
             return false;
         }
@@ -187,7 +205,9 @@ impl Buddy {
 
     /// Largest order with a free block, if any.
     pub fn largest_free_order(&self) -> Option<u8> {
-        (0..=self.max_order).rev().find(|&o| self.heads[o as usize] != NIL)
+        (0..=self.max_order)
+            .rev()
+            .find(|&o| self.heads[o as usize] != NIL)
     }
 
     /// Calls `f(head, order)` for every free block (list order, then by order).
@@ -227,13 +247,18 @@ impl Buddy {
             while p != NIL {
                 let pfn = p as u64;
                 if self.head_order[p as usize] != o {
-                    return Err(format!("buddy: block {pfn} on the order-{o} list records order {}", self.head_order[p as usize]));
+                    return Err(format!(
+                        "buddy: block {pfn} on the order-{o} list records order {}",
+                        self.head_order[p as usize]
+                    ));
                 }
                 if self.prev[p as usize] != prev {
                     return Err(format!("buddy: broken back link at {pfn}"));
                 }
                 if pfn & ((1 << o) - 1) != 0 || pfn + (1 << o) > self.frames {
-                    return Err(format!("buddy: block {pfn} of order {o} misaligned or out of range"));
+                    return Err(format!(
+                        "buddy: block {pfn} of order {o} misaligned or out of range"
+                    ));
                 }
                 for f in pfn..pfn + (1 << o) {
                     if seen[f as usize] {
@@ -256,16 +281,24 @@ impl Buddy {
                 }
             }
             if count != self.free_blocks[o as usize] {
-                return Err(format!("buddy: order {o} list has {count} blocks, counter says {}", self.free_blocks[o as usize]));
+                return Err(format!(
+                    "buddy: order {o} list has {count} blocks, counter says {}",
+                    self.free_blocks[o as usize]
+                ));
             }
         }
         let heads = self.head_order.iter().filter(|&&h| h != NOT_HEAD).count() as u64;
         let listed: u64 = self.free_blocks.iter().sum();
         if heads != listed {
-            return Err(format!("buddy: {heads} frames marked as block heads but {listed} blocks listed"));
+            return Err(format!(
+                "buddy: {heads} frames marked as block heads but {listed} blocks listed"
+            ));
         }
         if total != self.free_frames {
-            return Err(format!("buddy: free frames {total} but counter {}", self.free_frames));
+            return Err(format!(
+                "buddy: free frames {total} but counter {}",
+                self.free_frames
+            ));
         }
         Ok(())
     }
@@ -282,7 +315,15 @@ mod tests {
         assert_eq!(b.free_blocks[3], 2);
         let a = b.alloc(Order(0)).unwrap();
         assert_eq!(a, Pfn(0));
-        assert_eq!((b.free_blocks[0], b.free_blocks[1], b.free_blocks[2], b.free_blocks[3]), (1, 1, 1, 1));
+        assert_eq!(
+            (
+                b.free_blocks[0],
+                b.free_blocks[1],
+                b.free_blocks[2],
+                b.free_blocks[3]
+            ),
+            (1, 1, 1, 1)
+        );
         b.check_invariants().unwrap();
         b.free(a, Order(0));
         assert_eq!((b.free_blocks[0], b.free_blocks[3]), (0, 2));
@@ -308,7 +349,7 @@ mod tests {
         let mut b = Buddy::new(64, 4);
         assert!((b.contiguity(&[1, 3]) - 1.0).abs() < 1e-12);
         b.alloc(Order(0)).unwrap(); // breaks one 8-page region and one 2-page region
-        // 63 free pages: 62 in free 2-page regions (1 point), 56 of them in free 8-page regions.
+                                    // 63 free pages: 62 in free 2-page regions (1 point), 56 of them in free 8-page regions.
         let expect = (62.0 + 56.0) / (64.0 * 2.0);
         assert!((b.contiguity(&[1, 3]) - expect).abs() < 1e-12);
     }

@@ -27,7 +27,12 @@ pub struct PhysMem {
 
 impl PhysMem {
     pub fn new(frames: u64, max_order: u8) -> PhysMem {
-        PhysMem { buddy: Buddy::new(frames, max_order), refs: vec![0; frames as usize], wired_frames: 0, used_frames: 0 }
+        PhysMem {
+            buddy: Buddy::new(frames, max_order),
+            refs: vec![0; frames as usize],
+            wired_frames: 0,
+            used_frames: 0,
+        }
     }
 
     pub fn frames(&self) -> u64 {
@@ -95,11 +100,16 @@ impl PhysMem {
             }
         });
         if let Some(f) = bad {
-            return Err(format!("phys: frame {f} is both free and held by an object"));
+            return Err(format!(
+                "phys: frame {f} is both free and held by an object"
+            ));
         }
         let used = self.refs.iter().filter(|&&r| r > 0).count() as u64;
         if used != self.used_frames {
-            return Err(format!("phys: {used} frames held but used_frames = {}", self.used_frames));
+            return Err(format!(
+                "phys: {used} frames held but used_frames = {}",
+                self.used_frames
+            ));
         }
         Ok(())
     }

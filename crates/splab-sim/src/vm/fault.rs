@@ -50,7 +50,12 @@ impl Os {
     #[inline]
     pub fn access(&mut self, pid: Pid, va: u64, kind: AccessKind) -> Result<()> {
         let last = &self.hw.tlb.last;
-        if kind != AccessKind::Ifetch && last.asid == pid.0 && va >= last.start && va < last.end && (kind == AccessKind::Read || last.write_ok) {
+        if kind != AccessKind::Ifetch
+            && last.asid == pid.0
+            && va >= last.start
+            && va < last.end
+            && (kind == AccessKind::Read || last.write_ok)
+        {
             self.hw.tlb.count_last_hits(1);
             self.acc.count(kind, 1);
             self.acc.cycles_access += self.machine.cost.access_cycles;
@@ -84,16 +89,34 @@ impl Os {
     /// `count` accesses at `va, va + stride, ...`: consecutive accesses inside the page of the
     /// last TLB hit are counted in one step (they are L1 hits on the MRU entry, which change no
     /// LRU state), so a sequential scan costs one lookup per page.
-    pub fn access_run(&mut self, pid: Pid, va: u64, stride: i64, count: u64, kind: AccessKind) -> Result<()> {
+    pub fn access_run(
+        &mut self,
+        pid: Pid,
+        va: u64,
+        stride: i64,
+        count: u64,
+        kind: AccessKind,
+    ) -> Result<()> {
         let mut va = va;
         let mut left = count;
         while left > 0 {
             self.access(pid, va, kind)?;
             left -= 1;
             let last = self.hw.tlb.last;
-            if left > 0 && kind != AccessKind::Ifetch && stride != 0 && last.asid == pid.0 && (kind == AccessKind::Read || last.write_ok) && va >= last.start && va < last.end {
+            if left > 0
+                && kind != AccessKind::Ifetch
+                && stride != 0
+                && last.asid == pid.0
+                && (kind == AccessKind::Read || last.write_ok)
+                && va >= last.start
+                && va < last.end
+            {
                 // How many more accesses of the run stay inside [last.start, last.end)?
-                let room = if stride > 0 { (last.end - 1 - va) / stride as u64 } else { (va - last.start) / stride.unsigned_abs() };
+                let room = if stride > 0 {
+                    (last.end - 1 - va) / stride as u64
+                } else {
+                    (va - last.start) / stride.unsigned_abs()
+                };
                 let n = room.min(left);
                 if n > 0 {
                     self.hw.tlb.count_last_hits(n);
@@ -130,7 +153,11 @@ impl Os {
                     }
                     if write && !t.dirty {
                         let order = self.orders[t.size.0 as usize];
-                        self.procs.get_mut(&pid.0).expect("access: pid").pmap.touch(va >> bs, order, true);
+                        self.procs.get_mut(&pid.0).expect("access: pid").pmap.touch(
+                            va >> bs,
+                            order,
+                            true,
+                        );
                         self.hw.tlb.mark_dirty(pid.0, va, t);
                         self.acc.dirty_assists += 1;
                     }
@@ -142,7 +169,9 @@ impl Os {
                         self.acc.walks += 1;
                         walked = true;
                     }
-                    let p = self.procs.get_mut(&pid.0).ok_or_else(|| SimError::InvalidEvent(format!("access by unknown pid {}", pid.0)))?;
+                    let p = self.procs.get_mut(&pid.0).ok_or_else(|| {
+                        SimError::InvalidEvent(format!("access by unknown pid {}", pid.0))
+                    })?;
                     let vpn = va >> bs;
                     let need = match kind {
                         AccessKind::Read => Prot::READ,
@@ -154,14 +183,23 @@ impl Os {
                     // the entry it finds) before the fault.
                     let leaf = match found {
                         Some((e, _)) => self.machine.page_shifts[e.size().0 as usize],
-                        None => p.pmap.lookup(vpn).map(|e| self.machine.page_shifts[e.size().0 as usize]).unwrap_or(bs),
+                        None => p
+                            .pmap
+                            .lookup(vpn)
+                            .map(|e| self.machine.page_shifts[e.size().0 as usize])
+                            .unwrap_or(bs),
                     };
                     let w = self.hw.walker.walk(pid.0, va, leaf);
                     self.acc.walk_refs += w.refs as u64;
                     self.acc.cycles_tlb += w.cycles;
                     match found {
                         Some((e, head_pte)) => {
-                            let t = Translation { pfn: head_pte.pfn(), size: e.size(), writable: e.prot().writable(), dirty: head_pte.dirty() };
+                            let t = Translation {
+                                pfn: head_pte.pfn(),
+                                size: e.size(),
+                                writable: e.prot().writable(),
+                                dirty: head_pte.dirty(),
+                            };
                             self.hw.tlb.fill(pid.0, va, t, ifetch);
                             return Ok(());
                         }
@@ -170,32 +208,58 @@ impl Os {
                 }
             }
         }
-        Err(SimError::Invariant(format!("access by pid {} at {va:#x} did not resolve after repeated faults", pid.0)))
+        Err(SimError::Invariant(format!(
+            "access by pid {} at {va:#x} did not resolve after repeated faults",
+            pid.0
+        )))
     }
 
     /// The page-fault handler: resolves a fault on `va` or reports a segmentation fault.
     fn fault(&mut self, pid: Pid, va: u64, kind: AccessKind) -> Result<()> {
         let bs = self.base_shift();
-        let p = self.procs.get(&pid.0).ok_or_else(|| SimError::InvalidEvent(format!("fault by unknown pid {}", pid.0)))?;
+        let p = self
+            .procs
+            .get(&pid.0)
+            .ok_or_else(|| SimError::InvalidEvent(format!("fault by unknown pid {}", pid.0)))?;
         let kind_name = match kind {
             AccessKind::Read => "read",
             AccessKind::Write => "write",
             AccessKind::Ifetch => "instruction fetch",
         };
         let Some(v) = p.vma_at(va).cloned() else {
-            return Err(SimError::Segfault { pid: pid.0, va, kind: kind_name, why: "no mapping at this address".into() });
+            return Err(SimError::Segfault {
+                pid: pid.0,
+                va,
+                kind: kind_name,
+                why: "no mapping at this address".into(),
+            });
         };
         if !v.prot.allows(kind) {
-            return Err(SimError::Segfault { pid: pid.0, va, kind: kind_name, why: format!("mapping is {}", v.prot) });
+            return Err(SimError::Segfault {
+                pid: pid.0,
+                va,
+                kind: kind_name,
+                why: format!("mapping is {}", v.prot),
+            });
         }
         let vpn = va >> bs;
         let pindex = v.pgoff + ((va - v.start) >> bs);
         let write = kind == AccessKind::Write;
         let present = p.pmap.lookup(vpn);
         let cost = match present {
-            Some(pte) => {
-                debug_assert!(write && !pte.prot().writable(), "fault on a present page that allows the access");
+            Some(pte) if write && !pte.prot().writable() => {
                 self.write_fault_present(pid, &v, vpn, pindex, pte.pfn())?
+            }
+            Some(pte) => {
+                // Read or fetch permission the map entry has but the entry lacks (taken away by
+                // an earlier mprotect, granted back lazily): grant it, leaving write as it is.
+                let grant = Prot(pte.prot().0 | (v.prot.0 & (Prot::READ.0 | Prot::EXEC.0)));
+                self.set_pte_prot(pid, vpn, grant);
+                self.stats.faults.protection += 1;
+                FaultCost {
+                    cycles: self.machine.cost.pte_write_cycles,
+                    io: 0,
+                }
             }
             None => self.fault_absent(pid, &v, vpn, pindex, write)?,
         };
@@ -215,13 +279,23 @@ impl Os {
 
     /// A write to a present, write-protected private page: copy it if another object holds the
     /// frame or it belongs to a file, else just grant write permission.
-    fn write_fault_present(&mut self, pid: Pid, v: &Vma, vpn: u64, pindex: u64, pfn: Pfn) -> Result<FaultCost> {
+    fn write_fault_present(
+        &mut self,
+        pid: Pid,
+        v: &Vma,
+        vpn: u64,
+        pindex: u64,
+        pfn: Pfn,
+    ) -> Result<FaultCost> {
         let pte_write = self.machine.cost.pte_write_cycles;
         if !v.private() {
             // A shared mapping whose permission was raised by mprotect: grant it lazily.
             self.set_pte_prot(pid, vpn, v.prot);
             self.stats.faults.protection += 1;
-            return Ok(FaultCost { cycles: pte_write, io: 0 });
+            return Ok(FaultCost {
+                cycles: pte_write,
+                io: 0,
+            });
         }
         let (layer, in_file) = match v.shadow {
             Some(s) if self.obj(s).pages.get(pindex).is_some() => (s, false),
@@ -231,7 +305,10 @@ impl Os {
         if !in_file && self.phys.refs(pfn) == 1 {
             self.set_pte_prot(pid, vpn, v.prot);
             self.stats.faults.protection += 1;
-            return Ok(FaultCost { cycles: pte_write, io: 0 });
+            return Ok(FaultCost {
+                cycles: pte_write,
+                io: 0,
+            });
         }
         let copy_cycles = self.machine.cost.copy_page_cycles;
         let new = self.alloc_frame(pid, layer, pindex, v)?;
@@ -247,17 +324,31 @@ impl Os {
         let p = self.procs.get_mut(&pid.0).expect("cow: pid");
         p.pmap.replace(vpn, new, v.prot);
         self.hw.tlb.invalidate_range(pid.0, va, va + 1);
-        Ok(FaultCost { cycles: copy_cycles + self.machine.cost.tlb_invalidate_cycles, io: 0 })
+        Ok(FaultCost {
+            cycles: copy_cycles + self.machine.cost.tlb_invalidate_cycles,
+            io: 0,
+        })
     }
 
     fn set_pte_prot(&mut self, pid: Pid, vpn: u64, prot: Prot) {
         let va = vpn << self.base_shift();
-        self.procs.get_mut(&pid.0).expect("set_pte_prot: pid").pmap.set_prot(vpn, prot);
+        self.procs
+            .get_mut(&pid.0)
+            .expect("set_pte_prot: pid")
+            .pmap
+            .set_prot(vpn, prot);
         self.hw.tlb.invalidate_range(pid.0, va, va + 1);
     }
 
     /// A fault on a page with no mapping: find the page in the object (chain), or make it.
-    fn fault_absent(&mut self, pid: Pid, v: &Vma, vpn: u64, pindex: u64, write: bool) -> Result<FaultCost> {
+    fn fault_absent(
+        &mut self,
+        pid: Pid,
+        v: &Vma,
+        vpn: u64,
+        pindex: u64,
+        write: bool,
+    ) -> Result<FaultCost> {
         let base = self.machine.base_size();
         let mut cost = FaultCost { cycles: 0, io: 0 };
         // Which object supplies the page, and is it ours to write?
@@ -307,7 +398,11 @@ impl Os {
             cost.cycles += self.machine.cost.zero_page_cycles;
             (pfn, true)
         };
-        let prot = if exclusive || !v.prot.writable() { v.prot } else { Prot(v.prot.0 & !Prot::WRITE.0) };
+        let prot = if exclusive || !v.prot.writable() {
+            v.prot
+        } else {
+            Prot(v.prot.0 & !Prot::WRITE.0)
+        };
         let p = self.procs.get_mut(&pid.0).expect("fault: pid");
         p.pmap.enter(vpn, pfn, prot);
         cost.cycles += self.machine.cost.pte_write_cycles;
@@ -316,7 +411,14 @@ impl Os {
     }
 
     /// The page `pindex` of file object `obj`, read from storage into the page cache if absent.
-    fn file_page(&mut self, pid: Pid, obj: ObjId, pindex: u64, v: &Vma, cost: &mut FaultCost) -> Result<Pfn> {
+    fn file_page(
+        &mut self,
+        pid: Pid,
+        obj: ObjId,
+        pindex: u64,
+        v: &Vma,
+        cost: &mut FaultCost,
+    ) -> Result<Pfn> {
         if let Some(pfn) = self.obj(obj).pages.get(pindex) {
             return Ok(pfn);
         }

@@ -110,7 +110,11 @@ impl Process {
     /// The map entry containing `va`.
     #[inline]
     pub fn vma_at(&self, va: u64) -> Option<&Vma> {
-        self.vmas.range(..=va).next_back().map(|(_, v)| v).filter(|v| va < v.end)
+        self.vmas
+            .range(..=va)
+            .next_back()
+            .map(|(_, v)| v)
+            .filter(|v| va < v.end)
     }
 }
 
@@ -146,14 +150,29 @@ impl Os {
         let frames = machine.frames();
         let phys = PhysMem::new(frames, machine.max_order());
         let hw = Hw::new(&machine);
-        let orders: Vec<u8> = (0..machine.page_shifts.len()).map(|c| machine.order_of(c)).collect();
+        let orders: Vec<u8> = (0..machine.page_shifts.len())
+            .map(|c| machine.order_of(c))
+            .collect();
         // Address-space layout: the heap low, mmaps top-down from below the stack gap, like
         // Linux's legacy-free layout (mm/util.c mmap_base).
-        let user_top = if machine.va_bits <= 32 { 0xC000_0000 } else { 1u64 << (machine.va_bits - 1) };
+        let user_top = if machine.va_bits <= 32 {
+            0xC000_0000
+        } else {
+            1u64 << (machine.va_bits - 1)
+        };
         let mmap_top = user_top - (user_top >> 4);
-        let heap_base = if machine.va_bits <= 32 { 0x1000_0000 } else { user_top >> 8 };
+        let heap_base = if machine.va_bits <= 32 {
+            0x1000_0000
+        } else {
+            user_top >> 8
+        };
         let n = machine.page_shifts.len();
-        let stats = VmStats { promotions: vec![0; n], demotions: vec![0; n], mapped_peak: vec![0; n], ..Default::default() };
+        let stats = VmStats {
+            promotions: vec![0; n],
+            demotions: vec![0; n],
+            mapped_peak: vec![0; n],
+            ..Default::default()
+        };
         Os {
             machine,
             policy,
@@ -179,19 +198,27 @@ impl Os {
     }
 
     fn proc_mut(&mut self, pid: Pid) -> Result<&mut Process> {
-        self.procs.get_mut(&pid.0).ok_or_else(|| SimError::InvalidEvent(format!("no process with pid {}", pid.0)))
+        self.procs
+            .get_mut(&pid.0)
+            .ok_or_else(|| SimError::InvalidEvent(format!("no process with pid {}", pid.0)))
     }
 
     pub fn proc(&self, pid: Pid) -> Result<&Process> {
-        self.procs.get(&pid.0).ok_or_else(|| SimError::InvalidEvent(format!("no process with pid {}", pid.0)))
+        self.procs
+            .get(&pid.0)
+            .ok_or_else(|| SimError::InvalidEvent(format!("no process with pid {}", pid.0)))
     }
 
     pub fn obj(&self, id: ObjId) -> &VmObject {
-        self.objects[id.0 as usize].as_ref().expect("Os::obj: dangling object id")
+        self.objects[id.0 as usize]
+            .as_ref()
+            .expect("Os::obj: dangling object id")
     }
 
     pub fn obj_mut(&mut self, id: ObjId) -> &mut VmObject {
-        self.objects[id.0 as usize].as_mut().expect("Os::obj_mut: dangling object id")
+        self.objects[id.0 as usize]
+            .as_mut()
+            .expect("Os::obj_mut: dangling object id")
     }
 
     fn new_object(&mut self, o: VmObject) -> ObjId {
@@ -225,7 +252,13 @@ impl Os {
     pub fn spawn(&mut self) -> Pid {
         let pid = Pid(self.next_pid);
         self.next_pid += 1;
-        let p = Process { pid, vmas: BTreeMap::new(), pmap: Pmap::new(), brk_start: self.heap_base, brk_end: self.heap_base };
+        let p = Process {
+            pid,
+            vmas: BTreeMap::new(),
+            pmap: Pmap::new(),
+            brk_start: self.heap_base,
+            brk_end: self.heap_base,
+        };
         self.procs.insert(pid.0, p);
         pid
     }
@@ -258,14 +291,24 @@ impl Os {
     fn check_range(&self, what: &str, addr: u64, len: u64) -> Result<(u64, u64)> {
         let bs = self.machine.base_size();
         if addr % bs != 0 {
-            return Err(SimError::InvalidEvent(format!("{what}: address {addr:#x} is not aligned to the {bs}-byte base page")));
+            return Err(SimError::InvalidEvent(format!(
+                "{what}: address {addr:#x} is not aligned to the {bs}-byte base page"
+            )));
         }
         if len == 0 {
-            return Err(SimError::InvalidEvent(format!("{what}: zero length at {addr:#x}")));
+            return Err(SimError::InvalidEvent(format!(
+                "{what}: zero length at {addr:#x}"
+            )));
         }
-        let end = addr.checked_add(len.div_ceil(bs) * bs).filter(|&e| e <= self.user_top).ok_or_else(|| {
-            SimError::InvalidEvent(format!("{what}: range {addr:#x}+{len:#x} is beyond the {}-bit user address space", self.machine.va_bits))
-        })?;
+        let end = addr
+            .checked_add(len.div_ceil(bs) * bs)
+            .filter(|&e| e <= self.user_top)
+            .ok_or_else(|| {
+                SimError::InvalidEvent(format!(
+                    "{what}: range {addr:#x}+{len:#x} is beyond the {}-bit user address space",
+                    self.machine.va_bits
+                ))
+            })?;
         Ok((addr, end))
     }
 
@@ -294,7 +337,10 @@ impl Os {
         }
         let len = req.len.div_ceil(bs) * bs;
         if req.flags.has(MapFlags::FILE) && req.offset % bs != 0 {
-            return Err(SimError::InvalidEvent(format!("mmap: file offset {:#x} is not page aligned", req.offset)));
+            return Err(SimError::InvalidEvent(format!(
+                "mmap: file offset {:#x} is not page aligned",
+                req.offset
+            )));
         }
         let addr = if req.flags.has(MapFlags::FIXED) {
             let (a, _) = self.check_range("mmap", req.addr, len)?;
@@ -304,12 +350,21 @@ impl Os {
             let align = match self.policy.placement {
                 Placement::BasePage => bs,
                 // seed 000 5.3: align to the largest superpage not larger than the mapping.
-                Placement::SuperpageAligned => {
-                    self.machine.page_sizes().into_iter().filter(|&s| s <= len).max().unwrap_or(bs)
-                }
+                Placement::SuperpageAligned => self
+                    .machine
+                    .page_sizes()
+                    .into_iter()
+                    .filter(|&s| s <= len)
+                    .max()
+                    .unwrap_or(bs),
             };
             let p = self.proc(pid)?;
-            self.find_gap(p, len, align).ok_or_else(|| SimError::OutOfMemory(format!("mmap: no {len:#x}-byte gap left in the address space of pid {}", pid.0)))?
+            self.find_gap(p, len, align).ok_or_else(|| {
+                SimError::OutOfMemory(format!(
+                    "mmap: no {len:#x}-byte gap left in the address space of pid {}",
+                    pid.0
+                ))
+            })?
         };
         let pages = len / bs;
         let (obj, pgoff, shadow) = if req.flags.has(MapFlags::FILE) {
@@ -335,7 +390,16 @@ impl Os {
             o.refs = 1;
             (self.new_object(o), 0, None)
         };
-        let vma = Vma { start: addr, end: addr + len, prot: req.prot, flags: req.flags, obj, pgoff, shadow, hugepage_advice: None };
+        let vma = Vma {
+            start: addr,
+            end: addr + len,
+            prot: req.prot,
+            flags: req.flags,
+            obj,
+            pgoff,
+            shadow,
+            hugepage_advice: None,
+        };
         self.proc_mut(pid)?.vmas.insert(addr, vma);
         Ok(addr)
     }
@@ -344,7 +408,9 @@ impl Os {
     fn split_vma(&mut self, pid: Pid, at: u64) -> Result<()> {
         let bs_shift = self.base_shift();
         let p = self.proc_mut(pid)?;
-        let Some((&start, v)) = p.vmas.range(..at).next_back() else { return Ok(()) };
+        let Some((&start, v)) = p.vmas.range(..at).next_back() else {
+            return Ok(());
+        };
         if v.end <= at || start == at {
             return Ok(());
         }
@@ -386,7 +452,11 @@ impl Os {
             let first = v.pgoff;
             let last = v.pgoff + (e - s);
             let anon_private = v.private() && self.obj(v.obj).kind == ObjKind::Anon;
-            let targets: Vec<ObjId> = v.shadow.into_iter().chain(anon_private.then_some(v.obj)).collect();
+            let targets: Vec<ObjId> = v
+                .shadow
+                .into_iter()
+                .chain(anon_private.then_some(v.obj))
+                .collect();
             for obj in targets {
                 for (pi, pfn) in self.obj(obj).pages.range(first, last) {
                     self.obj_mut(obj).pages.remove(pi);
@@ -432,7 +502,10 @@ impl Os {
         if covered < end {
             // Linux: ENOMEM when part of the range is unmapped; nothing changes in our model
             // beyond the splits, which are harmless.
-            return Err(SimError::InvalidEvent(format!("mprotect: [{start:#x}, {end:#x}) is not entirely mapped in pid {}", pid.0)));
+            return Err(SimError::InvalidEvent(format!(
+                "mprotect: [{start:#x}, {end:#x}) is not entirely mapped in pid {}",
+                pid.0
+            )));
         }
         for vs in starts {
             let p = self.proc_mut(pid)?;
@@ -457,7 +530,11 @@ impl Os {
             match advice {
                 Advice::DontNeed | Advice::Free => self.unmap_range(pid, vs, true)?,
                 Advice::HugePage | Advice::NoHugePage => {
-                    self.proc_mut(pid)?.vmas.get_mut(&vs).expect("madvise").hugepage_advice = Some(advice == Advice::HugePage);
+                    self.proc_mut(pid)?
+                        .vmas
+                        .get_mut(&vs)
+                        .expect("madvise")
+                        .hugepage_advice = Some(advice == Advice::HugePage);
                 }
                 Advice::Collapse => {}
             }
@@ -479,7 +556,12 @@ impl Os {
             if p.vmas.range(old_top..new_top).next().is_some() {
                 return Ok(old_end); // would run into another mapping
             }
-            let heap = p.vmas.range(..=start).next_back().filter(|(&s, v)| s == start && v.end == old_top).map(|(&s, _)| s);
+            let heap = p
+                .vmas
+                .range(..=start)
+                .next_back()
+                .filter(|(&s, v)| s == start && v.end == old_top)
+                .map(|(&s, _)| s);
             match heap {
                 Some(s) => {
                     let shift = self.base_shift();
@@ -492,7 +574,13 @@ impl Os {
                     o.size = o.size.max(pages);
                 }
                 None => {
-                    let req = MmapReq { addr: old_top, len: new_top - old_top, prot: Prot::RW, flags: MapFlags::FIXED.with(MapFlags::GROWABLE), ..Default::default() };
+                    let req = MmapReq {
+                        addr: old_top,
+                        len: new_top - old_top,
+                        prot: Prot::RW,
+                        flags: MapFlags::FIXED.with(MapFlags::GROWABLE),
+                        ..Default::default()
+                    };
                     self.mmap(pid, req)?;
                 }
             }
@@ -500,7 +588,13 @@ impl Os {
             self.munmap(pid, new_top, old_top - new_top)?;
             // Keep the heap object's size in step with the heap (seed 000 4.2 caps growable
             // reservations at the object's current size).
-            if let Some((&s, v)) = self.proc(pid)?.vmas.range(..=start).next_back().filter(|(&s, _)| s == start) {
+            if let Some((&s, v)) = self
+                .proc(pid)?
+                .vmas
+                .range(..=start)
+                .next_back()
+                .filter(|(&s, _)| s == start)
+            {
                 let (obj, pages) = (v.obj, (v.end - s) >> self.base_shift());
                 self.obj_mut(obj).size = pages;
             }
@@ -571,7 +665,9 @@ impl Os {
         }
         for (s, e) in wp_ranges {
             let p = self.procs.get_mut(&parent.0).expect("fork: parent");
-            let n = p.pmap.protect(s >> bs, e >> bs, Prot(Prot::READ.0 | Prot::EXEC.0));
+            let n = p
+                .pmap
+                .protect(s >> bs, e >> bs, Prot(Prot::READ.0 | Prot::EXEC.0));
             if n > 0 {
                 self.hw.tlb.invalidate_range(parent.0, s, e);
             }
@@ -586,7 +682,12 @@ impl Os {
     }
 
     fn teardown(&mut self, pid: Pid) -> Result<()> {
-        let starts: Vec<(u64, u64)> = self.proc(pid)?.vmas.values().map(|v| (v.start, v.end)).collect();
+        let starts: Vec<(u64, u64)> = self
+            .proc(pid)?
+            .vmas
+            .values()
+            .map(|v| (v.start, v.end))
+            .collect();
         for (s, e) in starts {
             self.munmap(pid, s, e - s)?;
         }
@@ -621,7 +722,10 @@ impl Os {
     /// Bytes currently mapped by superpages, over all processes.
     pub fn superpage_bytes(&self) -> u64 {
         let bs = self.base_shift();
-        self.procs.values().map(|p| p.pmap.counts[1..].iter().sum::<u64>() << bs).sum()
+        self.procs
+            .values()
+            .map(|p| p.pmap.counts[1..].iter().sum::<u64>() << bs)
+            .sum()
     }
 
     /// Updates the per-size mapped peaks and the footprint peak.
@@ -637,7 +741,8 @@ impl Os {
         for c in 0..n {
             self.stats.mapped_peak[c] = self.stats.mapped_peak[c].max(now[c]);
         }
-        self.stats.footprint_peak_frames = self.stats.footprint_peak_frames.max(self.phys.used_frames);
+        self.stats.footprint_peak_frames =
+            self.stats.footprint_peak_frames.max(self.phys.used_frames);
     }
 
     /// Every invariant of physical memory, objects, map entries, page tables and the TLB.
@@ -655,43 +760,99 @@ impl Os {
         for p in self.procs.values() {
             let mut prev_end = 0;
             for (&s, v) in &p.vmas {
-                crate::ensure_inv!(s == v.start && v.start < v.end && v.start >= prev_end, "pid {}: map entries overlap or are empty at {s:#x}", p.pid.0);
-                crate::ensure_inv!(v.start % (1 << bs) == 0 && v.end % (1 << bs) == 0, "pid {}: map entry {s:#x} not page aligned", p.pid.0);
+                crate::ensure_inv!(
+                    s == v.start && v.start < v.end && v.start >= prev_end,
+                    "pid {}: map entries overlap or are empty at {s:#x}",
+                    p.pid.0
+                );
+                crate::ensure_inv!(
+                    v.start % (1 << bs) == 0 && v.end % (1 << bs) == 0,
+                    "pid {}: map entry {s:#x} not page aligned",
+                    p.pid.0
+                );
                 prev_end = v.end;
                 *refs.entry(v.obj.0).or_default() += 1;
                 if let Some(sh) = v.shadow {
                     *refs.entry(sh.0).or_default() += 1;
                 }
             }
-            p.pmap.check_invariants(&self.orders).map_err(|e| SimError::Invariant(format!("pid {}: {e}", p.pid.0)))?;
+            p.pmap
+                .check_invariants(&self.orders)
+                .map_err(|e| SimError::Invariant(format!("pid {}: {e}", p.pid.0)))?;
             // Every mapping is backed by a frame of the object it maps.
             for (vpn, pte) in p.pmap.entries() {
                 let va = vpn << bs;
-                let v = p.vma_at(va).ok_or_else(|| SimError::Invariant(format!("pid {}: page {va:#x} mapped outside any map entry", p.pid.0)))?;
+                let v = p.vma_at(va).ok_or_else(|| {
+                    SimError::Invariant(format!(
+                        "pid {}: page {va:#x} mapped outside any map entry",
+                        p.pid.0
+                    ))
+                })?;
                 let pi = v.pgoff + ((va - v.start) >> bs);
-                let backing = v.shadow.and_then(|s| self.obj(s).pages.get(pi)).or_else(|| self.obj(v.obj).pages.get(pi));
-                crate::ensure_inv!(backing == Some(pte.pfn()), "pid {}: page {va:#x} maps frame {} but its object holds {:?}", p.pid.0, pte.pfn().0, backing);
-                crate::ensure_inv!(pte.prot().0 & !v.prot.0 == 0, "pid {}: page {va:#x} has more permission ({}) than its map entry ({})", p.pid.0, pte.prot(), v.prot);
+                let backing = v
+                    .shadow
+                    .and_then(|s| self.obj(s).pages.get(pi))
+                    .or_else(|| self.obj(v.obj).pages.get(pi));
+                crate::ensure_inv!(
+                    backing == Some(pte.pfn()),
+                    "pid {}: page {va:#x} maps frame {} but its object holds {:?}",
+                    p.pid.0,
+                    pte.pfn().0,
+                    backing
+                );
+                crate::ensure_inv!(
+                    pte.prot().0 & !v.prot.0 == 0,
+                    "pid {}: page {va:#x} has more permission ({}) than its map entry ({})",
+                    p.pid.0,
+                    pte.prot(),
+                    v.prot
+                );
             }
         }
         for (i, o) in self.objects.iter().enumerate() {
             let Some(o) = o else { continue };
             let want = refs.get(&(i as u32)).copied().unwrap_or(0);
-            crate::ensure_inv!(o.refs == want, "object {i}: refs {} but {} references found", o.refs, want);
+            crate::ensure_inv!(
+                o.refs == want,
+                "object {i}: refs {} but {} references found",
+                o.refs,
+                want
+            );
             for (_, pfn) in o.pages.all() {
                 *holds.entry(pfn.0).or_default() += 1;
             }
         }
         for (&pfn, &n) in &holds {
-            crate::ensure_inv!(self.phys.refs(Pfn(pfn)) == n, "frame {pfn}: held by {n} objects but refs = {}", self.phys.refs(Pfn(pfn)));
+            crate::ensure_inv!(
+                self.phys.refs(Pfn(pfn)) == n,
+                "frame {pfn}: held by {n} objects but refs = {}",
+                self.phys.refs(Pfn(pfn))
+            );
         }
-        crate::ensure_inv!(holds.len() as u64 == self.phys.used_frames, "{} frames held by objects but used_frames = {}", holds.len(), self.phys.used_frames);
+        crate::ensure_inv!(
+            holds.len() as u64 == self.phys.used_frames,
+            "{} frames held by objects but used_frames = {}",
+            holds.len(),
+            self.phys.used_frames
+        );
         // TLB entries never translate what the page table does not.
         for (asid, va, t) in self.hw.tlb.entries() {
-            let p = self.procs.get(&asid).ok_or_else(|| SimError::Invariant(format!("TLB entry for {va:#x} of dead pid {asid}")))?;
-            let pte = p.pmap.lookup(va >> bs).ok_or_else(|| SimError::Invariant(format!("TLB translates {va:#x} of pid {asid}, the page table does not")))?;
-            crate::ensure_inv!(pte.size() == t.size && pte.pfn() == t.pfn, "TLB entry for {va:#x} of pid {asid} disagrees with the page table");
-            crate::ensure_inv!(!t.writable || pte.prot().writable(), "TLB entry for {va:#x} of pid {asid} allows writes the page table does not");
+            let p = self.procs.get(&asid).ok_or_else(|| {
+                SimError::Invariant(format!("TLB entry for {va:#x} of dead pid {asid}"))
+            })?;
+            let pte = p.pmap.lookup(va >> bs).ok_or_else(|| {
+                SimError::Invariant(format!(
+                    "TLB translates {va:#x} of pid {asid}, the page table does not"
+                ))
+            })?;
+            crate::ensure_inv!(
+                pte.size() == t.size && pte.pfn() == t.pfn,
+                "TLB entry for {va:#x} of pid {asid} disagrees with the page table"
+            );
+            crate::ensure_inv!(
+                !t.writable || pte.prot().writable(),
+                "TLB entry for {va:#x} of pid {asid} allows writes the page table does not"
+            );
         }
         Ok(())
     }

@@ -42,7 +42,10 @@ impl PageMap {
 
     /// Sets the frame of `pindex`; returns the previous one.
     pub fn insert(&mut self, pindex: u64, pfn: Pfn) -> Option<Pfn> {
-        let c = self.chunks.entry(pindex >> CHUNK_SHIFT).or_insert_with(|| Box::new([0; CHUNK]));
+        let c = self
+            .chunks
+            .entry(pindex >> CHUNK_SHIFT)
+            .or_insert_with(|| Box::new([0; CHUNK]));
         let s = &mut c[(pindex as usize) & (CHUNK - 1)];
         let old = *s;
         *s = (pfn.0 + 1) as u32;
@@ -73,7 +76,12 @@ impl PageMap {
     /// Resident pages with index in `[start, end)`, in increasing order.
     pub fn range(&self, start: u64, end: u64) -> Vec<(u64, Pfn)> {
         let mut out = Vec::new();
-        let mut keys: Vec<u64> = self.chunks.keys().copied().filter(|&k| k << CHUNK_SHIFT < end && (k + 1) << CHUNK_SHIFT > start).collect();
+        let mut keys: Vec<u64> = self
+            .chunks
+            .keys()
+            .copied()
+            .filter(|&k| k << CHUNK_SHIFT < end && (k + 1) << CHUNK_SHIFT > start)
+            .collect();
         keys.sort_unstable();
         for k in keys {
             let c = &self.chunks[&k];
@@ -107,7 +115,13 @@ pub struct VmObject {
 
 impl VmObject {
     pub fn new(kind: ObjKind, size: u64, growable: bool) -> VmObject {
-        VmObject { kind, size, growable, pages: PageMap::default(), refs: 0 }
+        VmObject {
+            kind,
+            size,
+            growable,
+            pages: PageMap::default(),
+            refs: 0,
+        }
     }
 }
 

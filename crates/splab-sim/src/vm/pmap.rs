@@ -36,7 +36,10 @@ pub struct Pte(u64);
 impl Pte {
     #[inline]
     pub fn new(pfn: Pfn, prot: Prot, size: SizeClass) -> Pte {
-        Pte(VALID | ((prot.0 as u64) << PROT_SHIFT) | ((size.0 as u64) << SIZE_SHIFT) | (pfn.0 << PFN_SHIFT))
+        Pte(VALID
+            | ((prot.0 as u64) << PROT_SHIFT)
+            | ((size.0 as u64) << SIZE_SHIFT)
+            | (pfn.0 << PFN_SHIFT))
     }
     #[inline]
     pub fn valid(self) -> bool {
@@ -96,12 +99,17 @@ impl Pmap {
 
     #[inline]
     fn slot(&self, vpn: u64) -> Option<u64> {
-        self.chunks.get(&(vpn >> CHUNK_SHIFT)).map(|c| c[(vpn as usize) & (CHUNK - 1)])
+        self.chunks
+            .get(&(vpn >> CHUNK_SHIFT))
+            .map(|c| c[(vpn as usize) & (CHUNK - 1)])
     }
 
     #[inline]
     fn slot_mut(&mut self, vpn: u64) -> &mut u64 {
-        let c = self.chunks.entry(vpn >> CHUNK_SHIFT).or_insert_with(|| Box::new([0u64; CHUNK]));
+        let c = self
+            .chunks
+            .entry(vpn >> CHUNK_SHIFT)
+            .or_insert_with(|| Box::new([0u64; CHUNK]));
         &mut c[(vpn as usize) & (CHUNK - 1)]
     }
 
@@ -146,7 +154,13 @@ impl Pmap {
     /// `need`, sets the accessed (and, for a write, dirty) bit of its (super)page and returns
     /// (entry, head entry after the update). `orders[c]` is the order of size class c.
     #[inline]
-    pub fn walk_touch(&mut self, vpn: u64, need: Prot, write: bool, orders: &[u8]) -> Option<(Pte, Pte)> {
+    pub fn walk_touch(
+        &mut self,
+        vpn: u64,
+        need: Prot,
+        write: bool,
+        orders: &[u8],
+    ) -> Option<(Pte, Pte)> {
         let c = self.chunks.get_mut(&(vpn >> CHUNK_SHIFT))?;
         let s = &mut c[(vpn as usize) & (CHUNK - 1)];
         let p = Pte(*s);
@@ -166,7 +180,8 @@ impl Pmap {
 
     /// Whether the mapping of `vpn` (head entry for a superpage) is dirty.
     pub fn is_dirty(&self, vpn: u64, order: u8) -> bool {
-        self.lookup(Self::head_of(vpn, order)).is_some_and(|p| p.dirty())
+        self.lookup(Self::head_of(vpn, order))
+            .is_some_and(|p| p.dirty())
     }
 
     /// Removes every mapping of base pages `[start, end)`. Superpages partly inside the range
@@ -184,7 +199,11 @@ impl Pmap {
                         let head_dirty = p.dirty();
                         self.counts[p.size().0 as usize] -= 1;
                         *s = 0;
-                        f(Removed { vpn: v, pfn: p.pfn(), dirty: head_dirty });
+                        f(Removed {
+                            vpn: v,
+                            pfn: p.pfn(),
+                            dirty: head_dirty,
+                        });
                     }
                 }
                 if c.iter().all(|&s| s == 0) {
@@ -221,7 +240,10 @@ impl Pmap {
     pub fn replace(&mut self, vpn: u64, pfn: Pfn, prot: Prot) {
         let s = self.slot_mut(vpn);
         let p = Pte(*s);
-        debug_assert!(p.valid() && p.size().is_base(), "Pmap::replace: vpn {vpn:#x} not a valid base entry");
+        debug_assert!(
+            p.valid() && p.size().is_base(),
+            "Pmap::replace: vpn {vpn:#x} not a valid base entry"
+        );
         *s = Pte::new(pfn, prot, p.size()).0 | (p.0 & ACCESSED);
     }
 
@@ -257,7 +279,10 @@ impl Pmap {
         let mut v = head;
         while v < head + n {
             let key = v >> CHUNK_SHIFT;
-            let c = self.chunks.get_mut(&key).expect("Pmap::promote: run not mapped");
+            let c = self
+                .chunks
+                .get_mut(&key)
+                .expect("Pmap::promote: run not mapped");
             let stop = ((key + 1) << CHUNK_SHIFT).min(head + n);
             for vv in v..stop {
                 let s = &mut c[(vv as usize) & (CHUNK - 1)];
@@ -265,7 +290,8 @@ impl Pmap {
                 debug_assert!(p.valid(), "Pmap::promote: vpn {vv:#x} not mapped");
                 counts[p.size().0 as usize] -= 1;
                 counts[size.0 as usize] += 1;
-                *s = (p.with_size(size).0 & !(DIRTY | ACCESSED)) | if vv == head { bits } else { 0 };
+                *s =
+                    (p.with_size(size).0 & !(DIRTY | ACCESSED)) | if vv == head { bits } else { 0 };
             }
             v = stop;
         }
@@ -281,7 +307,10 @@ impl Pmap {
         let mut v = head;
         while v < head + n {
             let key = v >> CHUNK_SHIFT;
-            let c = self.chunks.get_mut(&key).expect("Pmap::demote: run not mapped");
+            let c = self
+                .chunks
+                .get_mut(&key)
+                .expect("Pmap::demote: run not mapped");
             let stop = ((key + 1) << CHUNK_SHIFT).min(head + n);
             for vv in v..stop {
                 let s = &mut c[(vv as usize) & (CHUNK - 1)];
@@ -298,7 +327,10 @@ impl Pmap {
     /// Every valid entry as (vpn, pte), in no particular order.
     pub fn entries(&self) -> impl Iterator<Item = (u64, Pte)> + '_ {
         self.chunks.iter().flat_map(|(&k, c)| {
-            c.iter().enumerate().filter(|(_, &s)| s & VALID != 0).map(move |(i, &s)| ((k << CHUNK_SHIFT) | i as u64, Pte(s)))
+            c.iter()
+                .enumerate()
+                .filter(|(_, &s)| s & VALID != 0)
+                .map(move |(i, &s)| ((k << CHUNK_SHIFT) | i as u64, Pte(s)))
         })
     }
 
@@ -310,7 +342,9 @@ impl Pmap {
             let key = vpn >> CHUNK_SHIFT;
             let chunk_end = ((key + 1) << CHUNK_SHIFT).min(end);
             if let Some(c) = self.chunks.get(&key) {
-                n += (vpn..chunk_end).filter(|&v| c[(v as usize) & (CHUNK - 1)] & VALID != 0).count() as u64;
+                n += (vpn..chunk_end)
+                    .filter(|&v| c[(v as usize) & (CHUNK - 1)] & VALID != 0)
+                    .count() as u64;
             }
             vpn = chunk_end;
         }
@@ -324,22 +358,37 @@ impl Pmap {
             let c = p.size().0 as usize;
             counts[c] += 1;
             if c >= orders.len() {
-                return Err(format!("pmap: vpn {vpn:#x} has size class {c}, machine has {}", orders.len()));
+                return Err(format!(
+                    "pmap: vpn {vpn:#x} has size class {c}, machine has {}",
+                    orders.len()
+                ));
             }
             if c > 0 {
                 let o = orders[c];
                 let head = Self::head_of(vpn, o);
-                let hp = self.lookup(head).ok_or_else(|| format!("pmap: superpage at {vpn:#x} has no head entry"))?;
+                let hp = self
+                    .lookup(head)
+                    .ok_or_else(|| format!("pmap: superpage at {vpn:#x} has no head entry"))?;
                 if hp.size() != p.size() || hp.prot() != p.prot() {
-                    return Err(format!("pmap: superpage at {head:#x} has entries of mixed size or protection"));
+                    return Err(format!(
+                        "pmap: superpage at {head:#x} has entries of mixed size or protection"
+                    ));
                 }
-                if !hp.pfn().is_aligned(crate::units::Order(o)) || p.pfn().0 != hp.pfn().0 + (vpn - head) {
-                    return Err(format!("pmap: superpage at {head:#x} maps non-contiguous or misaligned frames"));
+                if !hp.pfn().is_aligned(crate::units::Order(o))
+                    || p.pfn().0 != hp.pfn().0 + (vpn - head)
+                {
+                    return Err(format!(
+                        "pmap: superpage at {head:#x} maps non-contiguous or misaligned frames"
+                    ));
                 }
             }
         }
         if counts != self.counts {
-            return Err(format!("pmap: counts {:?} but entries give {:?}", &self.counts[..orders.len()], &counts[..orders.len()]));
+            return Err(format!(
+                "pmap: counts {:?} but entries give {:?}",
+                &self.counts[..orders.len()],
+                &counts[..orders.len()]
+            ));
         }
         Ok(())
     }
@@ -362,7 +411,10 @@ mod tests {
         pm.check_invariants(&[0, 4]).unwrap();
         pm.demote(0x100, 4, SizeClass(0), 0);
         assert_eq!(pm.counts[0], 16);
-        assert!((0x100..0x110).all(|v| pm.lookup(v).unwrap().dirty()), "demotion spreads the dirty bit");
+        assert!(
+            (0x100..0x110).all(|v| pm.lookup(v).unwrap().dirty()),
+            "demotion spreads the dirty bit"
+        );
         let mut removed = Vec::new();
         pm.remove(0x104, 0x108, |r| removed.push(r.pfn.0));
         assert_eq!(removed, vec![0x204, 0x205, 0x206, 0x207]);

@@ -82,7 +82,17 @@ impl Op {
 
 /// Maps `len` bytes of private anonymous read-write memory, placed by the OS.
 pub(crate) fn map_anon(e: &mut Engine, pid: Pid, len: u64) -> Result<u64> {
-    e.mmap(pid, MmapReq { addr: 0, len, prot: Prot::RW, flags: MapFlags::ANON, file: 0, offset: 0 })
+    e.mmap(
+        pid,
+        MmapReq {
+            addr: 0,
+            len,
+            prot: Prot::RW,
+            flags: MapFlags::ANON,
+            file: 0,
+            offset: 0,
+        },
+    )
 }
 
 /// Buffers accesses and hands them to the engine in batches of one event each.
@@ -93,7 +103,10 @@ pub(crate) struct Batch {
 
 impl Batch {
     pub fn new(pid: Pid) -> Batch {
-        Batch { pid, buf: Vec::with_capacity(4096) }
+        Batch {
+            pid,
+            buf: Vec::with_capacity(4096),
+        }
     }
     #[inline]
     pub fn push(&mut self, e: &mut Engine, va: u64, kind: AccessKind) -> Result<()> {
@@ -125,7 +138,10 @@ mod tests {
 
     #[test]
     fn parse_names_and_errors() {
-        assert_eq!(parse("seq:size=64M,op=write").unwrap().describe(), "seq:size=64M,op=write,elem=8");
+        assert_eq!(
+            parse("seq:size=64M,op=write").unwrap().describe(),
+            "seq:size=64M,op=write,elem=8"
+        );
         let e = parse("sqe").err().unwrap().to_string();
         assert!(e.contains("'sqe'") && e.contains("gups"), "{e}");
         assert!(parse("gups:size=0").is_err());

@@ -21,21 +21,36 @@ impl Scan {
         let size = spec.take_size("size", 1 << 30, 1, MAX_SIZE)?;
         let op = Op::take(spec, "read", &["read", "write", "rw"])?;
         let elem = spec.take_size("elem", 8, 1, 4096)?;
-        Ok(Scan { name: "seq", size, step: elem, op })
+        Ok(Scan {
+            name: "seq",
+            size,
+            step: elem,
+            op,
+        })
     }
 
     pub fn stride(spec: &mut Spec) -> Result<Scan> {
         let size = spec.take_size("size", 1 << 30, 1, MAX_SIZE)?;
         let stride = spec.take_size("stride", 4096, 1, MAX_SIZE)?;
         let op = Op::take(spec, "read", &["read", "write", "rw"])?;
-        Ok(Scan { name: "stride", size, step: stride, op })
+        Ok(Scan {
+            name: "stride",
+            size,
+            step: stride,
+            op,
+        })
     }
 
     pub fn sparse(spec: &mut Spec) -> Result<Scan> {
         let size = spec.take_size("size", 1 << 30, 1, MAX_SIZE)?;
         let step = spec.take_size("step", 64 << 10, 1, MAX_SIZE)?;
         let op = Op::take(spec, "write", &["write", "read"])?;
-        Ok(Scan { name: "sparse", size, step, op })
+        Ok(Scan {
+            name: "sparse",
+            size,
+            step,
+            op,
+        })
     }
 
     fn count(&self) -> u64 {
@@ -47,9 +62,21 @@ impl super::Workload for Scan {
     fn describe(&self) -> String {
         let size = fmt_size(self.size);
         match self.name {
-            "seq" => format!("seq:size={size},op={},elem={}", self.op.name(), fmt_size(self.step)),
-            "stride" => format!("stride:size={size},stride={},op={}", fmt_size(self.step), self.op.name()),
-            _ => format!("sparse:size={size},step={},op={}", fmt_size(self.step), self.op.name()),
+            "seq" => format!(
+                "seq:size={size},op={},elem={}",
+                self.op.name(),
+                fmt_size(self.step)
+            ),
+            "stride" => format!(
+                "stride:size={size},stride={},op={}",
+                fmt_size(self.step),
+                self.op.name()
+            ),
+            _ => format!(
+                "sparse:size={size},step={},op={}",
+                fmt_size(self.step),
+                self.op.name()
+            ),
         }
     }
 
@@ -60,7 +87,11 @@ impl super::Workload for Scan {
     fn run(&mut self, e: &mut Engine, _rng: &mut Rng) -> Result<()> {
         let pid = e.spawn();
         if self.size > e.os.machine.mem_bytes.saturating_mul(64) {
-            return Err(SimError::BadInput(format!("workload {}: size={} is far beyond the machine's memory", self.name, fmt_size(self.size))));
+            return Err(SimError::BadInput(format!(
+                "workload {}: size={} is far beyond the machine's memory",
+                self.name,
+                fmt_size(self.size)
+            )));
         }
         let base = map_anon(e, pid, self.size)?;
         let n = self.count();
@@ -80,8 +111,20 @@ impl super::Workload for Scan {
                     e.access(pid, va, AccessKind::Read)?;
                     e.access(pid, va, AccessKind::Write)?;
                     if in_page > 1 {
-                        e.access_run(pid, va + self.step, self.step as i64, in_page - 1, AccessKind::Read)?;
-                        e.access_run(pid, va + self.step, self.step as i64, in_page - 1, AccessKind::Write)?;
+                        e.access_run(
+                            pid,
+                            va + self.step,
+                            self.step as i64,
+                            in_page - 1,
+                            AccessKind::Read,
+                        )?;
+                        e.access_run(
+                            pid,
+                            va + self.step,
+                            self.step as i64,
+                            in_page - 1,
+                            AccessKind::Write,
+                        )?;
                     }
                     i += in_page;
                 }

@@ -50,7 +50,11 @@ struct Heap {
 impl Heap {
     fn new(e: &Engine, pid: Pid) -> Result<Heap> {
         let b = e.current_brk(pid)?;
-        Ok(Heap { top: b, end: b, free: FxHashMap::default() })
+        Ok(Heap {
+            top: b,
+            end: b,
+            free: FxHashMap::default(),
+        })
     }
 
     fn malloc(&mut self, e: &mut Engine, pid: Pid, batch: &mut Batch, size: u64) -> Result<u64> {
@@ -64,7 +68,9 @@ impl Heap {
             batch.flush(e)?;
             let got = e.brk(pid, want)?;
             if got < want {
-                return Err(SimError::OutOfMemory(format!("tree: brk to {want:#x} refused")));
+                return Err(SimError::OutOfMemory(format!(
+                    "tree: brk to {want:#x} refused"
+                )));
             }
             self.end = got;
         }
@@ -147,11 +153,23 @@ impl Rb<'_> {
     }
 
     fn new_node(&mut self, key: u64) -> Result<u32> {
-        let addr = self.heap.malloc(self.e, self.pid, &mut self.batch, NODE_BYTES)?;
-        let record = self.heap.malloc(self.e, self.pid, &mut self.batch, RECORD_BYTES)?;
+        let addr = self
+            .heap
+            .malloc(self.e, self.pid, &mut self.batch, NODE_BYTES)?;
+        let record = self
+            .heap
+            .malloc(self.e, self.pid, &mut self.batch, RECORD_BYTES)?;
         // "On insertions a new record is allocated and initialized."
-        self.batch.words(self.e, record, RECORD_BYTES / 8, AccessKind::Write)?;
-        let node = Node { key, left: NIL, right: NIL, red: true, record, addr };
+        self.batch
+            .words(self.e, record, RECORD_BYTES / 8, AccessKind::Write)?;
+        let node = Node {
+            key,
+            left: NIL,
+            right: NIL,
+            red: true,
+            record,
+            addr,
+        };
         let id = match self.free_nodes.pop() {
             Some(i) => {
                 self.nodes[i as usize] = node;
@@ -162,14 +180,16 @@ impl Rb<'_> {
                 self.nodes.len() as u32 - 1
             }
         };
-        self.batch.words(self.e, addr, NODE_BYTES / 8, AccessKind::Write)?;
+        self.batch
+            .words(self.e, addr, NODE_BYTES / 8, AccessKind::Write)?;
         Ok(id)
     }
 
     fn free_node(&mut self, n: u32, with_record: bool) -> Result<()> {
         let Node { addr, record, .. } = self.nodes[n as usize];
         if with_record {
-            self.heap.free(self.e, &mut self.batch, record, RECORD_BYTES)?;
+            self.heap
+                .free(self.e, &mut self.batch, record, RECORD_BYTES)?;
         }
         self.heap.free(self.e, &mut self.batch, addr, NODE_BYTES)?;
         self.free_nodes.push(n);
@@ -179,7 +199,8 @@ impl Rb<'_> {
     fn read_half_record(&mut self, n: u32) -> Result<()> {
         self.rd(n, REC)?;
         let r = self.nodes[n as usize].record;
-        self.batch.words(self.e, r, RECORD_BYTES / 16, AccessKind::Read)
+        self.batch
+            .words(self.e, r, RECORD_BYTES / 16, AccessKind::Read)
     }
 
     fn rotate_left(&mut self, h: u32) -> Result<u32> {
@@ -264,7 +285,11 @@ impl Rb<'_> {
             if key == k {
                 return self.read_half_record(h);
             }
-            h = if key < k { self.left(h)? } else { self.right(h)? };
+            h = if key < k {
+                self.left(h)?
+            } else {
+                self.right(h)?
+            };
         }
         Ok(())
     }
@@ -339,7 +364,8 @@ impl Rb<'_> {
                 let r = self.right(h)?;
                 let (nr, min) = self.delete_min(r)?;
                 let old_record = self.nodes[h as usize].record;
-                self.heap.free(self.e, &mut self.batch, old_record, RECORD_BYTES)?;
+                self.heap
+                    .free(self.e, &mut self.batch, old_record, RECORD_BYTES)?;
                 let (mk, mrec) = (self.key(min)?, {
                     self.rd(min, REC)?;
                     self.nodes[min as usize].record
@@ -403,7 +429,15 @@ impl super::Workload for Tree {
     fn run(&mut self, e: &mut Engine, rng: &mut Rng) -> Result<()> {
         let pid = e.spawn();
         let heap = Heap::new(e, pid)?;
-        let mut t = Rb { e, pid, batch: Batch::new(pid), heap, nodes: Vec::new(), free_nodes: Vec::new(), root: NIL };
+        let mut t = Rb {
+            e,
+            pid,
+            batch: Batch::new(pid),
+            heap,
+            nodes: Vec::new(),
+            free_nodes: Vec::new(),
+            root: NIL,
+        };
         // Live keys, for picking a random existing key in O(1).
         let mut keys: Vec<u64> = Vec::new();
         let mut pos: FxHashMap<u64, usize> = FxHashMap::default();
@@ -460,9 +494,15 @@ mod tests {
         let n = rb.nodes[h as usize];
         assert!(n.key >= lo && n.key <= hi, "key order");
         if n.red {
-            assert!(n.left == NIL || !rb.nodes[n.left as usize].red, "red node with red child");
+            assert!(
+                n.left == NIL || !rb.nodes[n.left as usize].red,
+                "red node with red child"
+            );
         }
-        assert!(n.right == NIL || !rb.nodes[n.right as usize].red, "right-leaning red link");
+        assert!(
+            n.right == NIL || !rb.nodes[n.right as usize].red,
+            "right-leaning red link"
+        );
         let bl = check(rb, n.left, lo, n.key);
         let br = check(rb, n.right, n.key, hi);
         assert_eq!(bl, br, "black height");
@@ -474,12 +514,23 @@ mod tests {
         let mut e = Engine::new(machine::skylake(), Policy::base(), false, None);
         let pid = e.spawn();
         let heap = Heap::new(&e, pid).unwrap();
-        let mut rb = Rb { e: &mut e, pid, batch: Batch::new(pid), heap, nodes: Vec::new(), free_nodes: Vec::new(), root: NIL };
+        let mut rb = Rb {
+            e: &mut e,
+            pid,
+            batch: Batch::new(pid),
+            heap,
+            nodes: Vec::new(),
+            free_nodes: Vec::new(),
+            root: NIL,
+        };
         let mut rng = Rng::new(3);
         let mut live = std::collections::BTreeSet::new();
         for i in 0..3000 {
             if i % 3 == 2 && !live.is_empty() {
-                let k = *live.iter().nth(rng.below(live.len() as u64) as usize).unwrap();
+                let k = *live
+                    .iter()
+                    .nth(rng.below(live.len() as u64) as usize)
+                    .unwrap();
                 live.remove(&k);
                 rb.delete(k).unwrap();
             } else {
@@ -508,7 +559,10 @@ mod tests {
     #[test]
     fn tree_workload_runs_and_keeps_heap_in_brk() {
         let mut e = Engine::new(machine::skylake(), Policy::base(), true, None);
-        let mut w = Tree { nodes: 500, ops: 300 };
+        let mut w = Tree {
+            nodes: 500,
+            ops: 300,
+        };
         w.run(&mut e, &mut Rng::new(1)).unwrap();
         assert!(e.os.acc.total > 10_000);
         assert!(e.os.stats.faults.zero_fill > 10);

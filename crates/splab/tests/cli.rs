@@ -1,0 +1,157 @@
+//! CLI tests: run the binary as a user would.
+
+use assert_cmd::Command;
+
+fn splab() -> Command {
+    Command::cargo_bin("splab").unwrap()
+}
+
+/// Bad input prints one line naming the bad token (and the valid choices where the set is
+/// closed) and exits with status 2; never a panic.
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["run", "-m", "vax", "-w", "seq"], &["'vax'", "skylake"]),
+        (
+            &["run", "-p", "solaris", "-w", "seq"],
+            &["'solaris'", "base"],
+        ),
+        (&["run", "-w", "fft"], &["'fft'", "gups"]),
+        (&["run", "-w", "seq:size=12Q"], &["'12Q'", "size"]),
+        (&["run", "-w", "seq:size=0"], &["'0'", "size"]),
+        (
+            &["run", "-w", "seq:op=jump"],
+            &["'jump'", "read, write, rw"],
+        ),
+        (&["run", "-w", "gups:sise=1G"], &["'sise'", "size"]),
+        (&["run", "-w", "matrix:n"], &["'n'", "key=value"]),
+        (&["run", "-m", "skylake:mem=3G7", "-w", "seq"], &["'3G7'"]),
+        (
+            &["run", "-m", "alpha21264:mem=6M", "-w", "seq"],
+            &["mem=6M"],
+        ),
+        (&["run", "-w", "seq", "--free", "lots"], &["'lots'"]),
+        (&["run", "-w", "seq", "--free", "1T"], &["--free"]),
+        (
+            &["compare", "-p", "base,nope", "-w", "seq"],
+            &["'nope'", "base"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let out = splab().args(*args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{args:?}: one line expected, got: {err}"
+        );
+        for n in *needles {
+            assert!(err.contains(n), "{args:?}: '{n}' not in: {err}");
+        }
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    // A usage error (clap) also exits 2.
+    assert_eq!(
+        splab().args(["run"]).output().unwrap().status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        splab()
+            .args(["list", "things"])
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn run_prints_summary_and_json() {
+    let out = splab()
+        .args([
+            "run",
+            "-m",
+            "alpha21264",
+            "-w",
+            "matrix:n=200",
+            "--json",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("stdout is the JSON report");
+    assert_eq!(v["schema"], "splab.report.v1");
+    assert_eq!(v["accesses"]["total"], 80_000);
+    for key in [
+        "config",
+        "accesses",
+        "tlb",
+        "faults",
+        "pages",
+        "reservations",
+        "memory",
+        "time",
+        "series",
+        "sim",
+    ] {
+        assert!(v.get(key).is_some(), "report lacks {key}");
+    }
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(summary.contains("page walks"), "{summary}");
+}
+
+#[test]
+fn compare_and_list() {
+    let out = splab()
+        .args(["compare", "-p", "base,base", "-w", "seq:size=8M"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("speedup") && s.contains("1.000x"), "{s}");
+    for what in ["machines", "policies", "workloads"] {
+        let out = splab().args(["list", what]).output().unwrap();
+        assert!(
+            out.status.success() && !out.stdout.is_empty(),
+            "list {what}"
+        );
+    }
+}
+
+/// A run that fails (here: modelled memory runs out) exits with status 1, never a panic.
+#[test]
+fn runtime_failure_exits_1() {
+    let out = splab()
+        .args([
+            "run",
+            "-m",
+            "alpha21264:mem=4M",
+            "-w",
+            "seq:size=8M,op=write",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("out of memory"));
+}
+
+#[test]
+fn demo_writes_json_beside_the_tables() {
+    let dir = std::env::temp_dir().join(format!("splab-demo-test-{}", std::process::id()));
+    let out = splab()
+        .args(["demo", "--out", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let n = std::fs::read_dir(&dir).unwrap().count();
+    assert!(n >= 4, "{n} JSON files");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
