@@ -1,0 +1,394 @@
+//! The event stream as recorded: [`TraceEvent`] and the small newtypes it carries.
+//!
+//! Who uses it: everything in this crate, and the simulator's trace workload, which maps each
+//! variant onto the design's event stream one to one (docs/trace-format.md "Event semantics").
+
+use std::fmt;
+
+/// A process id as the traced program saw it (`getpid()`), or as an importer assigned it.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Pid(pub u32);
+
+/// A virtual address of the traced program.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Vaddr(pub u64);
+
+/// A file known to the trace; 0 is never used (anonymous memory has `file: None`).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FileId(pub u32);
+
+impl fmt::Display for Pid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl fmt::Display for Vaddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+impl fmt::Display for FileId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "f{}", self.0)
+    }
+}
+
+/// What an access does. A read-modify-write instruction is one `Write`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum AccessKind {
+    Read = 0,
+    Write = 1,
+    Ifetch = 2,
+}
+
+impl AccessKind {
+    #[inline]
+    pub const fn from_code(c: u8) -> Option<AccessKind> {
+        match c {
+            0 => Some(AccessKind::Read),
+            1 => Some(AccessKind::Write),
+            2 => Some(AccessKind::Ifetch),
+            _ => None,
+        }
+    }
+    pub const fn letter(self) -> char {
+        match self {
+            AccessKind::Read => 'R',
+            AccessKind::Write => 'W',
+            AccessKind::Ifetch => 'I',
+        }
+    }
+}
+
+/// Protection bits, Linux's values: read 1, write 2, exec 4.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Prot(pub u8);
+
+impl Prot {
+    pub const NONE: Prot = Prot(0);
+    pub const READ: Prot = Prot(1);
+    pub const WRITE: Prot = Prot(2);
+    pub const EXEC: Prot = Prot(4);
+    pub const RW: Prot = Prot(3);
+    #[inline]
+    pub const fn readable(self) -> bool {
+        self.0 & 1 != 0
+    }
+    #[inline]
+    pub const fn writable(self) -> bool {
+        self.0 & 2 != 0
+    }
+    #[inline]
+    pub const fn executable(self) -> bool {
+        self.0 & 4 != 0
+    }
+}
+
+impl fmt::Display for Prot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = |b: bool, ch: char| if b { ch } else { '-' };
+        write!(
+            f,
+            "{}{}{}",
+            c(self.readable(), 'r'),
+            c(self.writable(), 'w'),
+            c(self.executable(), 'x')
+        )
+    }
+}
+
+/// Mapping flags of the design's `mmap` (not Linux's bit values: see the constants).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct MmapFlags(pub u16);
+
+impl MmapFlags {
+    /// Anonymous memory (zero-filled on first touch).
+    pub const ANON: MmapFlags = MmapFlags(1);
+    /// Backed by a file (`file` is set).
+    pub const FILE: MmapFlags = MmapFlags(2);
+    /// Shared (writes visible to other mappers; no copy-on-write at fork).
+    pub const SHARED: MmapFlags = MmapFlags(4);
+    /// The address was imposed (`MAP_FIXED`).
+    pub const FIXED: MmapFlags = MmapFlags(8);
+    /// A thread's or the process's stack.
+    pub const STACK: MmapFlags = MmapFlags(16);
+    /// Grows down on faults just below it (`MAP_GROWSDOWN`, the main stack).
+    pub const GROWABLE: MmapFlags = MmapFlags(32);
+    /// The mapping was reconstructed from addresses (importers), not seen as a syscall.
+    pub const INFERRED: MmapFlags = MmapFlags(64);
+    /// All bits this version defines.
+    pub const ALL: u16 = 127;
+
+    #[inline]
+    pub const fn contains(self, other: MmapFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+    #[inline]
+    pub const fn union(self, other: MmapFlags) -> MmapFlags {
+        MmapFlags(self.0 | other.0)
+    }
+
+    /// Converts Linux's `mmap` flags (amd64 values).
+    pub fn from_linux(flags: u64, has_file: bool) -> MmapFlags {
+        let mut f = MmapFlags(0);
+        if flags & 0x20 != 0 || !has_file {
+            f = f.union(MmapFlags::ANON);
+        } else {
+            f = f.union(MmapFlags::FILE);
+        }
+        if flags & 0x01 != 0 {
+            f = f.union(MmapFlags::SHARED);
+        }
+        if flags & 0x10 != 0 || flags & 0x100000 != 0 {
+            f = f.union(MmapFlags::FIXED); // MAP_FIXED, MAP_FIXED_NOREPLACE
+        }
+        if flags & 0x20000 != 0 {
+            f = f.union(MmapFlags::STACK);
+        }
+        if flags & 0x100 != 0 {
+            f = f.union(MmapFlags::GROWABLE);
+        }
+        f
+    }
+}
+
+impl fmt::Display for MmapFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names = [
+            (MmapFlags::ANON, "anon"),
+            (MmapFlags::FILE, "file"),
+            (MmapFlags::SHARED, "shared"),
+            (MmapFlags::FIXED, "fixed"),
+            (MmapFlags::STACK, "stack"),
+            (MmapFlags::GROWABLE, "growable"),
+            (MmapFlags::INFERRED, "inferred"),
+        ];
+        let mut first = true;
+        for (bit, name) in names {
+            if self.contains(bit) {
+                if !first {
+                    f.write_str("|")?;
+                }
+                f.write_str(name)?;
+                first = false;
+            }
+        }
+        if first {
+            f.write_str("none")?;
+        }
+        Ok(())
+    }
+}
+
+/// `madvise` advice the simulator models; anything else is kept as Linux's number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Advice {
+    DontNeed,
+    Free,
+    HugePage,
+    NoHugePage,
+    Collapse,
+    Other(u32),
+}
+
+impl Advice {
+    /// From Linux's `MADV_*` number.
+    pub fn from_linux(a: u64) -> Advice {
+        match a {
+            4 => Advice::DontNeed,
+            8 => Advice::Free,
+            14 => Advice::HugePage,
+            15 => Advice::NoHugePage,
+            25 => Advice::Collapse,
+            other => Advice::Other(other.min(u32::MAX as u64) as u32),
+        }
+    }
+}
+
+/// What a `Compute` event counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ComputeUnit {
+    Cycles,
+    Instructions,
+}
+
+/// One event of the recorded stream. Semantics (exactly what a replayer must do) are in
+/// docs/trace-format.md, "Event semantics". Every address is the one the program really used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TraceEvent {
+    /// A memory access of `size` bytes at `va` (may cross a page boundary).
+    Access {
+        pid: Pid,
+        va: Vaddr,
+        kind: AccessKind,
+        size: u32,
+    },
+    /// A new mapping at `addr` (the address the program got), `len` bytes (page multiple not
+    /// guaranteed: round up). Replaces whatever was mapped there (as `MAP_FIXED` does).
+    Mmap {
+        pid: Pid,
+        addr: Vaddr,
+        len: u64,
+        prot: Prot,
+        flags: MmapFlags,
+        file: Option<FileId>,
+        offset: u64,
+    },
+    Munmap {
+        pid: Pid,
+        addr: Vaddr,
+        len: u64,
+    },
+    /// `[old_addr, +old_len)` moves to `[new_addr, +new_len)`, contents kept.
+    Mremap {
+        pid: Pid,
+        old_addr: Vaddr,
+        old_len: u64,
+        new_addr: Vaddr,
+        new_len: u64,
+    },
+    Mprotect {
+        pid: Pid,
+        addr: Vaddr,
+        len: u64,
+        prot: Prot,
+    },
+    Madvise {
+        pid: Pid,
+        addr: Vaddr,
+        len: u64,
+        advice: Advice,
+    },
+    /// The program break is now `new_end`. A process's first `Brk` sets the heap start
+    /// (an empty heap at `new_end`).
+    Brk {
+        pid: Pid,
+        new_end: Vaddr,
+    },
+    /// `child` is a copy of `parent` (copy-on-write for private mappings).
+    Fork {
+        parent: Pid,
+        child: Pid,
+    },
+    /// `pid` replaced its image: its address space is now empty; Mmap events follow.
+    Exec {
+        pid: Pid,
+    },
+    /// `pid` ended: its address space goes away.
+    Exit {
+        pid: Pid,
+    },
+    /// Introduces a file id, with the file's size in bytes and its name when known.
+    FileOpen {
+        file: FileId,
+        size: u64,
+        name: Option<Box<str>>,
+    },
+    /// Time spent not touching memory.
+    Compute {
+        pid: Pid,
+        amount: u64,
+        unit: ComputeUnit,
+    },
+}
+
+impl TraceEvent {
+    /// The process the event belongs to (`parent` for `Fork`, none for `FileOpen`).
+    pub fn pid(&self) -> Option<Pid> {
+        use TraceEvent::*;
+        match self {
+            Access { pid, .. }
+            | Mmap { pid, .. }
+            | Munmap { pid, .. }
+            | Mremap { pid, .. }
+            | Mprotect { pid, .. }
+            | Madvise { pid, .. }
+            | Brk { pid, .. }
+            | Exec { pid }
+            | Exit { pid }
+            | Compute { pid, .. } => Some(*pid),
+            Fork { parent, .. } => Some(*parent),
+            FileOpen { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for TraceEvent {
+    /// One line, the `splab trace cat` form.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use TraceEvent::*;
+        match self {
+            Access {
+                pid,
+                va,
+                kind,
+                size,
+            } => write!(f, "{pid} {} {va} {size}", kind.letter()),
+            Mmap {
+                pid,
+                addr,
+                len,
+                prot,
+                flags,
+                file,
+                offset,
+            } => {
+                write!(
+                    f,
+                    "{pid} mmap {addr} len={len:#x} prot={prot} flags={flags}"
+                )?;
+                if let Some(file) = file {
+                    write!(f, " file={file} off={offset:#x}")?;
+                }
+                Ok(())
+            }
+            Munmap { pid, addr, len } => write!(f, "{pid} munmap {addr} len={len:#x}"),
+            Mremap {
+                pid,
+                old_addr,
+                old_len,
+                new_addr,
+                new_len,
+            } => write!(
+                f,
+                "{pid} mremap {old_addr} len={old_len:#x} -> {new_addr} len={new_len:#x}"
+            ),
+            Mprotect {
+                pid,
+                addr,
+                len,
+                prot,
+            } => {
+                write!(f, "{pid} mprotect {addr} len={len:#x} prot={prot}")
+            }
+            Madvise {
+                pid,
+                addr,
+                len,
+                advice,
+            } => {
+                write!(f, "{pid} madvise {addr} len={len:#x} {advice:?}")
+            }
+            Brk { pid, new_end } => write!(f, "{pid} brk {new_end}"),
+            Fork { parent, child } => write!(f, "{parent} fork {child}"),
+            Exec { pid } => write!(f, "{pid} exec"),
+            Exit { pid } => write!(f, "{pid} exit"),
+            FileOpen { file, size, name } => {
+                write!(f, "- file {file} size={size}")?;
+                if let Some(n) = name {
+                    write!(f, " {n}")?;
+                }
+                Ok(())
+            }
+            Compute { pid, amount, unit } => write!(f, "{pid} compute {amount} {unit:?}"),
+        }
+    }
+}

@@ -1,0 +1,1090 @@
+//! The byte-level format (docs/trace-format.md is the spec; this file is its only implementation):
+//! constants, varints, the header and trailer, and the event encoding inside a block.
+//!
+//! Who calls it: `writer` (encode) and `reader` (decode). Nothing here does I/O.
+//!
+//! Architecture Invariant: a block decodes on its own. The delta state (current pid, last
+//! address per pid) starts empty at every block, so a reader can skip or parallelise blocks and
+//! a corrupt block cannot poison the next one.
+
+use crate::event::*;
+
+pub const MAGIC: &[u8; 8] = b"SPLTRACE";
+pub const FOOTER_MAGIC: &[u8; 8] = b"SPLTEND1";
+pub const VERSION: u16 = 1;
+
+pub const FRAME_BLOCK: u8 = b'B';
+pub const FRAME_TRAILER: u8 = b'T';
+
+/// Limits a reader enforces before allocating, so that a corrupt length cannot make it
+/// allocate without bound (constant memory whatever the input).
+pub const MAX_HEADER: u32 = 1 << 20;
+pub const MAX_BLOCK_RAW: u32 = 1 << 24;
+pub const MAX_TRAILER: u32 = 1 << 26;
+/// A writer closes a block when its encoded events reach this size.
+pub const TARGET_BLOCK_RAW: usize = 1 << 20;
+/// ... or when it holds this many events (runs count every access they stand for).
+pub const MAX_BLOCK_EVENTS: u64 = 1 << 30;
+
+// Opcodes of the event encoding. 0x00..=0x3f are accesses:
+//   bit 5 = run, bits 3..4 = kind (0 read, 1 write, 2 ifetch), bits 0..2 = size code
+//   (0..=6: 1 << code bytes; 7: the size follows as a varint).
+pub const OP_ACCESS_MAX: u8 = 0x3f;
+pub const OP_RUN_BIT: u8 = 0x20;
+pub const OP_SET_PID: u8 = 0x40;
+pub const OP_MMAP: u8 = 0x41;
+pub const OP_MUNMAP: u8 = 0x42;
+pub const OP_MREMAP: u8 = 0x43;
+pub const OP_MPROTECT: u8 = 0x44;
+pub const OP_MADVISE: u8 = 0x45;
+pub const OP_BRK: u8 = 0x46;
+pub const OP_FORK: u8 = 0x47;
+pub const OP_EXEC: u8 = 0x48;
+pub const OP_EXIT: u8 = 0x49;
+pub const OP_FILE_OPEN: u8 = 0x4a;
+pub const OP_COMPUTE: u8 = 0x4b;
+
+// ---------------------------------------------------------------------------------------------
+// varints (LEB128, at most 10 bytes for a u64) and zigzag
+
+#[inline]
+pub fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        buf.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    buf.push(v as u8);
+}
+
+#[inline]
+pub const fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+#[inline]
+pub const fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+pub fn put_str(buf: &mut Vec<u8>, s: &str) {
+    put_varint(buf, s.len() as u64);
+    buf.extend_from_slice(s.as_bytes());
+}
+
+/// A decoding failure inside a byte slice: where, and what was expected.
+#[derive(Debug)]
+pub struct DecodeErr {
+    pub pos: usize,
+    pub expected: String,
+    pub found: String,
+}
+
+#[cold]
+fn derr(pos: usize, expected: impl Into<String>, found: impl Into<String>) -> DecodeErr {
+    DecodeErr {
+        pos,
+        expected: expected.into(),
+        found: found.into(),
+    }
+}
+
+/// Reads a byte slice front to back; every read is checked.
+pub struct Cursor<'a> {
+    pub buf: &'a [u8],
+    pub pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Cursor { buf, pos: 0 }
+    }
+    #[inline]
+    pub fn at_end(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+    #[inline]
+    pub fn u8(&mut self, what: &str) -> Result<u8, DecodeErr> {
+        match self.buf.get(self.pos) {
+            Some(&b) => {
+                self.pos += 1;
+                Ok(b)
+            }
+            None => Err(derr(self.pos, what, "the end of the data")),
+        }
+    }
+    #[inline]
+    pub fn varint(&mut self, what: &str) -> Result<u64, DecodeErr> {
+        // Fast path: one byte.
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(b as u64);
+            }
+        }
+        self.varint_slow(what)
+    }
+    #[cold]
+    fn varint_slow(&mut self, what: &str) -> Result<u64, DecodeErr> {
+        let start = self.pos;
+        let mut v: u64 = 0;
+        for i in 0..10 {
+            let Some(&b) = self.buf.get(self.pos) else {
+                return Err(derr(
+                    start,
+                    format!("{what} (a varint)"),
+                    "the end of the data",
+                ));
+            };
+            self.pos += 1;
+            if i == 9 && b > 1 {
+                return Err(derr(
+                    start,
+                    format!("{what} (a varint of at most 64 bits)"),
+                    "a longer varint",
+                ));
+            }
+            v |= ((b & 0x7f) as u64) << (7 * i);
+            if b < 0x80 {
+                return Ok(v);
+            }
+        }
+        Err(derr(
+            start,
+            format!("{what} (a varint)"),
+            "more than 10 bytes",
+        ))
+    }
+    pub fn u32v(&mut self, what: &str) -> Result<u32, DecodeErr> {
+        let pos = self.pos;
+        let v = self.varint(what)?;
+        u32::try_from(v).map_err(|_| derr(pos, format!("{what} (at most 32 bits)"), v.to_string()))
+    }
+    pub fn bytes(&mut self, n: usize, what: &str) -> Result<&'a [u8], DecodeErr> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
+        match end {
+            Some(end) => {
+                let s = &self.buf[self.pos..end];
+                self.pos = end;
+                Ok(s)
+            }
+            None => Err(derr(
+                self.pos,
+                format!("{what} ({n} bytes)"),
+                "the end of the data",
+            )),
+        }
+    }
+    pub fn string(&mut self, what: &str) -> Result<String, DecodeErr> {
+        let pos = self.pos;
+        let n = self.varint(what)?;
+        let n = usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= self.buf.len())
+            .ok_or_else(|| derr(pos, format!("{what} (a string length)"), n.to_string()))?;
+        let b = self.bytes(n, what)?;
+        String::from_utf8(b.to_vec())
+            .map_err(|_| derr(pos, format!("{what} (UTF-8 text)"), "invalid UTF-8"))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// header and trailer
+
+/// The header, written first. `processes` is the process table known when the trace started
+/// (empty for `record`, which learns processes as they appear: the trailer has them all).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TraceHeader {
+    /// The page size of the machine the trace came from (4096 for amd64 Linux), a hint only.
+    pub page_size_hint: u32,
+    /// Who produced the trace: "valgrind-splab", "valgrind-lackey", "champsim", ...
+    pub source: String,
+    /// The command line (or input file) traced.
+    pub command: String,
+    pub processes: Vec<ProcessInfo>,
+}
+
+/// A row of the process table.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcessInfo {
+    pub pid: Pid,
+    pub parent: Option<Pid>,
+    /// Events of this process (accesses counted one by one).
+    pub events: u64,
+    pub accesses: u64,
+    /// Times this pid replaced its image (`Exec`).
+    pub execs: u32,
+    pub exited: bool,
+}
+
+/// A mapping live at the end of the trace (or at its process's exit), from the Mmap / Munmap /
+/// Mremap / Brk events. Kept for `trace info`; a replayer needs only the events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Region {
+    pub pid: Pid,
+    pub start: Vaddr,
+    pub len: u64,
+    pub prot: Prot,
+    pub flags: MmapFlags,
+    pub file: Option<FileId>,
+    /// True for the heap (the range of the program break).
+    pub heap: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileInfo {
+    pub file: FileId,
+    pub size: u64,
+    pub name: Option<String>,
+}
+
+/// The trailer, written by `TraceWriter::finish`: counts and tables for `trace info`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Trailer {
+    pub events: u64,
+    pub accesses: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub ifetches: u64,
+    pub blocks: u64,
+    /// Bytes of the whole file up to the trailer frame.
+    pub bytes: u64,
+    pub processes: Vec<ProcessInfo>,
+    pub regions: Vec<Region>,
+    /// True when more regions existed than the writer keeps (`writer::MAX_REGIONS`).
+    pub regions_truncated: bool,
+    pub files: Vec<FileInfo>,
+}
+
+fn put_process(b: &mut Vec<u8>, p: &ProcessInfo) {
+    put_varint(b, p.pid.0 as u64);
+    put_varint(b, p.parent.map_or(0, |q| q.0 as u64 + 1));
+    put_varint(b, p.events);
+    put_varint(b, p.accesses);
+    put_varint(b, p.execs as u64);
+    b.push(p.exited as u8);
+}
+
+fn get_process(c: &mut Cursor) -> Result<ProcessInfo, DecodeErr> {
+    let pid = Pid(c.u32v("a pid")?);
+    let parent = c.varint("a parent pid")?;
+    let parent = match parent {
+        0 => None,
+        p => Some(Pid(
+            u32::try_from(p - 1).map_err(|_| derr(c.pos, "a parent pid", p.to_string()))?
+        )),
+    };
+    Ok(ProcessInfo {
+        pid,
+        parent,
+        events: c.varint("an event count")?,
+        accesses: c.varint("an access count")?,
+        execs: c.u32v("an exec count")?,
+        exited: c.u8("an exited flag")? != 0,
+    })
+}
+
+/// A count read from the data, checked against what the rest of the data could hold, so that a
+/// corrupt count cannot make the reader reserve memory without bound.
+fn get_count(c: &mut Cursor, what: &str, min_item_bytes: usize) -> Result<usize, DecodeErr> {
+    let pos = c.pos;
+    let n = c.varint(what)?;
+    let room = (c.buf.len() - c.pos.min(c.buf.len())) / min_item_bytes.max(1);
+    usize::try_from(n)
+        .ok()
+        .filter(|&n| n <= room)
+        .ok_or_else(|| {
+            derr(
+                pos,
+                format!("{what} (at most {room} for the bytes left)"),
+                n.to_string(),
+            )
+        })
+}
+
+impl TraceHeader {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        put_varint(&mut b, self.page_size_hint as u64);
+        put_str(&mut b, &self.source);
+        put_str(&mut b, &self.command);
+        put_varint(&mut b, self.processes.len() as u64);
+        for p in &self.processes {
+            put_process(&mut b, p);
+        }
+        b
+    }
+    pub fn decode(buf: &[u8]) -> Result<TraceHeader, DecodeErr> {
+        let mut c = Cursor::new(buf);
+        let page_size_hint = c.u32v("the page size hint")?;
+        let source = c.string("the source")?;
+        let command = c.string("the command")?;
+        let n = get_count(&mut c, "the number of processes", 6)?;
+        let mut processes = Vec::with_capacity(n);
+        for _ in 0..n {
+            processes.push(get_process(&mut c)?);
+        }
+        // Bytes after these fields are for later versions' additions: ignored.
+        Ok(TraceHeader {
+            page_size_hint,
+            source,
+            command,
+            processes,
+        })
+    }
+}
+
+impl Trailer {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [
+            self.events,
+            self.accesses,
+            self.reads,
+            self.writes,
+            self.ifetches,
+            self.blocks,
+            self.bytes,
+        ] {
+            put_varint(&mut b, v);
+        }
+        put_varint(&mut b, self.processes.len() as u64);
+        for p in &self.processes {
+            put_process(&mut b, p);
+        }
+        put_varint(&mut b, self.regions.len() as u64);
+        b.push(self.regions_truncated as u8);
+        for r in &self.regions {
+            put_varint(&mut b, r.pid.0 as u64);
+            put_varint(&mut b, r.start.0);
+            put_varint(&mut b, r.len);
+            b.push(r.prot.0);
+            put_varint(&mut b, r.flags.0 as u64);
+            put_varint(&mut b, r.file.map_or(0, |f| f.0 as u64));
+            b.push(r.heap as u8);
+        }
+        put_varint(&mut b, self.files.len() as u64);
+        for f in &self.files {
+            put_varint(&mut b, f.file.0 as u64);
+            put_varint(&mut b, f.size);
+            match &f.name {
+                Some(n) => {
+                    b.push(1);
+                    put_str(&mut b, n);
+                }
+                None => b.push(0),
+            }
+        }
+        b
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<Trailer, DecodeErr> {
+        let mut c = Cursor::new(buf);
+        let mut t = Trailer {
+            events: c.varint("the event count")?,
+            accesses: c.varint("the access count")?,
+            reads: c.varint("the read count")?,
+            writes: c.varint("the write count")?,
+            ifetches: c.varint("the ifetch count")?,
+            blocks: c.varint("the block count")?,
+            bytes: c.varint("the byte count")?,
+            ..Default::default()
+        };
+        let n = get_count(&mut c, "the number of processes", 6)?;
+        for _ in 0..n {
+            t.processes.push(get_process(&mut c)?);
+        }
+        let n = get_count(&mut c, "the number of regions", 7)?;
+        t.regions_truncated = c.u8("the regions-truncated flag")? != 0;
+        for _ in 0..n {
+            let pid = Pid(c.u32v("a region's pid")?);
+            let start = Vaddr(c.varint("a region's start")?);
+            let len = c.varint("a region's length")?;
+            let prot = Prot(c.u8("a region's protection")?);
+            let flags = MmapFlags(u16::try_from(c.varint("a region's flags")?).unwrap_or(0));
+            let file = c.u32v("a region's file id")?;
+            let heap = c.u8("a region's heap flag")? != 0;
+            t.regions.push(Region {
+                pid,
+                start,
+                len,
+                prot,
+                flags,
+                file: (file != 0).then_some(FileId(file)),
+                heap,
+            });
+        }
+        let n = get_count(&mut c, "the number of files", 3)?;
+        for _ in 0..n {
+            let pos = c.pos;
+            let file = c.u32v("a file id")?;
+            if file == 0 {
+                return Err(derr(pos, "a file id (not 0)", "0"));
+            }
+            let size = c.varint("a file size")?;
+            let name = match c.u8("a file-name flag")? {
+                0 => None,
+                _ => Some(c.string("a file name")?),
+            };
+            t.files.push(FileInfo {
+                file: FileId(file),
+                size,
+                name,
+            });
+        }
+        Ok(t)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// events inside a block
+
+#[inline]
+fn size_code(size: u32) -> u8 {
+    match size {
+        1 => 0,
+        2 => 1,
+        4 => 2,
+        8 => 3,
+        16 => 4,
+        32 => 5,
+        64 => 6,
+        _ => 7,
+    }
+}
+
+/// Encodes events into one block's payload, keeping the per-pid delta state.
+#[derive(Default)]
+pub struct BlockEncoder {
+    pub buf: Vec<u8>,
+    /// Events in the block, each access of a run counted.
+    pub events: u64,
+    cur_pid: Option<Pid>,
+    cur_last: u64,
+    /// Last access address of the other pids seen in this block.
+    others: Vec<(Pid, u64)>,
+}
+
+impl BlockEncoder {
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.events = 0;
+        self.cur_pid = None;
+        self.cur_last = 0;
+        self.others.clear();
+    }
+
+    #[inline]
+    fn set_pid(&mut self, pid: Pid) {
+        if self.cur_pid == Some(pid) {
+            return;
+        }
+        self.switch_pid(pid);
+    }
+
+    #[cold]
+    fn switch_pid(&mut self, pid: Pid) {
+        if let Some(old) = self.cur_pid {
+            match self.others.iter_mut().find(|(p, _)| *p == old) {
+                Some(e) => e.1 = self.cur_last,
+                None => self.others.push((old, self.cur_last)),
+            }
+        }
+        self.cur_last = self
+            .others
+            .iter()
+            .find(|(p, _)| *p == pid)
+            .map_or(0, |e| e.1);
+        self.cur_pid = Some(pid);
+        self.buf.push(OP_SET_PID);
+        put_varint(&mut self.buf, pid.0 as u64);
+    }
+
+    /// `count` accesses at `va`, `va + stride`, ... (count >= 1).
+    #[inline]
+    pub fn access_run(
+        &mut self,
+        pid: Pid,
+        va: u64,
+        kind: AccessKind,
+        size: u32,
+        stride: i64,
+        count: u64,
+    ) {
+        debug_assert!(count >= 1, "BlockEncoder::access_run: empty run");
+        self.set_pid(pid);
+        let sc = size_code(size);
+        let run = count > 1;
+        self.buf.push(((run as u8) << 5) | ((kind as u8) << 3) | sc);
+        if sc == 7 {
+            put_varint(&mut self.buf, size as u64);
+        }
+        put_varint(&mut self.buf, zigzag(va.wrapping_sub(self.cur_last) as i64));
+        if run {
+            put_varint(&mut self.buf, count - 2);
+            put_varint(&mut self.buf, zigzag(stride));
+            self.cur_last = va.wrapping_add((count - 1).wrapping_mul(stride as u64));
+        } else {
+            self.cur_last = va;
+        }
+        self.events += count;
+    }
+
+    /// Any event but an access (use `access_run` for those).
+    pub fn other(&mut self, ev: &TraceEvent) {
+        use TraceEvent::*;
+        if let Access {
+            pid,
+            va,
+            kind,
+            size,
+        } = ev
+        {
+            self.access_run(*pid, va.0, *kind, *size, 0, 1);
+            return;
+        }
+        if let Some(pid) = ev.pid() {
+            self.set_pid(pid);
+        }
+        let b = &mut self.buf;
+        match ev {
+            Access { .. } => unreachable!("handled above"),
+            Mmap {
+                addr,
+                len,
+                prot,
+                flags,
+                file,
+                offset,
+                ..
+            } => {
+                b.push(OP_MMAP);
+                put_varint(b, addr.0);
+                put_varint(b, *len);
+                b.push(prot.0);
+                put_varint(b, flags.0 as u64);
+                put_varint(b, file.map_or(0, |f| f.0 as u64));
+                put_varint(b, *offset);
+            }
+            Munmap { addr, len, .. } => {
+                b.push(OP_MUNMAP);
+                put_varint(b, addr.0);
+                put_varint(b, *len);
+            }
+            Mremap {
+                old_addr,
+                old_len,
+                new_addr,
+                new_len,
+                ..
+            } => {
+                b.push(OP_MREMAP);
+                put_varint(b, old_addr.0);
+                put_varint(b, *old_len);
+                put_varint(b, new_addr.0);
+                put_varint(b, *new_len);
+            }
+            Mprotect {
+                addr, len, prot, ..
+            } => {
+                b.push(OP_MPROTECT);
+                put_varint(b, addr.0);
+                put_varint(b, *len);
+                b.push(prot.0);
+            }
+            Madvise {
+                addr, len, advice, ..
+            } => {
+                b.push(OP_MADVISE);
+                put_varint(b, addr.0);
+                put_varint(b, *len);
+                match advice {
+                    Advice::DontNeed => b.push(0),
+                    Advice::Free => b.push(1),
+                    Advice::HugePage => b.push(2),
+                    Advice::NoHugePage => b.push(3),
+                    Advice::Collapse => b.push(4),
+                    Advice::Other(x) => {
+                        b.push(5);
+                        put_varint(b, *x as u64);
+                    }
+                }
+            }
+            Brk { new_end, .. } => {
+                b.push(OP_BRK);
+                put_varint(b, new_end.0);
+            }
+            Fork { child, .. } => {
+                b.push(OP_FORK);
+                put_varint(b, child.0 as u64);
+            }
+            Exec { .. } => b.push(OP_EXEC),
+            Exit { .. } => b.push(OP_EXIT),
+            FileOpen { file, size, name } => {
+                b.push(OP_FILE_OPEN);
+                put_varint(b, file.0 as u64);
+                put_varint(b, *size);
+                match name {
+                    Some(n) => {
+                        put_varint(b, n.len() as u64 + 1);
+                        b.extend_from_slice(n.as_bytes());
+                    }
+                    None => put_varint(b, 0),
+                }
+            }
+            Compute { amount, unit, .. } => {
+                b.push(OP_COMPUTE);
+                put_varint(b, *amount);
+                b.push(match unit {
+                    ComputeUnit::Cycles => 0,
+                    ComputeUnit::Instructions => 1,
+                });
+            }
+        }
+        self.events += 1;
+    }
+}
+
+/// A run being expanded into single accesses.
+#[derive(Clone, Copy, Debug, Default)]
+struct PendingRun {
+    pid: Pid,
+    next: u64,
+    stride: i64,
+    remaining: u64,
+    kind: u8,
+    size: u32,
+}
+
+/// Decodes one block's payload into events. Never panics; counts every event against the
+/// block header's count so that a corrupt run length cannot produce unbounded output.
+#[derive(Default)]
+pub struct BlockDecoder {
+    pos: usize,
+    cur_pid: Option<Pid>,
+    cur_last: u64,
+    others: Vec<(Pid, u64)>,
+    run: PendingRun,
+    /// Events still to produce according to the block header.
+    left: u64,
+}
+
+impl BlockDecoder {
+    pub fn reset(&mut self, events: u64) {
+        self.pos = 0;
+        self.cur_pid = None;
+        self.cur_last = 0;
+        self.others.clear();
+        self.run = PendingRun::default();
+        self.left = events;
+    }
+
+    /// True when the block is fully decoded (checks that the bytes and the count agree).
+    pub fn finished(&self, buf: &[u8]) -> Result<bool, DecodeErr> {
+        if self.run.remaining > 0 {
+            return Ok(false);
+        }
+        if self.pos < buf.len() {
+            if self.left == 0 {
+                return Err(derr(
+                    self.pos,
+                    "the end of the block (its header's event count is reached)",
+                    "more bytes",
+                ));
+            }
+            return Ok(false);
+        }
+        if self.left != 0 {
+            return Err(derr(
+                self.pos,
+                format!("{} more events (the block header's count)", self.left),
+                "the end of the block",
+            ));
+        }
+        Ok(true)
+    }
+
+    /// Appends decoded events to `out` until it holds `limit` events or the block ends.
+    /// Returns `Ok(true)` when the block is done.
+    pub fn decode_into(
+        &mut self,
+        buf: &[u8],
+        out: &mut Vec<TraceEvent>,
+        limit: usize,
+    ) -> Result<bool, DecodeErr> {
+        loop {
+            if out.len() >= limit {
+                return self.finished(buf);
+            }
+            if self.run.remaining > 0 {
+                let n = self.run.remaining.min((limit - out.len()) as u64);
+                let r = &mut self.run;
+                let kind = AccessKind::from_code(r.kind).unwrap_or(AccessKind::Read);
+                let (pid, size, stride) = (r.pid, r.size, r.stride as u64);
+                let mut va = r.next;
+                out.reserve(n as usize);
+                for _ in 0..n {
+                    out.push(TraceEvent::Access {
+                        pid,
+                        va: Vaddr(va),
+                        kind,
+                        size,
+                    });
+                    va = va.wrapping_add(stride);
+                }
+                r.next = va;
+                r.remaining -= n;
+                continue;
+            }
+            self.fast_singles(buf, out, limit);
+            if out.len() >= limit {
+                continue;
+            }
+            if self.pos >= buf.len() {
+                return self.finished(buf);
+            }
+            if self.left == 0 {
+                return Err(derr(
+                    self.pos,
+                    "the end of the block (its header's event count is reached)",
+                    "more events",
+                ));
+            }
+            let mut c = Cursor { buf, pos: self.pos };
+            let ev = self.decode_one(&mut c)?;
+            self.pos = c.pos;
+            if let Some(ev) = ev {
+                self.left -= 1;
+                out.push(ev);
+            }
+        }
+    }
+
+    /// The hot path: single accesses of a power-of-two size, while at least 16 bytes remain
+    /// (so that an opcode and a full varint can be read without bounds checks per byte).
+    /// Anything else, including every malformed input, is left to `decode_one`.
+    #[inline]
+    fn fast_singles(&mut self, buf: &[u8], out: &mut Vec<TraceEvent>, limit: usize) {
+        let Some(pid) = self.cur_pid else { return };
+        let mut pos = self.pos;
+        let mut last = self.cur_last;
+        let mut left = self.left;
+        let room = limit.saturating_sub(out.len()) as u64;
+        let max_n = left.min(room);
+        let mut n = 0u64;
+        while n < max_n && pos + 16 <= buf.len() {
+            let w: &[u8; 16] = match buf[pos..pos + 16].try_into() {
+                Ok(w) => w,
+                Err(_) => break,
+            };
+            let op = w[0];
+            // single access (no run bit), kind 0..=2, size code 0..=6
+            if op > OP_ACCESS_MAX || op & OP_RUN_BIT != 0 || op & 7 == 7 || op & 0x18 == 0x18 {
+                break;
+            }
+            let mut v: u64 = 0;
+            let mut i = 1;
+            loop {
+                let b = w[i];
+                v |= ((b & 0x7f) as u64) << (7 * (i - 1));
+                i += 1;
+                if b < 0x80 {
+                    break;
+                }
+                if i == 11 {
+                    // An over-long varint: let the checked path report it.
+                    self.commit(pos, last, left);
+                    return;
+                }
+            }
+            if i == 11 && w[10] > 1 {
+                break;
+            }
+            let kind = match (op >> 3) & 3 {
+                0 => AccessKind::Read,
+                1 => AccessKind::Write,
+                _ => AccessKind::Ifetch,
+            };
+            last = last.wrapping_add(unzigzag(v) as u64);
+            out.push(TraceEvent::Access {
+                pid,
+                va: Vaddr(last),
+                kind,
+                size: 1u32 << (op & 7),
+            });
+            pos += i;
+            left -= 1;
+            n += 1;
+        }
+        self.commit(pos, last, left);
+    }
+
+    #[inline]
+    fn commit(&mut self, pos: usize, last: u64, left: u64) {
+        self.pos = pos;
+        self.cur_last = last;
+        self.left = left;
+    }
+
+    fn pid(&self, at: usize) -> Result<Pid, DecodeErr> {
+        self.cur_pid.ok_or_else(|| {
+            derr(
+                at,
+                "a set-pid opcode (0x40) before the first event of a block",
+                "an event",
+            )
+        })
+    }
+
+    /// One opcode. Returns None for opcodes that produce no event by themselves (set-pid, and
+    /// runs, which are expanded by `decode_into`).
+    #[inline]
+    fn decode_one(&mut self, c: &mut Cursor) -> Result<Option<TraceEvent>, DecodeErr> {
+        let at = c.pos;
+        let op = c.u8("an opcode")?;
+        if op <= OP_ACCESS_MAX {
+            let pid = self.pid(at)?;
+            let kind_code = (op >> 3) & 3;
+            let Some(kind) = AccessKind::from_code(kind_code) else {
+                return Err(derr(
+                    at,
+                    "an access opcode with kind 0, 1 or 2",
+                    format!("{op:#04x}"),
+                ));
+            };
+            let sc = op & 7;
+            let size = if sc == 7 {
+                c.u32v("an access size")?
+            } else {
+                1u32 << sc
+            };
+            let delta = unzigzag(c.varint("an address delta")?);
+            let va = self.cur_last.wrapping_add(delta as u64);
+            if op & OP_RUN_BIT != 0 {
+                let cpos = c.pos;
+                let count = c.varint("a run length")?.checked_add(2);
+                let stride = unzigzag(c.varint("a run stride")?);
+                let count = match count {
+                    Some(n) if n <= self.left => n,
+                    _ => {
+                        return Err(derr(
+                            cpos,
+                            format!(
+                                "a run length of at most {} (events left in the block)",
+                                self.left
+                            ),
+                            format!("{count:?}"),
+                        ))
+                    }
+                };
+                self.left -= count;
+                self.cur_last = va.wrapping_add((count - 1).wrapping_mul(stride as u64));
+                self.run = PendingRun {
+                    pid,
+                    next: va,
+                    stride,
+                    remaining: count,
+                    kind: kind_code,
+                    size,
+                };
+                return Ok(None);
+            }
+            self.cur_last = va;
+            return Ok(Some(TraceEvent::Access {
+                pid,
+                va: Vaddr(va),
+                kind,
+                size,
+            }));
+        }
+        let ev = match op {
+            OP_SET_PID => {
+                let pid = Pid(c.u32v("a pid")?);
+                if let Some(old) = self.cur_pid {
+                    match self.others.iter_mut().find(|(p, _)| *p == old) {
+                        Some(e) => e.1 = self.cur_last,
+                        None => {
+                            if self.others.len() >= 4096 {
+                                return Err(derr(at, "at most 4096 pids in a block", "more"));
+                            }
+                            self.others.push((old, self.cur_last))
+                        }
+                    }
+                }
+                self.cur_last = self
+                    .others
+                    .iter()
+                    .find(|(p, _)| *p == pid)
+                    .map_or(0, |e| e.1);
+                self.cur_pid = Some(pid);
+                return Ok(None);
+            }
+            OP_MMAP => {
+                let pid = self.pid(at)?;
+                let addr = Vaddr(c.varint("an mmap address")?);
+                let len = c.varint("an mmap length")?;
+                let prot = Prot(c.u8("an mmap protection")?);
+                let fpos = c.pos;
+                let flags = c.varint("mmap flags")?;
+                let flags = u16::try_from(flags)
+                    .ok()
+                    .filter(|f| f & !MmapFlags::ALL == 0)
+                    .ok_or_else(|| derr(fpos, "mmap flags (bits 0..6)", format!("{flags:#x}")))?;
+                let file = c.u32v("an mmap file id")?;
+                let offset = c.varint("an mmap file offset")?;
+                TraceEvent::Mmap {
+                    pid,
+                    addr,
+                    len,
+                    prot,
+                    flags: MmapFlags(flags),
+                    file: (file != 0).then_some(FileId(file)),
+                    offset,
+                }
+            }
+            OP_MUNMAP => TraceEvent::Munmap {
+                pid: self.pid(at)?,
+                addr: Vaddr(c.varint("an munmap address")?),
+                len: c.varint("an munmap length")?,
+            },
+            OP_MREMAP => TraceEvent::Mremap {
+                pid: self.pid(at)?,
+                old_addr: Vaddr(c.varint("an mremap old address")?),
+                old_len: c.varint("an mremap old length")?,
+                new_addr: Vaddr(c.varint("an mremap new address")?),
+                new_len: c.varint("an mremap new length")?,
+            },
+            OP_MPROTECT => TraceEvent::Mprotect {
+                pid: self.pid(at)?,
+                addr: Vaddr(c.varint("an mprotect address")?),
+                len: c.varint("an mprotect length")?,
+                prot: Prot(c.u8("an mprotect protection")?),
+            },
+            OP_MADVISE => {
+                let pid = self.pid(at)?;
+                let addr = Vaddr(c.varint("an madvise address")?);
+                let len = c.varint("an madvise length")?;
+                let apos = c.pos;
+                let advice = match c.u8("an madvise advice code")? {
+                    0 => Advice::DontNeed,
+                    1 => Advice::Free,
+                    2 => Advice::HugePage,
+                    3 => Advice::NoHugePage,
+                    4 => Advice::Collapse,
+                    5 => Advice::Other(c.u32v("an madvise advice number")?),
+                    x => return Err(derr(apos, "an advice code 0..=5", x.to_string())),
+                };
+                TraceEvent::Madvise {
+                    pid,
+                    addr,
+                    len,
+                    advice,
+                }
+            }
+            OP_BRK => TraceEvent::Brk {
+                pid: self.pid(at)?,
+                new_end: Vaddr(c.varint("a brk end")?),
+            },
+            OP_FORK => TraceEvent::Fork {
+                parent: self.pid(at)?,
+                child: Pid(c.u32v("a child pid")?),
+            },
+            OP_EXEC => TraceEvent::Exec { pid: self.pid(at)? },
+            OP_EXIT => TraceEvent::Exit { pid: self.pid(at)? },
+            OP_FILE_OPEN => {
+                let fpos = c.pos;
+                let file = c.u32v("a file id")?;
+                if file == 0 {
+                    return Err(derr(fpos, "a file id (not 0)", "0"));
+                }
+                let size = c.varint("a file size")?;
+                let npos = c.pos;
+                let n = c.varint("a file-name length")?;
+                let name = if n == 0 {
+                    None
+                } else {
+                    let n = usize::try_from(n - 1)
+                        .map_err(|_| derr(npos, "a file-name length", n.to_string()))?;
+                    let b = c.bytes(n, "a file name")?;
+                    Some(
+                        std::str::from_utf8(b)
+                            .map_err(|_| derr(npos, "a file name in UTF-8", "invalid UTF-8"))?
+                            .into(),
+                    )
+                };
+                TraceEvent::FileOpen {
+                    file: FileId(file),
+                    size,
+                    name,
+                }
+            }
+            OP_COMPUTE => {
+                let pid = self.pid(at)?;
+                let amount = c.varint("a compute amount")?;
+                let upos = c.pos;
+                let unit = match c.u8("a compute unit")? {
+                    0 => ComputeUnit::Cycles,
+                    1 => ComputeUnit::Instructions,
+                    x => return Err(derr(upos, "a compute unit 0 or 1", x.to_string())),
+                };
+                TraceEvent::Compute { pid, amount, unit }
+            }
+            other => {
+                return Err(derr(
+                    at,
+                    "an opcode (0x00..=0x3f access, 0x40..=0x4b others)",
+                    format!("{other:#04x}"),
+                ))
+            }
+        };
+        Ok(Some(ev))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varint_roundtrip_at_the_edges() {
+        for v in [
+            0u64,
+            1,
+            127,
+            128,
+            16383,
+            16384,
+            u32::MAX as u64,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            let mut b = Vec::new();
+            put_varint(&mut b, v);
+            let mut c = Cursor::new(&b);
+            assert_eq!(c.varint("v").unwrap(), v);
+            assert!(c.at_end());
+        }
+    }
+
+    #[test]
+    fn zigzag_roundtrip() {
+        for v in [0i64, 1, -1, 63, -64, i64::MAX, i64::MIN] {
+            assert_eq!(unzigzag(zigzag(v)), v);
+        }
+    }
+
+    #[test]
+    fn overlong_varint_is_an_error_not_a_panic() {
+        let b = [0xffu8; 12];
+        assert!(Cursor::new(&b).varint("v").is_err());
+    }
+
+    #[test]
+    fn an_event_is_at_most_48_bytes() {
+        // read_batch writes one per event: its size bounds the reader's memory traffic.
+        assert!(
+            std::mem::size_of::<TraceEvent>() <= 48,
+            "{}",
+            std::mem::size_of::<TraceEvent>()
+        );
+    }
+}

@@ -1,0 +1,187 @@
+//! `splab trace info` and `splab trace cat`: a trace for people.
+//!
+//! Who calls it: the CLI. Both write text to the given `Write` and do nothing else.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::TraceError;
+use crate::event::*;
+use crate::format::{TraceHeader, Trailer};
+use crate::reader::{read_header_and_trailer, TraceReader};
+
+#[derive(Debug, thiserror::Error)]
+pub enum InfoError {
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error("writing the output: {0}")]
+    Out(#[from] std::io::Error),
+}
+
+/// Prints the header, the counts, the process table, the files and the regions of a trace.
+///
+/// Uses the trailer through the footer (instant) when the file has one; otherwise (a
+/// recording cut short) reads the blocks to count what is there, then reports where it ends.
+pub fn info(path: &Path, out: &mut dyn Write) -> Result<(), InfoError> {
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    match read_header_and_trailer(path) {
+        Ok((h, t)) => {
+            print_header(&h, size, out)?;
+            print_trailer(&t, size, out)?;
+            Ok(())
+        }
+        Err(_) => {
+            let mut r = TraceReader::open(path)?;
+            print_header(r.header(), size, out)?;
+            let (mut events, mut acc) = (0u64, [0u64; 3]);
+            let mut procs: HashMap<Pid, u64> = HashMap::new();
+            let mut buf = Vec::with_capacity(1 << 14);
+            let err = loop {
+                buf.clear();
+                match r.read_batch(&mut buf, 1 << 14) {
+                    Ok(0) => break None,
+                    Ok(n) => {
+                        events += n as u64;
+                        for e in &buf {
+                            if let TraceEvent::Access { kind, pid, .. } = e {
+                                acc[*kind as usize] += 1;
+                                *procs.entry(*pid).or_default() += 1;
+                            }
+                        }
+                    }
+                    Err(e) => break Some(e),
+                }
+            };
+            if let Some(t) = r.trailer() {
+                return Ok(print_trailer(t, size, out)?);
+            }
+            let total: u64 = acc.iter().sum();
+            writeln!(
+                out,
+                "events      {events} (counted: the trailer is missing)"
+            )?;
+            writeln!(
+                out,
+                "accesses    {total} (reads {}, writes {}, ifetches {})",
+                acc[0], acc[1], acc[2]
+            )?;
+            writeln!(out, "processes   {}", procs.len())?;
+            if let Some(e) = err {
+                writeln!(out, "error       {e}")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn print_header(h: &TraceHeader, size: u64, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(out, "format      splab trace v{}", crate::format::VERSION)?;
+    writeln!(out, "source      {}", h.source)?;
+    writeln!(out, "command     {}", h.command)?;
+    writeln!(out, "page size   {}", h.page_size_hint)?;
+    writeln!(out, "file        {size} bytes")?;
+    Ok(())
+}
+
+fn print_trailer(t: &Trailer, size: u64, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(out, "events      {}", t.events)?;
+    writeln!(
+        out,
+        "accesses    {} (reads {}, writes {}, ifetches {})",
+        t.accesses, t.reads, t.writes, t.ifetches
+    )?;
+    writeln!(out, "blocks      {}", t.blocks)?;
+    if t.accesses > 0 {
+        writeln!(
+            out,
+            "density     {:.3} bytes/access",
+            size as f64 / t.accesses as f64
+        )?;
+    }
+    writeln!(out, "processes   {}", t.processes.len())?;
+    for p in &t.processes {
+        let parent = p.parent.map_or("-".to_string(), |q| q.to_string());
+        writeln!(
+            out,
+            "  pid {:<8} parent {:<8} events {:<12} accesses {:<12} execs {} {}",
+            p.pid.0,
+            parent,
+            p.events,
+            p.accesses,
+            p.execs,
+            if p.exited { "exited" } else { "running at end" }
+        )?;
+    }
+    writeln!(out, "files       {}", t.files.len())?;
+    for f in &t.files {
+        writeln!(
+            out,
+            "  {:<6} {:>12} bytes  {}",
+            f.file.to_string(),
+            f.size,
+            f.name.as_deref().unwrap_or("?")
+        )?;
+    }
+    writeln!(
+        out,
+        "regions     {}{} (live at exit or end)",
+        t.regions.len(),
+        if t.regions_truncated {
+            "+ (table truncated)"
+        } else {
+            ""
+        }
+    )?;
+    for r in &t.regions {
+        let what = if r.heap {
+            "heap".to_string()
+        } else {
+            match r.file {
+                Some(f) => {
+                    let name = t
+                        .files
+                        .iter()
+                        .find(|x| x.file == f)
+                        .and_then(|x| x.name.as_deref())
+                        .unwrap_or("?");
+                    format!("{} {f} {name}", r.flags)
+                }
+                None => r.flags.to_string(),
+            }
+        };
+        writeln!(
+            out,
+            "  pid {:<8} {:#014x}-{:#014x} {:>10} KB {} {}",
+            r.pid.0,
+            r.start.0,
+            r.start.0.saturating_add(r.len),
+            r.len / 1024,
+            r.prot,
+            what
+        )?;
+    }
+    Ok(())
+}
+
+/// Prints events as text, one a line (`Display` of `TraceEvent`), at most `limit` of them
+/// (all when None). A trace that ends in an error prints what it could, then the error.
+pub fn cat(path: &Path, out: &mut dyn Write, limit: Option<u64>) -> Result<(), InfoError> {
+    let mut r = TraceReader::open(path)?;
+    let mut buf = Vec::with_capacity(4096);
+    let mut left = limit.unwrap_or(u64::MAX);
+    while left > 0 {
+        buf.clear();
+        let res = r.read_batch(&mut buf, left.min(4096) as usize);
+        // Events decoded before an error are printed before it is reported.
+        for e in &buf {
+            writeln!(out, "{e}")?;
+        }
+        let n = res.map_err(|e| e.in_file(path))?;
+        if n == 0 {
+            break;
+        }
+        left -= n as u64;
+    }
+    Ok(())
+}

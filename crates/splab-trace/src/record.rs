@@ -1,0 +1,957 @@
+//! `record`: runs a program under Valgrind and writes its trace on the fly.
+//!
+//! Who calls it: the CLI's `splab record -o FILE -- CMD ARGS...`, tests, the benchmark.
+//!
+//! Two backends. `Tool` (the default when it was built): splab's own Valgrind tool
+//! (valgrind/sp_tool.c, embedded in this crate by build.rs) writes binary chunks to a pipe; this
+//! module converts them into the trace format while the program runs. `Lackey`: Valgrind's
+//! example tool printing every access as text (`--trace-mem=yes --trace-syscalls=yes`), ~20x
+//! slower, without file names or the initial address space (regions are then inferred from the
+//! addresses, as for ChampSim); it is parsed after the program ends.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::error::TraceError;
+use crate::event::*;
+use crate::format::TraceHeader;
+use crate::infer::{RegionInference, DEFAULT_CHUNK};
+use crate::writer::TraceWriter;
+
+/// Which Valgrind tool records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// splab's tool when it was built, lackey otherwise.
+    Auto,
+    /// splab's own tool (fast).
+    Tool,
+    /// Valgrind's lackey (slow fallback).
+    Lackey,
+}
+
+/// Options of [`record`]; `Default` is what `splab record` uses.
+#[derive(Clone, Debug)]
+pub struct RecordOptions {
+    pub backend: Backend,
+    /// Record instruction fetches too (one `Ifetch` per instruction; ~3x more events).
+    pub ifetch: bool,
+    /// The `valgrind` launcher to run.
+    pub valgrind: PathBuf,
+    /// zstd level of the trace's blocks.
+    pub zstd_level: i32,
+    /// How often `progress` is called.
+    pub progress_every: Duration,
+    /// More arguments for valgrind, before the program (e.g. `--fair-sched=yes`).
+    pub valgrind_args: Vec<String>,
+    /// Where to put the tool's folder (default: the system's temporary folder).
+    pub tool_dir: Option<PathBuf>,
+}
+
+impl Default for RecordOptions {
+    fn default() -> Self {
+        RecordOptions {
+            backend: Backend::Auto,
+            ifetch: false,
+            valgrind: PathBuf::from("valgrind"),
+            // Level 2, not the writer's default 3: the converter, not Valgrind, bounds the capture
+            // rate, and level 2 is ~35% faster for ~7% more bytes (docs/trace-format.md).
+            zstd_level: 2,
+            progress_every: Duration::from_millis(500),
+            valgrind_args: Vec::new(),
+            tool_dir: None,
+        }
+    }
+}
+
+/// Where a recording stands; passed to the progress callback.
+#[derive(Clone, Debug, Default)]
+pub struct Progress {
+    pub elapsed: Duration,
+    pub processes: usize,
+    pub events: u64,
+    pub accesses: u64,
+    /// Bytes of trace written so far.
+    pub bytes: u64,
+}
+
+impl Progress {
+    /// One line for a terminal, e.g. `12.0 s  2 proc  340.1M accesses (28.3M/s)  210.4 MB`.
+    pub fn line(&self) -> String {
+        let s = self.elapsed.as_secs_f64().max(1e-9);
+        format!(
+            "{:.1} s  {} proc  {:.1}M accesses ({:.1}M/s)  {:.1} MB",
+            s,
+            self.processes,
+            self.accesses as f64 / 1e6,
+            self.accesses as f64 / 1e6 / s,
+            self.bytes as f64 / 1e6
+        )
+    }
+}
+
+/// What [`record`] did.
+#[derive(Clone, Debug)]
+pub struct RecordSummary {
+    pub backend: Backend,
+    pub processes: usize,
+    pub events: u64,
+    pub accesses: u64,
+    /// The trace file's size.
+    pub bytes: u64,
+    pub wall: Duration,
+    /// The program's exit code (None if killed by a signal).
+    pub exit_code: Option<i32>,
+}
+
+impl RecordSummary {
+    pub fn bytes_per_access(&self) -> f64 {
+        self.bytes as f64 / self.accesses.max(1) as f64
+    }
+    /// Accesses of the traced program recorded per second of wall time.
+    pub fn accesses_per_second(&self) -> f64 {
+        self.accesses as f64 / self.wall.as_secs_f64().max(1e-9)
+    }
+}
+
+impl std::fmt::Display for RecordSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} processes, {} events, {} accesses in {:.2} s ({:.1}M accesses/s, {:?}); {} bytes, {:.3} bytes/access",
+            self.processes,
+            self.events,
+            self.accesses,
+            self.wall.as_secs_f64(),
+            self.accesses_per_second() / 1e6,
+            self.backend,
+            self.bytes,
+            self.bytes_per_access()
+        )?;
+        if let Some(c) = self.exit_code.filter(|&c| c != 0) {
+            write!(f, "; the program exited with status {c}")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("no command to record: give one after `--`, e.g. `splab record -o ls.spt -- ls -l`")]
+    NoCommand,
+    #[error(
+        "valgrind is not installed (could not run `{0}`): install it with `apt-get install valgrind` \
+         (Debian, Ubuntu), `dnf install valgrind` (Fedora) or your system's package manager"
+    )]
+    ValgrindMissing(String),
+    #[error(
+        "splab's Valgrind tool was not built: Valgrind's tool headers and static libraries were \
+         missing when splab was compiled. Install them (`apt-get install valgrind`) and rebuild, \
+         or record with the lackey backend (about 20x slower)"
+    )]
+    ToolNotBuilt,
+    #[error("cannot find Valgrind's library folder (the one holding memcheck-amd64-linux); set VALGRIND_LIB to it")]
+    NoValgrindLib,
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error("the capture stream from the Valgrind tool is corrupt at byte {offset}: {msg}")]
+    Wire { offset: u64, msg: String },
+    #[error(
+        "valgrind stopped before recording anything (exit status {0:?}); its messages are above"
+    )]
+    ValgrindFailed(Option<i32>),
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RecordError {
+    let what = what.into();
+    move |source| RecordError::Io { what, source }
+}
+
+/// True when splab's own Valgrind tool was built into this crate.
+pub const fn tool_available() -> bool {
+    cfg!(splab_vgtool)
+}
+
+#[cfg(splab_vgtool)]
+static TOOL_BIN: &[u8] = include_bytes!(env!("SPLAB_VGTOOL_BIN"));
+#[cfg(not(splab_vgtool))]
+static TOOL_BIN: &[u8] = &[];
+
+/// Valgrind's library folder (tools, preloads, suppressions).
+fn valgrind_lib() -> Option<PathBuf> {
+    let mut c: Vec<PathBuf> = Vec::new();
+    if let Some(v) = std::env::var_os("VALGRIND_LIB") {
+        c.push(v.into());
+    }
+    for d in [
+        "/usr/libexec/valgrind",
+        "/usr/lib/x86_64-linux-gnu/valgrind",
+        "/usr/lib/valgrind",
+        "/usr/local/libexec/valgrind",
+        "/usr/local/lib/valgrind",
+        "/usr/lib64/valgrind",
+    ] {
+        c.push(d.into());
+    }
+    c.into_iter()
+        .find(|d| d.join("memcheck-amd64-linux").exists())
+}
+
+/// Writes the embedded tool into a folder next to links to every file of Valgrind's library
+/// folder (Valgrind looks for `--tool=splab` as `$VALGRIND_LIB/splab-amd64-linux`). The folder
+/// is named after the tool's checksum and reused; it is built under a temporary name and
+/// renamed, so concurrent recorders never see it half made.
+fn tool_folder(opts: &RecordOptions) -> Result<PathBuf, RecordError> {
+    if TOOL_BIN.is_empty() {
+        return Err(RecordError::ToolNotBuilt);
+    }
+    let lib = valgrind_lib().ok_or(RecordError::NoValgrindLib)?;
+    let mut h = crc32fast::Hasher::new();
+    h.update(TOOL_BIN);
+    h.update(lib.as_os_str().as_encoded_bytes());
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let base = opts.tool_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let dir = base.join(format!("splab-vgtool-{uid}-{:08x}", h.finalize()));
+    let bin = dir.join("splab-amd64-linux");
+    if std::fs::metadata(&bin).is_ok_and(|m| m.len() == TOOL_BIN.len() as u64) {
+        return Ok(dir);
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tmp = base.join(format!(".splab-vgtool-tmp-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&tmp).map_err(io_err(format!("creating {}", tmp.display())))?;
+    let build = || -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tmp.join("splab-amd64-linux");
+        std::fs::write(&t, TOOL_BIN)?;
+        std::fs::set_permissions(&t, std::fs::Permissions::from_mode(0o755))?;
+        for e in std::fs::read_dir(&lib)? {
+            let e = e?;
+            if e.file_name() == "splab-amd64-linux" {
+                continue;
+            }
+            std::os::unix::fs::symlink(e.path(), tmp.join(e.file_name()))?;
+        }
+        Ok(())
+    };
+    if let Err(e) = build() {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(RecordError::Io {
+            what: format!("preparing the Valgrind tool in {}", tmp.display()),
+            source: e,
+        });
+    }
+    if std::fs::rename(&tmp, &dir).is_err() {
+        // Someone else made it first (or a stale one is there): use theirs if complete.
+        let _ = std::fs::remove_dir_all(&tmp);
+        if !std::fs::metadata(&bin).is_ok_and(|m| m.len() == TOOL_BIN.len() as u64) {
+            let _ = std::fs::remove_dir_all(&dir);
+            return tool_folder(opts);
+        }
+    }
+    Ok(dir)
+}
+
+fn check_valgrind(opts: &RecordOptions) -> Result<(), RecordError> {
+    match Command::new(&opts.valgrind)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+    {
+        Ok(s) if s.success() => Ok(()),
+        _ => Err(RecordError::ValgrindMissing(
+            opts.valgrind.display().to_string(),
+        )),
+    }
+}
+
+/// Runs `cmd` under Valgrind, children followed, and writes its trace to `out`.
+///
+/// Contract: `cmd[0]` is the program (looked up in PATH), the rest its arguments; the program
+/// keeps this process's stdin, stdout and stderr. `progress` is called about every
+/// `opts.progress_every` while the program runs (tool backend) and once at the end. The trace is
+/// complete (trailer written) when this returns Ok, whatever the program's exit status (which
+/// is in the summary). Processes still alive when the last pipe writer closes get an `Exit`.
+pub fn record(
+    opts: &RecordOptions,
+    cmd: &[String],
+    out: &Path,
+    mut progress: impl FnMut(&Progress),
+) -> Result<RecordSummary, RecordError> {
+    if cmd.is_empty() {
+        return Err(RecordError::NoCommand);
+    }
+    check_valgrind(opts)?;
+    let backend = match opts.backend {
+        Backend::Auto if tool_available() => Backend::Tool,
+        Backend::Auto => Backend::Lackey,
+        b => b,
+    };
+    let file = File::create(out).map_err(io_err(format!("creating {}", out.display())))?;
+    let header = TraceHeader {
+        page_size_hint: 4096,
+        source: match backend {
+            Backend::Lackey => "valgrind-lackey".into(),
+            _ => "valgrind-splab".into(),
+        },
+        command: cmd.join(" "),
+        processes: Vec::new(),
+    };
+    let w = TraceWriter::new(
+        BufWriter::with_capacity(1 << 20, file),
+        &header,
+        opts.zstd_level,
+    )?;
+    match backend {
+        Backend::Lackey => record_lackey(opts, cmd, w, &mut progress),
+        _ => record_tool(opts, cmd, w, &mut progress),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the tool backend
+
+/// The tool's wire format (valgrind/sp_tool.c has the producer; docs/trace-format.md "Capture
+/// wire" the description).
+mod wire {
+    pub const MAGIC: u32 = 0x3143_5053; // "SPC1"
+    pub const CHUNK_HDR: usize = 16;
+    pub const MAX_CHUNK: usize = 4096;
+    pub const TAG_RUN: u64 = 4;
+    pub const TAG_MMAP: u64 = 0x10;
+    pub const TAG_MUNMAP: u64 = 0x11;
+    pub const TAG_MREMAP: u64 = 0x12;
+    pub const TAG_MPROTECT: u64 = 0x13;
+    pub const TAG_MADVISE: u64 = 0x14;
+    pub const TAG_BRK: u64 = 0x15;
+    pub const TAG_FORK: u64 = 0x16;
+    pub const TAG_HELLO: u64 = 0x17;
+    pub const TAG_EXIT: u64 = 0x18;
+    pub const TAG_FILENAME: u64 = 0x19;
+    pub const TAG_HEAPSTART: u64 = 0x1a;
+    pub const TAG_STACK: u64 = 0x1b;
+    pub const TAG_ACCESS_LONG: u64 = 0x1c;
+}
+
+/// Turns the tool's chunks into trace events.
+struct Converter<W: std::io::Write> {
+    w: TraceWriter<W>,
+    /// pid -> still running
+    live: HashMap<u32, bool>,
+    files: HashMap<(u64, u64), FileId>,
+    names: HashMap<(u64, u64), (u64, String)>,
+    offset: u64,
+}
+
+impl<W: std::io::Write> Converter<W> {
+    fn bad(&self, at: usize, msg: impl Into<String>) -> RecordError {
+        RecordError::Wire {
+            offset: self.offset + at as u64,
+            msg: msg.into(),
+        }
+    }
+
+    /// Converts one chunk's payload (records of 64-bit words).
+    fn chunk(&mut self, pid: u32, words: &[u64]) -> Result<(), RecordError> {
+        let p = Pid(pid);
+        let mut i = 0;
+        while i < words.len() {
+            let w0 = words[i];
+            let tag = w0 >> 56;
+            if tag < 8 {
+                let kind = match AccessKind::from_code(((tag & 3) as u8).wrapping_sub(1)) {
+                    Some(k) => k,
+                    None => return Err(self.bad(i * 8, format!("access tag {tag}"))),
+                };
+                let size = ((w0 >> 48) & 0xff) as u32;
+                let va = Vaddr(w0 & 0xffff_ffff_ffff);
+                if tag & wire::TAG_RUN != 0 {
+                    let Some(&w1) = words.get(i + 1) else {
+                        return Err(self.bad(i * 8, "a run's second word"));
+                    };
+                    let stride = (w1 & 0xffff) as u16 as i16 as i64;
+                    self.w.access_run(p, va, kind, size, stride, w1 >> 16)?;
+                    i += 2;
+                } else {
+                    self.w.access(p, va, kind, size)?;
+                    i += 1;
+                }
+                continue;
+            }
+            let n = (w0 & 0xffff_ffff) as usize;
+            let Some(a) = words.get(i + 1..i + 1 + n) else {
+                return Err(self.bad(i * 8, format!("{n} words of a record with tag {tag:#x}")));
+            };
+            i += 1 + n;
+            let need = |k: usize| -> Result<(), RecordError> {
+                if a.len() < k {
+                    Err(RecordError::Wire {
+                        offset: 0,
+                        msg: format!("record {tag:#x} has {} words, expected {k}", a.len()),
+                    })
+                } else {
+                    Ok(())
+                }
+            };
+            match tag {
+                wire::TAG_HELLO => {
+                    if self.live.contains_key(&pid) {
+                        self.w.write(&TraceEvent::Exec { pid: p })?;
+                    }
+                    self.live.insert(pid, true);
+                }
+                wire::TAG_FORK => {
+                    need(1)?;
+                    self.w.write(&TraceEvent::Fork {
+                        parent: Pid(a[0] as u32),
+                        child: p,
+                    })?;
+                    self.live.insert(pid, true);
+                }
+                wire::TAG_EXIT => {
+                    self.w.write(&TraceEvent::Exit { pid: p })?;
+                    self.live.insert(pid, false);
+                }
+                wire::TAG_FILENAME => {
+                    need(3)?;
+                    let (dev, ino, size, len) =
+                        (a[0], a[1], a[2], a.get(3).copied().unwrap_or(0) as usize);
+                    let bytes: Vec<u8> = a[4.min(a.len())..]
+                        .iter()
+                        .flat_map(|w| w.to_le_bytes())
+                        .take(len)
+                        .collect();
+                    self.names.insert(
+                        (dev, ino),
+                        (size, String::from_utf8_lossy(&bytes).into_owned()),
+                    );
+                }
+                wire::TAG_MMAP => {
+                    need(7)?;
+                    let (addr, len, pf, off, dev, ino, fsize) =
+                        (a[0], a[1], a[2], a[3], a[4], a[5], a[6]);
+                    let has_file = dev != 0 || ino != 0;
+                    let file = if has_file {
+                        Some(self.file_id(dev, ino, fsize)?)
+                    } else {
+                        None
+                    };
+                    self.w.write(&TraceEvent::Mmap {
+                        pid: p,
+                        addr: Vaddr(addr),
+                        len,
+                        prot: Prot((pf & 7) as u8),
+                        flags: MmapFlags::from_linux(pf >> 32, has_file),
+                        file,
+                        offset: if has_file { off } else { 0 },
+                    })?;
+                }
+                wire::TAG_STACK => {
+                    need(2)?;
+                    self.w.write(&TraceEvent::Mmap {
+                        pid: p,
+                        addr: Vaddr(a[0]),
+                        len: a[1].saturating_sub(a[0]),
+                        prot: Prot::RW,
+                        flags: MmapFlags::ANON
+                            .union(MmapFlags::STACK)
+                            .union(MmapFlags::GROWABLE),
+                        file: None,
+                        offset: 0,
+                    })?;
+                }
+                wire::TAG_HEAPSTART | wire::TAG_BRK => {
+                    need(1)?;
+                    self.w.write(&TraceEvent::Brk {
+                        pid: p,
+                        new_end: Vaddr(a[0]),
+                    })?;
+                }
+                wire::TAG_MUNMAP => {
+                    need(2)?;
+                    self.w.write(&TraceEvent::Munmap {
+                        pid: p,
+                        addr: Vaddr(a[0]),
+                        len: a[1],
+                    })?;
+                }
+                wire::TAG_MREMAP => {
+                    need(4)?;
+                    self.w.write(&TraceEvent::Mremap {
+                        pid: p,
+                        old_addr: Vaddr(a[0]),
+                        old_len: a[1],
+                        new_addr: Vaddr(a[2]),
+                        new_len: a[3],
+                    })?;
+                }
+                wire::TAG_MPROTECT => {
+                    need(3)?;
+                    self.w.write(&TraceEvent::Mprotect {
+                        pid: p,
+                        addr: Vaddr(a[0]),
+                        len: a[1],
+                        prot: Prot((a[2] & 7) as u8),
+                    })?;
+                }
+                wire::TAG_MADVISE => {
+                    need(3)?;
+                    self.w.write(&TraceEvent::Madvise {
+                        pid: p,
+                        addr: Vaddr(a[0]),
+                        len: a[1],
+                        advice: Advice::from_linux(a[2]),
+                    })?;
+                }
+                wire::TAG_ACCESS_LONG => {
+                    need(3)?;
+                    let kind = AccessKind::from_code((((a[2] >> 8) & 3) as u8).wrapping_sub(1))
+                        .unwrap_or(AccessKind::Read);
+                    let stride = (a[1] & 0xffff) as u16 as i16 as i64;
+                    self.w.access_run(
+                        p,
+                        Vaddr(a[0]),
+                        kind,
+                        (a[2] & 0xff) as u32,
+                        stride,
+                        a[1] >> 16,
+                    )?;
+                }
+                _ => {} // unknown records are skipped (a newer tool)
+            }
+        }
+        Ok(())
+    }
+
+    fn file_id(&mut self, dev: u64, ino: u64, size: u64) -> Result<FileId, RecordError> {
+        if let Some(&id) = self.files.get(&(dev, ino)) {
+            return Ok(id);
+        }
+        let id = FileId(self.files.len() as u32 + 1);
+        self.files.insert((dev, ino), id);
+        let (size, name) = match self.names.get(&(dev, ino)) {
+            Some((s, n)) => (*s, Some(n.clone().into_boxed_str())),
+            None => (size, None),
+        };
+        self.w.write(&TraceEvent::FileOpen {
+            file: id,
+            size,
+            name,
+        })?;
+        Ok(id)
+    }
+}
+
+fn record_tool<W: std::io::Write>(
+    opts: &RecordOptions,
+    cmd: &[String],
+    w: TraceWriter<W>,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<RecordSummary, RecordError> {
+    let dir = tool_folder(opts)?;
+    let mut fds = [0i32; 2];
+    // SAFETY: fds is a valid array of two ints; pipe2 fills it or fails.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io_err("creating the capture pipe")(
+            std::io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: pipe2 succeeded: both descriptors are open and owned by nobody else.
+    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // A bigger pipe means fewer context switches between the tool and us (best effort).
+    // SAFETY: fcntl on an fd we own.
+    unsafe { libc::fcntl(rd.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
+    let wfd = wr.as_raw_fd();
+    let mut c = Command::new(&opts.valgrind);
+    c.env("VALGRIND_LIB", &dir)
+        .arg("--tool=splab")
+        .arg("-q")
+        .arg("--trace-children=yes")
+        .arg(format!("--sp-fd={wfd}"))
+        .arg(format!(
+            "--sp-ifetch={}",
+            if opts.ifetch { "yes" } else { "no" }
+        ))
+        .args(&opts.valgrind_args)
+        .args(cmd);
+    // SAFETY: runs in the forked child before exec; fcntl is async-signal-safe. The write end
+    // is close-on-exec in this process (so that no other child inherits it) and inheritable
+    // only in valgrind.
+    unsafe {
+        c.pre_exec(move || {
+            if libc::fcntl(wfd, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let start = Instant::now();
+    let mut child = c.spawn().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            RecordError::ValgrindMissing(opts.valgrind.display().to_string())
+        }
+        _ => RecordError::Io {
+            what: format!("starting {}", opts.valgrind.display()),
+            source: e,
+        },
+    })?;
+    drop(wr);
+    let mut pipe = File::from(rd);
+    let mut conv = Converter {
+        w,
+        live: HashMap::new(),
+        files: HashMap::new(),
+        names: HashMap::new(),
+        offset: 0,
+    };
+    let mut buf = vec![0u8; 1 << 20];
+    let mut have = 0usize;
+    let mut words: Vec<u64> = Vec::with_capacity(wire::MAX_CHUNK / 8);
+    let mut last_progress = Instant::now();
+    let mut result = Ok(());
+    loop {
+        let n = match pipe.read(&mut buf[have..]) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                result = Err(io_err("reading the capture pipe")(e));
+                break;
+            }
+        };
+        have += n;
+        let mut pos = 0;
+        while have - pos >= wire::CHUNK_HDR {
+            let h = &buf[pos..pos + wire::CHUNK_HDR];
+            let magic = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+            let pid = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
+            let len = u32::from_le_bytes([h[8], h[9], h[10], h[11]]) as usize;
+            if magic != wire::MAGIC || !len.is_multiple_of(8) || len > wire::MAX_CHUNK {
+                result = Err(RecordError::Wire {
+                    offset: conv.offset,
+                    msg: format!(
+                        "a chunk header (magic SPC1, length <= 4080), found {magic:#x} / {len}"
+                    ),
+                });
+                break;
+            }
+            if have - pos < wire::CHUNK_HDR + len {
+                break;
+            }
+            words.clear();
+            words.extend(
+                buf[pos + wire::CHUNK_HDR..pos + wire::CHUNK_HDR + len]
+                    .chunks_exact(8)
+                    .map(|b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])),
+            );
+            if let Err(e) = conv.chunk(pid, &words) {
+                result = Err(e);
+                break;
+            }
+            pos += wire::CHUNK_HDR + len;
+            conv.offset += (wire::CHUNK_HDR + len) as u64;
+        }
+        if result.is_err() {
+            break;
+        }
+        buf.copy_within(pos..have, 0);
+        have -= pos;
+        if last_progress.elapsed() >= opts.progress_every {
+            last_progress = Instant::now();
+            progress(&Progress {
+                elapsed: start.elapsed(),
+                processes: conv.w.processes(),
+                events: conv.w.events(),
+                accesses: conv.w.accesses(),
+                bytes: conv.w.bytes_written(),
+            });
+        }
+    }
+    if result.is_err() {
+        let _ = child.kill();
+    }
+    let status = child.wait().map_err(io_err("waiting for valgrind"))?;
+    result?;
+    if conv.live.is_empty() && conv.w.events() == 0 {
+        return Err(RecordError::ValgrindFailed(status.code()));
+    }
+    finish(
+        conv.w,
+        conv.live,
+        Backend::Tool,
+        start,
+        status.code(),
+        progress,
+    )
+}
+
+fn finish<W: std::io::Write>(
+    mut w: TraceWriter<W>,
+    live: HashMap<u32, bool>,
+    backend: Backend,
+    start: Instant,
+    exit_code: Option<i32>,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<RecordSummary, RecordError> {
+    let mut still: Vec<u32> = live
+        .into_iter()
+        .filter(|&(_, l)| l)
+        .map(|(p, _)| p)
+        .collect();
+    still.sort_unstable();
+    for pid in still {
+        w.write(&TraceEvent::Exit { pid: Pid(pid) })?;
+    }
+    let processes = w.processes();
+    let fin = w.finish()?;
+    let (t, bytes) = (fin.trailer, fin.file_bytes);
+    let wall = start.elapsed();
+    progress(&Progress {
+        elapsed: wall,
+        processes,
+        events: t.events,
+        accesses: t.accesses,
+        bytes,
+    });
+    Ok(RecordSummary {
+        backend,
+        processes,
+        events: t.events,
+        accesses: t.accesses,
+        bytes,
+        wall,
+        exit_code,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// the lackey backend
+
+fn record_lackey<W: std::io::Write>(
+    opts: &RecordOptions,
+    cmd: &[String],
+    mut w: TraceWriter<W>,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<RecordSummary, RecordError> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let logs = std::env::temp_dir().join(format!("splab-lackey-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&logs).map_err(io_err(format!("creating {}", logs.display())))?;
+    let start = Instant::now();
+    let status = Command::new(&opts.valgrind)
+        .arg("--tool=lackey")
+        .arg("--trace-mem=yes")
+        .arg("--trace-syscalls=yes")
+        .arg("--trace-children=yes")
+        .arg(format!("--log-file={}/lk.%p", logs.display()))
+        .args(&opts.valgrind_args)
+        .args(cmd)
+        .status()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                RecordError::ValgrindMissing(opts.valgrind.display().to_string())
+            }
+            _ => RecordError::Io {
+                what: format!("starting {}", opts.valgrind.display()),
+                source: e,
+            },
+        })?;
+    let res = convert_lackey_logs(&logs, opts.ifetch, &mut w);
+    let _ = std::fs::remove_dir_all(&logs);
+    let live = res?;
+    finish(w, live, Backend::Lackey, start, status.code(), progress)
+}
+
+/// Converts lackey's per-process logs: the first process's log, then its children's (each at
+/// its fork's place in the process tree, after its parent's whole log).
+fn convert_lackey_logs<W: std::io::Write>(
+    dir: &Path,
+    ifetch: bool,
+    w: &mut TraceWriter<W>,
+) -> Result<HashMap<u32, bool>, RecordError> {
+    let mut pids: Vec<u32> = std::fs::read_dir(dir)
+        .map_err(io_err(format!("reading {}", dir.display())))?
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_prefix("lk.")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    pids.sort_unstable();
+    let mut live = HashMap::new();
+    let mut infer = RegionInference::new(DEFAULT_CHUNK);
+    let mut files: HashMap<(u32, u64), FileId> = HashMap::new();
+    let mut queue: std::collections::VecDeque<u32> = pids.first().copied().into_iter().collect();
+    let mut done = std::collections::HashSet::new();
+    while let Some(pid) = queue.pop_front() {
+        if !done.insert(pid) {
+            continue;
+        }
+        let path = dir.join(format!("lk.{pid}"));
+        let Ok(f) = File::open(&path) else { continue };
+        live.insert(pid, true);
+        let p = Pid(pid);
+        for line in BufReader::with_capacity(1 << 20, f).split(b'\n') {
+            let line = line.map_err(io_err(format!("reading {}", path.display())))?;
+            let line = line.as_slice();
+            if line.len() > 3 && (line[0] == b' ' || line[0] == b'I') {
+                let kind = match (line[0], line[1]) {
+                    (b'I', _) if ifetch => AccessKind::Ifetch,
+                    (b'I', _) => continue,
+                    (b' ', b'L') => AccessKind::Read,
+                    (b' ', b'S') | (b' ', b'M') => AccessKind::Write,
+                    _ => continue,
+                };
+                let Some((a, s)) = std::str::from_utf8(&line[3..])
+                    .ok()
+                    .and_then(|t| t.trim().split_once(','))
+                else {
+                    continue;
+                };
+                let (Ok(va), Ok(size)) = (u64::from_str_radix(a, 16), s.parse::<u32>()) else {
+                    continue;
+                };
+                infer.before_access(w, p, va, size)?;
+                w.access(p, Vaddr(va), kind, size)?;
+                continue;
+            }
+            let Ok(text) = std::str::from_utf8(line) else {
+                continue;
+            };
+            if let Some(rest) = text.find("created child ").map(|i| &text[i + 14..]) {
+                if let Ok(child) = rest.trim().parse::<u32>() {
+                    w.write(&TraceEvent::Fork {
+                        parent: p,
+                        child: Pid(child),
+                    })?;
+                    queue.push_back(child);
+                }
+                continue;
+            }
+            if !text.starts_with("SYSCALL[") {
+                continue;
+            }
+            if let Some(ev) = parse_lackey_syscall(p, text, &mut files, w)? {
+                match &ev {
+                    TraceEvent::Mmap { addr, len, .. } => infer.note_mapping(p, addr.0, *len),
+                    TraceEvent::Mremap {
+                        new_addr, new_len, ..
+                    } => infer.note_mapping(p, new_addr.0, *new_len),
+                    _ => {}
+                }
+                w.write(&ev)?;
+            }
+        }
+        w.write(&TraceEvent::Exit { pid: p })?;
+        live.insert(pid, false);
+    }
+    Ok(live)
+}
+
+/// One `SYSCALL[pid,tid](nr) sys_name ( args ) --> ... Success(0xRES)` line of Valgrind's
+/// `--trace-syscalls=yes`.
+fn parse_lackey_syscall<W: std::io::Write>(
+    p: Pid,
+    text: &str,
+    files: &mut HashMap<(u32, u64), FileId>,
+    w: &mut TraceWriter<W>,
+) -> Result<Option<TraceEvent>, RecordError> {
+    let Some(res) = text
+        .rfind("Success(0x")
+        .map(|i| &text[i + 10..])
+        .and_then(|r| r.split(')').next())
+        .and_then(|r| u64::from_str_radix(r, 16).ok())
+    else {
+        return Ok(None);
+    };
+    let name = text.split_whitespace().nth(1).unwrap_or("");
+    let args: Vec<u64> = match (text.find("( "), text.find(" )")) {
+        (Some(a), Some(b)) if a < b => text[a + 2..b]
+            .split(", ")
+            .map(|x| {
+                x.strip_prefix("0x").map_or_else(
+                    || x.parse().unwrap_or(0),
+                    |h| u64::from_str_radix(h, 16).unwrap_or(0),
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let arg = |i: usize| args.get(i).copied().unwrap_or(0);
+    Ok(Some(match name {
+        "sys_mmap" => {
+            let fd = arg(4) as u32;
+            let has_file = arg(3) & 0x20 == 0 && fd != u32::MAX;
+            let file = if has_file {
+                let next = FileId(files.len() as u32 + 1);
+                let id = *files.entry((p.0, fd as u64)).or_insert(next);
+                if id == next {
+                    w.write(&TraceEvent::FileOpen {
+                        file: id,
+                        size: 0,
+                        name: Some(format!("fd {fd} of pid {p}").into()),
+                    })?;
+                }
+                Some(id)
+            } else {
+                None
+            };
+            TraceEvent::Mmap {
+                pid: p,
+                addr: Vaddr(res),
+                len: arg(1),
+                prot: Prot((arg(2) & 7) as u8),
+                flags: MmapFlags::from_linux(arg(3), has_file),
+                file,
+                offset: if has_file { arg(5) } else { 0 },
+            }
+        }
+        "sys_munmap" => TraceEvent::Munmap {
+            pid: p,
+            addr: Vaddr(arg(0)),
+            len: arg(1),
+        },
+        "sys_mprotect" => TraceEvent::Mprotect {
+            pid: p,
+            addr: Vaddr(arg(0)),
+            len: arg(1),
+            prot: Prot((arg(2) & 7) as u8),
+        },
+        "sys_madvise" => TraceEvent::Madvise {
+            pid: p,
+            addr: Vaddr(arg(0)),
+            len: arg(1),
+            advice: Advice::from_linux(arg(2)),
+        },
+        "sys_brk" => TraceEvent::Brk {
+            pid: p,
+            new_end: Vaddr(res),
+        },
+        "sys_mremap" => TraceEvent::Mremap {
+            pid: p,
+            old_addr: Vaddr(arg(0)),
+            old_len: arg(1),
+            new_addr: Vaddr(res),
+            new_len: arg(2),
+        },
+        _ => return Ok(None),
+    }))
+}
