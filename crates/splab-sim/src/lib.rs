@@ -17,6 +17,7 @@ pub mod hw;
 pub mod phys;
 pub mod policy;
 pub mod report;
+pub mod reserv;
 pub mod rng;
 pub mod spec;
 pub mod units;
@@ -52,7 +53,8 @@ impl RunSpec {
     /// Parses and validates every part, so that bad input fails before any work is done.
     pub fn prepare(&self) -> Result<Prepared> {
         let machine = hw::Machine::from_spec(&self.machine)?;
-        let policy = policy::Policy::from_spec(&self.policy)?;
+        let mut policy = policy::Policy::from_spec(&self.policy)?;
+        policy.resolve(&machine)?;
         let workload = workload::parse(&self.workload)?;
         if let Some(f) = self.free_bytes {
             let base = machine.base_size();

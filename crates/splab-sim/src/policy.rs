@@ -8,8 +8,11 @@
 
 use serde::Serialize;
 
-use crate::error::Result;
+use crate::error::{Result, SimError};
+use crate::hw::Machine;
+use crate::reserv::ListScheme;
 use crate::spec::Spec;
+use crate::units::fmt_size;
 
 /// Event 1, physical allocation: what the fault handler asks of physical memory.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -17,6 +20,59 @@ use crate::spec::Spec;
 pub enum AllocPolicy {
     /// One base page per fault from the buddy allocator.
     BasePage,
+    /// Reservation-based allocation (seed 000 4.1; FreeBSD vm_reserv).
+    Reserve(ReservPolicy),
+}
+
+/// How the preferred reservation size is chosen at a fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PreferredSize {
+    /// seed 000 4.2: fixed-size objects get the largest aligned superpage that contains the page,
+    /// overlaps nothing and does not pass the object's end; growable objects (heap, stack) may
+    /// pass the end but are capped at the object's current size.
+    Navarro,
+    /// FreeBSD vm_reserv_alloc_page: the one reservation size; named objects must not pass their
+    /// end, anonymous objects may (they are expected to grow), with no cap.
+    FreeBsd,
+}
+
+/// What to do when no free extent of the wanted size exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shortage {
+    /// seed 000 4.3 + 4.8: preempt the least recently allocated reservation that can yield the
+    /// size (its list, then larger lists), else try the next smaller size.
+    Preempt,
+    /// FreeBSD: fall back to a base page; when even that fails, break the head of partpopq
+    /// (vm_reserv_reclaim_inactive) and retry.
+    FallbackThenReclaim,
+}
+
+/// What a write to a clean superpage does (seed 000 4.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CleanWrite {
+    /// The dirty-bit trap demotes the superpage (incrementally) so only the written base page
+    /// becomes dirty; repromotion when all are dirty (seed 000 4.7, Alpha dirty-bit emulation).
+    DemoteOnTrap,
+    /// FreeBSD pmap_promote_pde: clean writable PTEs are write-protected before promotion; an
+    /// all-clean run becomes a read-only superpage, whose first write faults and demotes.
+    WriteProtect,
+}
+
+/// Options of reservation-based allocation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ReservPolicy {
+    /// Superpage sizes in bytes reservations (and promotions) may use; empty = every superpage
+    /// size of the machine. Resolved to `classes` against the machine.
+    pub sizes: Vec<u64>,
+    /// Size classes allowed, increasing (filled by `Policy::resolve`).
+    pub classes: Vec<u8>,
+    pub preferred: PreferredSize,
+    pub lists: ListScheme,
+    pub shortage: Shortage,
+    pub clean_write: CleanWrite,
 }
 
 /// Event 2, preparation: how a new page's contents are made.
@@ -66,15 +122,103 @@ impl Policy {
     }
 
     pub fn from_spec(text: &str) -> Result<Policy> {
-        let spec = Spec::parse("policy", text)?;
+        let mut spec = Spec::parse("policy", text)?;
         let names: Vec<&str> = POLICIES.iter().map(|p| p.0).collect();
         let mut p = match spec.name.as_str() {
             "base" => Policy::base(),
+            "navarro" => {
+                let sizes = match spec.take_str("sizes") {
+                    None => Vec::new(),
+                    Some(list) => list
+                        .split('+')
+                        .map(|t| {
+                            crate::spec::parse_size(t).filter(|&b| b > 0).ok_or_else(|| {
+                                SimError::BadInput(format!("policy 'navarro': bad size '{t}' in sizes='{list}': expected sizes joined by '+', e.g. sizes=64K+4M"))
+                            })
+                        })
+                        .collect::<Result<Vec<u64>>>()?,
+                };
+                Policy {
+                    name: "navarro".into(),
+                    spec: String::new(),
+                    alloc: AllocPolicy::Reserve(ReservPolicy {
+                        sizes,
+                        classes: Vec::new(),
+                        preferred: PreferredSize::Navarro,
+                        lists: ListScheme::MultiList,
+                        shortage: Shortage::Preempt,
+                        clean_write: CleanWrite::DemoteOnTrap,
+                    }),
+                    prep: PrepPolicy::PerPage,
+                    placement: Placement::SuperpageAligned,
+                }
+            }
+            "freebsd" => Policy {
+                name: "freebsd".into(),
+                spec: String::new(),
+                alloc: AllocPolicy::Reserve(ReservPolicy {
+                    sizes: Vec::new(),
+                    classes: Vec::new(),
+                    preferred: PreferredSize::FreeBsd,
+                    lists: ListScheme::Partpopq,
+                    shortage: Shortage::FallbackThenReclaim,
+                    clean_write: CleanWrite::WriteProtect,
+                }),
+                prep: PrepPolicy::PerPage,
+                placement: Placement::SuperpageAligned,
+            },
             _ => return Err(spec.unknown_name(&names)),
         };
         p.spec = text.trim().to_string();
         spec.finish()?;
         Ok(p)
+    }
+
+    /// The reservation options, if this policy reserves.
+    pub fn reserv(&self) -> Option<&ReservPolicy> {
+        match &self.alloc {
+            AllocPolicy::Reserve(r) => Some(r),
+            AllocPolicy::BasePage => None,
+        }
+    }
+
+    /// Binds the policy to a machine: superpage sizes become size classes. Errors name a size
+    /// the machine does not have.
+    pub fn resolve(&mut self, m: &Machine) -> Result<()> {
+        let name = self.name.clone();
+        if let AllocPolicy::Reserve(r) = &mut self.alloc {
+            let sizes = m.page_sizes();
+            if m.page_shifts.len() < 2 {
+                return Err(SimError::BadInput(format!("policy '{name}': machine '{}' has no superpage sizes", m.name)));
+            }
+            r.classes = match r.preferred {
+                // FreeBSD amd64 has one reservation level, VM_LEVEL_0_ORDER = 9 (2MB): the
+                // machine's smallest superpage size.
+                PreferredSize::FreeBsd => vec![1],
+                PreferredSize::Navarro if r.sizes.is_empty() => (1..sizes.len() as u8).collect(),
+                PreferredSize::Navarro => {
+                    let mut cs = Vec::new();
+                    for &b in &r.sizes {
+                        match sizes.iter().skip(1).position(|&s| s == b) {
+                            Some(i) => cs.push(i as u8 + 1),
+                            None => {
+                                let valid: Vec<String> = sizes[1..].iter().map(|&s| fmt_size(s)).collect();
+                                return Err(SimError::BadInput(format!(
+                                    "policy '{name}': size {} is not a superpage size of {} (valid: {})",
+                                    fmt_size(b),
+                                    m.name,
+                                    valid.join(", ")
+                                )));
+                            }
+                        }
+                    }
+                    cs.sort_unstable();
+                    cs.dedup();
+                    cs
+                }
+            };
+        }
+        Ok(())
     }
 }
 
@@ -91,5 +235,16 @@ mod tests {
         let e = Policy::from_spec("solaris").unwrap_err().to_string();
         assert!(e.contains("'solaris'") && e.contains("base"), "{e}");
         assert!(Policy::from_spec("base:x=1").is_err());
+        let m = crate::hw::machine::alpha21264();
+        let mut p = Policy::from_spec("navarro:sizes=4M+64K").unwrap();
+        p.resolve(&m).unwrap();
+        assert_eq!(p.reserv().unwrap().classes, vec![1, 3]);
+        let mut p = Policy::from_spec("navarro:sizes=2M").unwrap();
+        let e = p.resolve(&m).unwrap_err().to_string();
+        assert!(e.contains("2M") && e.contains("64K, 512K, 4M"), "{e}");
+        assert!(Policy::from_spec("navarro:sizes=64K+x").is_err());
+        let mut p = Policy::from_spec("navarro").unwrap();
+        p.resolve(&crate::hw::machine::skylake()).unwrap();
+        assert_eq!(p.reserv().unwrap().classes, vec![1, 2]);
     }
 }

@@ -59,18 +59,14 @@ pub struct Pages {
     pub mapped_peak_by_size: Map<String, Value>,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Reservations {
-    pub created: u64,
-    pub preempted: u64,
-    pub broken: u64,
-    pub fully_populated: u64,
-}
+pub use crate::reserv::ReservStats as Reservations;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Memory {
     pub footprint_peak_bytes: u64,
     pub footprint_end_bytes: u64,
+    /// Peak bytes mapped by superpages (of any size) at one time.
+    pub superpage_peak_bytes: u64,
     pub zeroed_bytes: u64,
     pub copied_bytes: u64,
     pub io_read_bytes: u64,
@@ -95,6 +91,9 @@ pub struct Time {
     pub cycles_io: u64,
     pub cycles_kernel: u64,
     pub cycles_compute: u64,
+    /// Parts of cycles_fault and cycles_kernel spent promoting and demoting.
+    pub cycles_promotion: u64,
+    pub cycles_demotion: u64,
     pub seconds: f64,
     pub background_cycles: u64,
     pub fault_latency_ns: Latency,
@@ -186,10 +185,11 @@ impl Report {
                 mapped_peak_by_size: by_size(&sizes, &st.mapped_peak),
                 sizes,
             },
-            reservations: Reservations::default(),
+            reservations: os.reserv.as_ref().map(|r| r.stats.clone()).unwrap_or_default(),
             memory: Memory {
                 footprint_peak_bytes: st.footprint_peak_frames << m.base_shift(),
                 footprint_end_bytes: os.footprint_bytes(),
+                superpage_peak_bytes: st.superpage_peak_bytes,
                 zeroed_bytes: st.zeroed_bytes,
                 copied_bytes: st.copied_bytes,
                 io_read_bytes: st.io_read_bytes,
@@ -204,6 +204,8 @@ impl Report {
                 cycles_io: st.cycles_io,
                 cycles_kernel: st.cycles_kernel,
                 cycles_compute: e.compute_cycles,
+                cycles_promotion: st.cycles_promotion,
+                cycles_demotion: st.cycles_demotion,
                 seconds: cycles_total as f64 / m.freq_hz as f64,
                 background_cycles: e.background_cycles,
                 fault_latency_ns: Latency {
@@ -317,6 +319,19 @@ impl Report {
                 "  promotions    {}   demotions {}",
                 pro.join(", "),
                 dem.join(", ")
+            );
+        }
+        let r = &self.reservations;
+        if r.created > 0 {
+            let _ = writeln!(
+                s,
+                "  reservations  created {}, fully populated {}, preempted {}, broken {} (preemptions freed {} and kept {} extents)",
+                group(r.created),
+                group(r.fully_populated),
+                group(r.preempted),
+                group(r.broken),
+                group(r.extents_freed),
+                group(r.extents_kept)
             );
         }
         let m = &self.memory;
@@ -440,13 +455,7 @@ impl Comparison {
             "superpages"
         );
         for (row, r) in self.rows.iter().zip(&self.reports) {
-            let sp: u64 = r
-                .pages
-                .mapped_peak_by_size
-                .values()
-                .skip(1)
-                .filter_map(|v| v.as_u64())
-                .sum();
+            let sp = r.memory.superpage_peak_bytes;
             let _ = writeln!(
                 s,
                 "  {:<24} {:>12.6} {:>8.3}x {:>12} {:>9.2}% {:>12} {:>12} {:>9.3} {:>10}",

@@ -93,9 +93,20 @@ fn tolerated(e: &SimError) -> bool {
 }
 
 fn run_ops(machine: &str, ops: &[Op]) -> Result<(), TestCaseError> {
+    run_policy(machine, "base", None, ops)
+}
+
+fn run_policy(machine: &str, policy: &str, free: Option<u64>, ops: &[Op]) -> Result<(), TestCaseError> {
+    run_policy_stats(machine, policy, free, ops).map(|_| ())
+}
+
+/// (promotions, demotions, preemptions) of one run.
+fn run_policy_stats(machine: &str, policy: &str, free: Option<u64>, ops: &[Op]) -> Result<(u64, u64, u64), TestCaseError> {
     let m = Machine::from_spec(machine).unwrap();
+    let mut pol = Policy::from_spec(policy).unwrap();
+    pol.resolve(&m).unwrap();
     let page = m.base_size();
-    let mut e = Engine::new(m, Policy::base(), false, None);
+    let mut e = Engine::new(m, pol, false, free);
     let first = e.spawn();
     // Live processes and, per process, the regions it mapped (start, pages).
     let mut procs: Vec<(Pid, Vec<(u64, u64)>)> = vec![(first, Vec::new())];
@@ -269,8 +280,40 @@ fn run_ops(machine: &str, ops: &[Op]) -> Result<(), TestCaseError> {
         file_pages,
         "only the page cache survives its processes"
     );
-    prop_assert_eq!(e.os.phys.buddy.free_frames + file_pages, e.os.phys.frames());
-    Ok(())
+    // Frames still reserved belong to reservations of the page cache (deferred deallocation).
+    let reserved: u64 = e
+        .os
+        .reserv
+        .as_ref()
+        .map(|rs| rs.ids().map(|id| (1u64 << rs.get(id).order) - rs.get(id).popcnt).sum())
+        .unwrap_or(0);
+    let p = &e.os.phys;
+    prop_assert_eq!(p.buddy.free_frames + file_pages + reserved + p.wired_frames, p.frames());
+    if file_pages == 0 {
+        prop_assert_eq!(reserved, 0, "no reservation outlives its object");
+    }
+    let st = &e.os.stats;
+    let preempted = e.os.reserv.as_ref().map(|r| r.stats.preempted).unwrap_or(0);
+    Ok((st.promotions.iter().sum(), st.demotions.iter().sum(), preempted))
+}
+
+/// The random sequences do reach the mechanisms the properties are about: over a fixed sample,
+/// promotions, demotions and preemptions all happen (else the properties would hold vacuously).
+#[test]
+fn random_sequences_exercise_promotion_demotion_and_preemption() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, TestRng, TestRunner};
+    let mut runner = TestRunner::new_with_rng(Config::default(), TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha));
+    let strategy = prop::collection::vec(op(), 60..150);
+    let (mut pro, mut dem, mut pre) = (0, 0, 0);
+    for _ in 0..60 {
+        let ops = strategy.new_tree(&mut runner).unwrap().current();
+        let (a, b, c) = run_policy_stats("alpha21264:mem=8M", "navarro", Some(2 << 20), &ops).unwrap();
+        pro += a;
+        dem += b;
+        pre += c;
+    }
+    assert!(pro > 0 && dem > 0 && pre > 0, "promotions {pro}, demotions {dem}, preemptions {pre}");
 }
 
 proptest! {
@@ -290,5 +333,28 @@ proptest! {
     #[test]
     fn random_events_keep_invariants_when_memory_runs_out(ops in prop::collection::vec(op(), 1..120)) {
         run_ops("alpha21264:mem=4M", &ops)?;
+    }
+
+    /// seed 000's system with memory nearly full, so that reservations are preempted, broken
+    /// into pieces, promoted and demoted while the events run.
+    #[test]
+    fn navarro_keeps_invariants_under_pressure(ops in prop::collection::vec(op(), 1..150), free_mb in 1u64..6) {
+        run_policy("alpha21264:mem=8M", "navarro", Some(free_mb << 20), &ops)?;
+    }
+
+    #[test]
+    fn navarro_with_restricted_sizes_keeps_invariants(ops in prop::collection::vec(op(), 1..150)) {
+        run_policy("alpha21264:mem=8M", "navarro:sizes=64K+4M", Some(3 << 20), &ops)?;
+    }
+
+    #[test]
+    fn navarro_on_pa8000_keeps_invariants(ops in prop::collection::vec(op(), 1..150)) {
+        run_policy("pa8000:mem=64M", "navarro", Some(2 << 20), &ops)?;
+    }
+
+    /// FreeBSD's reservations with reclaim_inactive when memory runs out.
+    #[test]
+    fn freebsd_keeps_invariants_under_pressure(ops in prop::collection::vec(op(), 1..150), free_mb in 1u64..6) {
+        run_policy("alpha21264:mem=8M", "freebsd", Some(free_mb << 20), &ops)?;
     }
 }

@@ -304,34 +304,32 @@ fn cmd_list(what: &str) {
 fn cmd_bench(quick: bool) -> Result<()> {
     let scale = if quick { 4 } else { 1 };
     let cases = [
-        (
-            "seq (sequential scan, 8-byte words)",
-            format!("seq:size={}M,op=read", 4096 / scale),
-        ),
-        (
-            "gups (random updates)",
-            format!("gups:size=1G,updates={}M", 64 / scale),
-        ),
+        ("seq (sequential scan, 8-byte words)", format!("seq:size={}M,op=read", 4096 / scale)),
+        ("gups (random updates)", format!("gups:size=1G,updates={}M", 64 / scale)),
     ];
-    println!("splab bench: simulated accesses per second, machine skylake, policy base, release build expected");
+    println!("splab bench: simulated accesses per second on skylake (use a release build)");
     for (what, w) in cases {
-        let spec = RunSpec {
-            machine: "skylake".into(),
-            policy: "base".into(),
-            workload: w.clone(),
-            seed: 1,
-            check: false,
-            free_bytes: None,
-        };
-        let r = run_one(&spec, true)?;
-        println!(
-            "  {:<40} {:>8.1}M accesses/s   ({} accesses in {:.2} s; {})",
-            what,
-            r.sim.accesses_per_second / 1e6,
-            splab_sim::report::group(r.accesses.total),
-            r.sim.wall_seconds,
-            w
-        );
+        let mut base_rate = 0.0;
+        for policy in ["base", "navarro"] {
+            let spec = RunSpec { machine: "skylake".into(), policy: policy.into(), workload: w.clone(), seed: 1, check: false, free_bytes: None };
+            let r = run_one(&spec, true)?;
+            let rate = r.sim.accesses_per_second;
+            let vs = if policy == "base" {
+                base_rate = rate;
+                String::new()
+            } else {
+                format!(", {:.2}x base's time", base_rate / rate)
+            };
+            println!(
+                "  {:<38} {:<8} {:>8.1}M accesses/s   ({} accesses in {:.2} s{vs}; {})",
+                what,
+                policy,
+                rate / 1e6,
+                splab_sim::report::group(r.accesses.total),
+                r.sim.wall_seconds,
+                w
+            );
+        }
     }
     Ok(())
 }

@@ -6,7 +6,8 @@
 use super::{ObjId, ObjKind, Os, Vma};
 use crate::error::{Result, SimError};
 use crate::hw::{Lookup, Translation};
-use crate::units::{AccessKind, Order, Pfn, Pid, Prot};
+use super::pmap::Walked;
+use crate::units::{AccessKind, Pfn, Pid, Prot};
 
 /// Access and translation counters (the `accesses` and `tlb` report sections).
 #[derive(Clone, Debug, Default)]
@@ -139,6 +140,7 @@ impl Os {
         let write = kind == AccessKind::Write;
         let ifetch = kind == AccessKind::Ifetch;
         let bs = self.base_shift();
+        let trap = write && self.demotes_clean_superpage_on_write();
         let mut walked = false;
         // At most: a miss, a fault, a retry that may fault once more for copy-on-write.
         for _ in 0..4 {
@@ -152,14 +154,17 @@ impl Os {
                         continue;
                     }
                     if write && !t.dirty {
+                        if trap && !t.size.is_base() {
+                            self.clean_write_trap(pid, va);
+                            continue;
+                        }
                         let order = self.orders[t.size.0 as usize];
-                        self.procs.get_mut(&pid.0).expect("access: pid").pmap.touch(
-                            va >> bs,
-                            order,
-                            true,
-                        );
+                        self.procs.get_mut(&pid.0).expect("access: pid").pmap.touch(va >> bs, order, true);
                         self.hw.tlb.mark_dirty(pid.0, va, t);
                         self.acc.dirty_assists += 1;
+                        if trap {
+                            self.after_dirtied(pid, va);
+                        }
                     }
                     return Ok(());
                 }
@@ -178,32 +183,27 @@ impl Os {
                         AccessKind::Write => Prot::WRITE,
                         AccessKind::Ifetch => Prot::EXEC,
                     };
-                    let found = p.pmap.walk_touch(vpn, need, write, &self.orders);
+                    let found = p.pmap.walk_touch(vpn, need, write, trap, &self.orders);
                     // A walk that finds no usable entry still walks (at base-page depth, or to
                     // the entry it finds) before the fault.
                     let leaf = match found {
-                        Some((e, _)) => self.machine.page_shifts[e.size().0 as usize],
-                        None => p
-                            .pmap
-                            .lookup(vpn)
-                            .map(|e| self.machine.page_shifts[e.size().0 as usize])
-                            .unwrap_or(bs),
+                        Walked::Mapped { entry, .. } | Walked::CleanSuperpageWrite(entry) => self.machine.page_shifts[entry.size().0 as usize],
+                        Walked::Unusable => p.pmap.lookup(vpn).map(|e| self.machine.page_shifts[e.size().0 as usize]).unwrap_or(bs),
                     };
                     let w = self.hw.walker.walk(pid.0, va, leaf);
                     self.acc.walk_refs += w.refs as u64;
                     self.acc.cycles_tlb += w.cycles;
                     match found {
-                        Some((e, head_pte)) => {
-                            let t = Translation {
-                                pfn: head_pte.pfn(),
-                                size: e.size(),
-                                writable: e.prot().writable(),
-                                dirty: head_pte.dirty(),
-                            };
+                        Walked::Mapped { entry, head, became_dirty } => {
+                            let t = Translation { pfn: head.pfn(), size: entry.size(), writable: entry.prot().writable(), dirty: head.dirty() };
                             self.hw.tlb.fill(pid.0, va, t, ifetch);
+                            if became_dirty && trap {
+                                self.after_dirtied(pid, va);
+                            }
                             return Ok(());
                         }
-                        None => self.fault(pid, va, kind)?,
+                        Walked::CleanSuperpageWrite(_) => self.clean_write_trap(pid, va),
+                        Walked::Unusable => self.fault(pid, va, kind)?,
                     }
                 }
             }
@@ -245,7 +245,12 @@ impl Os {
         let vpn = va >> bs;
         let pindex = v.pgoff + ((va - v.start) >> bs);
         let write = kind == AccessKind::Write;
-        let present = p.pmap.lookup(vpn);
+        let mut present = p.pmap.lookup(vpn);
+        if present.is_some_and(|e| !e.size().is_base()) {
+            // Copy-on-write or a permission change of one page of a superpage: demote first.
+            self.demote_to_base(pid, va);
+            present = self.procs.get(&pid.0).and_then(|p| p.pmap.lookup(vpn));
+        }
         let cost = match present {
             Some(pte) if write && !pte.prot().writable() => {
                 self.write_fault_present(pid, &v, vpn, pindex, pte.pfn())?
@@ -303,21 +308,20 @@ impl Os {
             None => (v.obj, false),
         };
         if !in_file && self.phys.refs(pfn) == 1 {
+            // Exclusive: grant write. The access is a write, so the page is dirty now (FreeBSD
+            // pmap_enter of a write fault), which may complete a promotable extent.
             self.set_pte_prot(pid, vpn, v.prot);
+            self.procs.get_mut(&pid.0).expect("fault: pid").pmap.touch(vpn, 0, true);
             self.stats.faults.protection += 1;
-            return Ok(FaultCost {
-                cycles: pte_write,
-                io: 0,
-            });
+            let promo = self.try_promote(pid, v, vpn);
+            return Ok(FaultCost { cycles: pte_write + promo, io: 0 });
         }
         let copy_cycles = self.machine.cost.copy_page_cycles;
-        let new = self.alloc_frame(pid, layer, pindex, v)?;
-        self.phys.hold(new);
-        if let Some(old) = self.obj_mut(layer).pages.insert(pindex, new) {
-            if self.phys.release(old) {
-                self.free_frame(old);
-            }
+        if !in_file {
+            self.obj_remove(layer, pindex);
         }
+        let new = self.alloc_frame(pid, layer, pindex, v)?;
+        self.obj_insert(layer, pindex, new);
         self.stats.faults.cow += 1;
         self.stats.copied_bytes += self.machine.base_size();
         let va = vpn << self.base_shift();
@@ -360,8 +364,7 @@ impl Os {
                 if write {
                     // Private write to a file page: copy it into the shadow at once.
                     let new = self.alloc_frame(pid, s, pindex, v)?;
-                    self.phys.hold(new);
-                    self.obj_mut(s).pages.insert(pindex, new);
+                    self.obj_insert(s, pindex, new);
                     self.stats.faults.cow += 1;
                     self.stats.copied_bytes += base;
                     cost.cycles += self.machine.cost.copy_page_cycles;
@@ -375,12 +378,9 @@ impl Os {
         } else if let Some(pfn) = self.obj(v.obj).pages.get(pindex) {
             // Present in the object (shared memory, or a copy-on-write page after fork).
             if write && v.private() && self.phys.refs(pfn) > 1 {
+                self.obj_remove(v.obj, pindex);
                 let new = self.alloc_frame(pid, v.obj, pindex, v)?;
-                self.phys.hold(new);
-                self.obj_mut(v.obj).pages.insert(pindex, new);
-                if self.phys.release(pfn) {
-                    self.free_frame(pfn);
-                }
+                self.obj_insert(v.obj, pindex, new);
                 self.stats.faults.cow += 1;
                 self.stats.copied_bytes += base;
                 cost.cycles += self.machine.cost.copy_page_cycles;
@@ -391,8 +391,7 @@ impl Os {
         } else {
             // Zero-fill (event 2, preparation: one base page zeroed at fault time).
             let pfn = self.alloc_frame(pid, v.obj, pindex, v)?;
-            self.phys.hold(pfn);
-            self.obj_mut(v.obj).pages.insert(pindex, pfn);
+            self.obj_insert(v.obj, pindex, pfn);
             self.stats.faults.zero_fill += 1;
             self.stats.zeroed_bytes += base;
             cost.cycles += self.machine.cost.zero_page_cycles;
@@ -405,8 +404,14 @@ impl Os {
         };
         let p = self.procs.get_mut(&pid.0).expect("fault: pid");
         p.pmap.enter(vpn, pfn, prot);
+        if write && prot.writable() {
+            // The faulting write dirties the page as it is entered (FreeBSD pmap_enter sets
+            // PG_M for a write fault; the retried access would set it anyway).
+            p.pmap.touch(vpn, 0, true);
+        }
         cost.cycles += self.machine.cost.pte_write_cycles;
-        self.after_populate(pid, v, vpn);
+        // Event 3, mapping creation: promote if the page completed a superpage-sized extent.
+        cost.cycles += self.try_promote(pid, v, vpn);
         Ok(cost)
     }
 
@@ -423,28 +428,33 @@ impl Os {
             return Ok(pfn);
         }
         let pfn = self.alloc_frame(pid, obj, pindex, v)?;
-        self.phys.hold(pfn);
-        self.obj_mut(obj).pages.insert(pindex, pfn);
+        self.obj_insert(obj, pindex, pfn);
         let base = self.machine.base_size();
         self.stats.io_read_bytes += base;
         cost.io += self.machine.io_cycles(base);
         Ok(pfn)
     }
 
-    /// Event 1, physical allocation: a frame for page `pindex` of `obj`, faulted by `pid`.
-    fn alloc_frame(&mut self, _pid: Pid, _obj: ObjId, _pindex: u64, _v: &Vma) -> Result<Pfn> {
-        match self.policy.alloc {
-            crate::policy::AllocPolicy::BasePage => self.phys.buddy.alloc(Order(0)).ok_or_else(|| {
-                SimError::OutOfMemory(format!(
-                    "all {} frames of {} of modelled memory are in use and this policy does not reclaim; give the machine more memory (e.g. -m {}:mem=...)",
-                    self.phys.frames(),
-                    crate::units::fmt_size(self.machine.mem_bytes),
-                    self.machine.name
-                ))
-            }),
-        }
+    /// seed 000 4.7: a write trapped on a clean superpage (the Alpha's dirty-bit emulation): the
+    /// superpage is demoted incrementally down to the written base page; the retried access
+    /// then dirties that page only. Counted as a protection fault.
+    fn clean_write_trap(&mut self, pid: Pid, va: u64) {
+        self.demote_to_base(pid, va);
+        let c = self.machine.cost.fault_cycles;
+        self.stats.faults.total += 1;
+        self.stats.faults.minor += 1;
+        self.stats.faults.protection += 1;
+        self.stats.cycles_fault += c;
+        let ns = c as u128 * 1_000_000_000 / self.machine.freq_hz as u128;
+        self.stats.fault_latency.record(ns as u64);
     }
 
-    /// Event 3, mapping creation: called after a base page is entered. Base pages only: nothing.
-    fn after_populate(&mut self, _pid: Pid, _v: &Vma, _vpn: u64) {}
+    /// A base page was dirtied under a policy that traps dirtying (seed 000 4.7): the extent
+    /// around it may now be uniformly dirty and promotable ("repromote later if all the base
+    /// pages are dirtied").
+    fn after_dirtied(&mut self, pid: Pid, va: u64) {
+        let Some(v) = self.procs.get(&pid.0).and_then(|p| p.vma_at(va)).cloned() else { return };
+        let c = self.try_promote(pid, &v, va >> self.base_shift());
+        self.stats.cycles_kernel += c;
+    }
 }

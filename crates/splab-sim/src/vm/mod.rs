@@ -15,6 +15,7 @@ pub mod pmap;
 pub mod stats;
 
 mod fault;
+mod reserve;
 
 pub use fault::AccessStats;
 
@@ -143,6 +144,8 @@ pub struct Os {
     pub user_top: u64,
     /// Orders of the size classes, cached from the machine.
     pub orders: Vec<u8>,
+    /// Reservations, when the policy reserves.
+    pub reserv: Option<crate::reserv::Reservs>,
 }
 
 impl Os {
@@ -188,8 +191,17 @@ impl Os {
             mmap_top,
             heap_base,
             user_top,
+            reserv: None,
             orders,
         }
+        .with_reservations()
+    }
+
+    fn with_reservations(mut self) -> Os {
+        if let Some(r) = self.policy.reserv() {
+            self.reserv = Some(crate::reserv::Reservs::new(r.lists, &self.orders, self.phys.frames()));
+        }
+        self
     }
 
     #[inline]
@@ -221,7 +233,10 @@ impl Os {
             .expect("Os::obj_mut: dangling object id")
     }
 
-    fn new_object(&mut self, o: VmObject) -> ObjId {
+    fn new_object(&mut self, mut o: VmObject) -> ObjId {
+        if self.reserv.is_some() && o.popmap.is_none() {
+            o.popmap = Some(crate::reserv::popmap::PopMap::new(&self.orders));
+        }
         if let Some(i) = self.free_objs.pop() {
             self.objects[i as usize] = Some(o);
             ObjId(i)
@@ -239,10 +254,8 @@ impl Os {
             return;
         }
         let pages = o.pages.all();
-        for (_, pfn) in pages {
-            if self.phys.release(pfn) {
-                self.free_frame(pfn);
-            }
+        for (pi, _) in pages {
+            self.obj_remove(id, pi);
         }
         self.objects[id.0 as usize] = None;
         self.free_objs.push(id.0);
@@ -281,10 +294,6 @@ impl Os {
 
     // ---- deallocation and allocation (events 1 and 5) ----
 
-    /// Event 5, deallocation: a frame no object holds any more goes back to physical memory.
-    fn free_frame(&mut self, pfn: Pfn) {
-        self.phys.buddy.free(pfn, crate::units::Order(0));
-    }
 
     // ---- mmap / munmap / mprotect / brk / madvise ----
 
@@ -350,13 +359,16 @@ impl Os {
             let align = match self.policy.placement {
                 Placement::BasePage => bs,
                 // seed 000 5.3: align to the largest superpage not larger than the mapping.
-                Placement::SuperpageAligned => self
-                    .machine
-                    .page_sizes()
-                    .into_iter()
-                    .filter(|&s| s <= len)
-                    .max()
-                    .unwrap_or(bs),
+                // Sizes the policy uses, so that a policy restricted to small sizes does not
+                // scatter mappings at huge alignments.
+                Placement::SuperpageAligned => {
+                    let sizes = self.machine.page_sizes();
+                    let allowed: Vec<u64> = match self.policy.reserv() {
+                        Some(r) => r.classes.iter().map(|&c| sizes[c as usize]).collect(),
+                        None => sizes[1..].to_vec(),
+                    };
+                    allowed.into_iter().filter(|&s| s <= len).max().unwrap_or(bs)
+                }
             };
             let p = self.proc(pid)?;
             self.find_gap(p, len, align).ok_or_else(|| {
@@ -388,6 +400,9 @@ impl Os {
             let growable = req.flags.has(MapFlags::GROWABLE) || req.flags.has(MapFlags::STACK);
             let mut o = VmObject::new(ObjKind::Anon, pages, growable);
             o.refs = 1;
+            // FreeBSD: an anonymous object's colour makes its reservation boundaries match
+            // superpage boundaries of the address it is mapped at.
+            o.colour = (addr >> self.base_shift()) & ((1u64 << self.machine.max_order()) - 1);
             (self.new_object(o), 0, None)
         };
         let vma = Vma {
@@ -429,6 +444,8 @@ impl Os {
 
     /// Start addresses of the map entries overlapping `[start, end)`, after splitting at both ends.
     fn isolate(&mut self, pid: Pid, start: u64, end: u64) -> Result<Vec<u64>> {
+        // Event 4: no superpage may straddle a boundary where the entry splits (seed 000 4.6).
+        self.demote_edges(pid, start, end);
         self.split_vma(pid, start)?;
         self.split_vma(pid, end)?;
         let p = self.proc(pid)?;
@@ -458,11 +475,8 @@ impl Os {
                 .chain(anon_private.then_some(v.obj))
                 .collect();
             for obj in targets {
-                for (pi, pfn) in self.obj(obj).pages.range(first, last) {
-                    self.obj_mut(obj).pages.remove(pi);
-                    if self.phys.release(pfn) {
-                        self.free_frame(pfn);
-                    }
+                for (pi, _) in self.obj(obj).pages.range(first, last) {
+                    self.obj_remove(obj, pi);
                 }
             }
         }
@@ -624,16 +638,18 @@ impl Os {
             let first = v.pgoff;
             let last = v.pgoff + ((v.end - v.start) >> bs);
             let copy_obj = |os: &mut Os, id: ObjId| -> ObjId {
+                // The frames become shared: they can no longer belong to a reservation.
+                os.break_reservations_of(id);
                 let src = os.obj(id);
                 let mut o = VmObject::new(src.kind, src.size, src.growable);
-                for (pi, pfn) in src.pages.range(first, last) {
-                    o.pages.insert(pi, pfn);
-                }
-                for (_, pfn) in o.pages.all() {
-                    os.phys.hold(pfn);
-                }
+                o.colour = src.colour;
                 o.refs = 1;
-                os.new_object(o)
+                let pages = src.pages.range(first, last);
+                let copy = os.new_object(o);
+                for (pi, pfn) in pages {
+                    os.obj_insert(copy, pi, pfn);
+                }
+                copy
             };
             if v.private() && self.obj(v.obj).kind == ObjKind::Anon {
                 cv.obj = copy_obj(self, v.obj);
@@ -741,6 +757,8 @@ impl Os {
         for c in 0..n {
             self.stats.mapped_peak[c] = self.stats.mapped_peak[c].max(now[c]);
         }
+        let sp: u64 = now[1..].iter().sum();
+        self.stats.superpage_peak_bytes = self.stats.superpage_peak_bytes.max(sp);
         self.stats.footprint_peak_frames =
             self.stats.footprint_peak_frames.max(self.phys.used_frames);
     }
@@ -750,6 +768,7 @@ impl Os {
         let inv = SimError::Invariant;
         self.phys.check_invariants().map_err(inv)?;
         self.hw.tlb.check_invariants().map_err(inv)?;
+        self.check_reservations()?;
         let bs = self.base_shift();
         // Object reference counts and frame holds.
         let mut refs: FxHashMap<u32, u32> = FxHashMap::default();

@@ -111,6 +111,11 @@ pub struct VmObject {
     /// Map entries referencing this object (a file object also has a reference from the file
     /// table, so the page cache outlives its mappings).
     pub refs: u32,
+    /// Added to page indices so that superpage-aligned regions of the object line up with
+    /// superpage-aligned virtual addresses (FreeBSD's object colour): `cindex = pindex + colour`.
+    pub colour: u64,
+    /// The population map (seed 000 4.9), kept when the policy reserves.
+    pub popmap: Option<crate::reserv::popmap::PopMap>,
 }
 
 impl VmObject {
@@ -121,6 +126,8 @@ impl VmObject {
             growable,
             pages: PageMap::default(),
             refs: 0,
+            colour: 0,
+            popmap: None,
         }
     }
 }

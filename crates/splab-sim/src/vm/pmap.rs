@@ -77,6 +77,18 @@ impl Pte {
 
 type Chunk = Box<[u64; CHUNK]>;
 
+/// What a walk found (`Pmap::walk_touch`).
+#[derive(Clone, Copy, Debug)]
+pub enum Walked {
+    /// A usable mapping: the entry, its (super)page's head entry after the update, and whether
+    /// this access made it dirty.
+    Mapped { entry: Pte, head: Pte, became_dirty: bool },
+    /// A write to a clean superpage, left untouched for the OS to demote.
+    CleanSuperpageWrite(Pte),
+    /// Not mapped, or not with the needed permission: a fault.
+    Unusable,
+}
+
 /// A removed mapping: base page number and the frame it mapped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Removed {
@@ -151,31 +163,31 @@ impl Pmap {
     }
 
     /// On a TLB miss: finds the entry of `vpn`; if it is valid and its permissions include
-    /// `need`, sets the accessed (and, for a write, dirty) bit of its (super)page and returns
-    /// (entry, head entry after the update). `orders[c]` is the order of size class c.
+    /// `need`, sets the accessed (and, for a write, dirty) bit of its (super)page. With
+    /// `trap_clean_super`, a write to a clean superpage is not marked but reported (seed 000 4.7:
+    /// the OS demotes it). `orders[c]` is the order of size class c.
     #[inline]
-    pub fn walk_touch(
-        &mut self,
-        vpn: u64,
-        need: Prot,
-        write: bool,
-        orders: &[u8],
-    ) -> Option<(Pte, Pte)> {
-        let c = self.chunks.get_mut(&(vpn >> CHUNK_SHIFT))?;
+    pub fn walk_touch(&mut self, vpn: u64, need: Prot, write: bool, trap_clean_super: bool, orders: &[u8]) -> Walked {
+        let Some(c) = self.chunks.get_mut(&(vpn >> CHUNK_SHIFT)) else { return Walked::Unusable };
         let s = &mut c[(vpn as usize) & (CHUNK - 1)];
         let p = Pte(*s);
         if !p.valid() || p.prot().0 & need.0 != need.0 {
-            return None;
+            return Walked::Unusable;
         }
         let bits = ACCESSED | if write { DIRTY } else { 0 };
         if p.size().is_base() {
+            let became_dirty = write && *s & DIRTY == 0;
             *s |= bits;
-            return Some((p, Pte(*s)));
+            return Walked::Mapped { entry: p, head: Pte(*s), became_dirty };
         }
         let head = Self::head_of(vpn, orders[p.size().0 as usize]);
         let hs = self.slot_mut(head);
+        if write && trap_clean_super && *hs & DIRTY == 0 {
+            return Walked::CleanSuperpageWrite(p);
+        }
+        let became_dirty = write && *hs & DIRTY == 0;
         *hs |= bits;
-        Some((p, Pte(*hs)))
+        Walked::Mapped { entry: p, head: Pte(*hs), became_dirty }
     }
 
     /// Whether the mapping of `vpn` (head entry for a superpage) is dirty.

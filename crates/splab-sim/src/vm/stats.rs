@@ -87,10 +87,16 @@ pub struct VmStats {
     /// Peak bytes mapped by each size class, over all processes.
     pub mapped_peak: Vec<u64>,
     pub footprint_peak_frames: u64,
+    /// Peak bytes mapped by superpages of any size at one time, over all processes.
+    pub superpage_peak_bytes: u64,
     pub cycles_fault: u64,
     pub cycles_io: u64,
     /// Kernel work outside faults: munmap, mprotect, fork, promotions outside the fault path.
     pub cycles_kernel: u64,
+    /// Of the cycles above (fault and kernel): spent promoting, and demoting (PTE rewrites and
+    /// TLB invalidations; with replicated PTEs one write per base page, seed 000 6.1).
+    pub cycles_promotion: u64,
+    pub cycles_demotion: u64,
     pub fault_latency: Histogram,
 }
 

@@ -29,7 +29,7 @@ pub trait Workload {
 pub const WORKLOADS: &[(&str, &str)] = &[
     ("seq", "sequential scan: size=1G, op=read|write|rw (rw: read then write each element), elem=8"),
     ("stride", "strided scan: size=1G, stride=4K, op=read|write|rw"),
-    ("sparse", "touch one byte every `step` bytes: size=1G, step=64K, op=write|read"),
+    ("sparse", "touch one byte every `step` bytes: size=1G, step=64K, op=write|read; all scans take rounds=N, unmap=true (map, scan, unmap; seed 000 6.6)"),
     ("gups", "random 8-byte read-modify-write updates (HPCC RandomAccess): size=1G, updates=4 x words"),
     ("matrix", "non-blocked transpose of an n x n matrix (seed 000 6.2): n=1000, elem=8"),
     ("tree", "red-black tree of 50000 nodes with 128-byte records (seed 000 6.2): nodes=50000, ops=20000"),

@@ -14,6 +14,10 @@ pub struct Scan {
     /// Bytes between accesses.
     step: u64,
     op: Op,
+    /// Map, scan, (unmap) this many times.
+    rounds: u64,
+    /// Unmap the region after each scan (seed 000 6.6's adversaries deallocate).
+    unmap: bool,
 }
 
 impl Scan {
@@ -21,11 +25,14 @@ impl Scan {
         let size = spec.take_size("size", 1 << 30, 1, MAX_SIZE)?;
         let op = Op::take(spec, "read", &["read", "write", "rw"])?;
         let elem = spec.take_size("elem", 8, 1, 4096)?;
+        let (rounds, unmap) = Self::rounds(spec)?;
         Ok(Scan {
             name: "seq",
             size,
             step: elem,
             op,
+            rounds,
+            unmap,
         })
     }
 
@@ -33,11 +40,14 @@ impl Scan {
         let size = spec.take_size("size", 1 << 30, 1, MAX_SIZE)?;
         let stride = spec.take_size("stride", 4096, 1, MAX_SIZE)?;
         let op = Op::take(spec, "read", &["read", "write", "rw"])?;
+        let (rounds, unmap) = Self::rounds(spec)?;
         Ok(Scan {
             name: "stride",
             size,
             step: stride,
             op,
+            rounds,
+            unmap,
         })
     }
 
@@ -45,12 +55,35 @@ impl Scan {
         let size = spec.take_size("size", 1 << 30, 1, MAX_SIZE)?;
         let step = spec.take_size("step", 64 << 10, 1, MAX_SIZE)?;
         let op = Op::take(spec, "write", &["write", "read"])?;
+        let (rounds, unmap) = Self::rounds(spec)?;
         Ok(Scan {
             name: "sparse",
             size,
             step,
             op,
+            rounds,
+            unmap,
         })
+    }
+
+    fn rounds(spec: &mut Spec) -> Result<(u64, bool)> {
+        let rounds = spec.take_count("rounds", 1, 1, 1 << 20)?;
+        let unmap = spec.take_bool("unmap", rounds > 1)?;
+        if rounds > 1 && !unmap {
+            return Err(SimError::BadInput(format!(
+                "workload '{}': rounds={rounds} needs unmap=true (each round maps anew)",
+                spec.name
+            )));
+        }
+        Ok((rounds, unmap))
+    }
+
+    fn suffix(&self) -> String {
+        match (self.rounds, self.unmap) {
+            (1, false) => String::new(),
+            (1, true) => ",unmap=true".into(),
+            (r, _) => format!(",rounds={r},unmap=true"),
+        }
     }
 
     fn count(&self) -> u64 {
@@ -61,7 +94,7 @@ impl Scan {
 impl super::Workload for Scan {
     fn describe(&self) -> String {
         let size = fmt_size(self.size);
-        match self.name {
+        let base = match self.name {
             "seq" => format!(
                 "seq:size={size},op={},elem={}",
                 self.op.name(),
@@ -77,11 +110,12 @@ impl super::Workload for Scan {
                 fmt_size(self.step),
                 self.op.name()
             ),
-        }
+        };
+        base + &self.suffix()
     }
 
     fn expected_accesses(&self) -> Option<u64> {
-        Some(self.count() * if self.op == Op::ReadWrite { 2 } else { 1 })
+        Some(self.rounds * self.count() * if self.op == Op::ReadWrite { 2 } else { 1 })
     }
 
     fn run(&mut self, e: &mut Engine, _rng: &mut Rng) -> Result<()> {
@@ -93,7 +127,19 @@ impl super::Workload for Scan {
                 fmt_size(self.size)
             )));
         }
-        let base = map_anon(e, pid, self.size)?;
+        for _ in 0..self.rounds {
+            let base = map_anon(e, pid, self.size)?;
+            self.scan(e, pid, base)?;
+            if self.unmap {
+                e.munmap(pid, base, self.size)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Scan {
+    fn scan(&self, e: &mut Engine, pid: crate::units::Pid, base: u64) -> Result<()> {
         let n = self.count();
         match self.op {
             Op::Read => e.access_run(pid, base, self.step as i64, n, AccessKind::Read)?,

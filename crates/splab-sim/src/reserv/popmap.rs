@@ -1,0 +1,198 @@
+//! Population map (seed 000 4.9): per memory object, a radix tree with one level per page size.
+//! A node at level c stands for one aligned region of size class c of the object; it counts its
+//! children (regions of class c-1, or base pages at level 1) with at least one page populated
+//! (`somepop`) and fully populated (`fullpop`), and points to the reservation of exactly its size
+//! if there is one. The absence of a node means both counters are zero.
+//!
+//! Nodes are found through a hash of (level, region index) per object, which is the paper's hash
+//! of (object, page index) with the object implicit. Counters propagate upward only when
+//! `somepop` goes 0 <-> 1 or `fullpop` reaches / leaves the ratio between consecutive sizes.
+//!
+//! Indices are "colour-adjusted" page indices (`cindex = pindex + colour`), so that regions line
+//! up with virtual superpage boundaries (FreeBSD's object colour).
+//!
+//! Uses: reserved-frame lookup (`reservation_at`), overlap avoidance (`empty`), promotion
+//! decisions (`full`), preemption (`empty` / `full` of the pieces).
+
+use rustc_hash::FxHashMap;
+
+pub const NO_RESV: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Node {
+    pub somepop: u32,
+    pub fullpop: u32,
+    pub resv: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct PopMap {
+    /// `orders[c]`: buddy order of size class c (orders[0] = 0).
+    orders: Vec<u8>,
+    /// `levels[c]` for c >= 1; `levels[0]` is unused (leaves are the object's pages).
+    levels: Vec<FxHashMap<u64, Node>>,
+}
+
+impl PopMap {
+    pub fn new(orders: &[u8]) -> PopMap {
+        PopMap { orders: orders.to_vec(), levels: vec![FxHashMap::default(); orders.len()] }
+    }
+
+    #[inline]
+    fn ratio(&self, c: usize) -> u32 {
+        1 << (self.orders[c] - self.orders[c - 1])
+    }
+
+    pub fn node(&self, c: usize, cindex: u64) -> Option<&Node> {
+        self.levels[c].get(&(cindex >> self.orders[c]))
+    }
+
+    /// Base page `cindex` became populated (it was not).
+    pub fn populate(&mut self, cindex: u64) {
+        let (mut some, mut full) = (true, true);
+        for c in 1..self.orders.len() {
+            let ratio = self.ratio(c);
+            let n = self.levels[c].entry(cindex >> self.orders[c]).or_insert(Node { somepop: 0, fullpop: 0, resv: NO_RESV });
+            if some {
+                n.somepop += 1;
+                some = n.somepop == 1;
+            }
+            if full {
+                n.fullpop += 1;
+                full = n.fullpop == ratio;
+            }
+            if !some && !full {
+                break;
+            }
+        }
+    }
+
+    /// Base page `cindex` became unpopulated (it was populated).
+    pub fn depopulate(&mut self, cindex: u64) {
+        let (mut empty, mut was_full) = (true, true);
+        for c in 1..self.orders.len() {
+            let ratio = self.ratio(c);
+            let key = cindex >> self.orders[c];
+            let n = self.levels[c].get_mut(&key).expect("PopMap::depopulate: page was not populated");
+            if was_full {
+                was_full = n.fullpop == ratio;
+                n.fullpop -= 1;
+            }
+            if empty {
+                n.somepop -= 1;
+                empty = n.somepop == 0;
+            }
+            if n.somepop == 0 && n.resv == NO_RESV {
+                self.levels[c].remove(&key);
+            }
+            if !empty && !was_full {
+                break;
+            }
+        }
+    }
+
+    /// No page populated in the class-c region containing `cindex` (c >= 1).
+    #[inline]
+    pub fn empty(&self, c: usize, cindex: u64) -> bool {
+        self.node(c, cindex).is_none_or(|n| n.somepop == 0)
+    }
+
+    /// Every page of the class-c region containing `cindex` is populated (c >= 1).
+    #[inline]
+    pub fn full(&self, c: usize, cindex: u64) -> bool {
+        self.node(c, cindex).is_some_and(|n| n.fullpop == self.ratio(c))
+    }
+
+    /// The reservation covering `cindex`, if any: the node on the path from the root that points
+    /// to one (seed 000 4.9, "reserved frame lookup").
+    #[inline]
+    pub fn reservation_at(&self, cindex: u64) -> Option<u32> {
+        (1..self.orders.len()).rev().find_map(|c| self.node(c, cindex).map(|n| n.resv).filter(|&r| r != NO_RESV))
+    }
+
+    /// Points the class-c node of `cindex` to reservation `r` (or clears it with NO_RESV).
+    pub fn set_resv(&mut self, c: usize, cindex: u64, r: u32) {
+        let key = cindex >> self.orders[c];
+        if r == NO_RESV {
+            if let Some(n) = self.levels[c].get_mut(&key) {
+                n.resv = NO_RESV;
+                if n.somepop == 0 {
+                    self.levels[c].remove(&key);
+                }
+            }
+        } else {
+            self.levels[c].entry(key).or_insert(Node { somepop: 0, fullpop: 0, resv: NO_RESV }).resv = r;
+        }
+    }
+
+    /// Every node with a reservation pointer: (class, region index, reservation).
+    pub fn reservations(&self) -> Vec<(usize, u64, u32)> {
+        let mut v = Vec::new();
+        for c in 1..self.levels.len() {
+            for (&k, n) in &self.levels[c] {
+                if n.resv != NO_RESV {
+                    v.push((c, k, n.resv));
+                }
+            }
+        }
+        v.sort_unstable();
+        v
+    }
+
+    /// Recomputes every counter from the populated pages and compares.
+    pub fn check(&self, populated: &[u64]) -> Result<(), String> {
+        let mut want = PopMap::new(&self.orders);
+        for &p in populated {
+            want.populate(p);
+        }
+        for c in 1..self.levels.len() {
+            for (&k, n) in &self.levels[c] {
+                let w = want.levels[c].get(&k).copied().unwrap_or(Node { somepop: 0, fullpop: 0, resv: NO_RESV });
+                if (n.somepop, n.fullpop) != (w.somepop, w.fullpop) {
+                    return Err(format!("popmap: level {c} region {k:#x} has (somepop, fullpop) = ({}, {}) but its pages give ({}, {})", n.somepop, n.fullpop, w.somepop, w.fullpop));
+                }
+                if n.somepop == 0 && n.resv == NO_RESV {
+                    return Err(format!("popmap: empty node kept at level {c} region {k:#x}"));
+                }
+            }
+            for (&k, w) in &want.levels[c] {
+                if w.somepop > 0 && !self.levels[c].contains_key(&k) {
+                    return Err(format!("popmap: level {c} region {k:#x} is populated but has no node"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Alpha-like: 8 pages per 64K, 8 x 64K per 512K.
+    #[test]
+    fn counters_propagate_on_transitions_only() {
+        let mut m = PopMap::new(&[0, 3, 6]);
+        for p in 0..8 {
+            m.populate(p);
+        }
+        assert!(m.full(1, 0) && !m.full(2, 0));
+        assert_eq!(*m.node(2, 0).unwrap(), Node { somepop: 1, fullpop: 1, resv: NO_RESV });
+        m.populate(9);
+        assert_eq!(m.node(2, 0).unwrap().somepop, 2);
+        assert!(m.empty(1, 16) && !m.empty(1, 9));
+        m.depopulate(3);
+        assert_eq!(*m.node(2, 0).unwrap(), Node { somepop: 2, fullpop: 0, resv: NO_RESV });
+        m.check(&[0, 1, 2, 4, 5, 6, 7, 9]).unwrap();
+        m.set_resv(2, 0, 7);
+        assert_eq!(m.reservation_at(40), Some(7));
+        assert_eq!(m.reservation_at(64), None);
+        for p in [0, 1, 2, 4, 5, 6, 7, 9] {
+            m.depopulate(p);
+        }
+        assert!(m.empty(2, 0));
+        assert_eq!(m.reservation_at(0), Some(7), "a reservation node outlives its population");
+        m.set_resv(2, 0, NO_RESV);
+        m.check(&[]).unwrap();
+    }
+}

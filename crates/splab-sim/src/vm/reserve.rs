@@ -1,0 +1,464 @@
+//! The superpage mechanisms in the VM: object page bookkeeping (population maps, reservations),
+//! physical allocation with reservations and preemption (event 1), deallocation (event 5),
+//! promotion (event 3) and demotion (event 4). Policies choose among options; nothing here reads
+//! a policy's name.
+//!
+//! Entry points for the rest of the VM: `obj_insert` / `obj_remove` (every change of an object's
+//! resident pages goes through them), `alloc_frame`, `free_frame`, `try_promote`,
+//! `demote_to_base`, `demote_edges`, `break_reservations_of`, `check_reservations`.
+
+use super::{ObjId, ObjKind, Os, Vma};
+use crate::error::{Result, SimError};
+use crate::policy::{AllocPolicy, CleanWrite, PreferredSize, ReservPolicy, Shortage};
+use crate::reserv::popmap::NO_RESV;
+use crate::units::{Order, Pfn, Pid, Prot, SizeClass};
+
+impl Os {
+    // ---- object page bookkeeping ----
+
+    /// Page `pindex` of `obj` is now frame `pfn` (it had no page): the object holds the frame,
+    /// the population map counts it, and its reservation (if the frame has one) records it.
+    pub(crate) fn obj_insert(&mut self, obj: ObjId, pindex: u64, pfn: Pfn) {
+        self.phys.hold(pfn);
+        let o = self.objects[obj.0 as usize].as_mut().expect("obj_insert: object");
+        let old = o.pages.insert(pindex, pfn);
+        debug_assert!(old.is_none(), "obj_insert: page {pindex} of object {} already resident", obj.0);
+        let cindex = pindex + o.colour;
+        if let Some(pm) = o.popmap.as_mut() {
+            pm.populate(cindex);
+        }
+        if let Some(rs) = self.reserv.as_mut() {
+            if let Some(id) = rs.of_frame(pfn) {
+                rs.populate(id, cindex);
+            }
+        }
+    }
+
+    /// Removes page `pindex` from `obj`; the frame is released, and freed (event 5) when no
+    /// object holds it any more. Returns the frame.
+    pub(crate) fn obj_remove(&mut self, obj: ObjId, pindex: u64) -> Option<Pfn> {
+        let o = self.objects[obj.0 as usize].as_mut().expect("obj_remove: object");
+        let pfn = o.pages.remove(pindex)?;
+        let cindex = pindex + o.colour;
+        if let Some(pm) = o.popmap.as_mut() {
+            pm.depopulate(cindex);
+        }
+        if self.phys.release(pfn) {
+            self.free_frame(pfn);
+        }
+        Some(pfn)
+    }
+
+    /// Event 5, deallocation: a frame no object holds any more. A frame of a reservation stays
+    /// reserved until the whole reservation is empty, and then the extent goes back to the buddy
+    /// allocator at once (FreeBSD vm_reserv_free_page: deferred deallocation).
+    pub(crate) fn free_frame(&mut self, pfn: Pfn) {
+        if let Some(rs) = self.reserv.as_mut() {
+            if let Some(id) = rs.of_frame(pfn) {
+                let r = rs.get(id);
+                let (obj, class, cbase) = (r.obj, r.class, r.cbase);
+                let cindex = cbase + (pfn.0 - r.pfn.0);
+                if let Some((ext, order)) = rs.depopulate(id, cindex) {
+                    self.set_popmap_resv(obj, class, cbase, NO_RESV);
+                    self.phys.buddy.free(ext, Order(order));
+                }
+                return;
+            }
+        }
+        self.phys.buddy.free(pfn, Order(0));
+    }
+
+    fn set_popmap_resv(&mut self, obj: ObjId, class: u8, cbase: u64, id: u32) {
+        if let Some(pm) = self.objects[obj.0 as usize].as_mut().and_then(|o| o.popmap.as_mut()) {
+            pm.set_resv(class as usize, cbase, id);
+        }
+    }
+
+    fn reserv_policy(&self) -> Option<ReservPolicy> {
+        match &self.policy.alloc {
+            AllocPolicy::Reserve(r) => Some(r.clone()),
+            AllocPolicy::BasePage => None,
+        }
+    }
+
+    fn oom(&self) -> SimError {
+        SimError::OutOfMemory(format!(
+            "all {} frames of {} of modelled memory are in use or reserved and nothing can be reclaimed; give the machine more memory (e.g. -m {}:mem=...)",
+            self.phys.frames(),
+            crate::units::fmt_size(self.machine.mem_bytes),
+            self.machine.name
+        ))
+    }
+
+    // ---- event 1: physical allocation ----
+
+    /// A frame for page `pindex` of `obj`, faulted by `pid`. With reservations: the page's
+    /// reserved frame if it has one (seed 000 4.1), else a new reservation of the preferred size
+    /// (4.2), obtained from the buddy allocator or by preemption (4.3, 4.8), falling to smaller
+    /// sizes down to a base page. The caller then `obj_insert`s the page.
+    pub(crate) fn alloc_frame(&mut self, _pid: Pid, obj: ObjId, pindex: u64, _v: &Vma) -> Result<Pfn> {
+        let Some(rp) = self.reserv_policy() else {
+            return self.phys.buddy.alloc(Order(0)).ok_or_else(|| self.oom());
+        };
+        let o = self.obj(obj);
+        let cindex = pindex + o.colour;
+        let pm = o.popmap.as_ref().expect("alloc_frame: object without population map");
+        if let Some(id) = pm.reservation_at(cindex) {
+            let r = self.reserv.as_ref().expect("alloc_frame: reservations").get(id);
+            let i = cindex - r.cbase;
+            if r.is_set(i) {
+                return Err(SimError::Invariant(format!("alloc_frame: page {pindex} of object {} is reserved and populated but not resident", obj.0)));
+            }
+            return Ok(Pfn(r.pfn.0 + i));
+        }
+        let preferred = self.preferred_class(obj, cindex, &rp);
+        let candidates: Vec<u8> = rp.classes.iter().copied().filter(|&c| c <= preferred).rev().chain(std::iter::once(0)).collect();
+        for c in candidates {
+            if let Some(pfn) = self.alloc_extent(c, &rp) {
+                if c == 0 {
+                    return Ok(pfn);
+                }
+                let n = 1u64 << self.orders[c as usize];
+                let cbase = cindex & !(n - 1);
+                let id = self.reserv.as_mut().expect("reservations").create(obj, cbase, pfn, c);
+                self.set_popmap_resv(obj, c, cbase, id);
+                return Ok(Pfn(pfn.0 + (cindex - cbase)));
+            }
+        }
+        Err(self.oom())
+    }
+
+    /// seed 000 4.2 (or FreeBSD's rule): the largest allowed size class whose aligned region
+    /// around `cindex` has no populated page (hence no reservation: 4.9 overlap avoidance) and
+    /// fits the object; 0 if none.
+    fn preferred_class(&self, obj: ObjId, cindex: u64, rp: &ReservPolicy) -> u8 {
+        let o = self.obj(obj);
+        let pm = o.popmap.as_ref().expect("preferred_class: popmap");
+        for &c in rp.classes.iter().rev() {
+            let n = 1u64 << self.orders[c as usize];
+            let base = cindex & !(n - 1);
+            if base < o.colour {
+                continue; // the region would start before the object (FreeBSD: pindex < index)
+            }
+            let end = base - o.colour + n;
+            let fits = match rp.preferred {
+                PreferredSize::Navarro if o.growable => n <= o.size,
+                PreferredSize::Navarro => end <= o.size,
+                PreferredSize::FreeBsd => matches!(o.kind, ObjKind::Anon) || end <= o.size,
+            };
+            if fits && pm.empty(c as usize, cindex) {
+                return c;
+            }
+        }
+        0
+    }
+
+    /// An aligned free extent of class `c`: from the buddy allocator, else by the policy's
+    /// shortage rule.
+    fn alloc_extent(&mut self, c: u8, rp: &ReservPolicy) -> Option<Pfn> {
+        let order = Order(self.orders[c as usize]);
+        loop {
+            if let Some(p) = self.phys.buddy.alloc(order) {
+                return Some(p);
+            }
+            let rs = self.reserv.as_ref()?;
+            match rp.shortage {
+                // seed 000 4.8: the head of the class-c list (least recently allocated), then
+                // the lists of larger extents.
+                Shortage::Preempt => {
+                    let id = (c as usize..rs.lists()).find_map(|l| rs.head(l))?;
+                    self.preempt(id, rp);
+                }
+                // FreeBSD: a reservation size that is not free fails at once (the caller falls
+                // back to a base page); a base page that is not free breaks the head of
+                // partpopq (vm_reserv_reclaim_inactive).
+                Shortage::FallbackThenReclaim => {
+                    if c != 0 {
+                        return None;
+                    }
+                    let id = rs.head(0)?;
+                    self.break_resv(id);
+                    self.reserv.as_mut().expect("reservations").stats.preempted += 1;
+                }
+            }
+        }
+    }
+
+    /// seed 000 4.8: breaks a reservation into extents of the next smaller allowed size: empty
+    /// ones go to the buddy allocator, partially populated ones to the head of their list, full
+    /// ones stay reserved (for promotion) off the lists.
+    fn preempt(&mut self, id: u32, rp: &ReservPolicy) {
+        let rs = self.reserv.as_mut().expect("preempt: reservations");
+        let (class, cbase) = (rs.get(id).class, rs.get(id).cbase);
+        let sub = rp.classes.iter().copied().filter(|&c| c < class).max().unwrap_or(0);
+        let (obj, last, pieces) = rs.split(id, sub);
+        rs.stats.preempted += 1;
+        self.set_popmap_resv(obj, class, cbase, NO_RESV);
+        let sub_order = Order(self.orders[sub as usize]);
+        for (pcbase, pfn, pclass, pop) in pieces {
+            if pop.is_empty() {
+                self.phys.buddy.free(pfn, sub_order);
+                self.reserv.as_mut().expect("reservations").stats.extents_freed += 1;
+            } else if pclass > 0 {
+                let rs = self.reserv.as_mut().expect("reservations");
+                let nid = rs.adopt(obj, pcbase, pfn, pclass, &pop, last);
+                rs.stats.extents_kept += 1;
+                self.set_popmap_resv(obj, pclass, pcbase, nid);
+            }
+        }
+    }
+
+    /// FreeBSD vm_reserv_break: dissolves a reservation; its unpopulated frames go back to the
+    /// buddy allocator (which coalesces them into maximal runs), its populated pages stay as
+    /// ordinary pages.
+    fn break_resv(&mut self, id: u32) {
+        let r = self.reserv.as_mut().expect("break_resv: reservations").take(id);
+        self.set_popmap_resv(r.obj, r.class, r.cbase, NO_RESV);
+        for i in 0..1u64 << r.order {
+            if !r.is_set(i) {
+                self.phys.buddy.free(Pfn(r.pfn.0 + i), Order(0));
+            }
+        }
+    }
+
+    /// Breaks every reservation of `obj` (before fork shares its frames copy-on-write, since a
+    /// reservation's frames must belong to its object alone).
+    pub(crate) fn break_reservations_of(&mut self, obj: ObjId) {
+        let ids: Vec<u32> = match self.obj(obj).popmap.as_ref() {
+            Some(pm) => pm.reservations().into_iter().map(|(_, _, id)| id).collect(),
+            None => return,
+        };
+        for id in ids {
+            self.break_resv(id);
+            self.reserv.as_mut().expect("reservations").stats.broken += 1;
+        }
+    }
+
+    // ---- event 3: mapping creation (promotion) ----
+
+    /// seed 000 4.5: after page `vpn` of `pid` was populated or dirtied, promote incrementally:
+    /// each allowed extent around it inside its reservation that is fully populated, with pages
+    /// mapped with uniform protection and dirty state (4.9), smallest first, then the next size
+    /// when that one is full too. Returns the cycles spent.
+    pub(crate) fn try_promote(&mut self, pid: Pid, v: &Vma, vpn: u64) -> u64 {
+        let Some(rp) = self.reserv_policy() else { return 0 };
+        let Some(p) = self.procs.get(&pid.0) else { return 0 };
+        let Some(pte) = p.pmap.lookup(vpn) else { return 0 };
+        let Some(id) = self.reserv.as_ref().and_then(|rs| rs.of_frame(pte.pfn())) else { return 0 };
+        let r = self.reserv.as_ref().expect("reservations").get(id);
+        let (rclass, rpfn, rcbase, obj) = (r.class, r.pfn, r.cbase, r.obj);
+        let cindex = rcbase + (pte.pfn().0 - rpfn.0);
+        let bs = self.base_shift();
+        let mut cycles = 0;
+        let current = pte.size().0;
+        for &c in rp.classes.iter().filter(|&&c| c <= rclass && c > current) {
+            let o = self.orders[c as usize];
+            let n = 1u64 << o;
+            let full = self.obj(obj).popmap.as_ref().is_some_and(|pm| pm.full(c as usize, cindex));
+            // The virtual extent must line up with the physical one and lie inside the entry.
+            let head = vpn & !(n - 1);
+            if !full || vpn % n != cindex % n || head << bs < v.start || (head + n) << bs > v.end {
+                break; // a larger extent contains this one: it cannot be promotable either
+            }
+            match self.promote_if_uniform(pid, head, c, &rp) {
+                Some(k) => cycles += k,
+                None => break,
+            }
+        }
+        cycles
+    }
+
+    /// Checks the mapping conditions of a promotion of `[head, head + 2^order)` to class `c` and
+    /// promotes. seed 000 4.9: "uniform protection attributes and dirty bits"; FreeBSD
+    /// pmap_promote_pde with the write-protect-clean trick.
+    fn promote_if_uniform(&mut self, pid: Pid, head: u64, c: u8, rp: &ReservPolicy) -> Option<u64> {
+        let o = self.orders[c as usize];
+        let n = 1u64 << o;
+        let bs = self.base_shift();
+        let orders = self.orders.clone();
+        let p = self.procs.get(&pid.0)?;
+        let first = p.pmap.lookup(head)?;
+        if !first.pfn().is_aligned(Order(o)) {
+            return None;
+        }
+        let mut prot = None;
+        let (mut dirty, mut clean) = (0u64, 0u64);
+        for i in 0..n {
+            let e = p.pmap.lookup(head + i)?;
+            if e.pfn().0 != first.pfn().0 + i {
+                return None;
+            }
+            if *prot.get_or_insert(e.prot()) != e.prot() {
+                return None;
+            }
+            let is_dirty = p.pmap.is_dirty(head + i, orders[e.size().0 as usize]);
+            if is_dirty {
+                dirty += 1;
+            } else {
+                clean += 1;
+            }
+        }
+        let mut prot = prot?;
+        let mut cycles = 0;
+        if dirty > 0 && clean > 0 {
+            if rp.clean_write == CleanWrite::WriteProtect && prot.writable() {
+                // Write-protect the clean pages so that their next write faults and retries.
+                let ro = Prot(prot.0 & !Prot::WRITE.0);
+                let p = self.procs.get_mut(&pid.0)?;
+                let mut changed = 0;
+                for i in 0..n {
+                    if !p.pmap.is_dirty(head + i, 0) && p.pmap.lookup(head + i).is_some_and(|e| e.size().is_base()) {
+                        p.pmap.set_prot(head + i, ro);
+                        changed += 1;
+                    }
+                }
+                self.hw.tlb.invalidate_range(pid.0, head << bs, (head + n) << bs);
+                self.stats.cycles_kernel += changed * self.machine.cost.pte_write_cycles;
+            }
+            return None;
+        }
+        if clean > 0 && rp.clean_write == CleanWrite::WriteProtect && prot.writable() {
+            // All clean: a read-only superpage (its first write faults and demotes).
+            prot = Prot(prot.0 & !Prot::WRITE.0);
+            cycles += n * self.machine.cost.pte_write_cycles;
+            let p = self.procs.get_mut(&pid.0)?;
+            p.pmap.protect(head, head + n, prot);
+        }
+        let p = self.procs.get_mut(&pid.0)?;
+        p.pmap.promote(head, o, SizeClass(c));
+        self.hw.tlb.invalidate_range(pid.0, head << bs, (head + n) << bs);
+        self.stats.promotions[c as usize] += 1;
+        // Replicated PTEs: every base PTE is rewritten (seed 000 6.1); x86: one PDE.
+        let writes = if self.machine.replicated_ptes { n } else { 1 };
+        cycles += writes * self.machine.cost.pte_write_cycles + self.machine.cost.tlb_invalidate_cycles;
+        self.stats.cycles_promotion += cycles;
+        Some(cycles)
+    }
+
+    // ---- event 4: mapping destruction (demotion) ----
+
+    /// The next smaller size a superpage of class `c` demotes to: the largest allowed smaller
+    /// class, or the base page.
+    fn demote_target(&self, c: u8) -> u8 {
+        self.reserv_policy().and_then(|rp| rp.classes.iter().copied().filter(|&k| k < c).max()).unwrap_or(0)
+    }
+
+    /// Demotes the superpage mapping `vpn` of `pid` one step. Returns false if `vpn` is a base page.
+    fn demote_one(&mut self, pid: Pid, vpn: u64) -> bool {
+        let bs = self.base_shift();
+        let Some(p) = self.procs.get(&pid.0) else { return false };
+        let Some(e) = p.pmap.lookup(vpn) else { return false };
+        let c = e.size().0;
+        if c == 0 {
+            return false;
+        }
+        let to = self.demote_target(c);
+        let o = self.orders[c as usize];
+        let head = vpn & !((1u64 << o) - 1);
+        let p = self.procs.get_mut(&pid.0).expect("demote_one: pid");
+        p.pmap.demote(head, o, SizeClass(to), self.orders[to as usize]);
+        self.hw.tlb.invalidate_range(pid.0, head << bs, (head + (1 << o)) << bs);
+        self.stats.demotions[c as usize] += 1;
+        // Replicated PTEs rewrite every base entry; a radix table fills the entries of the new
+        // lower-level table page.
+        let writes = 1u64 << (o - self.orders[to as usize]).min(o);
+        let writes = if self.machine.replicated_ptes { 1u64 << o } else { writes };
+        let c = writes * self.machine.cost.pte_write_cycles + self.machine.cost.tlb_invalidate_cycles;
+        self.stats.cycles_kernel += c;
+        self.stats.cycles_demotion += c;
+        true
+    }
+
+    /// seed 000 4.6: demotes incrementally until `va` is mapped by a base page: the superpage is
+    /// demoted to the next smaller size, then the one containing `va`, and so on.
+    pub(crate) fn demote_to_base(&mut self, pid: Pid, va: u64) {
+        let vpn = va >> self.base_shift();
+        while self.demote_one(pid, vpn) {}
+    }
+
+    /// Before a map entry is split at `start` and `end` (munmap, mprotect, madvise of part of
+    /// it): demotes incrementally until no superpage crosses either boundary.
+    pub(crate) fn demote_edges(&mut self, pid: Pid, start: u64, end: u64) {
+        let bs = self.base_shift();
+        for b in [start, end] {
+            let vpn = b >> bs;
+            loop {
+                let Some(e) = self.procs.get(&pid.0).and_then(|p| p.pmap.lookup(vpn)) else { break };
+                let c = e.size().0;
+                if c == 0 || vpn % (1u64 << self.orders[c as usize]) == 0 {
+                    break;
+                }
+                self.demote_one(pid, vpn);
+            }
+        }
+    }
+
+    /// What a write to a clean superpage does under this policy (seed 000 4.7).
+    #[inline]
+    pub(crate) fn demotes_clean_superpage_on_write(&self) -> bool {
+        matches!(&self.policy.alloc, AllocPolicy::Reserve(rp) if rp.clean_write == CleanWrite::DemoteOnTrap)
+    }
+
+    // ---- invariants and dumps ----
+
+    /// Reservations agree with objects, population maps and physical memory; every frame is
+    /// free, wired, held by an object, or reserved and unpopulated, exactly once.
+    pub(crate) fn check_reservations(&self) -> Result<()> {
+        let inv = SimError::Invariant;
+        let mut reserved_unpopulated = 0u64;
+        if let Some(rs) = &self.reserv {
+            rs.check_invariants().map_err(inv)?;
+            for id in rs.ids() {
+                let r = rs.get(id);
+                let o = self.objects.get(r.obj.0 as usize).and_then(|o| o.as_ref()).ok_or_else(|| inv(format!("reservation {id}: its object {} is gone", r.obj.0)))?;
+                let pm = o.popmap.as_ref().ok_or_else(|| inv(format!("reservation {id}: object without population map")))?;
+                crate::ensure_inv!(pm.node(r.class as usize, r.cbase).map(|n| n.resv) == Some(id), "reservation {id}: population map does not point to it");
+                for i in 0..1u64 << r.order {
+                    let pfn = Pfn(r.pfn.0 + i);
+                    let cindex = r.cbase + i;
+                    let resident = cindex.checked_sub(o.colour).and_then(|pi| o.pages.get(pi));
+                    if r.is_set(i) {
+                        crate::ensure_inv!(resident == Some(pfn), "reservation {id}: slot {i} populated but the object holds {resident:?}");
+                        crate::ensure_inv!(self.phys.refs(pfn) == 1, "reservation {id}: frame {} shared ({} holders)", pfn.0, self.phys.refs(pfn));
+                    } else {
+                        crate::ensure_inv!(resident.is_none(), "reservation {id}: slot {i} unpopulated but the object has the page");
+                        crate::ensure_inv!(self.phys.refs(pfn) == 0 && !self.phys.buddy.is_free(pfn), "reservation {id}: unpopulated frame {} is held or free", pfn.0);
+                        reserved_unpopulated += 1;
+                    }
+                }
+            }
+        }
+        for (i, o) in self.objects.iter().enumerate() {
+            let Some(o) = o else { continue };
+            if let Some(pm) = &o.popmap {
+                let populated: Vec<u64> = o.pages.all().into_iter().map(|(pi, _)| pi + o.colour).collect();
+                pm.check(&populated).map_err(|e| inv(format!("object {i}: {e}")))?;
+                for (c, k, id) in pm.reservations() {
+                    let rs = self.reserv.as_ref().ok_or_else(|| inv("population map points to a reservation, none exist".into()))?;
+                    crate::ensure_inv!(rs.ids().any(|x| x == id), "object {i}: population map points to dead reservation {id}");
+                    let r = rs.get(id);
+                    crate::ensure_inv!(r.obj.0 as usize == i && r.class as usize == c && r.cbase >> r.order == k, "object {i}: population map points to reservation {id} of another place");
+                }
+            }
+        }
+        let f = &self.phys;
+        let sum = f.buddy.free_frames + f.wired_frames + f.used_frames + reserved_unpopulated;
+        crate::ensure_inv!(
+            sum == f.frames(),
+            "frames: {} free + {} wired + {} in use + {reserved_unpopulated} reserved = {sum}, memory has {}",
+            f.buddy.free_frames,
+            f.wired_frames,
+            f.used_frames,
+            f.frames()
+        );
+        Ok(())
+    }
+
+    /// The reservation lists, for `--dump-reservations`.
+    pub fn dump_reservations(&self) -> String {
+        match &self.reserv {
+            Some(rs) => rs.dump(&self.machine.page_sizes()),
+            None => "reservations: none (this policy does not reserve)\n".into(),
+        }
+    }
+}

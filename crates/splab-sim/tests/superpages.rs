@@ -1,0 +1,245 @@
+//! Scenario tests of seed 000's superpage system (policy `navarro`) and FreeBSD's (policy
+//! `freebsd`): each test is one question, answered with the counts the mechanism makes exact.
+
+use splab_sim::engine::Engine;
+use splab_sim::hw::Machine;
+use splab_sim::policy::Policy;
+use splab_sim::report::Report;
+use splab_sim::units::{AccessKind, Pid, Prot};
+use splab_sim::vm::{MapFlags, MmapReq};
+use splab_sim::RunSpec;
+
+fn run(machine: &str, policy: &str, workload: &str, free: Option<u64>) -> Report {
+    let spec = RunSpec { machine: machine.into(), policy: policy.into(), workload: workload.into(), seed: 1, check: false, free_bytes: free };
+    splab_sim::run(&spec).unwrap_or_else(|e| panic!("{workload} on {machine} with {policy}: {e}"))
+}
+
+fn reduction(base: &Report, r: &Report) -> f64 {
+    100.0 * (1.0 - r.tlb.walks as f64 / base.tlb.walks as f64)
+}
+
+/// An engine with invariant checks after every event, and one process.
+fn engine(machine: &str, policy: &str) -> (Engine, Pid) {
+    let m = Machine::from_spec(machine).unwrap();
+    let mut p = Policy::from_spec(policy).unwrap();
+    p.resolve(&m).unwrap();
+    let mut e = Engine::new(m, p, true, None);
+    let pid = e.spawn();
+    (e, pid)
+}
+
+fn map(e: &mut Engine, pid: Pid, len: u64) -> u64 {
+    e.mmap(pid, MmapReq { addr: 0, len, prot: Prot::RW, flags: MapFlags::ANON, file: 0, offset: 0 }).unwrap()
+}
+
+fn touch_pages(e: &mut Engine, pid: Pid, start: u64, pages: u64, kind: AccessKind) {
+    let page = e.os.machine.base_size();
+    e.access_run(pid, start, page as i64, pages, kind).unwrap();
+}
+
+/// seed 000 Table 1: Matrix on the Alpha, 99.47% fewer TLB misses with superpages.
+#[test]
+fn matrix_navarro_cuts_walks_by_99_percent() {
+    let base = run("alpha21264", "base", "matrix:n=1000", None);
+    let nav = run("alpha21264", "navarro", "matrix:n=1000", None);
+    assert!(reduction(&base, &nav) >= 99.0, "reduction {}", reduction(&base, &nav));
+}
+
+/// seed 000 Table 3: on Matrix the 64KB-only reduction is below the 512KB-only one, which is at
+/// most that with all sizes.
+#[test]
+fn matrix_multiple_sizes_at_least_single_sizes() {
+    let base = run("alpha21264", "base", "matrix:n=1000", None);
+    let r64 = reduction(&base, &run("alpha21264", "navarro:sizes=64K", "matrix:n=1000", None));
+    let r512 = reduction(&base, &run("alpha21264", "navarro:sizes=512K", "matrix:n=1000", None));
+    let all = reduction(&base, &run("alpha21264", "navarro", "matrix:n=1000", None));
+    assert!(r64 < r512 && r512 <= all, "64K {r64}, 512K {r512}, all {all}");
+}
+
+/// Tree (seed 000 6.2): its heap grows by brk, so reservations are capped by the heap's size as
+/// it grows (4.2): small early, large later. Every single size loses to all sizes together.
+#[test]
+fn tree_all_sizes_beat_every_single_size() {
+    let w = "tree:ops=3000";
+    let all = run("alpha21264", "navarro", w, None).tlb.walks;
+    for s in ["64K", "512K", "4M"] {
+        let one = run("alpha21264", &format!("navarro:sizes={s}"), w, None).tlb.walks;
+        assert!(all < one, "all sizes {all} walks, {s} only {one}");
+    }
+}
+
+/// seed 000 6.6, incremental promotion adversary: map 64MB, touch one byte per page, unmap.
+/// Every aligned extent of every size is promoted exactly once.
+#[test]
+fn incremental_promotion_adversary_promotes_every_extent() {
+    let r = run("alpha21264", "navarro", "sparse:size=64M,step=8K,unmap=true", None);
+    let p = &r.pages.promotions_by_size;
+    assert_eq!((p["64K"].as_u64(), p["512K"].as_u64(), p["4M"].as_u64()), (Some(1024), Some(128), Some(16)));
+    assert_eq!(r.reservations.created, 16);
+    assert_eq!(r.reservations.fully_populated, 16);
+    assert_eq!(r.memory.footprint_end_bytes, 0);
+}
+
+/// seed 000 6.6, preemption adversary: 4MB free and contiguous, memory touched with a 4MB
+/// stride. Steady state: one preemption every 7 allocations; each splits a reservation into 8
+/// extents, of which 7 are empty: one satisfies the allocation, 6 go back to the free lists.
+#[test]
+fn preemption_adversary_one_preemption_every_seven_allocations() {
+    let r = run("alpha21264", "navarro", "stride:size=1G,stride=4M,op=write", Some(4 << 20));
+    let allocs = r.faults.zero_fill as f64;
+    let pre = r.reservations.preempted;
+    let per = allocs / pre as f64;
+    assert!((per - 7.0).abs() <= 0.05 * 7.0, "{allocs} allocations, {pre} preemptions: one per {per}");
+    assert_eq!(r.reservations.extents_freed, 7 * pre, "7 empty extents per preemption");
+}
+
+/// seed 000 4.2: a fixed-size object gets the largest aligned superpage that does not pass its
+/// end. 75 pages of 8KB: a 512KB reservation, then a 64KB one, then base pages.
+#[test]
+fn preferred_size_of_a_fixed_object_stops_at_its_end() {
+    let (mut e, pid) = engine("alpha21264", "navarro");
+    let a = map(&mut e, pid, 75 * 8192);
+    assert_eq!(a % (512 << 10), 0, "seed 000 5.3: placed at a 512KB boundary");
+    touch_pages(&mut e, pid, a, 75, AccessKind::Write);
+    let st = &e.os.stats;
+    assert_eq!(st.promotions[1..], [9, 1, 0], "8 x 64K + 1 x 512K in the first 512KB, one 64K after");
+    assert_eq!(e.os.reserv.as_ref().unwrap().stats.created, 2);
+}
+
+/// seed 000 4.2: a growable object (the heap) may pass its end but is capped at its current size.
+#[test]
+fn preferred_size_of_the_heap_is_capped_by_its_size() {
+    let (mut e, pid) = engine("alpha21264", "navarro");
+    let start = e.current_brk(pid).unwrap();
+    // A 256KB heap: a 512KB reservation would exceed it, so 64KB reservations.
+    e.brk(pid, start + (256 << 10)).unwrap();
+    touch_pages(&mut e, pid, start, 1, AccessKind::Write);
+    let rs = e.os.reserv.as_ref().unwrap();
+    let id = rs.ids().next().unwrap();
+    assert_eq!(rs.get(id).order, 3, "64KB reservation");
+    // Grown to 1MB, the next fault in a fresh 512KB region reserves 512KB.
+    e.brk(pid, start + (1 << 20)).unwrap();
+    touch_pages(&mut e, pid, start + (512 << 10), 1, AccessKind::Write);
+    let rs = e.os.reserv.as_ref().unwrap();
+    let orders: Vec<u8> = rs.ids().map(|i| rs.get(i).order).collect();
+    assert!(orders.contains(&6), "a 512KB reservation once the heap is 1MB: {orders:?}");
+}
+
+/// seed 000 4.6: changing the protection of one page of a 4MB superpage demotes incrementally:
+/// 4M -> 512K, the 512K containing the page -> 64K, that 64K -> base pages. The rest stays.
+#[test]
+fn partial_mprotect_demotes_incrementally() {
+    let (mut e, pid) = engine("alpha21264", "navarro");
+    let a = map(&mut e, pid, 4 << 20);
+    touch_pages(&mut e, pid, a, 512, AccessKind::Write);
+    assert_eq!(e.os.stats.promotions[3], 1);
+    e.mprotect(pid, a + 8192, 8192, Prot::READ).unwrap();
+    assert_eq!(e.os.stats.demotions[1..], [1, 1, 1]);
+    let counts = e.os.proc(pid).unwrap().pmap.counts;
+    assert_eq!(counts[..4], [8, 7 * 8, 7 * 64, 0], "8 base pages, 7 x 64K, 7 x 512K remain");
+    // A write to the read-only page is a segfault; elsewhere it is fine.
+    assert!(e.access(pid, a + 8192, AccessKind::Write).is_err());
+    e.access(pid, a + 3 * 8192, AccessKind::Write).unwrap();
+}
+
+/// Partial munmap demotes at the boundary and frees nothing that is still mapped.
+#[test]
+fn partial_munmap_demotes_and_keeps_the_rest() {
+    let (mut e, pid) = engine("alpha21264", "navarro");
+    let a = map(&mut e, pid, 4 << 20);
+    touch_pages(&mut e, pid, a, 512, AccessKind::Write);
+    e.munmap(pid, a + (2 << 20), 2 << 20).unwrap();
+    assert_eq!(e.os.stats.demotions[3], 1, "only the 4MB superpage straddled the boundary");
+    assert_eq!(e.os.proc(pid).unwrap().pmap.counts[2], 4 * 64);
+    assert_eq!(e.os.phys.used_frames, 256);
+}
+
+/// seed 000 4.7: a write to a clean superpage demotes it (incrementally, down to the written
+/// page), and the superpage is promoted again once every base page is dirty.
+#[test]
+fn clean_superpage_write_demotes_then_repromotes() {
+    let (mut e, pid) = engine("alpha21264", "navarro");
+    let a = map(&mut e, pid, 512 << 10);
+    touch_pages(&mut e, pid, a, 64, AccessKind::Read);
+    assert_eq!(e.os.stats.promotions[1..3], [8, 1], "read-faulted pages are uniformly clean");
+    e.access(pid, a, AccessKind::Write).unwrap();
+    assert_eq!(e.os.stats.demotions[1..3], [1, 1]);
+    assert_eq!(e.os.stats.faults.protection, 1, "the dirty-bit trap");
+    touch_pages(&mut e, pid, a, 64, AccessKind::Write);
+    assert_eq!(e.os.stats.promotions[1..3], [16, 2], "repromoted once all pages are dirty");
+    assert_eq!(e.os.proc(pid).unwrap().pmap.counts[2], 64);
+}
+
+/// FreeBSD pmap_promote_pde: an all-clean 2MB run becomes a read-only superpage; its first
+/// write faults, demotes, and the page turns writable and dirty.
+#[test]
+fn freebsd_promotes_clean_runs_read_only() {
+    let (mut e, pid) = engine("skylake:mem=1G", "freebsd");
+    let a = map(&mut e, pid, 2 << 20);
+    assert_eq!(a % (2 << 20), 0);
+    touch_pages(&mut e, pid, a, 512, AccessKind::Read);
+    assert_eq!(e.os.stats.promotions[1], 1);
+    let pte = e.os.proc(pid).unwrap().pmap.lookup(a >> 12).unwrap();
+    assert!(!pte.prot().writable(), "clean superpage mapped read-only");
+    e.access(pid, a + 4096, AccessKind::Write).unwrap();
+    assert_eq!(e.os.stats.demotions[1], 1);
+    let pte = e.os.proc(pid).unwrap().pmap.lookup((a >> 12) + 1).unwrap();
+    assert!(pte.prot().writable() && pte.dirty());
+}
+
+/// FreeBSD: when not even a base page is free, the head of partpopq is broken
+/// (vm_reserv_reclaim_inactive) and its unused frames serve the allocation.
+#[test]
+fn freebsd_reclaims_the_least_recently_changed_reservation() {
+    let m = Machine::from_spec("skylake:mem=1G").unwrap();
+    let mut p = Policy::from_spec("freebsd").unwrap();
+    p.resolve(&m).unwrap();
+    let mut e = Engine::new(m, p, true, Some(4 << 20));
+    let pid = e.spawn();
+    let a = map(&mut e, pid, 64 << 20);
+    for k in 0..3u64 {
+        e.access(pid, a + k * (2 << 20), AccessKind::Write).unwrap();
+    }
+    let rs = e.os.reserv.as_ref().unwrap();
+    assert_eq!((rs.stats.created, rs.stats.preempted), (2, 1), "two 2MB reservations, then one reclaimed");
+    assert_eq!(e.os.phys.used_frames, 3);
+}
+
+/// Deferred deallocation (FreeBSD vm_reserv_free_page): frames freed inside a reservation stay
+/// reserved until the last one goes, then the whole extent returns to the buddy allocator.
+#[test]
+fn reservation_frames_return_when_the_reservation_empties() {
+    let (mut e, pid) = engine("alpha21264", "navarro");
+    let a = map(&mut e, pid, 4 << 20);
+    touch_pages(&mut e, pid, a, 2, AccessKind::Write);
+    let free_before = e.os.phys.buddy.free_frames;
+    e.munmap(pid, a, 8192).unwrap();
+    assert_eq!(e.os.phys.buddy.free_frames, free_before, "still reserved");
+    e.munmap(pid, a + 8192, 8192).unwrap();
+    assert_eq!(e.os.phys.buddy.free_frames, free_before + 512);
+    assert_eq!(e.os.reserv.as_ref().unwrap().ids().count(), 0);
+}
+
+/// Fork shares frames copy-on-write, so it breaks the parent's reservations of that memory;
+/// the superpage mappings survive read-only, and a write copies one base page.
+#[test]
+fn fork_breaks_reservations_and_cow_demotes() {
+    let (mut e, pid) = engine("alpha21264", "navarro");
+    let a = map(&mut e, pid, 4 << 20);
+    touch_pages(&mut e, pid, a, 100, AccessKind::Write);
+    let child = e.fork(pid).unwrap();
+    assert_eq!(e.os.reserv.as_ref().unwrap().ids().count(), 0);
+    e.access(pid, a + 8192, AccessKind::Write).unwrap();
+    assert_eq!(e.os.stats.faults.cow, 1);
+    assert!(e.os.stats.demotions[1] >= 1);
+    e.access(child, a + 16384, AccessKind::Read).unwrap();
+    e.exit(child).unwrap();
+}
+
+/// `--free`: only the given memory starts free; the rest is wired and clustered at the top.
+#[test]
+fn free_restricts_memory() {
+    let (e, _) = (Engine::new(Machine::from_spec("alpha21264").unwrap(), Policy::base(), true, Some(4 << 20)), ());
+    assert_eq!(e.os.phys.buddy.free_frames, 512);
+    assert_eq!(e.os.phys.buddy.largest_free_order(), Some(9));
+}
