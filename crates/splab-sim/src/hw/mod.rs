@@ -25,6 +25,25 @@ impl Hw {
     }
 }
 
+/// Position of `key` in `s` (a TLB set, a walk-cache set).
+#[inline]
+pub fn find_key(s: &[u64], key: u64) -> Option<usize> {
+    s.iter().position(|&k| k == key)
+}
+
+/// Position of the smallest value of `s` (the first one on ties), for LRU victims.
+#[inline]
+pub fn argmin(s: &[u64]) -> usize {
+    let mut best = 0;
+    let mut min = u64::MAX;
+    for (i, &v) in s.iter().enumerate() {
+        let lt = v < min;
+        min = if lt { v } else { min };
+        best = if lt { i } else { best };
+    }
+    best
+}
+
 /// Hints the host CPU to bring `r` into its cache. Affects only the simulator's speed, never a
 /// modelled quantity.
 #[inline(always)]

@@ -74,6 +74,10 @@ struct Array {
     data: Vec<Translation>,
     clock: u64,
     valid: u32,
+    /// Valid entries per size of `sizes`: a lookup skips the sizes with none.
+    valid_by_size: Vec<u32>,
+    /// Index in `sizes` of each size class (255 = not held).
+    size_index: [u8; 16],
     index: Option<FxHashMap<u64, u32>>,
 }
 
@@ -110,6 +114,14 @@ impl Array {
             data: vec![Translation::default(); n],
             clock: 0,
             valid: 0,
+            valid_by_size: vec![0; cfg.sizes.len()],
+            size_index: {
+                let mut t = [u8::MAX; 16];
+                for (i, &c) in cfg.sizes.iter().enumerate() {
+                    t[c as usize & 0xF] = i as u8;
+                }
+                t
+            },
             index: if ways > 16 {
                 Some(FxHashMap::default())
             } else {
@@ -132,10 +144,7 @@ impl Array {
         if let Some(ix) = &self.index {
             return ix.get(&tag).map(|&w| base + w as usize);
         }
-        self.tags[base..base + self.ways]
-            .iter()
-            .position(|&t| t == tag)
-            .map(|w| base + w)
+        super::find_key(&self.tags[base..base + self.ways], tag).map(|w| base + w)
     }
 
     /// Looks `va` up at every size this array holds; on a hit makes the entry MRU.
@@ -145,6 +154,9 @@ impl Array {
             return None;
         }
         for i in 0..self.sizes.len() {
+            if self.valid_by_size[i] == 0 {
+                continue;
+            }
             let (class, shift) = self.sizes[i];
             let vpn = va >> shift;
             let base = self.set_of(vpn);
@@ -164,30 +176,40 @@ impl Array {
             .map(|&(_, s)| s)
     }
 
-    /// Inserts a translation as MRU, evicting the LRU way of its set if needed.
-    fn insert(&mut self, asid: u32, va: u64, shift: u8, t: Translation) {
+    /// Inserts a translation as MRU, evicting the LRU way of its set if needed. `absent`: the
+    /// caller knows the translation is not in this array (it just missed here).
+    fn insert(&mut self, asid: u32, va: u64, shift: u8, t: Translation, absent: bool) {
         let vpn = va >> shift;
         let base = self.set_of(vpn);
         let tag = make_tag(asid, vpn, t.size);
-        let slot = match self.find(tag, base) {
+        let found = if absent { None } else { self.find(tag, base) };
+        debug_assert!(
+            !absent || self.find(tag, base).is_none(),
+            "Array::insert: translation said absent is present"
+        );
+        let slot = match found {
             Some(s) => s,
             None => {
-                let (mut victim, mut oldest) = (base, u64::MAX);
-                for s in base..base + self.ways {
-                    if self.tags[s] == INVALID {
-                        victim = s;
-                        break;
-                    }
-                    if self.stamps[s] < oldest {
-                        oldest = self.stamps[s];
-                        victim = s;
-                    }
-                }
+                // An invalid way if there is one, else the least recently used.
+                let full = self.valid as usize == self.tags.len();
+                let free = if full {
+                    None
+                } else {
+                    super::find_key(&self.tags[base..base + self.ways], INVALID)
+                };
+                let victim = base
+                    + free.unwrap_or_else(|| super::argmin(&self.stamps[base..base + self.ways]));
                 if self.tags[victim] == INVALID {
                     self.valid += 1;
-                } else if let Some(ix) = &mut self.index {
-                    ix.remove(&self.tags[victim]);
+                } else {
+                    let old = self.size_idx(self.tags[victim]);
+                    self.valid_by_size[old] -= 1;
+                    if let Some(ix) = &mut self.index {
+                        ix.remove(&self.tags[victim]);
+                    }
                 }
+                let new = self.size_idx(tag);
+                self.valid_by_size[new] += 1;
                 self.tags[victim] = tag;
                 if let Some(ix) = &mut self.index {
                     ix.insert(tag, (victim - base) as u32);
@@ -205,9 +227,17 @@ impl Array {
             if let Some(ix) = &mut self.index {
                 ix.remove(&self.tags[slot]);
             }
+            let i = self.size_idx(self.tags[slot]);
+            self.valid_by_size[i] -= 1;
             self.tags[slot] = INVALID;
             self.valid -= 1;
         }
+    }
+
+    /// Index in `sizes` of a valid tag's size class.
+    #[inline]
+    fn size_idx(&self, tag: u64) -> usize {
+        self.size_index[((tag >> 40) & 0xF) as usize] as usize
     }
 
     /// Invalidates every entry of `asid` overlapping `[start, end)`.
@@ -291,10 +321,10 @@ impl Level {
         None
     }
 
-    fn insert(&mut self, asid: u32, va: u64, t: Translation) {
+    fn insert(&mut self, asid: u32, va: u64, t: Translation, absent: bool) {
         for a in &mut self.arrays {
             if let Some(shift) = a.holds(t.size) {
-                a.insert(asid, va, shift, t);
+                a.insert(asid, va, shift, t, absent);
                 return;
             }
         }
@@ -388,9 +418,9 @@ impl Tlb {
                 let t = lvl.arrays[a].data[slot];
                 cycles += lvl.hit_cycles;
                 for j in 0..i {
-                    self.lower[j].insert(asid, va, t);
+                    self.lower[j].insert(asid, va, t, true);
                 }
-                self.first_mut(ifetch).insert(asid, va, t);
+                self.first_mut(ifetch).insert(asid, va, t, true);
                 if !ifetch {
                     self.set_last(asid, va, t);
                 }
@@ -417,12 +447,13 @@ impl Tlb {
         };
     }
 
-    /// Fills a walked translation into every level that holds its size.
+    /// Fills a walked translation into every level that holds its size. Precondition: the
+    /// lookup of `va` just missed every level (so the translation is in none).
     pub fn fill(&mut self, asid: u32, va: u64, t: Translation, ifetch: bool) {
         for l in &mut self.lower {
-            l.insert(asid, va, t);
+            l.insert(asid, va, t, true);
         }
-        self.first_mut(ifetch).insert(asid, va, t);
+        self.first_mut(ifetch).insert(asid, va, t, true);
         if !ifetch {
             self.set_last(asid, va, t);
         }
@@ -506,6 +537,13 @@ impl Tlb {
         {
             for (ai, a) in l.arrays.iter().enumerate() {
                 let valid = a.tags.iter().filter(|&&t| t != INVALID).count() as u32;
+                let by_size: u32 = a.valid_by_size.iter().sum();
+                if by_size != valid {
+                    return Err(format!(
+                        "tlb {} array {ai}: per-size counts sum to {by_size}, {valid} valid",
+                        l.stats.name
+                    ));
+                }
                 if valid != a.valid {
                     return Err(format!(
                         "tlb {} array {ai}: valid count {} but {} valid tags",

@@ -94,7 +94,7 @@ impl LineCache {
     pub fn access(&mut self, line: u64) -> u64 {
         let base = self.set_base(line);
         let set = &mut self.tags[base..base + self.ways];
-        match set.iter().position(|&t| t == line) {
+        match super::find_key(set, line) {
             Some(w) => {
                 mtf_insert(set, w, line);
                 self.hits += 1;
@@ -126,7 +126,7 @@ impl Pwc {
     /// Looks `key` up; a hit becomes most recently used.
     #[inline]
     fn lookup(&mut self, key: u64) -> bool {
-        match self.keys.iter().position(|&k| k == key) {
+        match super::find_key(&self.keys, key) {
             Some(i) => {
                 mtf_insert(&mut self.keys, i, key);
                 true
