@@ -189,7 +189,10 @@ impl Policy {
         if let AllocPolicy::Reserve(r) = &mut self.alloc {
             let sizes = m.page_sizes();
             if m.page_shifts.len() < 2 {
-                return Err(SimError::BadInput(format!("policy '{name}': machine '{}' has no superpage sizes", m.name)));
+                return Err(SimError::BadInput(format!(
+                    "policy '{name}': machine '{}' has no superpage sizes",
+                    m.name
+                )));
             }
             r.classes = match r.preferred {
                 // FreeBSD amd64 has one reservation level, VM_LEVEL_0_ORDER = 9 (2MB): the
@@ -202,7 +205,8 @@ impl Policy {
                         match sizes.iter().skip(1).position(|&s| s == b) {
                             Some(i) => cs.push(i as u8 + 1),
                             None => {
-                                let valid: Vec<String> = sizes[1..].iter().map(|&s| fmt_size(s)).collect();
+                                let valid: Vec<String> =
+                                    sizes[1..].iter().map(|&s| fmt_size(s)).collect();
                                 return Err(SimError::BadInput(format!(
                                     "policy '{name}': size {} is not a superpage size of {} (valid: {})",
                                     fmt_size(b),

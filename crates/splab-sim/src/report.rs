@@ -185,7 +185,11 @@ impl Report {
                 mapped_peak_by_size: by_size(&sizes, &st.mapped_peak),
                 sizes,
             },
-            reservations: os.reserv.as_ref().map(|r| r.stats.clone()).unwrap_or_default(),
+            reservations: os
+                .reserv
+                .as_ref()
+                .map(|r| r.stats.clone())
+                .unwrap_or_default(),
             memory: Memory {
                 footprint_peak_bytes: st.footprint_peak_frames << m.base_shift(),
                 footprint_end_bytes: os.footprint_bytes(),

@@ -96,12 +96,22 @@ fn run_ops(machine: &str, ops: &[Op]) -> Result<(), TestCaseError> {
     run_policy(machine, "base", None, ops)
 }
 
-fn run_policy(machine: &str, policy: &str, free: Option<u64>, ops: &[Op]) -> Result<(), TestCaseError> {
+fn run_policy(
+    machine: &str,
+    policy: &str,
+    free: Option<u64>,
+    ops: &[Op],
+) -> Result<(), TestCaseError> {
     run_policy_stats(machine, policy, free, ops).map(|_| ())
 }
 
 /// (promotions, demotions, preemptions) of one run.
-fn run_policy_stats(machine: &str, policy: &str, free: Option<u64>, ops: &[Op]) -> Result<(u64, u64, u64), TestCaseError> {
+fn run_policy_stats(
+    machine: &str,
+    policy: &str,
+    free: Option<u64>,
+    ops: &[Op],
+) -> Result<(u64, u64, u64), TestCaseError> {
     let m = Machine::from_spec(machine).unwrap();
     let mut pol = Policy::from_spec(policy).unwrap();
     pol.resolve(&m).unwrap();
@@ -281,20 +291,30 @@ fn run_policy_stats(machine: &str, policy: &str, free: Option<u64>, ops: &[Op]) 
         "only the page cache survives its processes"
     );
     // Frames still reserved belong to reservations of the page cache (deferred deallocation).
-    let reserved: u64 = e
-        .os
-        .reserv
-        .as_ref()
-        .map(|rs| rs.ids().map(|id| (1u64 << rs.get(id).order) - rs.get(id).popcnt).sum())
-        .unwrap_or(0);
+    let reserved: u64 =
+        e.os.reserv
+            .as_ref()
+            .map(|rs| {
+                rs.ids()
+                    .map(|id| (1u64 << rs.get(id).order) - rs.get(id).popcnt)
+                    .sum()
+            })
+            .unwrap_or(0);
     let p = &e.os.phys;
-    prop_assert_eq!(p.buddy.free_frames + file_pages + reserved + p.wired_frames, p.frames());
+    prop_assert_eq!(
+        p.buddy.free_frames + file_pages + reserved + p.wired_frames,
+        p.frames()
+    );
     if file_pages == 0 {
         prop_assert_eq!(reserved, 0, "no reservation outlives its object");
     }
     let st = &e.os.stats;
     let preempted = e.os.reserv.as_ref().map(|r| r.stats.preempted).unwrap_or(0);
-    Ok((st.promotions.iter().sum(), st.demotions.iter().sum(), preempted))
+    Ok((
+        st.promotions.iter().sum(),
+        st.demotions.iter().sum(),
+        preempted,
+    ))
 }
 
 /// The random sequences do reach the mechanisms the properties are about: over a fixed sample,
@@ -303,17 +323,24 @@ fn run_policy_stats(machine: &str, policy: &str, free: Option<u64>, ops: &[Op]) 
 fn random_sequences_exercise_promotion_demotion_and_preemption() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::{Config, TestRng, TestRunner};
-    let mut runner = TestRunner::new_with_rng(Config::default(), TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha));
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha),
+    );
     let strategy = prop::collection::vec(op(), 60..150);
     let (mut pro, mut dem, mut pre) = (0, 0, 0);
     for _ in 0..60 {
         let ops = strategy.new_tree(&mut runner).unwrap().current();
-        let (a, b, c) = run_policy_stats("alpha21264:mem=8M", "navarro", Some(2 << 20), &ops).unwrap();
+        let (a, b, c) =
+            run_policy_stats("alpha21264:mem=8M", "navarro", Some(2 << 20), &ops).unwrap();
         pro += a;
         dem += b;
         pre += c;
     }
-    assert!(pro > 0 && dem > 0 && pre > 0, "promotions {pro}, demotions {dem}, preemptions {pre}");
+    assert!(
+        pro > 0 && dem > 0 && pre > 0,
+        "promotions {pro}, demotions {dem}, preemptions {pre}"
+    );
 }
 
 proptest! {

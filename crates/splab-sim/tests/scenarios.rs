@@ -145,9 +145,21 @@ fn check_passes_on_every_workload() {
     ];
     let policies: Vec<&str> = splab_sim::policy::POLICIES.iter().map(|p| p.0).collect();
     for w in small {
-        for m in ["alpha21264:mem=64M", "skylake:mem=1G", "core2:mem=64M", "pa8000:mem=64M"] {
+        for m in [
+            "alpha21264:mem=64M",
+            "skylake:mem=1G",
+            "core2:mem=64M",
+            "pa8000:mem=64M",
+        ] {
             for p in &policies {
-                let spec = RunSpec { machine: m.into(), policy: (*p).into(), workload: w.into(), seed: 3, check: true, free_bytes: None };
+                let spec = RunSpec {
+                    machine: m.into(),
+                    policy: (*p).into(),
+                    workload: w.into(),
+                    seed: 3,
+                    check: true,
+                    free_bytes: None,
+                };
                 let r = splab_sim::run(&spec);
                 assert!(r.is_ok(), "{w} on {m} under {p}: {}", r.err().unwrap());
             }
@@ -156,6 +168,9 @@ fn check_passes_on_every_workload() {
     let names: Vec<&str> = splab_sim::workload::WORKLOADS.iter().map(|w| w.0).collect();
     // `trace` replays a recorded file; its --check run is in the replay tests.
     for n in names.into_iter().filter(|&n| n != "trace") {
-        assert!(small.iter().any(|s| s.starts_with(&format!("{n}:"))), "workload {n} not covered by the --check test");
+        assert!(
+            small.iter().any(|s| s.starts_with(&format!("{n}:"))),
+            "workload {n} not covered by the --check test"
+        );
     }
 }

@@ -10,7 +10,14 @@ use splab_sim::vm::{MapFlags, MmapReq};
 use splab_sim::RunSpec;
 
 fn run(machine: &str, policy: &str, workload: &str, free: Option<u64>) -> Report {
-    let spec = RunSpec { machine: machine.into(), policy: policy.into(), workload: workload.into(), seed: 1, check: false, free_bytes: free };
+    let spec = RunSpec {
+        machine: machine.into(),
+        policy: policy.into(),
+        workload: workload.into(),
+        seed: 1,
+        check: false,
+        free_bytes: free,
+    };
     splab_sim::run(&spec).unwrap_or_else(|e| panic!("{workload} on {machine} with {policy}: {e}"))
 }
 
@@ -29,7 +36,18 @@ fn engine(machine: &str, policy: &str) -> (Engine, Pid) {
 }
 
 fn map(e: &mut Engine, pid: Pid, len: u64) -> u64 {
-    e.mmap(pid, MmapReq { addr: 0, len, prot: Prot::RW, flags: MapFlags::ANON, file: 0, offset: 0 }).unwrap()
+    e.mmap(
+        pid,
+        MmapReq {
+            addr: 0,
+            len,
+            prot: Prot::RW,
+            flags: MapFlags::ANON,
+            file: 0,
+            offset: 0,
+        },
+    )
+    .unwrap()
 }
 
 fn touch_pages(e: &mut Engine, pid: Pid, start: u64, pages: u64, kind: AccessKind) {
@@ -42,7 +60,11 @@ fn touch_pages(e: &mut Engine, pid: Pid, start: u64, pages: u64, kind: AccessKin
 fn matrix_navarro_cuts_walks_by_99_percent() {
     let base = run("alpha21264", "base", "matrix:n=1000", None);
     let nav = run("alpha21264", "navarro", "matrix:n=1000", None);
-    assert!(reduction(&base, &nav) >= 99.0, "reduction {}", reduction(&base, &nav));
+    assert!(
+        reduction(&base, &nav) >= 99.0,
+        "reduction {}",
+        reduction(&base, &nav)
+    );
 }
 
 /// seed 000 Table 3: on Matrix the 64KB-only reduction is below the 512KB-only one, which is at
@@ -50,10 +72,19 @@ fn matrix_navarro_cuts_walks_by_99_percent() {
 #[test]
 fn matrix_multiple_sizes_at_least_single_sizes() {
     let base = run("alpha21264", "base", "matrix:n=1000", None);
-    let r64 = reduction(&base, &run("alpha21264", "navarro:sizes=64K", "matrix:n=1000", None));
-    let r512 = reduction(&base, &run("alpha21264", "navarro:sizes=512K", "matrix:n=1000", None));
+    let r64 = reduction(
+        &base,
+        &run("alpha21264", "navarro:sizes=64K", "matrix:n=1000", None),
+    );
+    let r512 = reduction(
+        &base,
+        &run("alpha21264", "navarro:sizes=512K", "matrix:n=1000", None),
+    );
     let all = reduction(&base, &run("alpha21264", "navarro", "matrix:n=1000", None));
-    assert!(r64 < r512 && r512 <= all, "64K {r64}, 512K {r512}, all {all}");
+    assert!(
+        r64 < r512 && r512 <= all,
+        "64K {r64}, 512K {r512}, all {all}"
+    );
 }
 
 /// Tree (seed 000 6.2): its heap grows by brk, so reservations are capped by the heap's size as
@@ -63,7 +94,9 @@ fn tree_all_sizes_beat_every_single_size() {
     let w = "tree:ops=3000";
     let all = run("alpha21264", "navarro", w, None).tlb.walks;
     for s in ["64K", "512K", "4M"] {
-        let one = run("alpha21264", &format!("navarro:sizes={s}"), w, None).tlb.walks;
+        let one = run("alpha21264", &format!("navarro:sizes={s}"), w, None)
+            .tlb
+            .walks;
         assert!(all < one, "all sizes {all} walks, {s} only {one}");
     }
 }
@@ -72,9 +105,17 @@ fn tree_all_sizes_beat_every_single_size() {
 /// Every aligned extent of every size is promoted exactly once.
 #[test]
 fn incremental_promotion_adversary_promotes_every_extent() {
-    let r = run("alpha21264", "navarro", "sparse:size=64M,step=8K,unmap=true", None);
+    let r = run(
+        "alpha21264",
+        "navarro",
+        "sparse:size=64M,step=8K,unmap=true",
+        None,
+    );
     let p = &r.pages.promotions_by_size;
-    assert_eq!((p["64K"].as_u64(), p["512K"].as_u64(), p["4M"].as_u64()), (Some(1024), Some(128), Some(16)));
+    assert_eq!(
+        (p["64K"].as_u64(), p["512K"].as_u64(), p["4M"].as_u64()),
+        (Some(1024), Some(128), Some(16))
+    );
     assert_eq!(r.reservations.created, 16);
     assert_eq!(r.reservations.fully_populated, 16);
     assert_eq!(r.memory.footprint_end_bytes, 0);
@@ -85,12 +126,24 @@ fn incremental_promotion_adversary_promotes_every_extent() {
 /// extents, of which 7 are empty: one satisfies the allocation, 6 go back to the free lists.
 #[test]
 fn preemption_adversary_one_preemption_every_seven_allocations() {
-    let r = run("alpha21264", "navarro", "stride:size=1G,stride=4M,op=write", Some(4 << 20));
+    let r = run(
+        "alpha21264",
+        "navarro",
+        "stride:size=1G,stride=4M,op=write",
+        Some(4 << 20),
+    );
     let allocs = r.faults.zero_fill as f64;
     let pre = r.reservations.preempted;
     let per = allocs / pre as f64;
-    assert!((per - 7.0).abs() <= 0.05 * 7.0, "{allocs} allocations, {pre} preemptions: one per {per}");
-    assert_eq!(r.reservations.extents_freed, 7 * pre, "7 empty extents per preemption");
+    assert!(
+        (per - 7.0).abs() <= 0.05 * 7.0,
+        "{allocs} allocations, {pre} preemptions: one per {per}"
+    );
+    assert_eq!(
+        r.reservations.extents_freed,
+        7 * pre,
+        "7 empty extents per preemption"
+    );
 }
 
 /// seed 000 4.2: a fixed-size object gets the largest aligned superpage that does not pass its
@@ -99,10 +152,18 @@ fn preemption_adversary_one_preemption_every_seven_allocations() {
 fn preferred_size_of_a_fixed_object_stops_at_its_end() {
     let (mut e, pid) = engine("alpha21264", "navarro");
     let a = map(&mut e, pid, 75 * 8192);
-    assert_eq!(a % (512 << 10), 0, "seed 000 5.3: placed at a 512KB boundary");
+    assert_eq!(
+        a % (512 << 10),
+        0,
+        "seed 000 5.3: placed at a 512KB boundary"
+    );
     touch_pages(&mut e, pid, a, 75, AccessKind::Write);
     let st = &e.os.stats;
-    assert_eq!(st.promotions[1..], [9, 1, 0], "8 x 64K + 1 x 512K in the first 512KB, one 64K after");
+    assert_eq!(
+        st.promotions[1..],
+        [9, 1, 0],
+        "8 x 64K + 1 x 512K in the first 512KB, one 64K after"
+    );
     assert_eq!(e.os.reserv.as_ref().unwrap().stats.created, 2);
 }
 
@@ -122,7 +183,10 @@ fn preferred_size_of_the_heap_is_capped_by_its_size() {
     touch_pages(&mut e, pid, start + (512 << 10), 1, AccessKind::Write);
     let rs = e.os.reserv.as_ref().unwrap();
     let orders: Vec<u8> = rs.ids().map(|i| rs.get(i).order).collect();
-    assert!(orders.contains(&6), "a 512KB reservation once the heap is 1MB: {orders:?}");
+    assert!(
+        orders.contains(&6),
+        "a 512KB reservation once the heap is 1MB: {orders:?}"
+    );
 }
 
 /// seed 000 4.6: changing the protection of one page of a 4MB superpage demotes incrementally:
@@ -136,7 +200,11 @@ fn partial_mprotect_demotes_incrementally() {
     e.mprotect(pid, a + 8192, 8192, Prot::READ).unwrap();
     assert_eq!(e.os.stats.demotions[1..], [1, 1, 1]);
     let counts = e.os.proc(pid).unwrap().pmap.counts;
-    assert_eq!(counts[..4], [8, 7 * 8, 7 * 64, 0], "8 base pages, 7 x 64K, 7 x 512K remain");
+    assert_eq!(
+        counts[..4],
+        [8, 7 * 8, 7 * 64, 0],
+        "8 base pages, 7 x 64K, 7 x 512K remain"
+    );
     // A write to the read-only page is a segfault; elsewhere it is fine.
     assert!(e.access(pid, a + 8192, AccessKind::Write).is_err());
     e.access(pid, a + 3 * 8192, AccessKind::Write).unwrap();
@@ -149,7 +217,10 @@ fn partial_munmap_demotes_and_keeps_the_rest() {
     let a = map(&mut e, pid, 4 << 20);
     touch_pages(&mut e, pid, a, 512, AccessKind::Write);
     e.munmap(pid, a + (2 << 20), 2 << 20).unwrap();
-    assert_eq!(e.os.stats.demotions[3], 1, "only the 4MB superpage straddled the boundary");
+    assert_eq!(
+        e.os.stats.demotions[3], 1,
+        "only the 4MB superpage straddled the boundary"
+    );
     assert_eq!(e.os.proc(pid).unwrap().pmap.counts[2], 4 * 64);
     assert_eq!(e.os.phys.used_frames, 256);
 }
@@ -161,12 +232,20 @@ fn clean_superpage_write_demotes_then_repromotes() {
     let (mut e, pid) = engine("alpha21264", "navarro");
     let a = map(&mut e, pid, 512 << 10);
     touch_pages(&mut e, pid, a, 64, AccessKind::Read);
-    assert_eq!(e.os.stats.promotions[1..3], [8, 1], "read-faulted pages are uniformly clean");
+    assert_eq!(
+        e.os.stats.promotions[1..3],
+        [8, 1],
+        "read-faulted pages are uniformly clean"
+    );
     e.access(pid, a, AccessKind::Write).unwrap();
     assert_eq!(e.os.stats.demotions[1..3], [1, 1]);
     assert_eq!(e.os.stats.faults.protection, 1, "the dirty-bit trap");
     touch_pages(&mut e, pid, a, 64, AccessKind::Write);
-    assert_eq!(e.os.stats.promotions[1..3], [16, 2], "repromoted once all pages are dirty");
+    assert_eq!(
+        e.os.stats.promotions[1..3],
+        [16, 2],
+        "repromoted once all pages are dirty"
+    );
     assert_eq!(e.os.proc(pid).unwrap().pmap.counts[2], 64);
 }
 
@@ -201,7 +280,11 @@ fn freebsd_reclaims_the_least_recently_changed_reservation() {
         e.access(pid, a + k * (2 << 20), AccessKind::Write).unwrap();
     }
     let rs = e.os.reserv.as_ref().unwrap();
-    assert_eq!((rs.stats.created, rs.stats.preempted), (2, 1), "two 2MB reservations, then one reclaimed");
+    assert_eq!(
+        (rs.stats.created, rs.stats.preempted),
+        (2, 1),
+        "two 2MB reservations, then one reclaimed"
+    );
     assert_eq!(e.os.phys.used_frames, 3);
 }
 
@@ -239,7 +322,15 @@ fn fork_breaks_reservations_and_cow_demotes() {
 /// `--free`: only the given memory starts free; the rest is wired and clustered at the top.
 #[test]
 fn free_restricts_memory() {
-    let (e, _) = (Engine::new(Machine::from_spec("alpha21264").unwrap(), Policy::base(), true, Some(4 << 20)), ());
+    let (e, _) = (
+        Engine::new(
+            Machine::from_spec("alpha21264").unwrap(),
+            Policy::base(),
+            true,
+            Some(4 << 20),
+        ),
+        (),
+    );
     assert_eq!(e.os.phys.buddy.free_frames, 512);
     assert_eq!(e.os.phys.buddy.largest_free_order(), Some(9));
 }

@@ -89,7 +89,9 @@ impl Resv {
     }
     fn range_empty(&self, from: u64, n: u64) -> bool {
         if n >= 64 {
-            self.bits[(from / 64) as usize..((from + n) / 64) as usize].iter().all(|&w| w == 0)
+            self.bits[(from / 64) as usize..((from + n) / 64) as usize]
+                .iter()
+                .all(|&w| w == 0)
         } else {
             (from..from + n).all(|i| !self.is_set(i))
         }
@@ -131,10 +133,14 @@ impl Reservs {
     }
 
     pub fn get(&self, id: u32) -> &Resv {
-        self.slab[id as usize].as_ref().expect("Reservs::get: dangling id")
+        self.slab[id as usize]
+            .as_ref()
+            .expect("Reservs::get: dangling id")
     }
     fn get_mut(&mut self, id: u32) -> &mut Resv {
-        self.slab[id as usize].as_mut().expect("Reservs::get_mut: dangling id")
+        self.slab[id as usize]
+            .as_mut()
+            .expect("Reservs::get_mut: dangling id")
     }
 
     #[inline]
@@ -163,7 +169,11 @@ impl Reservs {
     }
 
     pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
-        self.slab.iter().enumerate().filter(|(_, r)| r.is_some()).map(|(i, _)| i as u32)
+        self.slab
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.is_some())
+            .map(|(i, _)| i as u32)
     }
 
     /// The list a reservation belongs on, or NO_LIST when fully populated.
@@ -173,7 +183,10 @@ impl Reservs {
         }
         match self.scheme {
             ListScheme::Partpopq => 0,
-            ListScheme::MultiList => (0..r.class).rev().find(|&c| r.free_extents[c as usize] > 0).unwrap_or(0),
+            ListScheme::MultiList => (0..r.class)
+                .rev()
+                .find(|&c| r.free_extents[c as usize] > 0)
+                .unwrap_or(0),
         }
     }
 
@@ -246,8 +259,13 @@ impl Reservs {
     /// from `cbase`. The caller populates its first page next (an empty reservation is not kept).
     pub fn create(&mut self, obj: ObjId, cbase: u64, pfn: Pfn, class: u8) -> u32 {
         let order = self.orders[class as usize];
-        debug_assert!(pfn.is_aligned(crate::units::Order(order)) && cbase % (1 << order) == 0, "Reservs::create: misaligned");
-        let free_extents = (0..class).map(|c| 1u64 << (order - self.orders[c as usize])).collect();
+        debug_assert!(
+            pfn.is_aligned(crate::units::Order(order)) && cbase % (1 << order) == 0,
+            "Reservs::create: misaligned"
+        );
+        let free_extents = (0..class)
+            .map(|c| 1u64 << (order - self.orders[c as usize]))
+            .collect();
         let r = Resv {
             obj,
             cbase,
@@ -287,7 +305,10 @@ impl Reservs {
         let orders = self.orders.clone();
         let r = self.get_mut(id);
         let i = cindex - r.cbase;
-        debug_assert!(i < 1 << r.order && !r.is_set(i), "Reservs::populate: slot {i} out of range or populated");
+        debug_assert!(
+            i < 1 << r.order && !r.is_set(i),
+            "Reservs::populate: slot {i} out of range or populated"
+        );
         for c in 0..r.class as usize {
             let n = 1u64 << orders[c];
             let from = i & !(n - 1);
@@ -340,7 +361,9 @@ impl Reservs {
     /// Removes a reservation and clears its frames' ownership (the caller frees the frames).
     fn destroy(&mut self, id: u32) {
         self.unlink(id);
-        let r = self.slab[id as usize].take().expect("Reservs::destroy: dangling id");
+        let r = self.slab[id as usize]
+            .take()
+            .expect("Reservs::destroy: dangling id");
         for f in r.pfn.0..r.pfn.0 + (1 << r.order) {
             self.frame_resv[f as usize] = NONE;
         }
@@ -359,7 +382,10 @@ impl Reservs {
         let mut pieces = Vec::new();
         for k in 0..(1u64 << r.order) / n {
             let from = k * n;
-            let pop: Vec<u64> = (from..from + n).filter(|&i| r.is_set(i)).map(|i| i - from).collect();
+            let pop: Vec<u64> = (from..from + n)
+                .filter(|&i| r.is_set(i))
+                .map(|i| i - from)
+                .collect();
             pieces.push((r.cbase + from, Pfn(r.pfn.0 + from), sub, pop));
         }
         (r.obj, r.last, pieces)
@@ -367,7 +393,15 @@ impl Reservs {
 
     /// Recreates a reservation piece from a split with its populated offsets; partially populated
     /// ones go to the head of their list (seed 000 4.8), full ones to no list.
-    pub fn adopt(&mut self, obj: ObjId, cbase: u64, pfn: Pfn, class: u8, populated: &[u64], last: u64) -> u32 {
+    pub fn adopt(
+        &mut self,
+        obj: ObjId,
+        cbase: u64,
+        pfn: Pfn,
+        class: u8,
+        populated: &[u64],
+        last: u64,
+    ) -> u32 {
         let id = self.create(obj, cbase, pfn, class);
         self.stats.created -= 1; // a piece of an existing reservation, not a new one
         let orders = self.orders.clone();
@@ -379,7 +413,9 @@ impl Reservs {
         r.last = last;
         for c in 0..class as usize {
             let n = 1u64 << orders[c];
-            r.free_extents[c] = (0..(1u64 << r.order) / n).filter(|k| r.range_empty(k * n, n)).count() as u64;
+            r.free_extents[c] = (0..(1u64 << r.order) / n)
+                .filter(|k| r.range_empty(k * n, n))
+                .count() as u64;
         }
         self.requeue(id, true);
         id
@@ -402,28 +438,42 @@ impl Reservs {
             }
             let ones: u64 = r.bits.iter().map(|w| w.count_ones() as u64).sum();
             if ones != r.popcnt || r.popcnt == 0 {
-                return Err(format!("reservation {id}: popcnt {} but {ones} bits set", r.popcnt));
+                return Err(format!(
+                    "reservation {id}: popcnt {} but {ones} bits set",
+                    r.popcnt
+                ));
             }
             for c in 0..r.class as usize {
                 let m = 1u64 << self.orders[c];
                 let free = (0..n / m).filter(|k| r.range_empty(k * m, m)).count() as u64;
                 if free != r.free_extents[c] {
-                    return Err(format!("reservation {id}: {free} free class-{c} extents, counter {}", r.free_extents[c]));
+                    return Err(format!(
+                        "reservation {id}: {free} free class-{c} extents, counter {}",
+                        r.free_extents[c]
+                    ));
                 }
             }
             if r.list != self.list_for(r) {
-                return Err(format!("reservation {id}: on list {} but belongs on {}", r.list, self.list_for(r)));
+                return Err(format!(
+                    "reservation {id}: on list {} but belongs on {}",
+                    r.list,
+                    self.list_for(r)
+                ));
             }
             for f in r.pfn.0..r.pfn.0 + n {
                 if self.frame_resv[f as usize] != id {
-                    return Err(format!("reservation {id}: frame {f} not recorded as its own"));
+                    return Err(format!(
+                        "reservation {id}: frame {f} not recorded as its own"
+                    ));
                 }
             }
         }
         let owned = self.frame_resv.iter().filter(|&&r| r != NONE).count() as u64;
         let total: u64 = self.ids().map(|id| 1u64 << self.get(id).order).sum();
         if owned != total {
-            return Err(format!("reservations: {owned} frames marked owned but reservations cover {total}"));
+            return Err(format!(
+                "reservations: {owned} frames marked owned but reservations cover {total}"
+            ));
         }
         for l in 0..self.heads.len() {
             let ids = self.list(l);
@@ -436,13 +486,17 @@ impl Reservs {
                 prev = id;
             }
             if self.tails[l] != prev {
-                return Err(format!("reservation list {l}: tail is not the last element"));
+                return Err(format!(
+                    "reservation list {l}: tail is not the last element"
+                ));
             }
         }
         let listed: usize = (0..self.heads.len()).map(|l| self.list(l).len()).sum();
         let partial = self.ids().filter(|&id| !self.get(id).full()).count();
         if listed != partial {
-            return Err(format!("reservations: {partial} partially populated but {listed} listed"));
+            return Err(format!(
+                "reservations: {partial} partially populated but {listed} listed"
+            ));
         }
         Ok(())
     }
@@ -453,14 +507,21 @@ impl Reservs {
         let mut s = String::new();
         let total = self.ids().count();
         let full = self.ids().filter(|&id| self.get(id).full()).count();
-        let _ = writeln!(s, "reservations: {total} live ({full} fully populated, not listed)");
+        let _ = writeln!(
+            s,
+            "reservations: {total} live ({full} fully populated, not listed)"
+        );
         for l in 0..self.heads.len() {
             let ids = self.list(l);
             let name = match self.scheme {
                 ListScheme::MultiList => format!("{} list", crate::units::fmt_size(sizes[l])),
                 ListScheme::Partpopq => "partpopq".to_string(),
             };
-            let _ = writeln!(s, "  {name}: {} reservations (head = least recently allocated)", ids.len());
+            let _ = writeln!(
+                s,
+                "  {name}: {} reservations (head = least recently allocated)",
+                ids.len()
+            );
             for (k, &id) in ids.iter().enumerate() {
                 if k == 20 {
                     let _ = writeln!(s, "    ... {} more", ids.len() - 20);
@@ -498,11 +559,19 @@ mod tests {
         let mut rs = alpha();
         let a = rs.create(ObjId(1), 0, Pfn(512), 3);
         rs.populate(a, 5);
-        assert_eq!(rs.get(a).list, 2, "a 4M reservation with one page yields 512K extents");
+        assert_eq!(
+            rs.get(a).list,
+            2,
+            "a 4M reservation with one page yields 512K extents"
+        );
         for k in 1..8 {
             rs.populate(a, k * 64);
         }
-        assert_eq!(rs.get(a).list, 1, "every 512K piece populated: 64K extents remain");
+        assert_eq!(
+            rs.get(a).list,
+            1,
+            "every 512K piece populated: 64K extents remain"
+        );
         rs.check_invariants().unwrap();
         let (obj, _, pieces) = rs.split(a, 2);
         assert_eq!((obj, pieces.len()), (ObjId(1), 8));

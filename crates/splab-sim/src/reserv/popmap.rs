@@ -35,7 +35,10 @@ pub struct PopMap {
 
 impl PopMap {
     pub fn new(orders: &[u8]) -> PopMap {
-        PopMap { orders: orders.to_vec(), levels: vec![FxHashMap::default(); orders.len()] }
+        PopMap {
+            orders: orders.to_vec(),
+            levels: vec![FxHashMap::default(); orders.len()],
+        }
     }
 
     #[inline]
@@ -52,7 +55,13 @@ impl PopMap {
         let (mut some, mut full) = (true, true);
         for c in 1..self.orders.len() {
             let ratio = self.ratio(c);
-            let n = self.levels[c].entry(cindex >> self.orders[c]).or_insert(Node { somepop: 0, fullpop: 0, resv: NO_RESV });
+            let n = self.levels[c]
+                .entry(cindex >> self.orders[c])
+                .or_insert(Node {
+                    somepop: 0,
+                    fullpop: 0,
+                    resv: NO_RESV,
+                });
             if some {
                 n.somepop += 1;
                 some = n.somepop == 1;
@@ -73,7 +82,9 @@ impl PopMap {
         for c in 1..self.orders.len() {
             let ratio = self.ratio(c);
             let key = cindex >> self.orders[c];
-            let n = self.levels[c].get_mut(&key).expect("PopMap::depopulate: page was not populated");
+            let n = self.levels[c]
+                .get_mut(&key)
+                .expect("PopMap::depopulate: page was not populated");
             if was_full {
                 was_full = n.fullpop == ratio;
                 n.fullpop -= 1;
@@ -100,14 +111,19 @@ impl PopMap {
     /// Every page of the class-c region containing `cindex` is populated (c >= 1).
     #[inline]
     pub fn full(&self, c: usize, cindex: u64) -> bool {
-        self.node(c, cindex).is_some_and(|n| n.fullpop == self.ratio(c))
+        self.node(c, cindex)
+            .is_some_and(|n| n.fullpop == self.ratio(c))
     }
 
     /// The reservation covering `cindex`, if any: the node on the path from the root that points
     /// to one (seed 000 4.9, "reserved frame lookup").
     #[inline]
     pub fn reservation_at(&self, cindex: u64) -> Option<u32> {
-        (1..self.orders.len()).rev().find_map(|c| self.node(c, cindex).map(|n| n.resv).filter(|&r| r != NO_RESV))
+        (1..self.orders.len()).rev().find_map(|c| {
+            self.node(c, cindex)
+                .map(|n| n.resv)
+                .filter(|&r| r != NO_RESV)
+        })
     }
 
     /// Points the class-c node of `cindex` to reservation `r` (or clears it with NO_RESV).
@@ -121,7 +137,14 @@ impl PopMap {
                 }
             }
         } else {
-            self.levels[c].entry(key).or_insert(Node { somepop: 0, fullpop: 0, resv: NO_RESV }).resv = r;
+            self.levels[c]
+                .entry(key)
+                .or_insert(Node {
+                    somepop: 0,
+                    fullpop: 0,
+                    resv: NO_RESV,
+                })
+                .resv = r;
         }
     }
 
@@ -147,17 +170,25 @@ impl PopMap {
         }
         for c in 1..self.levels.len() {
             for (&k, n) in &self.levels[c] {
-                let w = want.levels[c].get(&k).copied().unwrap_or(Node { somepop: 0, fullpop: 0, resv: NO_RESV });
+                let w = want.levels[c].get(&k).copied().unwrap_or(Node {
+                    somepop: 0,
+                    fullpop: 0,
+                    resv: NO_RESV,
+                });
                 if (n.somepop, n.fullpop) != (w.somepop, w.fullpop) {
                     return Err(format!("popmap: level {c} region {k:#x} has (somepop, fullpop) = ({}, {}) but its pages give ({}, {})", n.somepop, n.fullpop, w.somepop, w.fullpop));
                 }
                 if n.somepop == 0 && n.resv == NO_RESV {
-                    return Err(format!("popmap: empty node kept at level {c} region {k:#x}"));
+                    return Err(format!(
+                        "popmap: empty node kept at level {c} region {k:#x}"
+                    ));
                 }
             }
             for (&k, w) in &want.levels[c] {
                 if w.somepop > 0 && !self.levels[c].contains_key(&k) {
-                    return Err(format!("popmap: level {c} region {k:#x} is populated but has no node"));
+                    return Err(format!(
+                        "popmap: level {c} region {k:#x} is populated but has no node"
+                    ));
                 }
             }
         }
@@ -177,12 +208,26 @@ mod tests {
             m.populate(p);
         }
         assert!(m.full(1, 0) && !m.full(2, 0));
-        assert_eq!(*m.node(2, 0).unwrap(), Node { somepop: 1, fullpop: 1, resv: NO_RESV });
+        assert_eq!(
+            *m.node(2, 0).unwrap(),
+            Node {
+                somepop: 1,
+                fullpop: 1,
+                resv: NO_RESV
+            }
+        );
         m.populate(9);
         assert_eq!(m.node(2, 0).unwrap().somepop, 2);
         assert!(m.empty(1, 16) && !m.empty(1, 9));
         m.depopulate(3);
-        assert_eq!(*m.node(2, 0).unwrap(), Node { somepop: 2, fullpop: 0, resv: NO_RESV });
+        assert_eq!(
+            *m.node(2, 0).unwrap(),
+            Node {
+                somepop: 2,
+                fullpop: 0,
+                resv: NO_RESV
+            }
+        );
         m.check(&[0, 1, 2, 4, 5, 6, 7, 9]).unwrap();
         m.set_resv(2, 0, 7);
         assert_eq!(m.reservation_at(40), Some(7));
@@ -191,7 +236,11 @@ mod tests {
             m.depopulate(p);
         }
         assert!(m.empty(2, 0));
-        assert_eq!(m.reservation_at(0), Some(7), "a reservation node outlives its population");
+        assert_eq!(
+            m.reservation_at(0),
+            Some(7),
+            "a reservation node outlives its population"
+        );
         m.set_resv(2, 0, NO_RESV);
         m.check(&[]).unwrap();
     }

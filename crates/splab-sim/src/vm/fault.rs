@@ -3,10 +3,10 @@
 //! Hot path contract: an access that hits the entry the previous data access used touches
 //! nothing but two counters (`Tlb::last`); any TLB invalidation clears that record.
 
+use super::pmap::Walked;
 use super::{ObjId, ObjKind, Os, Vma};
 use crate::error::{Result, SimError};
 use crate::hw::{Lookup, Translation};
-use super::pmap::Walked;
 use crate::units::{AccessKind, Pfn, Pid, Prot};
 
 /// Access and translation counters (the `accesses` and `tlb` report sections).
@@ -159,7 +159,11 @@ impl Os {
                             continue;
                         }
                         let order = self.orders[t.size.0 as usize];
-                        self.procs.get_mut(&pid.0).expect("access: pid").pmap.touch(va >> bs, order, true);
+                        self.procs.get_mut(&pid.0).expect("access: pid").pmap.touch(
+                            va >> bs,
+                            order,
+                            true,
+                        );
                         self.hw.tlb.mark_dirty(pid.0, va, t);
                         self.acc.dirty_assists += 1;
                         if trap {
@@ -187,15 +191,30 @@ impl Os {
                     // A walk that finds no usable entry still walks (at base-page depth, or to
                     // the entry it finds) before the fault.
                     let leaf = match found {
-                        Walked::Mapped { entry, .. } | Walked::CleanSuperpageWrite(entry) => self.machine.page_shifts[entry.size().0 as usize],
-                        Walked::Unusable => p.pmap.lookup(vpn).map(|e| self.machine.page_shifts[e.size().0 as usize]).unwrap_or(bs),
+                        Walked::Mapped { entry, .. } | Walked::CleanSuperpageWrite(entry) => {
+                            self.machine.page_shifts[entry.size().0 as usize]
+                        }
+                        Walked::Unusable => p
+                            .pmap
+                            .lookup(vpn)
+                            .map(|e| self.machine.page_shifts[e.size().0 as usize])
+                            .unwrap_or(bs),
                     };
                     let w = self.hw.walker.walk(pid.0, va, leaf);
                     self.acc.walk_refs += w.refs as u64;
                     self.acc.cycles_tlb += w.cycles;
                     match found {
-                        Walked::Mapped { entry, head, became_dirty } => {
-                            let t = Translation { pfn: head.pfn(), size: entry.size(), writable: entry.prot().writable(), dirty: head.dirty() };
+                        Walked::Mapped {
+                            entry,
+                            head,
+                            became_dirty,
+                        } => {
+                            let t = Translation {
+                                pfn: head.pfn(),
+                                size: entry.size(),
+                                writable: entry.prot().writable(),
+                                dirty: head.dirty(),
+                            };
                             self.hw.tlb.fill(pid.0, va, t, ifetch);
                             if became_dirty && trap {
                                 self.after_dirtied(pid, va);
@@ -311,10 +330,17 @@ impl Os {
             // Exclusive: grant write. The access is a write, so the page is dirty now (FreeBSD
             // pmap_enter of a write fault), which may complete a promotable extent.
             self.set_pte_prot(pid, vpn, v.prot);
-            self.procs.get_mut(&pid.0).expect("fault: pid").pmap.touch(vpn, 0, true);
+            self.procs
+                .get_mut(&pid.0)
+                .expect("fault: pid")
+                .pmap
+                .touch(vpn, 0, true);
             self.stats.faults.protection += 1;
             let promo = self.try_promote(pid, v, vpn);
-            return Ok(FaultCost { cycles: pte_write + promo, io: 0 });
+            return Ok(FaultCost {
+                cycles: pte_write + promo,
+                io: 0,
+            });
         }
         let copy_cycles = self.machine.cost.copy_page_cycles;
         if !in_file {
@@ -453,7 +479,9 @@ impl Os {
     /// around it may now be uniformly dirty and promotable ("repromote later if all the base
     /// pages are dirtied").
     fn after_dirtied(&mut self, pid: Pid, va: u64) {
-        let Some(v) = self.procs.get(&pid.0).and_then(|p| p.vma_at(va)).cloned() else { return };
+        let Some(v) = self.procs.get(&pid.0).and_then(|p| p.vma_at(va)).cloned() else {
+            return;
+        };
         let c = self.try_promote(pid, &v, va >> self.base_shift());
         self.stats.cycles_kernel += c;
     }

@@ -82,7 +82,11 @@ type Chunk = Box<[u64; CHUNK]>;
 pub enum Walked {
     /// A usable mapping: the entry, its (super)page's head entry after the update, and whether
     /// this access made it dirty.
-    Mapped { entry: Pte, head: Pte, became_dirty: bool },
+    Mapped {
+        entry: Pte,
+        head: Pte,
+        became_dirty: bool,
+    },
     /// A write to a clean superpage, left untouched for the OS to demote.
     CleanSuperpageWrite(Pte),
     /// Not mapped, or not with the needed permission: a fault.
@@ -167,8 +171,17 @@ impl Pmap {
     /// `trap_clean_super`, a write to a clean superpage is not marked but reported (seed 000 4.7:
     /// the OS demotes it). `orders[c]` is the order of size class c.
     #[inline]
-    pub fn walk_touch(&mut self, vpn: u64, need: Prot, write: bool, trap_clean_super: bool, orders: &[u8]) -> Walked {
-        let Some(c) = self.chunks.get_mut(&(vpn >> CHUNK_SHIFT)) else { return Walked::Unusable };
+    pub fn walk_touch(
+        &mut self,
+        vpn: u64,
+        need: Prot,
+        write: bool,
+        trap_clean_super: bool,
+        orders: &[u8],
+    ) -> Walked {
+        let Some(c) = self.chunks.get_mut(&(vpn >> CHUNK_SHIFT)) else {
+            return Walked::Unusable;
+        };
         let s = &mut c[(vpn as usize) & (CHUNK - 1)];
         let p = Pte(*s);
         if !p.valid() || p.prot().0 & need.0 != need.0 {
@@ -178,7 +191,11 @@ impl Pmap {
         if p.size().is_base() {
             let became_dirty = write && *s & DIRTY == 0;
             *s |= bits;
-            return Walked::Mapped { entry: p, head: Pte(*s), became_dirty };
+            return Walked::Mapped {
+                entry: p,
+                head: Pte(*s),
+                became_dirty,
+            };
         }
         let head = Self::head_of(vpn, orders[p.size().0 as usize]);
         let hs = self.slot_mut(head);
@@ -187,7 +204,11 @@ impl Pmap {
         }
         let became_dirty = write && *hs & DIRTY == 0;
         *hs |= bits;
-        Walked::Mapped { entry: p, head: Pte(*hs), became_dirty }
+        Walked::Mapped {
+            entry: p,
+            head: Pte(*hs),
+            became_dirty,
+        }
     }
 
     /// Whether the mapping of `vpn` (head entry for a superpage) is dirty.

@@ -20,9 +20,15 @@ impl Os {
     /// the population map counts it, and its reservation (if the frame has one) records it.
     pub(crate) fn obj_insert(&mut self, obj: ObjId, pindex: u64, pfn: Pfn) {
         self.phys.hold(pfn);
-        let o = self.objects[obj.0 as usize].as_mut().expect("obj_insert: object");
+        let o = self.objects[obj.0 as usize]
+            .as_mut()
+            .expect("obj_insert: object");
         let old = o.pages.insert(pindex, pfn);
-        debug_assert!(old.is_none(), "obj_insert: page {pindex} of object {} already resident", obj.0);
+        debug_assert!(
+            old.is_none(),
+            "obj_insert: page {pindex} of object {} already resident",
+            obj.0
+        );
         let cindex = pindex + o.colour;
         if let Some(pm) = o.popmap.as_mut() {
             pm.populate(cindex);
@@ -37,7 +43,9 @@ impl Os {
     /// Removes page `pindex` from `obj`; the frame is released, and freed (event 5) when no
     /// object holds it any more. Returns the frame.
     pub(crate) fn obj_remove(&mut self, obj: ObjId, pindex: u64) -> Option<Pfn> {
-        let o = self.objects[obj.0 as usize].as_mut().expect("obj_remove: object");
+        let o = self.objects[obj.0 as usize]
+            .as_mut()
+            .expect("obj_remove: object");
         let pfn = o.pages.remove(pindex)?;
         let cindex = pindex + o.colour;
         if let Some(pm) = o.popmap.as_mut() {
@@ -69,7 +77,10 @@ impl Os {
     }
 
     fn set_popmap_resv(&mut self, obj: ObjId, class: u8, cbase: u64, id: u32) {
-        if let Some(pm) = self.objects[obj.0 as usize].as_mut().and_then(|o| o.popmap.as_mut()) {
+        if let Some(pm) = self.objects[obj.0 as usize]
+            .as_mut()
+            .and_then(|o| o.popmap.as_mut())
+        {
             pm.set_resv(class as usize, cbase, id);
         }
     }
@@ -96,15 +107,28 @@ impl Os {
     /// reserved frame if it has one (seed 000 4.1), else a new reservation of the preferred size
     /// (4.2), obtained from the buddy allocator or by preemption (4.3, 4.8), falling to smaller
     /// sizes down to a base page. The caller then `obj_insert`s the page.
-    pub(crate) fn alloc_frame(&mut self, _pid: Pid, obj: ObjId, pindex: u64, _v: &Vma) -> Result<Pfn> {
+    pub(crate) fn alloc_frame(
+        &mut self,
+        _pid: Pid,
+        obj: ObjId,
+        pindex: u64,
+        _v: &Vma,
+    ) -> Result<Pfn> {
         let Some(rp) = self.reserv_policy() else {
             return self.phys.buddy.alloc(Order(0)).ok_or_else(|| self.oom());
         };
         let o = self.obj(obj);
         let cindex = pindex + o.colour;
-        let pm = o.popmap.as_ref().expect("alloc_frame: object without population map");
+        let pm = o
+            .popmap
+            .as_ref()
+            .expect("alloc_frame: object without population map");
         if let Some(id) = pm.reservation_at(cindex) {
-            let r = self.reserv.as_ref().expect("alloc_frame: reservations").get(id);
+            let r = self
+                .reserv
+                .as_ref()
+                .expect("alloc_frame: reservations")
+                .get(id);
             let i = cindex - r.cbase;
             if r.is_set(i) {
                 return Err(SimError::Invariant(format!("alloc_frame: page {pindex} of object {} is reserved and populated but not resident", obj.0)));
@@ -112,7 +136,14 @@ impl Os {
             return Ok(Pfn(r.pfn.0 + i));
         }
         let preferred = self.preferred_class(obj, cindex, &rp);
-        let candidates: Vec<u8> = rp.classes.iter().copied().filter(|&c| c <= preferred).rev().chain(std::iter::once(0)).collect();
+        let candidates: Vec<u8> = rp
+            .classes
+            .iter()
+            .copied()
+            .filter(|&c| c <= preferred)
+            .rev()
+            .chain(std::iter::once(0))
+            .collect();
         for c in candidates {
             if let Some(pfn) = self.alloc_extent(c, &rp) {
                 if c == 0 {
@@ -120,7 +151,11 @@ impl Os {
                 }
                 let n = 1u64 << self.orders[c as usize];
                 let cbase = cindex & !(n - 1);
-                let id = self.reserv.as_mut().expect("reservations").create(obj, cbase, pfn, c);
+                let id = self
+                    .reserv
+                    .as_mut()
+                    .expect("reservations")
+                    .create(obj, cbase, pfn, c);
                 self.set_popmap_resv(obj, c, cbase, id);
                 return Ok(Pfn(pfn.0 + (cindex - cbase)));
             }
@@ -190,7 +225,13 @@ impl Os {
     fn preempt(&mut self, id: u32, rp: &ReservPolicy) {
         let rs = self.reserv.as_mut().expect("preempt: reservations");
         let (class, cbase) = (rs.get(id).class, rs.get(id).cbase);
-        let sub = rp.classes.iter().copied().filter(|&c| c < class).max().unwrap_or(0);
+        let sub = rp
+            .classes
+            .iter()
+            .copied()
+            .filter(|&c| c < class)
+            .max()
+            .unwrap_or(0);
         let (obj, last, pieces) = rs.split(id, sub);
         rs.stats.preempted += 1;
         self.set_popmap_resv(obj, class, cbase, NO_RESV);
@@ -198,7 +239,11 @@ impl Os {
         for (pcbase, pfn, pclass, pop) in pieces {
             if pop.is_empty() {
                 self.phys.buddy.free(pfn, sub_order);
-                self.reserv.as_mut().expect("reservations").stats.extents_freed += 1;
+                self.reserv
+                    .as_mut()
+                    .expect("reservations")
+                    .stats
+                    .extents_freed += 1;
             } else if pclass > 0 {
                 let rs = self.reserv.as_mut().expect("reservations");
                 let nid = rs.adopt(obj, pcbase, pfn, pclass, &pop, last);
@@ -212,7 +257,11 @@ impl Os {
     /// buddy allocator (which coalesces them into maximal runs), its populated pages stay as
     /// ordinary pages.
     fn break_resv(&mut self, id: u32) {
-        let r = self.reserv.as_mut().expect("break_resv: reservations").take(id);
+        let r = self
+            .reserv
+            .as_mut()
+            .expect("break_resv: reservations")
+            .take(id);
         self.set_popmap_resv(r.obj, r.class, r.cbase, NO_RESV);
         for i in 0..1u64 << r.order {
             if !r.is_set(i) {
@@ -241,10 +290,18 @@ impl Os {
     /// mapped with uniform protection and dirty state (4.9), smallest first, then the next size
     /// when that one is full too. Returns the cycles spent.
     pub(crate) fn try_promote(&mut self, pid: Pid, v: &Vma, vpn: u64) -> u64 {
-        let Some(rp) = self.reserv_policy() else { return 0 };
-        let Some(p) = self.procs.get(&pid.0) else { return 0 };
-        let Some(pte) = p.pmap.lookup(vpn) else { return 0 };
-        let Some(id) = self.reserv.as_ref().and_then(|rs| rs.of_frame(pte.pfn())) else { return 0 };
+        let Some(rp) = self.reserv_policy() else {
+            return 0;
+        };
+        let Some(p) = self.procs.get(&pid.0) else {
+            return 0;
+        };
+        let Some(pte) = p.pmap.lookup(vpn) else {
+            return 0;
+        };
+        let Some(id) = self.reserv.as_ref().and_then(|rs| rs.of_frame(pte.pfn())) else {
+            return 0;
+        };
         let r = self.reserv.as_ref().expect("reservations").get(id);
         let (rclass, rpfn, rcbase, obj) = (r.class, r.pfn, r.cbase, r.obj);
         let cindex = rcbase + (pte.pfn().0 - rpfn.0);
@@ -254,7 +311,11 @@ impl Os {
         for &c in rp.classes.iter().filter(|&&c| c <= rclass && c > current) {
             let o = self.orders[c as usize];
             let n = 1u64 << o;
-            let full = self.obj(obj).popmap.as_ref().is_some_and(|pm| pm.full(c as usize, cindex));
+            let full = self
+                .obj(obj)
+                .popmap
+                .as_ref()
+                .is_some_and(|pm| pm.full(c as usize, cindex));
             // The virtual extent must line up with the physical one and lie inside the entry.
             let head = vpn & !(n - 1);
             if !full || vpn % n != cindex % n || head << bs < v.start || (head + n) << bs > v.end {
@@ -307,12 +368,16 @@ impl Os {
                 let p = self.procs.get_mut(&pid.0)?;
                 let mut changed = 0;
                 for i in 0..n {
-                    if !p.pmap.is_dirty(head + i, 0) && p.pmap.lookup(head + i).is_some_and(|e| e.size().is_base()) {
+                    if !p.pmap.is_dirty(head + i, 0)
+                        && p.pmap.lookup(head + i).is_some_and(|e| e.size().is_base())
+                    {
                         p.pmap.set_prot(head + i, ro);
                         changed += 1;
                     }
                 }
-                self.hw.tlb.invalidate_range(pid.0, head << bs, (head + n) << bs);
+                self.hw
+                    .tlb
+                    .invalidate_range(pid.0, head << bs, (head + n) << bs);
                 self.stats.cycles_kernel += changed * self.machine.cost.pte_write_cycles;
             }
             return None;
@@ -326,11 +391,14 @@ impl Os {
         }
         let p = self.procs.get_mut(&pid.0)?;
         p.pmap.promote(head, o, SizeClass(c));
-        self.hw.tlb.invalidate_range(pid.0, head << bs, (head + n) << bs);
+        self.hw
+            .tlb
+            .invalidate_range(pid.0, head << bs, (head + n) << bs);
         self.stats.promotions[c as usize] += 1;
         // Replicated PTEs: every base PTE is rewritten (seed 000 6.1); x86: one PDE.
         let writes = if self.machine.replicated_ptes { n } else { 1 };
-        cycles += writes * self.machine.cost.pte_write_cycles + self.machine.cost.tlb_invalidate_cycles;
+        cycles +=
+            writes * self.machine.cost.pte_write_cycles + self.machine.cost.tlb_invalidate_cycles;
         self.stats.cycles_promotion += cycles;
         Some(cycles)
     }
@@ -340,14 +408,20 @@ impl Os {
     /// The next smaller size a superpage of class `c` demotes to: the largest allowed smaller
     /// class, or the base page.
     fn demote_target(&self, c: u8) -> u8 {
-        self.reserv_policy().and_then(|rp| rp.classes.iter().copied().filter(|&k| k < c).max()).unwrap_or(0)
+        self.reserv_policy()
+            .and_then(|rp| rp.classes.iter().copied().filter(|&k| k < c).max())
+            .unwrap_or(0)
     }
 
     /// Demotes the superpage mapping `vpn` of `pid` one step. Returns false if `vpn` is a base page.
     fn demote_one(&mut self, pid: Pid, vpn: u64) -> bool {
         let bs = self.base_shift();
-        let Some(p) = self.procs.get(&pid.0) else { return false };
-        let Some(e) = p.pmap.lookup(vpn) else { return false };
+        let Some(p) = self.procs.get(&pid.0) else {
+            return false;
+        };
+        let Some(e) = p.pmap.lookup(vpn) else {
+            return false;
+        };
         let c = e.size().0;
         if c == 0 {
             return false;
@@ -356,14 +430,22 @@ impl Os {
         let o = self.orders[c as usize];
         let head = vpn & !((1u64 << o) - 1);
         let p = self.procs.get_mut(&pid.0).expect("demote_one: pid");
-        p.pmap.demote(head, o, SizeClass(to), self.orders[to as usize]);
-        self.hw.tlb.invalidate_range(pid.0, head << bs, (head + (1 << o)) << bs);
+        p.pmap
+            .demote(head, o, SizeClass(to), self.orders[to as usize]);
+        self.hw
+            .tlb
+            .invalidate_range(pid.0, head << bs, (head + (1 << o)) << bs);
         self.stats.demotions[c as usize] += 1;
         // Replicated PTEs rewrite every base entry; a radix table fills the entries of the new
         // lower-level table page.
         let writes = 1u64 << (o - self.orders[to as usize]).min(o);
-        let writes = if self.machine.replicated_ptes { 1u64 << o } else { writes };
-        let c = writes * self.machine.cost.pte_write_cycles + self.machine.cost.tlb_invalidate_cycles;
+        let writes = if self.machine.replicated_ptes {
+            1u64 << o
+        } else {
+            writes
+        };
+        let c =
+            writes * self.machine.cost.pte_write_cycles + self.machine.cost.tlb_invalidate_cycles;
         self.stats.cycles_kernel += c;
         self.stats.cycles_demotion += c;
         true
@@ -383,7 +465,9 @@ impl Os {
         for b in [start, end] {
             let vpn = b >> bs;
             loop {
-                let Some(e) = self.procs.get(&pid.0).and_then(|p| p.pmap.lookup(vpn)) else { break };
+                let Some(e) = self.procs.get(&pid.0).and_then(|p| p.pmap.lookup(vpn)) else {
+                    break;
+                };
                 let c = e.size().0;
                 if c == 0 || vpn % (1u64 << self.orders[c as usize]) == 0 {
                     break;
@@ -410,19 +494,42 @@ impl Os {
             rs.check_invariants().map_err(inv)?;
             for id in rs.ids() {
                 let r = rs.get(id);
-                let o = self.objects.get(r.obj.0 as usize).and_then(|o| o.as_ref()).ok_or_else(|| inv(format!("reservation {id}: its object {} is gone", r.obj.0)))?;
-                let pm = o.popmap.as_ref().ok_or_else(|| inv(format!("reservation {id}: object without population map")))?;
-                crate::ensure_inv!(pm.node(r.class as usize, r.cbase).map(|n| n.resv) == Some(id), "reservation {id}: population map does not point to it");
+                let o = self
+                    .objects
+                    .get(r.obj.0 as usize)
+                    .and_then(|o| o.as_ref())
+                    .ok_or_else(|| {
+                        inv(format!("reservation {id}: its object {} is gone", r.obj.0))
+                    })?;
+                let pm = o.popmap.as_ref().ok_or_else(|| {
+                    inv(format!("reservation {id}: object without population map"))
+                })?;
+                crate::ensure_inv!(
+                    pm.node(r.class as usize, r.cbase).map(|n| n.resv) == Some(id),
+                    "reservation {id}: population map does not point to it"
+                );
                 for i in 0..1u64 << r.order {
                     let pfn = Pfn(r.pfn.0 + i);
                     let cindex = r.cbase + i;
                     let resident = cindex.checked_sub(o.colour).and_then(|pi| o.pages.get(pi));
                     if r.is_set(i) {
                         crate::ensure_inv!(resident == Some(pfn), "reservation {id}: slot {i} populated but the object holds {resident:?}");
-                        crate::ensure_inv!(self.phys.refs(pfn) == 1, "reservation {id}: frame {} shared ({} holders)", pfn.0, self.phys.refs(pfn));
+                        crate::ensure_inv!(
+                            self.phys.refs(pfn) == 1,
+                            "reservation {id}: frame {} shared ({} holders)",
+                            pfn.0,
+                            self.phys.refs(pfn)
+                        );
                     } else {
-                        crate::ensure_inv!(resident.is_none(), "reservation {id}: slot {i} unpopulated but the object has the page");
-                        crate::ensure_inv!(self.phys.refs(pfn) == 0 && !self.phys.buddy.is_free(pfn), "reservation {id}: unpopulated frame {} is held or free", pfn.0);
+                        crate::ensure_inv!(
+                            resident.is_none(),
+                            "reservation {id}: slot {i} unpopulated but the object has the page"
+                        );
+                        crate::ensure_inv!(
+                            self.phys.refs(pfn) == 0 && !self.phys.buddy.is_free(pfn),
+                            "reservation {id}: unpopulated frame {} is held or free",
+                            pfn.0
+                        );
                         reserved_unpopulated += 1;
                     }
                 }
@@ -431,13 +538,27 @@ impl Os {
         for (i, o) in self.objects.iter().enumerate() {
             let Some(o) = o else { continue };
             if let Some(pm) = &o.popmap {
-                let populated: Vec<u64> = o.pages.all().into_iter().map(|(pi, _)| pi + o.colour).collect();
-                pm.check(&populated).map_err(|e| inv(format!("object {i}: {e}")))?;
+                let populated: Vec<u64> = o
+                    .pages
+                    .all()
+                    .into_iter()
+                    .map(|(pi, _)| pi + o.colour)
+                    .collect();
+                pm.check(&populated)
+                    .map_err(|e| inv(format!("object {i}: {e}")))?;
                 for (c, k, id) in pm.reservations() {
-                    let rs = self.reserv.as_ref().ok_or_else(|| inv("population map points to a reservation, none exist".into()))?;
-                    crate::ensure_inv!(rs.ids().any(|x| x == id), "object {i}: population map points to dead reservation {id}");
+                    let rs = self.reserv.as_ref().ok_or_else(|| {
+                        inv("population map points to a reservation, none exist".into())
+                    })?;
+                    crate::ensure_inv!(
+                        rs.ids().any(|x| x == id),
+                        "object {i}: population map points to dead reservation {id}"
+                    );
                     let r = rs.get(id);
-                    crate::ensure_inv!(r.obj.0 as usize == i && r.class as usize == c && r.cbase >> r.order == k, "object {i}: population map points to reservation {id} of another place");
+                    crate::ensure_inv!(
+                        r.obj.0 as usize == i && r.class as usize == c && r.cbase >> r.order == k,
+                        "object {i}: population map points to reservation {id} of another place"
+                    );
                 }
             }
         }
