@@ -105,10 +105,17 @@ pub struct Policy {
 }
 
 /// Names accepted by `Policy::from_spec`, with one-line descriptions for `splab list`.
-pub const POLICIES: &[(&str, &str)] = &[(
-    "base",
-    "base pages only: one base page per fault, no superpages (the baseline)",
-)];
+pub const POLICIES: &[(&str, &str)] = &[
+    ("base", "base pages only: one base page per fault, no superpages (the baseline)"),
+    (
+        "navarro",
+        "seed 000: multi-size reservations, population maps, preemption (multi-list), incremental promotion, demotion; sizes=64K+4M restricts the superpage sizes",
+    ),
+    (
+        "freebsd",
+        "FreeBSD amd64: one reservation level (the smallest superpage, 2MB on x86-64), partpopq, write-protect-clean promotion, deferred deallocation, reclaim_inactive",
+    ),
+];
 
 impl Policy {
     pub fn base() -> Policy {
@@ -236,6 +243,13 @@ mod tests {
             Policy::from_spec("base").unwrap().alloc,
             AllocPolicy::BasePage
         );
+        for name in ["base", "navarro", "freebsd"] {
+            assert!(
+                POLICIES.iter().any(|p| p.0 == name),
+                "{name} missing from POLICIES"
+            );
+            Policy::from_spec(name).unwrap();
+        }
         let e = Policy::from_spec("solaris").unwrap_err().to_string();
         assert!(e.contains("'solaris'") && e.contains("base"), "{e}");
         assert!(Policy::from_spec("base:x=1").is_err());
