@@ -177,6 +177,20 @@ impl Engine {
         self.after_event()
     }
 
+    /// mremap (see `Os::mremap`); returns the mapping's new address.
+    pub fn mremap(
+        &mut self,
+        pid: Pid,
+        old_addr: u64,
+        old_len: u64,
+        new_addr: u64,
+        new_len: u64,
+    ) -> Result<u64> {
+        let r = self.os.mremap(pid, old_addr, old_len, new_addr, new_len)?;
+        self.after_event()?;
+        Ok(r)
+    }
+
     pub fn mprotect(&mut self, pid: Pid, addr: u64, len: u64, prot: Prot) -> Result<()> {
         self.os.mprotect(pid, addr, len, prot)?;
         self.after_event()

@@ -39,6 +39,8 @@ pub struct RunSpec {
     pub check: bool,
     /// Start with only this many bytes free (the rest wired, clustered).
     pub free_bytes: Option<u64>,
+    /// Keep a dump of the reservation lists at the end in the report (`Report::dump`).
+    pub dump_reservations: bool,
 }
 
 /// A run whose names and parameters have all been parsed and validated.
@@ -110,11 +112,12 @@ impl Prepared {
             seed: self.spec.seed,
             free_bytes: self.spec.free_bytes.unwrap_or(mem_bytes),
         };
-        Ok(report::Report::from_engine(
-            &e,
-            config,
-            start.elapsed().as_secs_f64(),
-        ))
+        let mut r = report::Report::from_engine(&e, config, start.elapsed().as_secs_f64());
+        r.workload_stats = self.workload.stats();
+        if self.spec.dump_reservations {
+            r.dump = Some(e.os.dump_reservations());
+        }
+        Ok(r)
     }
 }
 

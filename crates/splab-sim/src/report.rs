@@ -127,6 +127,12 @@ pub struct Report {
     pub memory: Memory,
     pub time: Time,
     pub series: SeriesReport,
+    /// What the workload itself counted (a trace replay's skipped or lazily mapped accesses).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload_stats: Option<serde_json::Value>,
+    /// `--dump-reservations`: the reservation lists at the end (text; not in the JSON).
+    #[serde(skip)]
+    pub dump: Option<String>,
     pub sim: Sim,
 }
 
@@ -225,6 +231,8 @@ impl Report {
                 superpage_bytes: e.series.superpage_bytes.clone(),
                 contiguity: e.series.contiguity.clone(),
             },
+            workload_stats: None,
+            dump: None,
             sim: Sim {
                 wall_seconds,
                 events: e.events,

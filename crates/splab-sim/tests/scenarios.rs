@@ -17,6 +17,7 @@ fn try_run(machine: &str, policy: &str, workload: &str) -> Result<Report, SimErr
         seed: 1,
         check: false,
         free_bytes: None,
+        dump_reservations: false,
     })
 }
 
@@ -110,6 +111,7 @@ fn runs_are_deterministic() {
         seed: 2,
         check: false,
         free_bytes: None,
+        dump_reservations: false,
     })
     .unwrap();
     let b = run("skylake", "base", "gups:size=64M,updates=200K");
@@ -159,6 +161,7 @@ fn check_passes_on_every_workload() {
                     seed: 3,
                     check: true,
                     free_bytes: None,
+                    dump_reservations: false,
                 };
                 let r = splab_sim::run(&spec);
                 assert!(r.is_ok(), "{w} on {m} under {p}: {}", r.err().unwrap());

@@ -17,6 +17,7 @@ fn run(machine: &str, policy: &str, workload: &str, free: Option<u64>) -> Report
         seed: 1,
         check: false,
         free_bytes: free,
+        dump_reservations: false,
     };
     splab_sim::run(&spec).unwrap_or_else(|e| panic!("{workload} on {machine} with {policy}: {e}"))
 }

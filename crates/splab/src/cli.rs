@@ -1,5 +1,7 @@
 //! Commands and flags, each defined once with its help text beside it.
 
+mod trace_cmd;
+
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -49,6 +51,9 @@ struct RunArgs {
     /// No progress display.
     #[arg(short, long)]
     quiet: bool,
+    /// After the summary, print the reservation lists at the end of the run (for debugging).
+    #[arg(long)]
+    dump_reservations: bool,
 }
 
 #[derive(Subcommand)]
@@ -87,6 +92,74 @@ enum Cmd {
         #[arg(long, default_value = "splab-demo")]
         out: PathBuf,
     },
+    /// Record a program's memory events into a trace (runs it under Valgrind).
+    ///
+    /// Example: splab record -o sort.spt -- sort -o out.txt in.txt; then replay it with
+    /// splab run -w trace:path=sort.spt. Needs Valgrind (apt-get install valgrind).
+    Record {
+        /// The trace file to write.
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+        /// Record with Valgrind's lackey tool (about 20x slower; no file names).
+        #[arg(long)]
+        lackey: bool,
+        /// Record instruction fetches too (about 3x more events).
+        #[arg(long)]
+        ifetch: bool,
+        /// The Valgrind launcher to run.
+        #[arg(long, value_name = "PATH", default_value = "valgrind")]
+        valgrind: PathBuf,
+        /// No progress line.
+        #[arg(short, long)]
+        quiet: bool,
+        /// The program and its arguments (after `--`).
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
+        cmd: Vec<String>,
+    },
+    /// Inspect or convert traces: info, cat, import-champsim.
+    Trace {
+        #[command(subcommand)]
+        cmd: TraceCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum TraceCmd {
+    /// Header, counts, processes, files and live regions of a trace.
+    ///
+    /// Instant: read from the trailer. A trace cut short is read through, and where it ends is
+    /// reported (exit status 1).
+    Info {
+        /// The trace file.
+        file: PathBuf,
+    },
+    /// The events of a trace as text, one a line.
+    Cat {
+        /// The trace file.
+        file: PathBuf,
+        /// Print at most N events.
+        #[arg(long, value_name = "N")]
+        limit: Option<u64>,
+    },
+    /// Convert a ChampSim trace (.xz or uncompressed, 64-byte records) into a splab trace.
+    ImportChampsim {
+        /// The ChampSim trace.
+        input: PathBuf,
+        /// The splab trace to write.
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+        /// Leave out instruction fetches (instructions without memory operands become Compute).
+        #[arg(long)]
+        no_ifetch: bool,
+        /// Convert at most N records.
+        #[arg(long, value_name = "N")]
+        max_records: Option<u64>,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -117,6 +190,24 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
         Cmd::Bench { quick } => cmd_bench(quick),
         Cmd::Demo { out } => cmd_demo(&out),
+        Cmd::Record {
+            output,
+            lackey,
+            ifetch,
+            valgrind,
+            quiet,
+            cmd,
+        } => trace_cmd::record(&output, lackey, ifetch, valgrind, quiet, &cmd),
+        Cmd::Trace { cmd } => match cmd {
+            TraceCmd::Info { file } => trace_cmd::info(&file),
+            TraceCmd::Cat { file, limit } => trace_cmd::cat(&file, limit),
+            TraceCmd::ImportChampsim {
+                input,
+                output,
+                no_ifetch,
+                max_records,
+            } => trace_cmd::import_champsim(&input, &output, !no_ifetch, max_records),
+        },
     }
 }
 
@@ -158,6 +249,7 @@ fn spec_for(policy: &str, a: &RunArgs) -> Result<RunSpec> {
         seed: a.seed,
         check: a.check,
         free_bytes: parse_free(&a.free)?,
+        dump_reservations: a.dump_reservations,
     })
 }
 
@@ -255,6 +347,9 @@ fn cmd_run(policy: &str, a: &RunArgs) -> Result<()> {
     let report = run_one(&spec, a.quiet)?;
     let json_stdout = a.json.as_deref() == Some("-");
     say(json_stdout, &report.to_text());
+    if let Some(d) = &report.dump {
+        say(json_stdout, d);
+    }
     if let Some(p) = &a.json {
         write_json(p, &report)?;
     }
@@ -304,14 +399,28 @@ fn cmd_list(what: &str) {
 fn cmd_bench(quick: bool) -> Result<()> {
     let scale = if quick { 4 } else { 1 };
     let cases = [
-        ("seq (sequential scan, 8-byte words)", format!("seq:size={}M,op=read", 4096 / scale)),
-        ("gups (random updates)", format!("gups:size=1G,updates={}M", 64 / scale)),
+        (
+            "seq (sequential scan, 8-byte words)",
+            format!("seq:size={}M,op=read", 4096 / scale),
+        ),
+        (
+            "gups (random updates)",
+            format!("gups:size=1G,updates={}M", 64 / scale),
+        ),
     ];
     println!("splab bench: simulated accesses per second on skylake (use a release build)");
     for (what, w) in cases {
         let mut base_rate = 0.0;
         for policy in ["base", "navarro"] {
-            let spec = RunSpec { machine: "skylake".into(), policy: policy.into(), workload: w.clone(), seed: 1, check: false, free_bytes: None };
+            let spec = RunSpec {
+                machine: "skylake".into(),
+                policy: policy.into(),
+                workload: w.clone(),
+                seed: 1,
+                check: false,
+                free_bytes: None,
+                dump_reservations: false,
+            };
             let r = run_one(&spec, true)?;
             let rate = r.sim.accesses_per_second;
             let vs = if policy == "base" {
@@ -359,6 +468,7 @@ fn cmd_demo(out: &Path) -> Result<()> {
                 seed: 1,
                 check: false,
                 free_bytes: None,
+                dump_reservations: false,
             };
             reports.push(run_one(&spec, false)?);
         }

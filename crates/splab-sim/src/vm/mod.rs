@@ -15,6 +15,7 @@ pub mod pmap;
 pub mod stats;
 
 mod fault;
+mod mremap;
 mod reserve;
 
 pub use fault::AccessStats;
@@ -199,7 +200,11 @@ impl Os {
 
     fn with_reservations(mut self) -> Os {
         if let Some(r) = self.policy.reserv() {
-            self.reserv = Some(crate::reserv::Reservs::new(r.lists, &self.orders, self.phys.frames()));
+            self.reserv = Some(crate::reserv::Reservs::new(
+                r.lists,
+                &self.orders,
+                self.phys.frames(),
+            ));
         }
         self
     }
@@ -294,7 +299,6 @@ impl Os {
 
     // ---- deallocation and allocation (events 1 and 5) ----
 
-
     // ---- mmap / munmap / mprotect / brk / madvise ----
 
     fn check_range(&self, what: &str, addr: u64, len: u64) -> Result<(u64, u64)> {
@@ -367,7 +371,11 @@ impl Os {
                         Some(r) => r.classes.iter().map(|&c| sizes[c as usize]).collect(),
                         None => sizes[1..].to_vec(),
                     };
-                    allowed.into_iter().filter(|&s| s <= len).max().unwrap_or(bs)
+                    allowed
+                        .into_iter()
+                        .filter(|&s| s <= len)
+                        .max()
+                        .unwrap_or(bs)
                 }
             };
             let p = self.proc(pid)?;

@@ -6,6 +6,7 @@
 mod gups;
 mod matrix;
 mod scan;
+pub mod trace;
 mod tree;
 
 use crate::engine::Engine;
@@ -23,6 +24,12 @@ pub trait Workload {
     fn expected_accesses(&self) -> Option<u64>;
     /// Runs to completion.
     fn run(&mut self, e: &mut Engine, rng: &mut Rng) -> Result<()>;
+
+    /// Anything the workload itself counted, for the report (`workload_stats`): e.g. what a
+    /// trace replay could not follow. None by default.
+    fn stats(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// Names accepted by `parse`, with their parameters, for `splab list` and error messages.
@@ -32,6 +39,7 @@ pub const WORKLOADS: &[(&str, &str)] = &[
     ("sparse", "touch one byte every `step` bytes: size=1G, step=64K, op=write|read; all scans take rounds=N, unmap=true (map, scan, unmap; seed 000 6.6)"),
     ("gups", "random 8-byte read-modify-write updates (HPCC RandomAccess): size=1G, updates=4 x words"),
     ("matrix", "non-blocked transpose of an n x n matrix (seed 000 6.2): n=1000, elem=8"),
+    ("trace", "replay a recorded trace (splab record, splab trace import-champsim): path=FILE"),
     ("tree", "red-black tree of 50000 nodes with 128-byte records (seed 000 6.2): nodes=50000, ops=20000"),
 ];
 
@@ -46,6 +54,7 @@ pub fn parse(text: &str) -> Result<Box<dyn Workload>> {
         "gups" => Box::new(gups::Gups::parse(&mut spec)?),
         "matrix" => Box::new(matrix::Matrix::parse(&mut spec)?),
         "tree" => Box::new(tree::Tree::parse(&mut spec)?),
+        "trace" => Box::new(trace::TraceReplay::parse(&mut spec)?),
         _ => return Err(spec.unknown_name(&names)),
     };
     spec.finish()?;

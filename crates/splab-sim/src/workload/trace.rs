@@ -1,0 +1,631 @@
+//! `trace:path=FILE`: replays a recorded trace (`splab record`, `splab trace import-champsim`)
+//! through the engine, event by event, at the program's own addresses.
+//!
+//! Who calls it: `workload::parse` (the CLI's `-w trace:path=...`), and tests and tools that
+//! want the replay's own counters ([`replay`] returns [`ReplayStats`]).
+//!
+//! Contract (docs/replay.md has the user's view, docs/trace-format.md "Event semantics" what
+//! each event means):
+//! - The trace is streamed with `TraceReader::read_batch`, 16K events at a time: memory is
+//!   constant whatever the trace's length.
+//! - Trace pids map to engine pids: the first process seen is `Engine::spawn`ed, a `Fork` is
+//!   `Engine::fork` of the parent's engine pid, the child's trace pid then maps to the new one.
+//!   A pid that appears without a `Fork` (a trace that starts with several processes) is
+//!   spawned with an empty address space.
+//! - Mappings keep the program's addresses: `Mmap` is a `MAP_FIXED` mmap at the recorded
+//!   address; file mappings use the trace's file ids and sizes (`FileOpen`). A mapping marked
+//!   `inferred` (reconstructed from addresses by an importer or the lackey recorder, its
+//!   protection unknown) is mapped read-write-execute.
+//! - The first `Brk` of a process (at its start, and after each `Exec`) sets its heap start.
+//! - Accesses go to the engine in batches of up to 4096 (`Engine::accesses_mixed`), one batch
+//!   per run of consecutive accesses of one process. An access that crosses a page boundary
+//!   touches both pages: it is replayed as two accesses.
+//! - What a recorded program did but the model cannot see is handled so that the run goes on,
+//!   and is counted in [`ReplayStats`]:
+//!   - an access where the model has no mapping (a page no event mapped: the vDSO if a
+//!     recorder does not report it, memory a recording or an importer missed) maps that base
+//!     page lazily as anonymous read-write-execute memory, then the access is retried
+//!     (`lazy_pages`); an address beyond the machine's user address space (the legacy vsyscall
+//!     page at 0xffffffffff600000) cannot be mapped: the access is skipped (`skipped_outside`);
+//!   - an access that the mapping's protection forbids (a guard page, a PROT_NONE reservation,
+//!     a write to read-only memory) is what a real program survives only through a SIGSEGV
+//!     handler, which then changes the protection (those mprotect events follow in the trace)
+//!     and re-executes the access (recorded again): the faulting attempt counts as an access,
+//!     with its TLB lookup and walk, and is not retried (`skipped_protection`);
+//!   - `mprotect` of a range the model has only partly mapped changes the mapped parts
+//!     (`mprotect_gaps`); a `brk` the model refuses because something lies in the way (a page
+//!     mapped lazily) unmaps the way first (`brk_forced`); `madvise` advice the model does not
+//!     know is ignored (`ignored_advice`).
+//! - `Compute` adds its cycles (an instruction counts one cycle) when the current access batch
+//!   is flushed.
+//! - A trace recorded with pages larger than the machine's base page replays; a machine whose
+//!   base page is larger than the trace's (the Alpha's 8KB under a 4KB amd64 trace) is refused
+//!   up front, as is a mapping beyond the machine's user address space (core2's 32 bits).
+//! - Errors of the trace reader (a truncated or corrupt file) become `SimError::Trace` with the
+//!   reader's message (file, byte offset, what was expected) after the events before the error
+//!   have been replayed; errors of the model name the trace event that caused them.
+
+use std::path::{Path, PathBuf};
+
+use rustc_hash::FxHashMap;
+use splab_trace as st;
+
+use crate::engine::Engine;
+use crate::error::{Result, SimError};
+use crate::rng::Rng;
+use crate::spec::Spec;
+use crate::units::{AccessKind, Pid, Prot};
+use crate::vm::{Advice, MapFlags, MmapReq};
+
+/// Events read from the trace per call of `read_batch`.
+const READ_BATCH: usize = 1 << 14;
+/// Accesses handed to the engine per event.
+const ACCESS_BATCH: usize = 4096;
+
+/// The replay workload.
+pub struct TraceReplay {
+    path: PathBuf,
+    expected: Option<u64>,
+    /// What the last `run` did (zero before).
+    pub stats: ReplayStats,
+}
+
+/// What a replay did beyond what the report shows: processes, and every place where the model
+/// departed from the recorded program (see the module documentation).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReplayStats {
+    /// Events read from the trace (accesses one each).
+    pub events: u64,
+    /// Access events read from the trace.
+    pub accesses: u64,
+    /// Processes replayed (spawned or forked).
+    pub processes: u64,
+    pub forks: u64,
+    pub execs: u64,
+    pub exits: u64,
+    pub mmaps: u64,
+    pub munmaps: u64,
+    pub mremaps: u64,
+    pub mprotects: u64,
+    pub madvises: u64,
+    pub brks: u64,
+    /// Processes that appeared with no `Fork` after the first (spawned empty).
+    pub unparented: u64,
+    /// Accesses that crossed a page boundary (replayed as two).
+    pub split_accesses: u64,
+    /// Base pages mapped lazily for accesses where the model had no mapping.
+    pub lazy_pages: u64,
+    /// Accesses beyond the machine's user address space, skipped.
+    pub skipped_outside: u64,
+    /// Accesses the mapping's protection forbids, skipped.
+    pub skipped_protection: u64,
+    /// `mprotect` events whose range was not entirely mapped in the model.
+    pub mprotect_gaps: u64,
+    /// `brk` events that had to unmap something in the heap's way.
+    pub brk_forced: u64,
+    /// `madvise` events with advice the model ignores.
+    pub ignored_advice: u64,
+    /// Cycles added by `Compute` events.
+    pub compute_cycles: u64,
+}
+
+impl ReplayStats {
+    /// One line for people, e.g. for a tool printing what a replay departed from.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} events, {} accesses, {} processes ({} forks, {} execs); lazily mapped pages {}, \
+             skipped accesses {} (outside the address space) + {} (protection), split accesses {}",
+            self.events,
+            self.accesses,
+            self.processes,
+            self.forks,
+            self.execs,
+            self.lazy_pages,
+            self.skipped_outside,
+            self.skipped_protection,
+            self.split_accesses
+        )
+    }
+}
+
+impl TraceReplay {
+    pub fn parse(spec: &mut Spec) -> Result<TraceReplay> {
+        let path = spec.take_str("path").ok_or_else(|| {
+            SimError::BadInput(
+                "workload 'trace': parameter 'path' is required, e.g. trace:path=ls.spt".into(),
+            )
+        })?;
+        TraceReplay::open(Path::new(&path))
+    }
+
+    /// Checks that `path` is a readable trace (its header) and takes the access count from its
+    /// trailer when it has one.
+    pub fn open(path: &Path) -> Result<TraceReplay> {
+        st::TraceReader::open(path)
+            .map_err(|e| SimError::BadInput(format!("workload 'trace': {e}")))?;
+        let expected = st::read_header_and_trailer(path)
+            .ok()
+            .map(|(_, t)| t.accesses);
+        Ok(TraceReplay {
+            path: path.to_owned(),
+            expected,
+            stats: ReplayStats::default(),
+        })
+    }
+}
+
+impl super::Workload for TraceReplay {
+    fn describe(&self) -> String {
+        format!("trace:path={}", self.path.display())
+    }
+
+    fn expected_accesses(&self) -> Option<u64> {
+        self.expected
+    }
+
+    fn run(&mut self, e: &mut Engine, _rng: &mut Rng) -> Result<()> {
+        self.stats = replay(e, &self.path)?;
+        Ok(())
+    }
+
+    fn stats(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(&self.stats).ok()
+    }
+}
+
+/// Replays the trace at `path` on `e`; returns what the replay did.
+pub fn replay(e: &mut Engine, path: &Path) -> Result<ReplayStats> {
+    let mut reader = st::TraceReader::open(path).map_err(|e| SimError::Trace(e.to_string()))?;
+    let bs = e.os.machine.base_size();
+    let hint = reader.header().page_size_hint as u64;
+    if hint.is_power_of_two() && hint >= 512 && bs > hint {
+        return Err(SimError::BadInput(format!(
+            "{}: the trace was recorded with {hint}-byte pages; machine '{}' has {bs}-byte base \
+             pages, so the program's mappings do not fit its pages: replay it on a machine with \
+             {hint}-byte pages or smaller (skylake, pa8000)",
+            path.display(),
+            e.os.machine.name
+        )));
+    }
+    let mut r = Replayer {
+        procs: FxHashMap::default(),
+        cache: None,
+        batch: Vec::with_capacity(ACCESS_BATCH + 1),
+        batch_pid: Pid(0),
+        compute: 0,
+        bs,
+        shift: bs.trailing_zeros(),
+        stats: ReplayStats::default(),
+    };
+    let mut buf = Vec::with_capacity(READ_BATCH);
+    loop {
+        buf.clear();
+        let res = reader.read_batch(&mut buf, READ_BATCH);
+        // Events decoded before an error are replayed before it is reported.
+        for ev in &buf {
+            r.event(e, ev)?;
+        }
+        match res {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(err) => {
+                r.flush(e)?;
+                return Err(SimError::Trace(err.in_file(path).to_string()));
+            }
+        }
+    }
+    r.flush(e)?;
+    Ok(r.stats)
+}
+
+struct ProcState {
+    pid: Pid,
+    /// The heap start was set by this image's first `Brk`.
+    heap_set: bool,
+}
+
+struct Replayer {
+    /// Trace pid -> engine process.
+    procs: FxHashMap<u32, ProcState>,
+    /// (trace pid, engine pid) of the last access.
+    cache: Option<(u32, Pid)>,
+    batch: Vec<(u64, AccessKind)>,
+    batch_pid: Pid,
+    /// Compute cycles not yet given to the engine.
+    compute: u64,
+    bs: u64,
+    shift: u32,
+    stats: ReplayStats,
+}
+
+fn kind_of(k: st::AccessKind) -> AccessKind {
+    match k {
+        st::AccessKind::Read => AccessKind::Read,
+        st::AccessKind::Write => AccessKind::Write,
+        st::AccessKind::Ifetch => AccessKind::Ifetch,
+    }
+}
+
+/// Names the trace event in a model error (keeps the error's kind).
+fn in_event(ev: &st::TraceEvent, n: u64) -> impl FnOnce(SimError) -> SimError + '_ {
+    move |err| match err {
+        SimError::InvalidEvent(m) => {
+            SimError::InvalidEvent(format!("trace event {n} (`{ev}`): {m}"))
+        }
+        SimError::BadInput(m) => SimError::BadInput(format!("trace event {n} (`{ev}`): {m}")),
+        other => other,
+    }
+}
+
+impl Replayer {
+    /// The engine process of trace pid `tp`, spawning one for a pid never seen.
+    fn pid(&mut self, e: &mut Engine, tp: st::Pid) -> Pid {
+        if let Some(p) = self.procs.get(&tp.0) {
+            return p.pid;
+        }
+        let pid = e.spawn();
+        if self.stats.processes > 0 {
+            self.stats.unparented += 1;
+        }
+        self.stats.processes += 1;
+        self.procs.insert(
+            tp.0,
+            ProcState {
+                pid,
+                heap_set: false,
+            },
+        );
+        pid
+    }
+
+    #[inline]
+    fn event(&mut self, e: &mut Engine, ev: &st::TraceEvent) -> Result<()> {
+        self.stats.events += 1;
+        if let st::TraceEvent::Access {
+            pid,
+            va,
+            kind,
+            size,
+        } = *ev
+        {
+            self.stats.accesses += 1;
+            let p = match self.cache {
+                Some((tp, p)) if tp == pid.0 => p,
+                _ => {
+                    let p = self.pid(e, pid);
+                    self.cache = Some((pid.0, p));
+                    p
+                }
+            };
+            if p != self.batch_pid && !self.batch.is_empty() {
+                self.flush(e)?;
+            }
+            self.batch_pid = p;
+            let k = kind_of(kind);
+            let va = va.0;
+            self.batch.push((va, k));
+            let last = va.wrapping_add(size.max(1) as u64 - 1);
+            if (last >> self.shift) != (va >> self.shift) {
+                self.batch.push((last & !(self.bs - 1), k));
+                self.stats.split_accesses += 1;
+            }
+            if self.batch.len() >= ACCESS_BATCH {
+                self.flush(e)?;
+            }
+            return Ok(());
+        }
+        if let st::TraceEvent::Compute { amount, .. } = *ev {
+            // An instruction counts one cycle. Added at the next flush.
+            self.compute = self.compute.saturating_add(amount);
+            self.stats.compute_cycles = self.stats.compute_cycles.saturating_add(amount);
+            return Ok(());
+        }
+        self.flush(e)?;
+        let n = self.stats.events - 1;
+        self.syscall(e, ev).map_err(in_event(ev, n))
+    }
+
+    /// Hands the pending compute cycles and accesses to the engine.
+    fn flush(&mut self, e: &mut Engine) -> Result<()> {
+        if self.compute > 0 {
+            let c = std::mem::take(&mut self.compute);
+            e.compute(self.batch_pid, c)?;
+        }
+        let pid = self.batch_pid;
+        let mut from = 0;
+        let mut retried = usize::MAX;
+        while from < self.batch.len() {
+            match e.accesses_mixed(pid, &self.batch[from..]) {
+                Ok(()) => break,
+                Err(SimError::Segfault { va, kind, .. }) => {
+                    // The batch stopped at its first access of `va` of that kind (the ones
+                    // before it went through; nothing between them changes the mappings).
+                    let k = match kind {
+                        "read" => AccessKind::Read,
+                        "write" => AccessKind::Write,
+                        _ => AccessKind::Ifetch,
+                    };
+                    let i = from
+                        + self.batch[from..]
+                            .iter()
+                            .position(|&(a, ak)| a == va && ak == k)
+                            .unwrap_or(0);
+                    let retry = i != retried && self.bad_access(e, pid, va)?;
+                    retried = i;
+                    from = if retry { i } else { i + 1 };
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        self.batch.clear();
+        Ok(())
+    }
+
+    /// An access the model refused: maps the page lazily (then true: retry the access) or
+    /// skips the access (false). See the module documentation.
+    fn bad_access(&mut self, e: &mut Engine, pid: Pid, va: u64) -> Result<bool> {
+        if va >= e.os.user_top {
+            self.stats.skipped_outside += 1;
+            return Ok(false);
+        }
+        if e.os.proc(pid)?.vma_at(va).is_some() {
+            self.stats.skipped_protection += 1;
+            return Ok(false);
+        }
+        let req = MmapReq {
+            addr: va & !(self.bs - 1),
+            len: self.bs,
+            prot: Prot::RWX,
+            flags: MapFlags::FIXED,
+            file: 0,
+            offset: 0,
+        };
+        e.mmap(pid, req)?;
+        self.stats.lazy_pages += 1;
+        Ok(true)
+    }
+
+    fn round_up(&self, len: u64) -> u64 {
+        len.div_ceil(self.bs) * self.bs
+    }
+
+    /// Every event but accesses and compute.
+    fn syscall(&mut self, e: &mut Engine, ev: &st::TraceEvent) -> Result<()> {
+        use st::TraceEvent as T;
+        match *ev {
+            T::Mmap {
+                pid,
+                addr,
+                len,
+                prot,
+                flags,
+                file,
+                offset,
+            } => {
+                self.stats.mmaps += 1;
+                let p = self.pid(e, pid);
+                if len == 0 {
+                    return Ok(());
+                }
+                let end = addr.0.checked_add(self.round_up(len));
+                if end.is_none_or(|end| end > e.os.user_top) {
+                    return Err(SimError::BadInput(format!(
+                        "the mapping at {:#x} lies beyond the {}-bit user address space of machine \
+                         '{}': replay this trace on a machine with 48-bit addresses (skylake, pa8000)",
+                        addr.0, e.os.machine.va_bits, e.os.machine.name
+                    )));
+                }
+                let mut f = MapFlags::FIXED;
+                let file_id = match file {
+                    Some(id) if !flags.contains(st::MmapFlags::ANON) => {
+                        f = f.with(MapFlags::FILE);
+                        id.0
+                    }
+                    _ => 0,
+                };
+                if flags.contains(st::MmapFlags::SHARED) {
+                    f = f.with(MapFlags::SHARED);
+                }
+                if flags.contains(st::MmapFlags::STACK) {
+                    f = f.with(MapFlags::STACK);
+                }
+                if flags.contains(st::MmapFlags::GROWABLE) {
+                    f = f.with(MapFlags::GROWABLE);
+                }
+                // A mapping reconstructed from addresses (ChampSim, lackey) has no known
+                // protection: it allows everything its accesses do.
+                let prot = if flags.contains(st::MmapFlags::INFERRED) {
+                    Prot::RWX
+                } else {
+                    Prot(prot.0 & 7)
+                };
+                let req = MmapReq {
+                    addr: addr.0,
+                    len,
+                    prot,
+                    flags: f,
+                    file: file_id,
+                    offset: if file_id != 0 {
+                        offset & !(self.bs - 1)
+                    } else {
+                        0
+                    },
+                };
+                e.mmap(p, req)?;
+            }
+            T::Munmap { pid, addr, len } => {
+                self.stats.munmaps += 1;
+                let p = self.pid(e, pid);
+                if len > 0 {
+                    e.munmap(p, addr.0, len)?;
+                }
+            }
+            T::Mremap {
+                pid,
+                old_addr,
+                old_len,
+                new_addr,
+                new_len,
+            } => {
+                self.stats.mremaps += 1;
+                let p = self.pid(e, pid);
+                if new_len == 0 {
+                    return Ok(());
+                }
+                e.mremap(p, old_addr.0, old_len, new_addr.0, new_len)?;
+            }
+            T::Mprotect {
+                pid,
+                addr,
+                len,
+                prot,
+            } => {
+                self.stats.mprotects += 1;
+                let p = self.pid(e, pid);
+                if len == 0 {
+                    return Ok(());
+                }
+                let (start, end) = (addr.0, addr.0.saturating_add(self.round_up(len)));
+                // The mapped parts of [start, end), as contiguous pieces.
+                let mut pieces: Vec<(u64, u64)> = Vec::new();
+                {
+                    let proc = e.os.proc(p)?;
+                    let mut vs: Vec<(u64, u64)> = proc
+                        .vmas
+                        .range(..end)
+                        .rev()
+                        .take_while(|(_, v)| v.end > start)
+                        .map(|(_, v)| (v.start.max(start), v.end.min(end)))
+                        .collect();
+                    vs.reverse();
+                    for (s, t) in vs {
+                        match pieces.last_mut() {
+                            Some(last) if last.1 == s => last.1 = t,
+                            _ => pieces.push((s, t)),
+                        }
+                    }
+                }
+                if pieces != [(start, end)] {
+                    self.stats.mprotect_gaps += 1;
+                }
+                for (s, t) in pieces {
+                    e.mprotect(p, s, t - s, Prot(prot.0 & 7))?;
+                }
+            }
+            T::Madvise {
+                pid,
+                addr,
+                len,
+                advice,
+            } => {
+                self.stats.madvises += 1;
+                let p = self.pid(e, pid);
+                let a = match advice {
+                    st::Advice::DontNeed => Advice::DontNeed,
+                    st::Advice::Free => Advice::Free,
+                    st::Advice::HugePage => Advice::HugePage,
+                    st::Advice::NoHugePage => Advice::NoHugePage,
+                    st::Advice::Collapse => Advice::Collapse,
+                    st::Advice::Other(_) => {
+                        self.stats.ignored_advice += 1;
+                        return Ok(());
+                    }
+                };
+                if len > 0 {
+                    e.madvise(p, addr.0, len, a)?;
+                }
+            }
+            T::Brk { pid, new_end } => {
+                self.stats.brks += 1;
+                let p = self.pid(e, pid);
+                self.brk(e, p, pid, new_end.0)?;
+            }
+            T::Fork { parent, child } => {
+                self.stats.forks += 1;
+                let pp = self.pid(e, parent);
+                if let Some(old) = self.procs.remove(&child.0) {
+                    // A recycled pid whose exit the trace did not show.
+                    e.exit(old.pid)?;
+                }
+                let c = e.fork(pp)?;
+                let heap_set = self.procs.get(&parent.0).is_some_and(|s| s.heap_set);
+                self.procs.insert(child.0, ProcState { pid: c, heap_set });
+                self.stats.processes += 1;
+                self.cache = None;
+            }
+            T::Exec { pid } => {
+                self.stats.execs += 1;
+                let p = self.pid(e, pid);
+                e.exec(p)?;
+                if let Some(s) = self.procs.get_mut(&pid.0) {
+                    s.heap_set = false;
+                }
+            }
+            T::Exit { pid } => {
+                if let Some(s) = self.procs.remove(&pid.0) {
+                    self.stats.exits += 1;
+                    e.exit(s.pid)?;
+                }
+                self.cache = None;
+            }
+            T::FileOpen { file, size, .. } => {
+                e.open_file(file.0, size)?;
+            }
+            T::Access { .. } | T::Compute { .. } => unreachable!("handled by Replayer::event"),
+        }
+        Ok(())
+    }
+
+    /// `Brk`: the first of an image sets the heap start (an empty heap at the first page
+    /// boundary at or above `new_end`); later ones move the break.
+    fn brk(&mut self, e: &mut Engine, p: Pid, tp: st::Pid, new_end: u64) -> Result<()> {
+        let state = self.procs.get_mut(&tp.0).expect("brk: process");
+        if !state.heap_set {
+            state.heap_set = true;
+            let start = self.round_up(new_end);
+            e.set_heap_start(p, start)?;
+            return Ok(());
+        }
+        let got = e.brk(p, new_end)?;
+        if got == new_end {
+            return Ok(());
+        }
+        let (start, cur) = {
+            let pr = e.os.proc(p)?;
+            (pr.brk_start, pr.brk_end)
+        };
+        if new_end < start {
+            return Err(SimError::InvalidEvent(format!(
+                "brk to {new_end:#x}, below the heap start {start:#x}"
+            )));
+        }
+        // Growth refused: a mapping lies in the heap's way (the traced program had none there).
+        let (top, new_top) = (self.round_up(cur), self.round_up(new_end));
+        if new_top > top {
+            e.munmap(p, top, new_top - top)?;
+            self.stats.brk_forced += 1;
+        }
+        let got = e.brk(p, new_end)?;
+        if got != new_end {
+            return Err(SimError::InvalidEvent(format!(
+                "brk to {new_end:#x} refused by the model (heap {start:#x}..{cur:#x})"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Engine {
+    /// Sets the heap of `pid` to an empty one starting at `start` (page aligned): what a new
+    /// image's kernel does at exec. Not an event of the stream (no clock or bookkeeping).
+    pub fn set_heap_start(&mut self, pid: Pid, start: u64) -> Result<()> {
+        let p = self
+            .os
+            .procs
+            .get_mut(&pid.0)
+            .ok_or_else(|| SimError::InvalidEvent(format!("no process with pid {}", pid.0)))?;
+        p.brk_start = start;
+        p.brk_end = start;
+        Ok(())
+    }
+}

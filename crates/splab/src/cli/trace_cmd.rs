@@ -1,0 +1,172 @@
+//! `splab record` and `splab trace info|cat|import-champsim`: output and exit status around the
+//! functions of splab-trace.
+//!
+//! Exit status: 2 for what the user can fix before trying again (no Valgrind, no command, a
+//! file that cannot be opened or is not a splab trace); 1 for a trace that turns out truncated
+//! or corrupt, or a recording that fails. Every error is one line; trace errors name the byte
+//! offset (the library's messages).
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Result};
+use splab_sim::report::group;
+use splab_sim::SimError;
+use splab_trace::{
+    Backend, ChampSimOptions, ImportError, InfoError, RecordError, RecordOptions, TraceError,
+    TraceReader,
+};
+
+/// One line for the user: the error's own message, without anyhow's cause chain (the
+/// library's messages already include their causes).
+fn fail(bad_input: bool, msg: String) -> anyhow::Error {
+    if bad_input {
+        SimError::BadInput(msg).into()
+    } else {
+        anyhow!(msg)
+    }
+}
+
+/// Whether a trace error is about the input the user named (missing file, not a trace) rather
+/// than a damaged trace.
+fn is_bad_input(e: &TraceError) -> bool {
+    match e {
+        TraceError::File { source, .. } => is_bad_input(source),
+        TraceError::Open { .. } | TraceError::BadMagic { .. } | TraceError::Version { .. } => true,
+        _ => false,
+    }
+}
+
+fn trace_fail(e: TraceError) -> anyhow::Error {
+    fail(is_bad_input(&e), e.to_string())
+}
+
+fn info_fail(e: InfoError) -> anyhow::Error {
+    match e {
+        InfoError::Trace(t) => trace_fail(t),
+        // A closed pipe (`splab trace cat x | head`) is not an error worth a message.
+        InfoError::Out(io) if io.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        InfoError::Out(io) => anyhow!("writing the output: {io}"),
+    }
+}
+
+pub fn record(
+    output: &Path,
+    lackey: bool,
+    ifetch: bool,
+    valgrind: PathBuf,
+    quiet: bool,
+    cmd: &[String],
+) -> Result<()> {
+    let opts = RecordOptions {
+        backend: if lackey {
+            Backend::Lackey
+        } else {
+            Backend::Auto
+        },
+        ifetch,
+        valgrind,
+        ..Default::default()
+    };
+    let tty = !quiet && std::io::stderr().is_terminal();
+    let res = splab_trace::record(&opts, cmd, output, |p| {
+        if tty {
+            eprint!("\rsplab record: {}\x1b[K", p.line());
+            let _ = std::io::stderr().flush();
+        }
+    });
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    let s = res.map_err(|e| {
+        let bad = matches!(
+            e,
+            RecordError::NoCommand
+                | RecordError::ValgrindMissing(_)
+                | RecordError::ToolNotBuilt
+                | RecordError::NoValgrindLib
+        );
+        fail(bad, format!("splab record: {e}"))
+    })?;
+    let plural = |n: usize| if n == 1 { "" } else { "es" };
+    eprintln!(
+        "splab record: {} process{}, {} events, {} accesses in {:.2} s ({:.1}M accesses/s); \
+         {} bytes, {:.3} bytes/access -> {}",
+        s.processes,
+        plural(s.processes),
+        group(s.events),
+        group(s.accesses),
+        s.wall.as_secs_f64(),
+        s.accesses_per_second() / 1e6,
+        group(s.bytes),
+        s.bytes_per_access(),
+        output.display()
+    );
+    match s.exit_code {
+        Some(0) => {}
+        Some(c) => eprintln!("splab record: the program exited with status {c}"),
+        None => eprintln!("splab record: the program was killed by a signal"),
+    }
+    Ok(())
+}
+
+pub fn info(file: &Path) -> Result<()> {
+    let complete = splab_trace::read_header_and_trailer(file).is_ok();
+    let mut out = std::io::stdout().lock();
+    splab_trace::info(file, &mut out).map_err(info_fail)?;
+    out.flush().ok();
+    if complete {
+        return Ok(());
+    }
+    // No trailer through the footer: read the trace through to say where and why it ends.
+    let mut r = TraceReader::open(file).map_err(trace_fail)?;
+    let mut buf = Vec::with_capacity(1 << 14);
+    loop {
+        buf.clear();
+        match r.read_batch(&mut buf, 1 << 14) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) => return Err(trace_fail(e.in_file(file))),
+        }
+    }
+}
+
+pub fn cat(file: &Path, limit: Option<u64>) -> Result<()> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let res = splab_trace::cat(file, &mut out, limit);
+    let flushed = out.flush();
+    res.map_err(info_fail)?;
+    if let Err(e) = flushed {
+        return Err(info_fail(InfoError::Out(e)));
+    }
+    Ok(())
+}
+
+pub fn import_champsim(
+    input: &Path,
+    output: &Path,
+    ifetch: bool,
+    max_records: Option<u64>,
+) -> Result<()> {
+    let opts = ChampSimOptions {
+        ifetch,
+        max_records,
+        ..Default::default()
+    };
+    let s = splab_trace::import_champsim(input, output, &opts).map_err(|e| {
+        let bad = matches!(e, ImportError::Open { .. });
+        fail(bad, format!("splab trace import-champsim: {e}"))
+    })?;
+    eprintln!(
+        "splab trace import-champsim: {} records -> {} events, {} accesses, {} inferred regions; \
+         {} bytes ({:.3} bytes/access) -> {}",
+        group(s.records),
+        group(s.events),
+        group(s.accesses),
+        s.inferred_regions,
+        group(s.bytes),
+        s.bytes as f64 / s.accesses.max(1) as f64,
+        output.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,958 @@
+//! Replay of traces through the simulator (`-w trace:path=FILE`), and the trace commands.
+//!
+//! Two kinds of tests:
+//! - synthetic traces written with `TraceWriter` (always run): every event kind, the replay's
+//!   policies for what the model cannot see, `--check`, and the CLI's handling of a truncated
+//!   trace;
+//! - real programs built with `cc` and recorded with splab's Valgrind tool (skipped, with a
+//!   notice, when `cc`, Valgrind or the tool is missing).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use assert_cmd::Command as Cmd;
+use splab_sim::engine::Engine;
+use splab_sim::hw::Machine;
+use splab_sim::policy::Policy;
+use splab_sim::report::Report;
+use splab_sim::workload::trace::{replay, ReplayStats};
+use splab_sim::RunSpec;
+use splab_trace::{
+    AccessKind, Advice, FileId, MmapFlags, Pid, Prot, TraceEvent, TraceHeader, TraceWriter, Vaddr,
+};
+
+fn splab() -> Cmd {
+    Cmd::cargo_bin("splab").unwrap()
+}
+
+/// A fresh folder for this test's files.
+fn workdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("splab-replay-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn run_trace(path: &Path, check: bool) -> Report {
+    splab_sim::run(&RunSpec {
+        machine: "skylake".into(),
+        policy: "base".into(),
+        workload: format!("trace:path={}", path.display()),
+        seed: 1,
+        check,
+        free_bytes: None,
+        dump_reservations: false,
+    })
+    .unwrap_or_else(|e| panic!("replay of {}: {e}", path.display()))
+}
+
+fn replay_engine(path: &Path, check: bool) -> (Engine, ReplayStats) {
+    // --check walks every structure after every event: a smaller memory keeps that quick.
+    let m = Machine::from_spec(if check { "skylake:mem=1G" } else { "skylake" }).unwrap();
+    let mut e = Engine::new(m, Policy::base(), check, None);
+    let s = replay(&mut e, path).unwrap_or_else(|err| panic!("replay: {err}"));
+    e.finish();
+    if check {
+        e.os.check_invariants().unwrap();
+    }
+    (e, s)
+}
+
+// ---------------------------------------------------------------------------------------------
+// synthetic traces
+
+const P: Pid = Pid(100);
+const C: Pid = Pid(101);
+const PAGE: u64 = 4096;
+
+fn write_trace(path: &Path, f: impl FnOnce(&mut TraceWriter<std::fs::File>)) {
+    let h = TraceHeader {
+        page_size_hint: 4096,
+        source: "test".into(),
+        command: "synthetic".into(),
+        processes: Vec::new(),
+    };
+    let mut w = TraceWriter::new(std::fs::File::create(path).unwrap(), &h, 3).unwrap();
+    f(&mut w);
+    w.finish().unwrap();
+}
+
+fn mmap(pid: Pid, addr: u64, len: u64, prot: Prot, flags: MmapFlags) -> TraceEvent {
+    TraceEvent::Mmap {
+        pid,
+        addr: Vaddr(addr),
+        len,
+        prot,
+        flags,
+        file: None,
+        offset: 0,
+    }
+}
+
+fn touch(w: &mut TraceWriter<std::fs::File>, pid: Pid, addr: u64, len: u64, kind: AccessKind) {
+    w.access_run(pid, Vaddr(addr), kind, 8, PAGE as i64, len / PAGE)
+        .unwrap();
+}
+
+/// Every event kind, with `--check`: the replay keeps every invariant, and each departure
+/// from the recorded program is counted.
+#[test]
+fn synthetic_trace_replays_every_event_kind_with_check() {
+    let dir = workdir("synthetic");
+    let path = dir.join("all.spt");
+    let (a, b, s, heap) = (
+        0x7000_0000u64,
+        0x7100_0000u64,
+        0x7f00_0000u64,
+        0x4000_0000u64,
+    );
+    write_trace(&path, |w| {
+        let ev = |w: &mut TraceWriter<_>, e: TraceEvent| w.write(&e).unwrap();
+        ev(
+            w,
+            TraceEvent::FileOpen {
+                file: FileId(1),
+                size: 10 * PAGE,
+                name: Some("prog".into()),
+            },
+        );
+        ev(
+            w,
+            TraceEvent::Mmap {
+                pid: P,
+                addr: Vaddr(0x40_0000),
+                len: 4 * PAGE,
+                prot: Prot(5),
+                flags: MmapFlags::FILE,
+                file: Some(FileId(1)),
+                offset: 0,
+            },
+        );
+        ev(w, mmap(P, s, 64 * PAGE, Prot::RW, MmapFlags(16 | 32 | 1)));
+        ev(
+            w,
+            TraceEvent::Brk {
+                pid: P,
+                new_end: Vaddr(heap + 100),
+            },
+        );
+        touch(w, P, 0x40_0000, 4 * PAGE, AccessKind::Ifetch);
+        touch(w, P, s + 60 * PAGE, 4 * PAGE, AccessKind::Write);
+        // The heap grows, is written, shrinks.
+        ev(
+            w,
+            TraceEvent::Brk {
+                pid: P,
+                new_end: Vaddr(heap + 100 + 32 * PAGE),
+            },
+        );
+        touch(w, P, heap + PAGE, 32 * PAGE, AccessKind::Write);
+        ev(
+            w,
+            TraceEvent::Brk {
+                pid: P,
+                new_end: Vaddr(heap + 100 + 8 * PAGE),
+            },
+        );
+        // An anonymous mapping, moved and grown, shrunk in place, grown in place.
+        ev(w, mmap(P, a, 16 * PAGE, Prot::RW, MmapFlags::ANON));
+        touch(w, P, a, 16 * PAGE, AccessKind::Write);
+        ev(
+            w,
+            TraceEvent::Mremap {
+                pid: P,
+                old_addr: Vaddr(a),
+                old_len: 16 * PAGE,
+                new_addr: Vaddr(b),
+                new_len: 32 * PAGE,
+            },
+        );
+        touch(w, P, b, 32 * PAGE, AccessKind::Read);
+        ev(
+            w,
+            TraceEvent::Mremap {
+                pid: P,
+                old_addr: Vaddr(b),
+                old_len: 32 * PAGE,
+                new_addr: Vaddr(b),
+                new_len: 8 * PAGE,
+            },
+        );
+        ev(
+            w,
+            TraceEvent::Mremap {
+                pid: P,
+                old_addr: Vaddr(b),
+                old_len: 8 * PAGE,
+                new_addr: Vaddr(b),
+                new_len: 12 * PAGE,
+            },
+        );
+        touch(w, P, b, 12 * PAGE, AccessKind::Write);
+        // mprotect and madvise; an mprotect over a hole; a protection violation.
+        ev(
+            w,
+            TraceEvent::Mprotect {
+                pid: P,
+                addr: Vaddr(b),
+                len: PAGE,
+                prot: Prot::READ,
+            },
+        );
+        w.access(P, Vaddr(b + 8), AccessKind::Write, 8).unwrap(); // skipped
+        ev(
+            w,
+            TraceEvent::Mprotect {
+                pid: P,
+                addr: Vaddr(b),
+                len: 64 * PAGE,
+                prot: Prot::RW,
+            },
+        );
+        w.access(P, Vaddr(b + 8), AccessKind::Write, 8).unwrap();
+        ev(
+            w,
+            TraceEvent::Madvise {
+                pid: P,
+                addr: Vaddr(b),
+                len: 4 * PAGE,
+                advice: Advice::DontNeed,
+            },
+        );
+        ev(
+            w,
+            TraceEvent::Madvise {
+                pid: P,
+                addr: Vaddr(b),
+                len: 4 * PAGE,
+                advice: Advice::Other(12),
+            },
+        );
+        touch(w, P, b, 4 * PAGE, AccessKind::Write);
+        // Accesses where nothing is mapped: a page the trace never mapped (the vDSO), and the
+        // vsyscall page beyond the user address space; one access crossing a page boundary.
+        w.access(P, Vaddr(0x7fff_f000_0010), AccessKind::Read, 8)
+            .unwrap();
+        w.access(P, Vaddr(0xffff_ffff_ff60_0000), AccessKind::Ifetch, 1)
+            .unwrap();
+        w.access(P, Vaddr(b + PAGE - 4), AccessKind::Read, 8)
+            .unwrap();
+        ev(
+            w,
+            TraceEvent::Compute {
+                pid: P,
+                amount: 1000,
+                unit: splab_trace::ComputeUnit::Instructions,
+            },
+        );
+        // fork: the child writes the parent's pages (copy-on-write), then execs and exits.
+        ev(
+            w,
+            TraceEvent::Fork {
+                parent: P,
+                child: C,
+            },
+        );
+        touch(w, C, b, 12 * PAGE, AccessKind::Write);
+        touch(w, C, heap + PAGE, 4 * PAGE, AccessKind::Write);
+        ev(w, TraceEvent::Exec { pid: C });
+        ev(w, mmap(C, s, 8 * PAGE, Prot::RW, MmapFlags(16 | 32 | 1)));
+        ev(
+            w,
+            TraceEvent::Brk {
+                pid: C,
+                new_end: Vaddr(heap * 2),
+            },
+        );
+        ev(
+            w,
+            TraceEvent::Brk {
+                pid: C,
+                new_end: Vaddr(heap * 2 + 2 * PAGE),
+            },
+        );
+        touch(w, C, heap * 2, 2 * PAGE, AccessKind::Write);
+        ev(w, TraceEvent::Exit { pid: C });
+        ev(
+            w,
+            TraceEvent::Munmap {
+                pid: P,
+                addr: Vaddr(b),
+                len: 12 * PAGE,
+            },
+        );
+        ev(w, TraceEvent::Exit { pid: P });
+    });
+    let (e, st) = replay_engine(&path, true);
+    assert_eq!(st.processes, 2);
+    assert_eq!((st.forks, st.execs, st.exits), (1, 1, 2));
+    assert_eq!(st.mremaps, 3);
+    assert_eq!(st.lazy_pages, 1, "the unmapped page is mapped lazily");
+    assert_eq!(st.skipped_outside, 1, "the vsyscall access is skipped");
+    assert_eq!(
+        st.skipped_protection, 1,
+        "the write to the read-only page is skipped"
+    );
+    assert_eq!(st.mprotect_gaps, 1);
+    assert_eq!(st.ignored_advice, 1);
+    assert_eq!(st.split_accesses, 1);
+    assert_eq!(st.unparented, 0);
+    assert_eq!(st.compute_cycles, 1000);
+    let f = &e.os.stats.faults;
+    assert!(f.cow >= 16, "the child's writes copy: {f:?}");
+    // The mremap moved the 16 written pages: reading them at the new place zero-fills only the
+    // 16 new ones. Zero-fill faults: stack 4 + heap 32 + a 16 + tail 16 + grown 4 + dontneed 4
+    // + lazy 1 + child's new stack/heap 2 (+ the child's copies are cow).
+    assert_eq!(f.zero_fill, 4 + 32 + 16 + 16 + 4 + 4 + 1 + 2, "{f:?}");
+    assert!(e.os.procs.is_empty(), "every process exited");
+    // Through the CLI, with --check.
+    let out = splab()
+        .args([
+            "run",
+            "-m",
+            "skylake:mem=1G",
+            "-w",
+            &format!("trace:path={}", path.display()),
+        ])
+        .arg("--check")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A truncated or corrupt trace: one line naming the byte offset, a non-zero exit, no panic,
+/// from every command that reads it.
+#[test]
+fn truncated_trace_is_one_line_with_the_offset() {
+    let dir = workdir("truncated");
+    let path = dir.join("full.spt");
+    write_trace(&path, |w| {
+        w.write(&mmap(P, 0x7000_0000, 1 << 24, Prot::RW, MmapFlags::ANON))
+            .unwrap();
+        // Enough pseudo-random accesses for several blocks.
+        let mut x = 1u64;
+        for _ in 0..400_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            w.access(
+                P,
+                Vaddr(0x7000_0000 + (x >> 40) % (1 << 24)),
+                AccessKind::Write,
+                8,
+            )
+            .unwrap();
+        }
+        w.write(&TraceEvent::Exit { pid: P }).unwrap();
+    });
+    let bytes = std::fs::read(&path).unwrap();
+    let cut = dir.join("cut.spt");
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let mut flipped = bytes.clone();
+    let mid = bytes.len() / 2;
+    flipped[mid] ^= 0x55;
+    let bad = dir.join("flipped.spt");
+    std::fs::write(&bad, &flipped).unwrap();
+    let w = |p: &Path| format!("trace:path={}", p.display());
+    // (`trace info` of a trace with its trailer reads only the trailer: it does not see a
+    // damaged block.)
+    for (file, info) in [(&cut, true), (&bad, false)] {
+        let f = file.to_str().unwrap();
+        let mut cases: Vec<Vec<String>> = vec![
+            vec!["run".into(), "-w".into(), w(file)],
+            vec!["trace".into(), "cat".into(), f.into()],
+        ];
+        if info {
+            cases.push(vec!["trace".into(), "info".into(), f.into()]);
+        }
+        for args in cases {
+            let out = splab().args(&args).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+            assert!(err.contains("byte offset"), "{args:?}: {err}");
+            assert!(err.contains(f), "{args:?} names the file: {err}");
+            assert!(!err.contains("panicked"), "{args:?}: {err}");
+        }
+    }
+    // The intact trace replays and prints.
+    let out = splab()
+        .args(["trace", "info", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("accesses    400000"));
+    let out = splab()
+        .args(["trace", "cat", path.to_str().unwrap(), "--limit", "3"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
+    // Not a trace, or no file: bad input, exit 2.
+    for args in [
+        vec![
+            "trace".to_string(),
+            "info".into(),
+            dir.join("none.spt").display().to_string(),
+        ],
+        vec!["run".into(), "-w".into(), w(&dir.join("none.spt"))],
+        vec!["run".into(), "-w".into(), "trace".into()],
+        vec!["trace".into(), "cat".into(), file!().into()],
+    ] {
+        let out = splab().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Machines the trace does not fit: refused with one line, exit 2.
+#[test]
+fn trace_on_unfit_machines_is_bad_input() {
+    let dir = workdir("unfit");
+    let path = dir.join("t.spt");
+    write_trace(&path, |w| {
+        w.write(&mmap(
+            P,
+            0x1f_fe80_1000,
+            1 << 23,
+            Prot::RW,
+            MmapFlags(16 | 32 | 1),
+        ))
+        .unwrap();
+        w.write(&TraceEvent::Exit { pid: P }).unwrap();
+    });
+    for m in ["alpha21264", "core2"] {
+        let out = splab()
+            .args([
+                "run",
+                "-m",
+                m,
+                "-w",
+                &format!("trace:path={}", path.display()),
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{m}: {err}");
+        assert!(err.contains("skylake"), "{m}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn record_without_valgrind_says_how_to_install_it() {
+    let dir = workdir("novalgrind");
+    let out = splab()
+        .args(["record", "--valgrind", "/nonexistent/valgrind", "-o"])
+        .arg(dir.join("x.spt"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("apt-get install valgrind"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `splab trace import-champsim`, then a replay of the result (regions inferred from the
+/// addresses, instruction fetches or Compute events) with `--check`.
+#[test]
+fn champsim_import_then_replay() {
+    use splab_trace::champsim::{write_champsim_records, ChampSimRecord};
+    let dir = workdir("champsim");
+    let input = dir.join("t.champsim");
+    let mut recs = Vec::new();
+    for i in 0..20_000u64 {
+        let mut r = ChampSimRecord {
+            ip: 0x40_1000 + 4 * (i % 300),
+            ..Default::default()
+        };
+        if i % 3 == 0 {
+            r.source_memory[0] = 0x7f00_0000_0000 + (i * 4168) % (8 << 20);
+        }
+        if i % 7 == 0 {
+            r.destination_memory[0] = 0x60_0000 + (i * 64) % (1 << 20);
+        }
+        recs.push(r);
+    }
+    let mut raw = Vec::new();
+    write_champsim_records(&mut raw, &recs).unwrap();
+    std::fs::write(&input, raw).unwrap();
+    for ifetch in [true, false] {
+        let spt = dir.join(format!("t-{ifetch}.spt"));
+        let mut args = vec!["trace".to_string(), "import-champsim".into()];
+        args.push(input.display().to_string());
+        args.extend(["-o".into(), spt.display().to_string()]);
+        if !ifetch {
+            args.push("--no-ifetch".into());
+        }
+        let out = splab().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(err.contains("20,000 records"), "{err}");
+        let (_, t) = splab_trace::read_header_and_trailer(&spt).unwrap();
+        let (e, st) = replay_engine(&spt, true);
+        assert_eq!(st.accesses, t.accesses);
+        assert_eq!(e.os.acc.total, t.accesses + st.split_accesses);
+        assert_eq!(
+            st.lazy_pages + st.skipped_protection + st.skipped_outside,
+            0,
+            "{st:?}"
+        );
+        assert_eq!(st.compute_cycles > 0, !ifetch, "{st:?}");
+    }
+    let out = splab()
+        .args(["trace", "import-champsim", "/nonexistent.xz", "-o"])
+        .arg(dir.join("x.spt"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// real programs
+
+/// `cc` and Valgrind with splab's tool are there; otherwise prints why the test is skipped.
+fn can_record(test: &str) -> bool {
+    let ok = |c: &str| {
+        Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let why = if !ok("cc") {
+        "no C compiler (cc)"
+    } else if !ok("valgrind") {
+        "Valgrind is not installed (apt-get install valgrind)"
+    } else if !splab_trace::tool_available() {
+        "splab's Valgrind tool was not built (Valgrind's headers were missing at build time)"
+    } else {
+        return true;
+    };
+    eprintln!("NOTICE: {test} skipped: {why}");
+    false
+}
+
+/// Compiles `src` into `dir/name`, records `name args...` into `dir/name.spt`.
+fn build_and_record(dir: &Path, name: &str, src: &str, args: &[&str]) -> PathBuf {
+    let c = dir.join(format!("{name}.c"));
+    let exe = dir.join(name);
+    std::fs::write(&c, src).unwrap();
+    let out = Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tag = args.join("-");
+    let spt = dir.join(format!("{name}{tag}.spt"));
+    let mut cmd = vec![exe.display().to_string()];
+    cmd.extend(args.iter().map(|s| s.to_string()));
+    let opts = splab_trace::RecordOptions::default();
+    let s = splab_trace::record(&opts, &cmd, &spt, |_| {}).unwrap();
+    assert_eq!(s.exit_code, Some(0), "{name} {args:?}");
+    spt
+}
+
+const MALLOC64: &str = r#"
+#include <stdlib.h>
+int main(void) {
+    size_t n = 64 << 20;
+    volatile char *p = malloc(n);
+    for (size_t i = 0; i < n; i += 4096) p[i] = 1;
+    int ok = p[4096] == 1;
+    free((void *)p);
+    return ok ? 0 : 1;
+}
+"#;
+
+/// A program that mallocs 64MB and writes every page: at least 16384 zero-fill faults.
+#[test]
+fn recorded_malloc_64m_zero_fills_every_page() {
+    if !can_record("recorded_malloc_64m_zero_fills_every_page") {
+        return;
+    }
+    let dir = workdir("malloc64");
+    let spt = build_and_record(&dir, "malloc64", MALLOC64, &[]);
+    let r = run_trace(&spt, false);
+    assert!(r.faults.zero_fill >= 16384, "{:?}", r.faults);
+    assert!(r.memory.footprint_peak_bytes >= 64 << 20);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+const MAPLOOP: &str = r#"
+#include <stdlib.h>
+#include <sys/mman.h>
+int main(int argc, char **argv) {
+    int n = atoi(argv[1]);
+    for (int k = 0; k < n; k++) {
+        volatile char *p = mmap(0, 1 << 20, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return 1;
+        for (int i = 0; i < (1 << 20); i += 4096) p[i] = (char)k;
+        munmap((void *)p, 1 << 20);
+    }
+    return 0;
+}
+"#;
+
+/// Mapping, writing and unmapping 1MB in a loop: the footprint does not grow with the loop.
+#[test]
+fn recorded_map_unmap_loop_does_not_grow() {
+    if !can_record("recorded_map_unmap_loop_does_not_grow") {
+        return;
+    }
+    let dir = workdir("maploop");
+    let peak = |n: &str| {
+        let spt = build_and_record(&dir, "maploop", MAPLOOP, &[n]);
+        let r = run_trace(&spt, false);
+        (r.memory.footprint_peak_bytes, r.faults.zero_fill)
+    };
+    let (p0, _) = peak("0");
+    let (p10, z10) = peak("10");
+    let (p100, z100) = peak("100");
+    assert!(
+        z100 >= z10 + 90 * 256,
+        "each round zero-fills its 256 pages: {z10} {z100}"
+    );
+    assert!(
+        p10 <= p0 + (1 << 20) + (64 << 10),
+        "10 rounds: {p0} -> {p10}"
+    );
+    assert!(
+        p100.abs_diff(p10) <= 8 * 4096,
+        "100 rounds peak like 10: {p10} vs {p100}"
+    );
+    assert!(p100 < p0 + (8 << 20));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+const FORK: &str = r#"
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+    size_t n = 4 << 20;
+    char *p = malloc(n);
+    memset(p, 1, n);
+    pid_t c = fork();
+    if (c == 0) {
+        for (size_t i = 0; i < n; i += 4096) p[i] = 2;
+        _exit(0);
+    }
+    int st;
+    waitpid(c, &st, 0);
+    return p[0] == 1 ? 0 : 1;
+}
+"#;
+
+/// A program that forks: two processes, and the child's writes copy the parent's pages.
+#[test]
+fn recorded_fork_has_two_processes_and_copies_on_write() {
+    if !can_record("recorded_fork_has_two_processes_and_copies_on_write") {
+        return;
+    }
+    let dir = workdir("fork");
+    let spt = build_and_record(&dir, "fork", FORK, &[]);
+    let (e, st) = replay_engine(&spt, false);
+    assert_eq!(st.processes, 2, "{st:?}");
+    assert_eq!(st.forks, 1);
+    assert_eq!(st.exits, 2);
+    assert_eq!(st.unparented, 0);
+    assert!(
+        e.os.stats.faults.cow >= 1024,
+        "4MB written by the child: {:?}",
+        e.os.stats.faults
+    );
+    let (h, t) = splab_trace::read_header_and_trailer(&spt).unwrap();
+    assert_eq!(h.source, "valgrind-splab");
+    assert_eq!(t.processes.len(), 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+const SYSCALLS: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    size_t n = 256 << 10;
+    char *p = mmap(0, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    memset(p, 1, n);
+    p = mremap(p, n, 4 * n, MREMAP_MAYMOVE);
+    memset(p, 2, 4 * n);
+    char *dst = mmap(0, 2 * n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    p = mremap(p, 4 * n, n, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
+    p[0] = 3;
+    p = mremap(p, n, n / 2, 0);
+    mprotect(p, 4096, PROT_READ);
+    volatile char c = p[0];
+    madvise(p + 4096, 8192, MADV_DONTNEED);
+    p[4096] = 4;
+    char *b = sbrk(256 << 10);
+    memset(b, 5, 256 << 10);
+    sbrk(-(128 << 10));
+    int fd = open(argv[0], O_RDONLY);
+    char *f = mmap(0, 8192, PROT_READ, MAP_PRIVATE, fd, 0);
+    c = f[0] + f[4096];
+    char *r = malloc(256 << 10);
+    memset(r, 6, 256 << 10);
+    r = realloc(r, 2 << 20);
+    memset(r, 7, 2 << 20);
+    free(r);
+    pid_t k = fork();
+    if (k == 0) {
+        p[8192 + 100] = 9; /* copy-on-write (page 0 is read-only) */
+        b[0] = 9;
+        execl("/bin/true", "true", (char *)0);
+        _exit(1);
+    }
+    waitpid(k, 0, 0);
+    return c == 42;
+}
+"#;
+
+/// A program using mremap (moving, fixed, shrinking, through realloc), mprotect, madvise, brk,
+/// a file mapping, fork and exec replays with every invariant checked after every event.
+#[test]
+fn recorded_syscalls_replay_with_check() {
+    if !can_record("recorded_syscalls_replay_with_check") {
+        return;
+    }
+    let dir = workdir("syscalls");
+    let spt = build_and_record(&dir, "syscalls", SYSCALLS, &[]);
+    let (_, st) = replay_engine(&spt, true);
+    assert!(st.mremaps >= 3, "{st:?}");
+    assert_eq!((st.forks, st.execs, st.processes), (1, 1, 2), "{st:?}");
+    assert_eq!(st.skipped_outside + st.skipped_protection, 0, "{st:?}");
+    let out = splab()
+        .args([
+            "run",
+            "-m",
+            "skylake:mem=1G",
+            "-w",
+            &format!("trace:path={}", spt.display()),
+        ])
+        .arg("--check")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `splab record` itself: the summary line, and the trace it writes.
+#[test]
+fn record_command_writes_a_trace_and_a_summary() {
+    if !can_record("record_command_writes_a_trace_and_a_summary") {
+        return;
+    }
+    let dir = workdir("recordcmd");
+    let spt = dir.join("true.spt");
+    let out = splab()
+        .args(["record", "-o"])
+        .arg(&spt)
+        .args(["--", "/bin/true", "--ignored-arg"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for needle in ["1 process,", "events", "accesses", "bytes/access"] {
+        assert!(err.contains(needle), "'{needle}' not in: {err}");
+    }
+    let r = run_trace(&spt, false);
+    assert!(r.accesses.total > 1000);
+    // The lackey fallback: regions partly inferred from the addresses; replays with --check.
+    let lk = dir.join("lackey.spt");
+    let out = splab()
+        .args(["record", "--lackey", "-q", "-o"])
+        .arg(&lk)
+        .args(["--", "/bin/true"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (e, st) = replay_engine(&lk, true);
+    assert!(e.os.acc.total > 1000 && st.processes == 1, "{st:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Real programs (the figures of docs/replay.md): records `gzip -c` of a generated 2MB text
+/// and `sort` of a generated 16MB text, replays each under `base` and `navarro` on skylake, and
+/// prints the figures. Not part of the default suite (about two minutes); run it with
+/// `cargo test --release -p splab --test replay -- --ignored --nocapture`.
+/// `SPLAB_REPLAY_KEEP=DIR` keeps the inputs and traces in DIR.
+#[test]
+#[ignore]
+fn real_program_figures() {
+    if !can_record("real_program_figures") {
+        return;
+    }
+    let dir = match std::env::var_os("SPLAB_REPLAY_KEEP") {
+        Some(d) => {
+            std::fs::create_dir_all(&d).unwrap();
+            PathBuf::from(d)
+        }
+        None => workdir("real"),
+    };
+    let text2 = dir.join("text2m.txt");
+    let text16 = dir.join("text16m.txt");
+    std::fs::write(&text2, generated_text(2 << 20)).unwrap();
+    std::fs::write(&text16, generated_text(16 << 20)).unwrap();
+    let cases = [
+        (
+            "gzip",
+            format!(
+                "gzip -c {} > {}",
+                text2.display(),
+                dir.join("text2m.txt.gz").display()
+            ),
+        ),
+        (
+            "sort",
+            format!(
+                "sort -o {} {}",
+                dir.join("sorted.txt").display(),
+                text16.display()
+            ),
+        ),
+    ];
+    for (name, shell) in cases {
+        let spt = dir.join(format!("{name}.spt"));
+        let cmd: Vec<String> = vec!["sh".into(), "-c".into(), shell.clone()];
+        let s = splab_trace::record(&Default::default(), &cmd, &spt, |_| {}).unwrap();
+        println!("{name}: `{shell}`");
+        println!(
+            "  record: {} processes, {} accesses in {:.2} s = {:.1}M accesses/s; {} bytes = {:.3} bytes/access",
+            s.processes,
+            s.accesses,
+            s.wall.as_secs_f64(),
+            s.accesses_per_second() / 1e6,
+            s.bytes,
+            s.bytes_per_access()
+        );
+        let (_, st) = replay_engine(&spt, false);
+        println!("  replay: {}", st.summary());
+        let mut base_secs = 0.0;
+        for policy in ["base", "navarro"] {
+            let Ok(r) = splab_sim::run(&RunSpec {
+                machine: "skylake".into(),
+                policy: policy.into(),
+                workload: format!("trace:path={}", spt.display()),
+                seed: 1,
+                check: false,
+                free_bytes: None,
+                dump_reservations: false,
+            }) else {
+                println!("  {policy}: not available in this build");
+                continue;
+            };
+            if policy == "base" {
+                base_secs = r.time.seconds;
+            }
+            println!(
+                "  {policy:8} {} accesses replayed in {:.2} s = {:.1}M accesses/s; walks {}; \
+                 faults {}; footprint peak {:.1} MiB; est. time {:.6} s (speedup {:.3}x)",
+                r.accesses.total,
+                r.sim.wall_seconds,
+                r.sim.accesses_per_second / 1e6,
+                r.tlb.walks,
+                r.faults.total,
+                r.memory.footprint_peak_bytes as f64 / (1 << 20) as f64,
+                r.time.seconds,
+                base_secs / r.time.seconds
+            );
+        }
+    }
+}
+
+/// `n` bytes of English-like text: words from a small vocabulary, chosen by a fixed LCG
+/// (compresses about 3:1 with gzip, like prose).
+fn generated_text(n: usize) -> Vec<u8> {
+    const WORDS: &[&str] = &[
+        "the",
+        "of",
+        "and",
+        "a",
+        "to",
+        "in",
+        "is",
+        "page",
+        "memory",
+        "superpage",
+        "reservation",
+        "promotion",
+        "tlb",
+        "miss",
+        "fault",
+        "frame",
+        "buddy",
+        "allocator",
+        "object",
+        "mapping",
+        "kernel",
+        "process",
+        "policy",
+        "walk",
+        "cache",
+        "entry",
+        "table",
+        "size",
+        "base",
+        "fragmentation",
+        "contiguity",
+        "daemon",
+        "zero",
+        "copy",
+        "write",
+        "read",
+        "file",
+    ];
+    let mut out = Vec::with_capacity(n + 16);
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut col = 0;
+    while out.len() < n {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let w = WORDS[((x >> 33) % WORDS.len() as u64) as usize];
+        out.extend_from_slice(w.as_bytes());
+        col += w.len() + 1;
+        if col > 72 {
+            out.push(b'\n');
+            col = 0;
+        } else {
+            out.push(if (x >> 20).is_multiple_of(13) {
+                b','
+            } else {
+                b' '
+            });
+        }
+    }
+    out.truncate(n);
+    out
+}
