@@ -73,6 +73,11 @@ pub struct ReservPolicy {
     pub lists: ListScheme,
     pub shortage: Shortage,
     pub clean_write: CleanWrite,
+    /// Unmapping a superpage demotes it incrementally first, down to base pages (seed 000 6.6:
+    /// the adversary's PTEs are "traversed six times: once per each of the three incremental
+    /// promotions, and once per each of the three incremental demotions"). FreeBSD removes a
+    /// whole 2MB mapping at once (pmap_remove_pde).
+    pub unmap_demotes: bool,
 }
 
 /// Event 2, preparation: how a new page's contents are made.
@@ -155,6 +160,7 @@ impl Policy {
                         lists: ListScheme::MultiList,
                         shortage: Shortage::Preempt,
                         clean_write: CleanWrite::DemoteOnTrap,
+                        unmap_demotes: true,
                     }),
                     prep: PrepPolicy::PerPage,
                     placement: Placement::SuperpageAligned,
@@ -170,6 +176,7 @@ impl Policy {
                     lists: ListScheme::Partpopq,
                     shortage: Shortage::FallbackThenReclaim,
                     clean_write: CleanWrite::WriteProtect,
+                    unmap_demotes: false,
                 }),
                 prep: PrepPolicy::PerPage,
                 placement: Placement::SuperpageAligned,

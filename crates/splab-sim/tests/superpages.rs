@@ -335,3 +335,147 @@ fn free_restricts_memory() {
     assert_eq!(e.os.phys.buddy.free_frames, 512);
     assert_eq!(e.os.phys.buddy.largest_free_order(), Some(9));
 }
+
+// ---- regressions found in review ----
+
+fn engine_free(machine: &str, policy: &str, free: u64) -> (Engine, Pid) {
+    let m = Machine::from_spec(machine).unwrap();
+    let mut p = Policy::from_spec(policy).unwrap();
+    p.resolve(&m).unwrap();
+    let mut e = Engine::new(m, p, true, Some(free));
+    let pid = e.spawn();
+    (e, pid)
+}
+
+/// brk grows the heap's object in place only if no other map entry uses it: after part of the
+/// heap was moved away by mremap, regrowing the heap must not map the moved pages again.
+#[test]
+fn regrown_heap_does_not_alias_moved_pages() {
+    for policy in ["base", "navarro"] {
+        let (mut e, pid) = engine("alpha21264", policy);
+        let start = e.current_brk(pid).unwrap();
+        e.brk(pid, start + 16 * 8192).unwrap();
+        touch_pages(&mut e, pid, start, 16, AccessKind::Write);
+        let elsewhere = map(&mut e, pid, 8 * 8192);
+        e.mremap(pid, start + 8 * 8192, 8 * 8192, elsewhere, 8 * 8192)
+            .unwrap();
+        e.brk(pid, start + 8 * 8192).unwrap();
+        e.brk(pid, start + 12 * 8192).unwrap();
+        e.access(pid, start + 9 * 8192, AccessKind::Write).unwrap();
+        let p = e.os.proc(pid).unwrap();
+        let heap = p.pmap.lookup((start >> 13) + 9).unwrap().pfn();
+        let moved = p.pmap.lookup((elsewhere >> 13) + 1).unwrap().pfn();
+        assert_ne!(heap, moved, "{policy}: two addresses map one private frame");
+        assert_eq!(
+            e.os.stats.faults.zero_fill, 17,
+            "{policy}: the regrown page is a new zero page"
+        );
+    }
+}
+
+/// Copy-on-write that runs out of memory fails the access and leaves every invariant intact
+/// (the old page stays until the new one is allocated).
+#[test]
+fn cow_out_of_memory_keeps_invariants() {
+    for policy in ["base", "navarro", "freebsd"] {
+        let (mut e, pid) = engine_free("alpha21264:mem=8M", policy, 256 << 10);
+        let a = map(&mut e, pid, 16 * 8192);
+        touch_pages(&mut e, pid, a, 16, AccessKind::Write);
+        let _child = e.fork(pid).unwrap();
+        let b = map(&mut e, pid, 4 << 20);
+        let mut i = 0;
+        while e.access(pid, b + i * 8192, AccessKind::Write).is_ok() {
+            i += 1;
+        }
+        let r = e.access(pid, a, AccessKind::Write);
+        assert!(
+            matches!(r, Err(splab_sim::SimError::OutOfMemory(_))),
+            "{policy}: {r:?}"
+        );
+        e.os.check_invariants()
+            .unwrap_or_else(|err| panic!("{policy}: {err}"));
+    }
+}
+
+/// FreeBSD's write-protect trick on a shared mapping: the write that grants permission back
+/// marks the page dirty and retries promotion, so a region dirtied in two passes re-promotes.
+#[test]
+fn freebsd_shared_mapping_repromotes_after_mixed_dirtiness() {
+    let (mut e, pid) = engine("skylake:mem=1G", "freebsd");
+    let req = MmapReq {
+        addr: 0,
+        len: 2 << 20,
+        prot: Prot::RW,
+        flags: MapFlags::SHARED,
+        file: 0,
+        offset: 0,
+    };
+    let a = e.mmap(pid, req).unwrap();
+    touch_pages(&mut e, pid, a, 256, AccessKind::Write);
+    touch_pages(&mut e, pid, a + (1 << 20), 256, AccessKind::Read);
+    assert_eq!(e.os.stats.promotions[1], 0, "mixed clean and dirty");
+    touch_pages(&mut e, pid, a, 512, AccessKind::Write);
+    assert_eq!(e.os.stats.promotions[1], 1);
+}
+
+/// Read permission granted back lazily after mprotect keeps the superpage (no demotion).
+#[test]
+fn lazy_permission_grant_keeps_the_superpage() {
+    let (mut e, pid) = engine("alpha21264", "navarro");
+    let a = map(&mut e, pid, 4 << 20);
+    touch_pages(&mut e, pid, a, 512, AccessKind::Write);
+    e.mprotect(pid, a, 4 << 20, Prot::NONE).unwrap();
+    e.mprotect(pid, a, 4 << 20, Prot::RW).unwrap();
+    let faults = e.os.stats.faults.total;
+    touch_pages(&mut e, pid, a, 512, AccessKind::Read);
+    assert_eq!(
+        e.os.stats.faults.total,
+        faults + 1,
+        "one fault grants the whole superpage"
+    );
+    assert_eq!(e.os.stats.demotions[1..], [0, 0, 0]);
+    assert_eq!(e.os.proc(pid).unwrap().pmap.counts[3], 512);
+}
+
+/// A superpage moved by mremap to an address that does not keep it aligned comes back as base
+/// pages that all inherit its dirty bit.
+#[test]
+fn mremap_of_a_dirty_superpage_keeps_every_page_dirty() {
+    let (mut e, pid) = engine("alpha21264", "navarro");
+    let a = map(&mut e, pid, 64 << 10);
+    touch_pages(&mut e, pid, a, 8, AccessKind::Write);
+    assert_eq!(e.os.stats.promotions[1], 1);
+    let dst = map(&mut e, pid, 128 << 10) + 8192;
+    let got = e.mremap(pid, a, 64 << 10, dst, 64 << 10).unwrap();
+    let p = e.os.proc(pid).unwrap();
+    let dirty: Vec<bool> = (0..8)
+        .map(|i| p.pmap.lookup((got >> 13) + i).unwrap().dirty())
+        .collect();
+    assert_eq!(dirty, vec![true; 8]);
+}
+
+/// seed 000 6.6: unmapping a superpage demotes it incrementally first (navarro), so the
+/// adversary's extents are demoted as many times as they were promoted; FreeBSD removes 2MB
+/// mappings whole.
+#[test]
+fn unmap_demotes_incrementally_under_navarro_only() {
+    let r = run(
+        "alpha21264",
+        "navarro",
+        "sparse:size=64M,step=8K,unmap=true",
+        None,
+    );
+    let d = &r.pages.demotions_by_size;
+    assert_eq!(
+        (d["64K"].as_u64(), d["512K"].as_u64(), d["4M"].as_u64()),
+        (Some(1024), Some(128), Some(16))
+    );
+    let r = run(
+        "skylake:mem=1G",
+        "freebsd",
+        "sparse:size=64M,step=4K,unmap=true",
+        None,
+    );
+    assert_eq!(r.pages.promotions_by_size["2M"].as_u64(), Some(32));
+    assert_eq!(r.pages.demotions_by_size["2M"].as_u64(), Some(0));
+}

@@ -248,6 +248,35 @@ impl Reservs {
         }
     }
 
+    /// Links `id` into list `l` after the last reservation allocated from no later than it.
+    fn link_sorted(&mut self, id: u32, l: u8) {
+        if l == NO_LIST {
+            return;
+        }
+        let last = self.get(id).last;
+        let mut after = self.tails[l as usize];
+        while after != NONE && self.get(after).last > last {
+            after = self.get(after).prev;
+        }
+        if after == NONE {
+            self.link(id, l, true);
+            return;
+        }
+        let next = self.get(after).next;
+        {
+            let r = self.get_mut(id);
+            r.list = l;
+            r.prev = after;
+            r.next = next;
+        }
+        self.get_mut(after).next = id;
+        if next != NONE {
+            self.get_mut(next).prev = id;
+        } else {
+            self.tails[l as usize] = id;
+        }
+    }
+
     /// Puts `id` on the list its state calls for (tail, or head when `at_head`).
     fn requeue(&mut self, id: u32, at_head: bool) {
         self.unlink(id);
@@ -302,8 +331,10 @@ impl Reservs {
     pub fn populate(&mut self, id: u32, cindex: u64) -> bool {
         self.clock += 1;
         let clock = self.clock;
-        let orders = self.orders.clone();
-        let r = self.get_mut(id);
+        let orders = &self.orders;
+        let r = self.slab[id as usize]
+            .as_mut()
+            .expect("Reservs::populate: dangling id");
         let i = cindex - r.cbase;
         debug_assert!(
             i < 1 << r.order && !r.is_set(i),
@@ -330,9 +361,11 @@ impl Reservs {
     /// Marks page `cindex` unpopulated. Returns the extent to give back to the buddy allocator if
     /// the reservation became empty (it is then destroyed; the caller clears the popmap pointer).
     pub fn depopulate(&mut self, id: u32, cindex: u64) -> Option<(Pfn, u8)> {
-        let orders = self.orders.clone();
+        let orders = &self.orders;
         let scheme = self.scheme;
-        let r = self.get_mut(id);
+        let r = self.slab[id as usize]
+            .as_mut()
+            .expect("Reservs::depopulate: dangling id");
         let i = cindex - r.cbase;
         debug_assert!(r.is_set(i), "Reservs::depopulate: slot {i} not populated");
         r.bits[(i / 64) as usize] &= !(1 << (i % 64));
@@ -352,8 +385,13 @@ impl Reservs {
         // FreeBSD requeues at the tail on every change; seed 000 orders by allocations only, so
         // a reservation that just left the full state goes to the tail and otherwise stays put.
         let moved_lists = self.get(id).list != self.list_for(self.get(id));
-        if scheme == ListScheme::Partpopq || moved_lists {
+        if scheme == ListScheme::Partpopq {
             self.requeue(id, false);
+        } else if moved_lists {
+            // seed 000 4.8: lists stay sorted by the time of the most recent allocation.
+            self.unlink(id);
+            let l = self.list_for(self.get(id));
+            self.link_sorted(id, l);
         }
         None
     }
@@ -594,6 +632,28 @@ mod tests {
         assert_eq!(rs.depopulate(a, 70), Some((Pfn(64), 6)));
         assert_eq!(rs.ids().count(), 0);
         assert_eq!(rs.of_frame(Pfn(64)), None);
+        rs.check_invariants().unwrap();
+    }
+}
+
+#[cfg(test)]
+mod order_tests {
+    use super::*;
+
+    /// seed 000 4.8: a reservation that changes lists on a free keeps the lists sorted by the
+    /// time of the most recent allocation (review finding: it used to go to the tail).
+    #[test]
+    fn list_change_on_free_keeps_allocation_order() {
+        let mut rs = Reservs::new(ListScheme::MultiList, &[0, 3, 6, 9], 4096);
+        let a = rs.create(ObjId(1), 0, Pfn(0), 3);
+        for k in 0..8 {
+            rs.populate(a, k * 64); // every 512K piece touched: A on the 64K list
+        }
+        let b = rs.create(ObjId(2), 0, Pfn(512), 3);
+        rs.populate(b, 0); // B allocated after A, on the 512K list
+        assert_eq!((rs.get(a).list, rs.get(b).list), (1, 2));
+        rs.depopulate(a, 64); // A can now yield a 512K extent: it joins B's list, before B
+        assert_eq!(rs.list(2), vec![a, b]);
         rs.check_invariants().unwrap();
     }
 }

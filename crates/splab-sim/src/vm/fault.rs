@@ -265,8 +265,36 @@ impl Os {
         let pindex = v.pgoff + ((va - v.start) >> bs);
         let write = kind == AccessKind::Write;
         let mut present = p.pmap.lookup(vpn);
-        if present.is_some_and(|e| !e.size().is_base()) {
-            // Copy-on-write or a permission change of one page of a superpage: demote first.
+        if let Some(e) = present.filter(|e| !e.size().is_base()) {
+            if !write {
+                // Read or fetch permission granted back lazily to a superpage (after mprotect
+                // took it away): grant it on the whole superpage, which lies inside this map
+                // entry, rather than demote (FreeBSD and Linux keep the superpage mapping).
+                let order = self.orders[e.size().0 as usize];
+                let head = vpn & !((1u64 << order) - 1);
+                let grant = Prot(e.prot().0 | (v.prot.0 & (Prot::READ.0 | Prot::EXEC.0)));
+                let bs = self.base_shift();
+                self.procs
+                    .get_mut(&pid.0)
+                    .expect("fault: pid")
+                    .pmap
+                    .set_prot_run(head, 1 << order, grant);
+                self.hw
+                    .tlb
+                    .invalidate_range(pid.0, head << bs, (head + (1 << order)) << bs);
+                self.stats.faults.protection += 1;
+                let writes = if self.machine.replicated_ptes {
+                    1u64 << order
+                } else {
+                    1
+                };
+                self.finish_fault(FaultCost {
+                    cycles: writes * self.machine.cost.pte_write_cycles,
+                    io: 0,
+                });
+                return Ok(());
+            }
+            // A write: copy-on-write or write permission for one page of it: demote first.
             self.demote_to_base(pid, va);
             present = self.procs.get(&pid.0).and_then(|p| p.pmap.lookup(vpn));
         }
@@ -287,6 +315,12 @@ impl Os {
             }
             None => self.fault_absent(pid, &v, vpn, pindex, write)?,
         };
+        self.finish_fault(cost);
+        Ok(())
+    }
+
+    /// Counts a resolved fault and its latency.
+    fn finish_fault(&mut self, cost: FaultCost) {
         let c = self.machine.cost.fault_cycles + cost.cycles;
         self.stats.faults.total += 1;
         if cost.io > 0 {
@@ -298,7 +332,6 @@ impl Os {
         self.stats.cycles_io += cost.io;
         let ns = (c + cost.io) as u128 * 1_000_000_000 / self.machine.freq_hz as u128;
         self.stats.fault_latency.record(ns as u64);
-        Ok(())
     }
 
     /// A write to a present, write-protected private page: copy it if another object holds the
@@ -313,11 +346,19 @@ impl Os {
     ) -> Result<FaultCost> {
         let pte_write = self.machine.cost.pte_write_cycles;
         if !v.private() {
-            // A shared mapping whose permission was raised by mprotect: grant it lazily.
+            // A shared mapping whose write permission was taken away (mprotect, or FreeBSD's
+            // write-protect-clean trick): grant it. The access is a write, so the page is dirty
+            // now, which may complete a promotable extent.
             self.set_pte_prot(pid, vpn, v.prot);
+            self.procs
+                .get_mut(&pid.0)
+                .expect("fault: pid")
+                .pmap
+                .touch(vpn, 0, true);
             self.stats.faults.protection += 1;
+            let promo = self.try_promote(pid, v, vpn);
             return Ok(FaultCost {
-                cycles: pte_write,
+                cycles: pte_write + promo,
                 io: 0,
             });
         }
@@ -344,10 +385,15 @@ impl Os {
         }
         let copy_cycles = self.machine.cost.copy_page_cycles;
         if !in_file {
+            // Allocate before letting go of the old page: if memory has run out, nothing changed.
+            let new = self.alloc_frame(pid, layer, pindex, v)?;
             self.obj_remove(layer, pindex);
+            self.obj_insert(layer, pindex, new);
+        } else {
+            let new = self.alloc_frame(pid, layer, pindex, v)?;
+            self.obj_insert(layer, pindex, new);
         }
-        let new = self.alloc_frame(pid, layer, pindex, v)?;
-        self.obj_insert(layer, pindex, new);
+        let new = self.obj(layer).pages.get(pindex).expect("cow: new page");
         self.stats.faults.cow += 1;
         self.stats.copied_bytes += self.machine.base_size();
         let va = vpn << self.base_shift();
@@ -404,8 +450,9 @@ impl Os {
         } else if let Some(pfn) = self.obj(v.obj).pages.get(pindex) {
             // Present in the object (shared memory, or a copy-on-write page after fork).
             if write && v.private() && self.phys.refs(pfn) > 1 {
-                self.obj_remove(v.obj, pindex);
+                // Allocate first: on failure the shared page stays as it was.
                 let new = self.alloc_frame(pid, v.obj, pindex, v)?;
+                self.obj_remove(v.obj, pindex);
                 self.obj_insert(v.obj, pindex, new);
                 self.stats.faults.cow += 1;
                 self.stats.copied_bytes += base;

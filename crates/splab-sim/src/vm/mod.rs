@@ -466,9 +466,17 @@ impl Os {
     /// again; shared and file pages stay with their objects.
     fn unmap_range(&mut self, pid: Pid, vma_start: u64, release: bool) -> Result<()> {
         let bs = self.base_shift();
-        let p = self.procs.get_mut(&pid.0).expect("unmap_range: pid");
-        let v = p.vmas.get(&vma_start).expect("unmap_range: vma").clone();
+        let v = self
+            .proc(pid)?
+            .vmas
+            .get(&vma_start)
+            .expect("unmap_range: vma")
+            .clone();
         let (s, e) = (v.start >> bs, v.end >> bs);
+        if release {
+            self.demote_for_unmap(pid, s, e);
+        }
+        let p = self.procs.get_mut(&pid.0).expect("unmap_range: pid");
         let mut removed = 0u64;
         p.pmap.remove(s, e, |_| removed += 1);
         self.hw.tlb.invalidate_range(pid.0, v.start, v.end);
@@ -583,7 +591,12 @@ impl Os {
                 .range(..=start)
                 .next_back()
                 .filter(|(&s, v)| s == start && v.end == old_top)
-                .map(|(&s, _)| s);
+                .map(|(&s, v)| (s, v.obj));
+            // Extend the heap's object in place only if no other map entry uses it (after an
+            // mremap of part of the heap, its pages past the end belong to that entry).
+            let heap = heap
+                .filter(|&(_, obj)| self.obj(obj).refs == 1)
+                .map(|(s, _)| s);
             match heap {
                 Some(s) => {
                     let shift = self.base_shift();
@@ -672,12 +685,12 @@ impl Os {
                 let parent_pmap = &self.procs[&parent.0].pmap;
                 let ro = Prot(v.prot.0 & !Prot::WRITE.0);
                 let mut n = 0u64;
-                for vpn in (v.start >> bs)..(v.end >> bs) {
-                    if let Some(pte) = parent_pmap.lookup(vpn) {
-                        if pte.size().is_base() {
-                            child_pmap.enter(vpn, pte.pfn(), Prot(pte.prot().0 & ro.0));
-                            n += 1;
-                        }
+                // Only the page-table chunks that exist: a huge, sparsely touched mapping costs
+                // its resident pages, not its size.
+                for (vpn, pte) in parent_pmap.entries_in(v.start >> bs, v.end >> bs) {
+                    if pte.size().is_base() {
+                        child_pmap.enter(vpn, pte.pfn(), Prot(pte.prot().0 & ro.0));
+                        n += 1;
                     }
                 }
                 self.stats.cycles_kernel += n * self.machine.cost.pte_write_cycles;

@@ -77,10 +77,8 @@ impl Os {
         //    then note the page-table entries to move.
         let starts = self.isolate(pid, start, end)?;
         let ptes: Vec<(u64, Pte)> = {
-            let pm = &self.proc(pid)?.pmap;
-            (svpn..evpn)
-                .filter_map(|v| pm.lookup(v).map(|p| (v, p)))
-                .collect()
+            // Only the page-table chunks that exist (a sparse mapping costs its resident pages).
+            self.proc(pid)?.pmap.entries_in(svpn, evpn)
         };
         // 2. Detach the map entries: page-table entries and TLB entries go, pages stay with the
         //    objects (the entries keep their object references: they are moved, not dropped).
@@ -103,12 +101,31 @@ impl Os {
         let mut promote = Vec::new();
         let mut broken = vec![0u64; self.orders.len()];
         let orders = self.orders.clone();
+        // A superpage keeps one accessed and one dirty bit, in its head entry: every base page
+        // of it inherits them (seed 000 4.7), whether it is re-promoted or comes back as base
+        // pages.
+        let mut head_bits = rustc_hash::FxHashMap::default();
+        for &(vpn, pte) in &ptes {
+            let c = pte.size().0 as usize;
+            if c > 0 && vpn == Pmap::head_of(vpn, orders[c]) {
+                head_bits.insert(vpn, (pte.accessed(), pte.dirty()));
+            }
+        }
         let p = self.procs.get_mut(&pid.0).expect("mremap: pid");
         for &(vpn, pte) in &ptes {
             let nv = vpn.wrapping_add(delta);
             p.pmap.enter(nv, pte.pfn(), pte.prot());
-            if pte.accessed() || pte.dirty() {
-                p.pmap.touch(nv, 0, pte.dirty());
+            let c = pte.size().0 as usize;
+            let (accessed, dirty) = if c > 0 {
+                head_bits
+                    .get(&Pmap::head_of(vpn, orders[c]))
+                    .copied()
+                    .unwrap_or((false, false))
+            } else {
+                (pte.accessed(), pte.dirty())
+            };
+            if accessed || dirty {
+                p.pmap.touch(nv, 0, dirty);
             }
             let c = pte.size().0 as usize;
             if c > 0 {

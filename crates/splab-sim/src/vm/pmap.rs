@@ -268,6 +268,11 @@ impl Pmap {
         *s = Pte(*s).with_prot(prot).0;
     }
 
+    /// Sets the hardware permission of the `n` entries from `head` (a whole superpage).
+    pub fn set_prot_run(&mut self, head: u64, n: u64, prot: Prot) {
+        self.for_each_valid_mut(head, head + n, |s| *s = Pte(*s).with_prot(prot).0);
+    }
+
     /// Replaces the frame of base entry `vpn` (copy-on-write), keeping size class and bits
     /// except dirty, which is cleared.
     pub fn replace(&mut self, vpn: u64, pfn: Pfn, prot: Prot) {
@@ -365,6 +370,51 @@ impl Pmap {
                 .filter(|(_, &s)| s & VALID != 0)
                 .map(move |(i, &s)| ((k << CHUNK_SHIFT) | i as u64, Pte(s)))
         })
+    }
+
+    /// Head entries of the superpages in `[start, end)`, visiting only the chunks that exist.
+    pub fn superpage_heads(&self, start: u64, end: u64, orders: &[u8]) -> Vec<u64> {
+        let mut heads = Vec::new();
+        let (first, last) = (start >> CHUNK_SHIFT, (end.max(1) - 1) >> CHUNK_SHIFT);
+        for (&k, c) in &self.chunks {
+            if k < first || k > last {
+                continue;
+            }
+            for (i, &s) in c.iter().enumerate() {
+                let vpn = (k << CHUNK_SHIFT) | i as u64;
+                let p = Pte(s);
+                if p.valid()
+                    && !p.size().is_base()
+                    && vpn >= start
+                    && vpn < end
+                    && vpn == Self::head_of(vpn, orders[p.size().0 as usize])
+                {
+                    heads.push(vpn);
+                }
+            }
+        }
+        heads.sort_unstable();
+        heads
+    }
+
+    /// Valid entries in `[start, end)` as (vpn, entry), visiting only the chunks that exist, in
+    /// increasing order.
+    pub fn entries_in(&self, start: u64, end: u64) -> Vec<(u64, Pte)> {
+        let mut out = Vec::new();
+        let (first, last) = (start >> CHUNK_SHIFT, (end.max(1) - 1) >> CHUNK_SHIFT);
+        for (&k, c) in &self.chunks {
+            if k < first || k > last {
+                continue;
+            }
+            for (i, &s) in c.iter().enumerate() {
+                let vpn = (k << CHUNK_SHIFT) | i as u64;
+                if s & VALID != 0 && vpn >= start && vpn < end {
+                    out.push((vpn, Pte(s)));
+                }
+            }
+        }
+        out.sort_unstable_by_key(|e| e.0);
+        out
     }
 
     /// Valid base entries in `[start, end)`.

@@ -299,13 +299,25 @@ impl Os {
         let Some(pte) = p.pmap.lookup(vpn) else {
             return 0;
         };
+        let bs = self.base_shift();
+        // The object (layer) holding the page, and the page's colour-adjusted index in it.
+        let pindex = v.pgoff + (((vpn << bs) - v.start) >> bs);
+        let obj = match v.shadow {
+            Some(s) if self.obj(s).pages.get(pindex).is_some() => s,
+            _ => v.obj,
+        };
+        if self.obj(obj).pages.get(pindex) != Some(pte.pfn()) {
+            return 0;
+        }
+        let cindex = pindex + self.obj(obj).colour;
+        // seed 000 4.9: promotion is attempted only inside a reservation ("the first node ...
+        // that is fully populated and has an associated reservation"), up to its size; FreeBSD
+        // likewise promotes only a fully populated reservation (vm_reserv_level_iffullpop).
+        // Base pages that happen to be contiguous are not promoted.
         let Some(id) = self.reserv.as_ref().and_then(|rs| rs.of_frame(pte.pfn())) else {
             return 0;
         };
-        let r = self.reserv.as_ref().expect("reservations").get(id);
-        let (rclass, rpfn, rcbase, obj) = (r.class, r.pfn, r.cbase, r.obj);
-        let cindex = rcbase + (pte.pfn().0 - rpfn.0);
-        let bs = self.base_shift();
+        let rclass = self.reserv.as_ref().expect("reservations").get(id).class;
         let mut cycles = 0;
         let current = pte.size().0;
         for &c in rp.classes.iter().filter(|&&c| c <= rclass && c > current) {
@@ -321,7 +333,7 @@ impl Os {
             if !full || vpn % n != cindex % n || head << bs < v.start || (head + n) << bs > v.end {
                 break; // a larger extent contains this one: it cannot be promotable either
             }
-            match self.promote_if_uniform(pid, head, c, &rp) {
+            match self.promote_if_uniform(pid, head, vpn - head, c, &rp) {
                 Some(k) => cycles += k,
                 None => break,
             }
@@ -332,7 +344,16 @@ impl Os {
     /// Checks the mapping conditions of a promotion of `[head, head + 2^order)` to class `c` and
     /// promotes. seed 000 4.9: "uniform protection attributes and dirty bits"; FreeBSD
     /// pmap_promote_pde with the write-protect-clean trick.
-    fn promote_if_uniform(&mut self, pid: Pid, head: u64, c: u8, rp: &ReservPolicy) -> Option<u64> {
+    /// The scan starts at offset `from` (the page that triggered the attempt): in a run being
+    /// dirtied in order, the first mismatch is then found at once.
+    fn promote_if_uniform(
+        &mut self,
+        pid: Pid,
+        head: u64,
+        from: u64,
+        c: u8,
+        rp: &ReservPolicy,
+    ) -> Option<u64> {
         let o = self.orders[c as usize];
         let n = 1u64 << o;
         let bs = self.base_shift();
@@ -344,9 +365,14 @@ impl Os {
         }
         let mut prot = None;
         let (mut dirty, mut clean) = (0u64, 0u64);
-        for i in 0..n {
+        // Only the write-protect trick needs to see every page of a mixed run.
+        let stop_at_mix = rp.clean_write != CleanWrite::WriteProtect;
+        for k in 0..n {
+            let i = (from + k) % n;
             let e = p.pmap.lookup(head + i)?;
-            if e.pfn().0 != first.pfn().0 + i {
+            // Contiguous frames held by this object alone (a frame shared copy-on-write after
+            // fork cannot be part of a superpage of one process).
+            if e.pfn().0 != first.pfn().0 + i || self.phys.refs(e.pfn()) != 1 {
                 return None;
             }
             if *prot.get_or_insert(e.prot()) != e.prot() {
@@ -357,6 +383,9 @@ impl Os {
                 dirty += 1;
             } else {
                 clean += 1;
+            }
+            if stop_at_mix && dirty > 0 && clean > 0 {
+                return None;
             }
         }
         let mut prot = prot?;
@@ -449,6 +478,35 @@ impl Os {
         self.stats.cycles_kernel += c;
         self.stats.cycles_demotion += c;
         true
+    }
+
+    /// Before `[start, end)` (base page numbers) of `pid` is unmapped: under a policy whose
+    /// unmapping demotes (seed 000 6.6), every superpage in it is demoted incrementally to base
+    /// pages, each step counted and charged.
+    pub(crate) fn demote_for_unmap(&mut self, pid: Pid, start: u64, end: u64) {
+        if !matches!(&self.policy.alloc, AllocPolicy::Reserve(rp) if rp.unmap_demotes) {
+            return;
+        }
+        let Some(p) = self.procs.get(&pid.0) else {
+            return;
+        };
+        let mut heads = p.pmap.superpage_heads(start, end, &self.orders);
+        while let Some(head) = heads.pop() {
+            let Some(e) = self.procs.get(&pid.0).and_then(|p| p.pmap.lookup(head)) else {
+                continue;
+            };
+            let c = e.size().0;
+            if c == 0 || !self.demote_one(pid, head) {
+                continue;
+            }
+            // The pieces, if still superpages, are demoted in turn.
+            let to = self.demote_target(c);
+            if to > 0 {
+                let step = 1u64 << self.orders[to as usize];
+                let n = 1u64 << self.orders[c as usize];
+                heads.extend((0..n / step).map(|k| head + k * step));
+            }
+        }
     }
 
     /// seed 000 4.6: demotes incrementally until `va` is mapped by a base page: the superpage is
