@@ -513,13 +513,8 @@ impl Os {
     /// then dirties that page only. Counted as a protection fault.
     fn clean_write_trap(&mut self, pid: Pid, va: u64) {
         self.demote_to_base(pid, va);
-        let c = self.machine.cost.fault_cycles;
-        self.stats.faults.total += 1;
-        self.stats.faults.minor += 1;
         self.stats.faults.protection += 1;
-        self.stats.cycles_fault += c;
-        let ns = c as u128 * 1_000_000_000 / self.machine.freq_hz as u128;
-        self.stats.fault_latency.record(ns as u64);
+        self.finish_fault(FaultCost { cycles: 0, io: 0 });
     }
 
     /// A base page was dirtied under a policy that traps dirtying (seed 000 4.7): the extent

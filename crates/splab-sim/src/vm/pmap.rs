@@ -372,29 +372,16 @@ impl Pmap {
         })
     }
 
-    /// Head entries of the superpages in `[start, end)`, visiting only the chunks that exist.
+    /// Head entries of the superpages in `[start, end)`, in increasing order, visiting only the
+    /// chunks that exist.
     pub fn superpage_heads(&self, start: u64, end: u64, orders: &[u8]) -> Vec<u64> {
-        let mut heads = Vec::new();
-        let (first, last) = (start >> CHUNK_SHIFT, (end.max(1) - 1) >> CHUNK_SHIFT);
-        for (&k, c) in &self.chunks {
-            if k < first || k > last {
-                continue;
-            }
-            for (i, &s) in c.iter().enumerate() {
-                let vpn = (k << CHUNK_SHIFT) | i as u64;
-                let p = Pte(s);
-                if p.valid()
-                    && !p.size().is_base()
-                    && vpn >= start
-                    && vpn < end
-                    && vpn == Self::head_of(vpn, orders[p.size().0 as usize])
-                {
-                    heads.push(vpn);
-                }
-            }
-        }
-        heads.sort_unstable();
-        heads
+        self.entries_in(start, end)
+            .into_iter()
+            .filter(|&(vpn, p)| {
+                !p.size().is_base() && vpn == Self::head_of(vpn, orders[p.size().0 as usize])
+            })
+            .map(|(vpn, _)| vpn)
+            .collect()
     }
 
     /// Valid entries in `[start, end)` as (vpn, entry), visiting only the chunks that exist, in
