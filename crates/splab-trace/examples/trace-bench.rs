@@ -1,4 +1,4 @@
-//! splab-trace-bench: the trace subsystem's figures (docs/trace-format.md "Measured figures").
+//! trace-bench: the trace subsystem's figures (docs/trace-format.md "Measured figures").
 //!
 //! Dimensions: capture rate (accesses of the traced program recorded per second of wall time,
 //! Valgrind startup included), trace density (file bytes per access), reader throughput (events
@@ -6,7 +6,7 @@
 //! array 4 times after filling it: the sequential-scan case of the budgets) and `gzip` (the
 //! system's gzip on a generated 2MB text file: a real program).
 //!
-//! Usage: `cargo run --release -p splab-trace --bin splab-trace-bench [-- scan|gzip|all] [--lackey]
+//! Usage: `cargo run --release -p splab-trace --example trace-bench [-- scan|gzip|all] [--lackey]
 //! [--level=N]` (N: the zstd level).
 
 use std::path::{Path, PathBuf};
