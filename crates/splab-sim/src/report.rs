@@ -154,7 +154,6 @@ impl Report {
         let sizes = m.page_sizes();
         let cycles_total = e.clock();
         let superpage_orders: Vec<u8> = (1..sizes.len()).map(|c| m.order_of(c)).collect();
-        let ns = |c: u64| c;
         let lat = &st.fault_latency;
         Report {
             schema: SCHEMA,
@@ -219,9 +218,9 @@ impl Report {
                 seconds: cycles_total as f64 / m.freq_hz as f64,
                 background_cycles: e.background_cycles,
                 fault_latency_ns: Latency {
-                    p50: ns(lat.quantile(0.50)),
-                    p95: ns(lat.quantile(0.95)),
-                    p99: ns(lat.quantile(0.99)),
+                    p50: lat.quantile(0.50),
+                    p95: lat.quantile(0.95),
+                    p99: lat.quantile(0.99),
                     max: lat.max,
                 },
             },

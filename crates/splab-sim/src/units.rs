@@ -1,19 +1,11 @@
-//! Newtypes for the units that cross module boundaries.
+//! Newtypes for the units that cross module boundaries: frames, buddy orders, pids, size
+//! classes, protections, access kinds. All are `#[repr(transparent)]` and free at run time.
 //!
-//! A bare `u64` could mean a byte address, a page number, a frame number or a cycle count; these
-//! types keep them apart. All are `#[repr(transparent)]` and free at run time.
+//! Not (yet) newtypes: virtual byte addresses and virtual page numbers, which the VM converts
+//! between by the base-page shift at every turn, and cycle counts; they are `u64` named `va`,
+//! `vpn` and `cycles`.
 
 use serde::Serialize;
-
-/// A virtual byte address.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
-#[repr(transparent)]
-pub struct Vaddr(pub u64);
-
-/// A virtual page number, in base pages of the machine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-#[repr(transparent)]
-pub struct Vpn(pub u64);
 
 /// A physical frame number, in base pages of the machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -29,11 +21,6 @@ pub struct Order(pub u8);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
 #[repr(transparent)]
 pub struct Pid(pub u32);
-
-/// Cycles of the modelled CPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
-#[repr(transparent)]
-pub struct Cycles(pub u64);
 
 /// Index of a page size in the machine's list: 0 is the base page, 1.. the superpage sizes in
 /// increasing order. Small, so it fits in TLB tags and page-table entries.
@@ -56,18 +43,7 @@ impl Order {
     }
 }
 
-impl Vpn {
-    #[inline]
-    pub const fn align_down(self, order: Order) -> Vpn {
-        Vpn(self.0 & !((1u64 << order.0) - 1))
-    }
-}
-
 impl Pfn {
-    #[inline]
-    pub const fn align_down(self, order: Order) -> Pfn {
-        Pfn(self.0 & !((1u64 << order.0) - 1))
-    }
     #[inline]
     pub const fn is_aligned(self, order: Order) -> bool {
         self.0 & ((1u64 << order.0) - 1) == 0

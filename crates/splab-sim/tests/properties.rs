@@ -122,6 +122,17 @@ fn run_policy_stats(
     let mut procs: Vec<(Pid, Vec<(u64, u64)>)> = vec![(first, Vec::new())];
     for (i, op) in ops.iter().enumerate() {
         let pick = |procs: &Vec<(Pid, Vec<(u64, u64)>)>, k: usize| k % procs.len();
+        // The region a random index names among process k's, if it has any.
+        let region_of = |procs: &Vec<(Pid, Vec<(u64, u64)>)>, k: usize, r: usize| {
+            procs[k].1.get(r % procs[k].1.len().max(1)).copied()
+        };
+        let kind_of = |write: bool| {
+            if write {
+                AccessKind::Write
+            } else {
+                AccessKind::Read
+            }
+        };
         let res: Result<(), SimError> = match *op {
             Op::Mmap {
                 proc,
@@ -157,7 +168,7 @@ fn run_policy_stats(
                 pages,
             } => {
                 let k = pick(&procs, proc);
-                match procs[k].1.get(region % procs[k].1.len().max(1)).copied() {
+                match region_of(&procs, k, region) {
                     Some((a, _)) => e.munmap(procs[k].0, a + off * page, pages * page),
                     None => Ok(()),
                 }
@@ -170,7 +181,7 @@ fn run_policy_stats(
                 prot,
             } => {
                 let k = pick(&procs, proc);
-                match procs[k].1.get(region % procs[k].1.len().max(1)).copied() {
+                match region_of(&procs, k, region) {
                     Some((a, n)) => {
                         e.mprotect(procs[k].0, a + (off % n) * page, pages * page, Prot(prot))
                     }
@@ -184,7 +195,7 @@ fn run_policy_stats(
                 pages,
             } => {
                 let k = pick(&procs, proc);
-                match procs[k].1.get(region % procs[k].1.len().max(1)).copied() {
+                match region_of(&procs, k, region) {
                     Some((a, n)) => e.madvise(
                         procs[k].0,
                         a + (off % n) * page,
@@ -216,13 +227,9 @@ fn run_policy_stats(
                 write,
             } => {
                 let k = pick(&procs, proc);
-                match procs[k].1.get(region % procs[k].1.len().max(1)).copied() {
+                match region_of(&procs, k, region) {
                     Some((a, n)) => {
-                        let kind = if write {
-                            AccessKind::Write
-                        } else {
-                            AccessKind::Read
-                        };
+                        let kind = kind_of(write);
                         e.access(procs[k].0, a + (pg % n) * page + 8 * (i as u64 % 64), kind)
                     }
                     None => Ok(()),
@@ -236,13 +243,9 @@ fn run_policy_stats(
                 write,
             } => {
                 let k = pick(&procs, proc);
-                match procs[k].1.get(region % procs[k].1.len().max(1)).copied() {
+                match region_of(&procs, k, region) {
                     Some((a, n)) => {
-                        let kind = if write {
-                            AccessKind::Write
-                        } else {
-                            AccessKind::Read
-                        };
+                        let kind = kind_of(write);
                         let start = a + (pg % n) * page;
                         let room = (a + n * page - start) / 64;
                         e.access_run(procs[k].0, start, 64, count.min(room.max(1)), kind)

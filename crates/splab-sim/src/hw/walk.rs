@@ -153,9 +153,6 @@ impl Pwc {
         valid.resize(self.keys.len(), 0);
         self.keys = valid;
     }
-    fn clear(&mut self) {
-        self.keys.iter_mut().for_each(|k| *k = 0);
-    }
 }
 
 /// Shifts `v[0..i]` up by one (dropping `v[i]`) and puts `x` in front: move-to-front for the
@@ -321,14 +318,6 @@ impl Walker {
     pub fn invalidate_asid(&mut self, asid: u32) {
         for p in &mut self.pwcs {
             p.invalidate_asid(asid);
-        }
-    }
-
-    /// Drops all page-walk-cache entries (after a structural change of a page table, e.g. a
-    /// promotion that turns a non-leaf entry into a leaf: Intel SDM 4.10.4.1).
-    pub fn flush_pwc(&mut self) {
-        for p in &mut self.pwcs {
-            p.clear();
         }
     }
 }

@@ -83,10 +83,6 @@ impl Resv {
     pub fn full(&self) -> bool {
         self.popcnt == 1 << self.order
     }
-    /// Populated pages among offsets `[from, from + n)`.
-    pub fn count(&self, from: u64, n: u64) -> u64 {
-        (from..from + n).filter(|&i| self.is_set(i)).count() as u64
-    }
     fn range_empty(&self, from: u64, n: u64) -> bool {
         if n >= 64 {
             self.bits[(from / 64) as usize..((from + n) / 64) as usize]

@@ -384,18 +384,7 @@ impl Os {
             });
         }
         let copy_cycles = self.machine.cost.copy_page_cycles;
-        if !in_file {
-            // Allocate before letting go of the old page: if memory has run out, nothing changed.
-            let new = self.alloc_frame(pid, layer, pindex, v)?;
-            self.obj_remove(layer, pindex);
-            self.obj_insert(layer, pindex, new);
-        } else {
-            let new = self.alloc_frame(pid, layer, pindex, v)?;
-            self.obj_insert(layer, pindex, new);
-        }
-        let new = self.obj(layer).pages.get(pindex).expect("cow: new page");
-        self.stats.faults.cow += 1;
-        self.stats.copied_bytes += self.machine.base_size();
+        let new = self.cow_copy(pid, layer, pindex, v)?;
         let va = vpn << self.base_shift();
         let p = self.procs.get_mut(&pid.0).expect("cow: pid");
         p.pmap.replace(vpn, new, v.prot);
@@ -404,6 +393,18 @@ impl Os {
             cycles: copy_cycles + self.machine.cost.tlb_invalidate_cycles,
             io: 0,
         })
+    }
+
+    /// Copy-on-write: page `pindex` of `layer` becomes a private copy in a new frame, replacing
+    /// the page `layer` held (if any). The frame is allocated before the old page is let go, so
+    /// running out of memory changes nothing. Counts the copy; the caller charges its cycles.
+    fn cow_copy(&mut self, pid: Pid, layer: ObjId, pindex: u64, v: &Vma) -> Result<Pfn> {
+        let new = self.alloc_frame(pid, layer, pindex, v)?;
+        self.obj_remove(layer, pindex);
+        self.obj_insert(layer, pindex, new);
+        self.stats.faults.cow += 1;
+        self.stats.copied_bytes += self.machine.base_size();
+        Ok(new)
     }
 
     fn set_pte_prot(&mut self, pid: Pid, vpn: u64, prot: Prot) {
@@ -435,10 +436,7 @@ impl Os {
                 let pfn = self.file_page(pid, v.obj, pindex, v, &mut cost)?;
                 if write {
                     // Private write to a file page: copy it into the shadow at once.
-                    let new = self.alloc_frame(pid, s, pindex, v)?;
-                    self.obj_insert(s, pindex, new);
-                    self.stats.faults.cow += 1;
-                    self.stats.copied_bytes += base;
+                    let new = self.cow_copy(pid, s, pindex, v)?;
                     cost.cycles += self.machine.cost.copy_page_cycles;
                     (new, true)
                 } else {
@@ -450,12 +448,7 @@ impl Os {
         } else if let Some(pfn) = self.obj(v.obj).pages.get(pindex) {
             // Present in the object (shared memory, or a copy-on-write page after fork).
             if write && v.private() && self.phys.refs(pfn) > 1 {
-                // Allocate first: on failure the shared page stays as it was.
-                let new = self.alloc_frame(pid, v.obj, pindex, v)?;
-                self.obj_remove(v.obj, pindex);
-                self.obj_insert(v.obj, pindex, new);
-                self.stats.faults.cow += 1;
-                self.stats.copied_bytes += base;
+                let new = self.cow_copy(pid, v.obj, pindex, v)?;
                 cost.cycles += self.machine.cost.copy_page_cycles;
                 (new, true)
             } else {

@@ -437,9 +437,16 @@ impl Os {
     /// The next smaller size a superpage of class `c` demotes to: the largest allowed smaller
     /// class, or the base page.
     fn demote_target(&self, c: u8) -> u8 {
-        self.reserv_policy()
-            .and_then(|rp| rp.classes.iter().copied().filter(|&k| k < c).max())
-            .unwrap_or(0)
+        match &self.policy.alloc {
+            AllocPolicy::Reserve(rp) => rp
+                .classes
+                .iter()
+                .copied()
+                .filter(|&k| k < c)
+                .max()
+                .unwrap_or(0),
+            AllocPolicy::BasePage => 0,
+        }
     }
 
     /// Demotes the superpage mapping `vpn` of `pid` one step. Returns false if `vpn` is a base page.
