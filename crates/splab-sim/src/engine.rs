@@ -6,9 +6,10 @@
 //! is derived from the cost counters, so there is one source of truth for time.
 
 use crate::error::Result;
+use crate::hw::core::cause;
 use crate::hw::Machine;
 use crate::policy::Policy;
-use crate::units::{AccessKind, Pid, Prot};
+use crate::units::{Access, AccessKind, MemOp, Pid, Prot};
 use crate::vm::{Advice, MmapReq, Os};
 
 /// A background activity woken on the simulated clock (page daemon, khugepaged, ...).
@@ -48,6 +49,8 @@ pub struct Engine {
     superpage_orders: Vec<u8>,
     progress: Option<ProgressFn>,
     next_progress: u64,
+    /// Kernel cycles (`VmStats::cycles_kernel`) already handed to the core.
+    kernel_charged: u64,
 }
 
 impl Engine {
@@ -75,6 +78,7 @@ impl Engine {
             superpage_orders,
             progress: None,
             next_progress: 1 << 24,
+            kernel_charged: 0,
         };
         e.sample(0);
         e
@@ -88,16 +92,23 @@ impl Engine {
         self.progress = Some(f);
     }
 
-    /// Cycles of the application so far: accesses, TLB, faults, I/O, kernel work, compute.
+    /// Cycles of the application so far: the core's clock (hw/core.rs), which overlaps
+    /// independent misses and walks and serialises faults and kernel work. Its breakdown by
+    /// cause is `os.hw.core.breakdown()`.
     pub fn clock(&self) -> u64 {
-        let a = &self.os.acc;
-        let s = &self.os.stats;
-        a.cycles_access
-            + a.cycles_tlb
-            + s.cycles_fault
-            + s.cycles_io
-            + s.cycles_kernel
-            + self.compute_cycles
+        self.os.hw.core.cycles()
+    }
+
+    /// Hands kernel work done since the last call to the core (it drains the window).
+    fn charge_kernel(&mut self) {
+        let k = self.os.stats.cycles_kernel;
+        if k > self.kernel_charged {
+            self.os
+                .hw
+                .core
+                .serial(k - self.kernel_charged, cause::KERNEL);
+            self.kernel_charged = k;
+        }
     }
 
     fn sample(&mut self, now: u64) {
@@ -130,6 +141,7 @@ impl Engine {
     fn after_event(&mut self) -> Result<()> {
         self.events += 1;
         self.os.note_peaks();
+        self.charge_kernel();
         let now = self.clock();
         if now >= self.next_sample {
             self.sample(now);
@@ -156,6 +168,7 @@ impl Engine {
     /// The final sample and peaks; call once when the workload is done.
     pub fn finish(&mut self) {
         self.os.note_peaks();
+        self.charge_kernel();
         let now = self.clock();
         self.sample(now);
     }
@@ -233,27 +246,36 @@ impl Engine {
         self.after_event()
     }
 
+    /// One independent access with one instruction (one event).
     pub fn access(&mut self, pid: Pid, va: u64, kind: AccessKind) -> Result<()> {
         self.os.access(pid, va, kind)?;
         self.after_event()
     }
 
-    /// `count` accesses from `va` with a byte `stride` (one event).
-    /// Long runs are cut into pieces of 2^20 accesses so that progress and samples advance.
+    /// One access (one event).
+    pub fn access_op(&mut self, pid: Pid, a: Access) -> Result<()> {
+        self.os.access_op(pid, a)?;
+        self.after_event()
+    }
+
+    /// `count` independent accesses from `va` with a byte `stride`, `ipa` instructions each: a
+    /// sequential run, its lines streamed by the prefetcher (one event). Long runs are cut into
+    /// pieces of 2^20 accesses so that progress and samples advance.
     pub fn access_run(
         &mut self,
         pid: Pid,
         va: u64,
         stride: i64,
         count: u64,
-        kind: AccessKind,
+        op: MemOp,
+        ipa: u16,
     ) -> Result<()> {
         const PIECE: u64 = 1 << 20;
         let mut va = va;
         let mut left = count;
         while left > 0 {
             let n = left.min(PIECE);
-            self.os.access_run(pid, va, stride, n, kind)?;
+            self.os.access_run(pid, va, stride, n, op, ipa)?;
             self.after_event()?;
             va = va.wrapping_add((stride as u64).wrapping_mul(n));
             left -= n;
@@ -261,23 +283,17 @@ impl Engine {
         Ok(())
     }
 
-    /// A batch of accesses of one kind (one event).
-    pub fn accesses(&mut self, pid: Pid, vas: &[u64], kind: AccessKind) -> Result<()> {
-        self.os.accesses(pid, vas, kind)?;
+    /// A batch of accesses (one event).
+    pub fn accesses(&mut self, pid: Pid, batch: &[Access]) -> Result<()> {
+        self.os.accesses(pid, batch)?;
         self.after_event()
     }
 
-    /// A batch of accesses with their kinds (one event).
-    pub fn accesses_mixed(&mut self, pid: Pid, batch: &[(u64, AccessKind)]) -> Result<()> {
-        for &(va, kind) in batch {
-            self.os.access(pid, va, kind)?;
-        }
-        self.after_event()
-    }
-
-    /// Time spent computing without touching memory.
+    /// Time spent computing without touching memory: `cycles` of instructions dispatched
+    /// while earlier misses complete.
     pub fn compute(&mut self, _pid: Pid, cycles: u64) -> Result<()> {
         self.compute_cycles += cycles;
+        self.os.hw.core.compute(cycles);
         self.after_event()
     }
 }

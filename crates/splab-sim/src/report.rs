@@ -1,6 +1,9 @@
-//! Reports: the `splab.report.v1` JSON document, the readable text summary, and comparisons.
+//! Reports: the `splab.report.v2` JSON document, the readable text summary, and comparisons.
 //!
-//! The field names under `schema` are a contract (design.md); fields may be added, never renamed.
+//! The field names under `schema` are a contract (design.md); fields may be added, never renamed
+//! within a version. v2 (the out-of-order time model) changed `time`: `cycles_access` is gone,
+//! `cycles_tlb` is now the critical-path cycles of TLB hits and walks, and `breakdown` says what
+//! every cycle of `cycles_total` waited for (docs/timing.md).
 //! Everything outside `sim` is a deterministic function of machine, policy, workload and seed.
 
 use serde::Serialize;
@@ -10,7 +13,7 @@ use crate::engine::Engine;
 use crate::units::fmt_size;
 use crate::vm::stats::FaultStats;
 
-pub const SCHEMA: &str = "splab.report.v1";
+pub const SCHEMA: &str = "splab.report.v2";
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Config {
@@ -27,8 +30,15 @@ pub struct Config {
 pub struct Accesses {
     pub total: u64,
     pub reads: u64,
+    /// Stores and read-modify-writes.
     pub writes: u64,
     pub ifetch: u64,
+    /// Read-modify-write accesses (also counted in `writes`).
+    pub rmw: u64,
+    /// Accesses whose address came from an earlier load (`dep` > 0).
+    pub dependent: u64,
+    /// Instructions the accesses stand for (their `ipa` summed).
+    pub instructions: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -45,10 +55,20 @@ pub struct TlbReport {
     pub walks: u64,
     /// Page-table memory references made by walks (fewer with page-walk-cache hits).
     pub walk_refs: u64,
+    /// Walk references by the place that served them (cache levels, DRAM).
+    pub walk_refs_by_level: Map<String, Value>,
     pub pwc_hits: u64,
-    pub walk_cache_hits: u64,
-    pub walk_cache_misses: u64,
     pub dirty_assists: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CachesReport {
+    /// Every reference (data and page-table) by level.
+    pub levels: Vec<crate::hw::cache::CacheStats>,
+    /// Data references by the place that served them (cache levels, DRAM).
+    pub data_by_level: Map<String, Value>,
+    /// Lines of sequential runs brought in by the stream prefetcher.
+    pub streamed_lines: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -72,6 +92,9 @@ pub struct Memory {
     pub io_read_bytes: u64,
     pub io_write_bytes: u64,
     pub contiguity_end: f64,
+    /// Page-table pages (wired frames) at the end and at the peak.
+    pub page_table_bytes: u64,
+    pub page_table_peak_bytes: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -84,12 +107,20 @@ pub struct Latency {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Time {
+    /// The core's clock at the end (hw/core.rs): misses and walks overlap, faults drain.
     pub cycles_total: u64,
-    pub cycles_access: u64,
+    /// Critical-path cycles of second-level TLB hits and walks (breakdown.tlb_hit + walk).
     pub cycles_tlb: u64,
+    /// `cycles_tlb / cycles_total`.
+    pub walk_share: f64,
+    /// What each cycle of `cycles_total` waited for; the parts sum to it.
+    pub breakdown: BreakdownReport,
+    /// Cost of faults (trap, handler, zeroing, copying, promotion in the fault path), charged
+    /// serially.
     pub cycles_fault: u64,
     pub cycles_io: u64,
     pub cycles_kernel: u64,
+    /// Cycles of `compute` events.
     pub cycles_compute: u64,
     /// Parts of cycles_fault and cycles_kernel spent promoting and demoting.
     pub cycles_promotion: u64,
@@ -97,6 +128,24 @@ pub struct Time {
     pub seconds: f64,
     pub background_cycles: u64,
     pub fault_latency_ns: Latency,
+}
+
+/// The critical-path attribution of `cycles_total` (hw/core.rs).
+#[derive(Clone, Debug, Serialize)]
+pub struct BreakdownReport {
+    /// Dispatching instructions (nothing else was waited for).
+    pub compute: u64,
+    /// Second-level TLB hits.
+    pub tlb_hit: u64,
+    /// Walk references by the place that served them; `handler` is a software refill's own
+    /// instructions, or waiting for a free walker.
+    pub walk: Map<String, Value>,
+    /// Data by the place that served it; `queue` is waiting for a free fill buffer, `stream`
+    /// sequential runs at the memory bandwidth.
+    pub data: Map<String, Value>,
+    pub fault: u64,
+    pub io: u64,
+    pub kernel: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -121,6 +170,7 @@ pub struct Report {
     pub config: Config,
     pub accesses: Accesses,
     pub tlb: TlbReport,
+    pub caches: CachesReport,
     pub faults: FaultStats,
     pub pages: Pages,
     pub reservations: Reservations,
@@ -144,6 +194,25 @@ fn by_size(sizes: &[u64], values: &[u64]) -> Map<String, Value> {
         .collect()
 }
 
+/// Names of the places a reference can be served: the machine's cache levels, then DRAM at
+/// index 3 (the core's and walker's convention).
+fn place_names(levels: &[crate::hw::cache::CacheStats]) -> Vec<(usize, String)> {
+    let mut v: Vec<(usize, String)> = levels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i, l.name.clone()))
+        .collect();
+    v.push((3, "DRAM".into()));
+    v
+}
+
+fn by_place(names: &[(usize, String)], values: &[u64; 4]) -> Map<String, Value> {
+    names
+        .iter()
+        .map(|(i, n)| (n.clone(), Value::from(values[*i])))
+        .collect()
+}
+
 impl Report {
     /// Builds the report of a finished run.
     pub fn from_engine(e: &Engine, config: Config, wall_seconds: f64) -> Report {
@@ -155,6 +224,15 @@ impl Report {
         let cycles_total = e.clock();
         let superpage_orders: Vec<u8> = (1..sizes.len()).map(|c| m.order_of(c)).collect();
         let lat = &st.fault_latency;
+        let cache_stats = os.hw.caches.stats();
+        let places = place_names(&cache_stats);
+        let b = os.hw.core.breakdown();
+        let mut walk = by_place(&places, &b.walk_by_level);
+        walk.insert("handler".into(), Value::from(b.walk_other));
+        let mut data = by_place(&places, &b.data_by_level);
+        data.insert("queue".into(), Value::from(b.data_queue));
+        data.insert("stream".into(), Value::from(b.stream));
+        let cycles_tlb = b.tlb_hit + b.walk();
         Report {
             schema: SCHEMA,
             config,
@@ -163,6 +241,9 @@ impl Report {
                 reads: acc.reads,
                 writes: acc.writes,
                 ifetch: acc.ifetch,
+                rmw: acc.rmw,
+                dependent: acc.dependent,
+                instructions: acc.instructions,
             },
             tlb: TlbReport {
                 levels: os
@@ -178,10 +259,14 @@ impl Report {
                     .collect(),
                 walks: acc.walks,
                 walk_refs: acc.walk_refs,
+                walk_refs_by_level: by_place(&places, &os.hw.walker.refs_by_level),
                 pwc_hits: os.hw.walker.pwc_hits,
-                walk_cache_hits: os.hw.walker.cache.hits,
-                walk_cache_misses: os.hw.walker.cache.misses,
                 dirty_assists: acc.dirty_assists,
+            },
+            caches: CachesReport {
+                data_by_level: by_place(&places, &acc.data_by_level),
+                streamed_lines: acc.streamed_lines,
+                levels: cache_stats,
             },
             faults: st.faults.clone(),
             pages: Pages {
@@ -204,11 +289,26 @@ impl Report {
                 io_read_bytes: st.io_read_bytes,
                 io_write_bytes: st.io_write_bytes,
                 contiguity_end: os.phys.buddy.contiguity(&superpage_orders),
+                page_table_bytes: st.pt.pages << m.base_shift(),
+                page_table_peak_bytes: st.pt.peak_pages << m.base_shift(),
             },
             time: Time {
                 cycles_total,
-                cycles_access: acc.cycles_access,
-                cycles_tlb: acc.cycles_tlb,
+                cycles_tlb,
+                walk_share: if cycles_total > 0 {
+                    cycles_tlb as f64 / cycles_total as f64
+                } else {
+                    0.0
+                },
+                breakdown: BreakdownReport {
+                    compute: b.compute,
+                    tlb_hit: b.tlb_hit,
+                    walk,
+                    data,
+                    fault: b.fault,
+                    io: b.io,
+                    kernel: b.kernel,
+                },
                 cycles_fault: st.cycles_fault,
                 cycles_io: st.cycles_io,
                 cycles_kernel: st.cycles_kernel,
@@ -364,17 +464,50 @@ impl Report {
                 0.0
             }
         };
+        let b = &t.breakdown;
+        let sum = |m: &Map<String, Value>| m.values().filter_map(|v| v.as_u64()).sum::<u64>();
         let _ = writeln!(
             s,
-            "  time          {:.6} s estimated = {} cycles: access {:.1}%, TLB {:.1}%, faults {:.1}%, I/O {:.1}%, kernel {:.1}%, compute {:.1}%",
+            "  time          {:.6} s estimated = {} cycles: compute {:.1}%, data {:.1}%, TLB {:.1}% (walks {:.1}%), faults {:.1}%, I/O {:.1}%, kernel {:.1}%",
             t.seconds,
             group(t.cycles_total),
-            pct(t.cycles_access),
+            pct(b.compute),
+            pct(sum(&b.data)),
             pct(t.cycles_tlb),
-            pct(t.cycles_fault),
-            pct(t.cycles_io),
-            pct(t.cycles_kernel),
-            pct(t.cycles_compute)
+            pct(sum(&b.walk)),
+            pct(b.fault),
+            pct(b.io),
+            pct(b.kernel)
+        );
+        let places = |m: &Map<String, Value>| {
+            m.iter()
+                .filter(|(_, v)| v.as_u64().unwrap_or(0) > 0)
+                .map(|(k, v)| format!("{k} {:.1}%", pct(v.as_u64().unwrap_or(0))))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(s, "    data by place:  {}", places(&b.data));
+        let _ = writeln!(s, "    walks by place: {}", places(&b.walk));
+        let c: Vec<String> = self
+            .caches
+            .levels
+            .iter()
+            .map(|l| {
+                let tot = l.hits + l.misses;
+                let rate = if tot > 0 {
+                    100.0 * l.misses as f64 / tot as f64
+                } else {
+                    0.0
+                };
+                format!("{} {rate:.1}% miss", l.name)
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "  caches        {}; page tables {} (peak {})",
+            c.join(", "),
+            human(self.memory.page_table_bytes),
+            human(self.memory.page_table_peak_bytes)
         );
         let l = &t.fault_latency_ns;
         let _ = writeln!(
@@ -403,6 +536,8 @@ pub struct CompareRow {
     pub tlb_miss_reduction_pct: f64,
     /// This policy's peak footprint / the baseline's.
     pub footprint_ratio: f64,
+    /// Share of this policy's estimated time spent on TLB hits and walks.
+    pub walk_share: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -432,10 +567,11 @@ impl Comparison {
                     r.memory.footprint_peak_bytes,
                     base.memory.footprint_peak_bytes,
                 ),
+                walk_share: r.time.walk_share,
             })
             .collect();
         Comparison {
-            schema: "splab.compare.v1",
+            schema: "splab.compare.v2",
             machine: base.config.machine.clone(),
             workload: base.config.workload.clone(),
             baseline: base.config.policy.clone(),
@@ -454,10 +590,11 @@ impl Comparison {
         );
         let _ = writeln!(
             s,
-            "  {:<24} {:>12} {:>9} {:>12} {:>10} {:>12} {:>12} {:>9} {:>10}",
+            "  {:<24} {:>12} {:>9} {:>11} {:>12} {:>10} {:>12} {:>12} {:>9} {:>10}",
             "policy",
             "est. time s",
             "speedup",
+            "walk share",
             "walks",
             "walk red.",
             "faults",
@@ -469,10 +606,11 @@ impl Comparison {
             let sp = r.memory.superpage_peak_bytes;
             let _ = writeln!(
                 s,
-                "  {:<24} {:>12.6} {:>8.3}x {:>12} {:>9.2}% {:>12} {:>12} {:>9.3} {:>10}",
+                "  {:<24} {:>12.6} {:>8.3}x {:>10.1}% {:>12} {:>9.2}% {:>12} {:>12} {:>9.3} {:>10}",
                 truncate(&row.policy, 24),
                 r.time.seconds,
                 row.speedup,
+                100.0 * row.walk_share,
                 group(r.tlb.walks),
                 row.tlb_miss_reduction_pct,
                 group(r.faults.total),

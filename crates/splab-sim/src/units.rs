@@ -50,6 +50,62 @@ impl Pfn {
     }
 }
 
+/// What an access does, as the core times it. A read-modify-write instruction (x86 `add [m], r`,
+/// an atomic) loads and stores one address: it waits for its data like a load and dirties the
+/// line like a store; the VM sees it as one `Write`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemOp {
+    Load,
+    Store,
+    Rmw,
+    Ifetch,
+}
+
+impl MemOp {
+    /// The access kind the VM sees.
+    #[inline]
+    pub const fn kind(self) -> AccessKind {
+        match self {
+            MemOp::Load => AccessKind::Read,
+            MemOp::Store | MemOp::Rmw => AccessKind::Write,
+            MemOp::Ifetch => AccessKind::Ifetch,
+        }
+    }
+    /// The plain operation of an access kind (a write is a store).
+    #[inline]
+    pub const fn of_kind(k: AccessKind) -> MemOp {
+        match k {
+            AccessKind::Read => MemOp::Load,
+            AccessKind::Write => MemOp::Store,
+            AccessKind::Ifetch => MemOp::Ifetch,
+        }
+    }
+}
+
+/// One memory access as a workload issues it: the address, what it does, `dep` (how many
+/// accesses back is the load whose value formed this address; 0 = independent) and `ipa` (the
+/// instructions since the previous access, this one included; at least 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access {
+    pub va: u64,
+    pub op: MemOp,
+    pub dep: u16,
+    pub ipa: u16,
+}
+
+impl Access {
+    #[inline]
+    pub const fn new(va: u64, op: MemOp, dep: u16, ipa: u16) -> Access {
+        Access { va, op, dep, ipa }
+    }
+    /// An independent access of kind `k` with one instruction.
+    #[inline]
+    pub const fn plain(va: u64, k: AccessKind) -> Access {
+        Access::new(va, MemOp::of_kind(k), 0, 1)
+    }
+}
+
 /// Memory access kinds. A read-modify-write instruction is one `Write`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]

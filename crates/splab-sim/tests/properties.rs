@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use splab_sim::engine::Engine;
 use splab_sim::hw::Machine;
 use splab_sim::policy::Policy;
-use splab_sim::units::{AccessKind, Pid, Prot};
+use splab_sim::units::{AccessKind, MemOp, Pid, Prot};
 use splab_sim::vm::{Advice, MapFlags, MmapReq};
 use splab_sim::SimError;
 
@@ -248,7 +248,14 @@ fn run_policy_stats(
                         let kind = kind_of(write);
                         let start = a + (pg % n) * page;
                         let room = (a + n * page - start) / 64;
-                        e.access_run(procs[k].0, start, 64, count.min(room.max(1)), kind)
+                        e.access_run(
+                            procs[k].0,
+                            start,
+                            64,
+                            count.min(room.max(1)),
+                            MemOp::of_kind(kind),
+                            1,
+                        )
                     }
                     None => Ok(()),
                 }

@@ -84,7 +84,7 @@ fn run_prints_summary_and_json() {
     assert!(out.status.success());
     let v: serde_json::Value =
         serde_json::from_slice(&out.stdout).expect("stdout is the JSON report");
-    assert_eq!(v["schema"], "splab.report.v1");
+    assert_eq!(v["schema"], "splab.report.v2");
     assert_eq!(v["accesses"]["total"], 80_000);
     for key in [
         "config",

@@ -6,8 +6,10 @@
 
 use serde::Serialize;
 
+use super::cache::{CacheLevelConfig, CachesConfig, Replacement};
+use super::core::CoreConfig;
 use super::tlb::{ArrayConfig, LevelConfig, TlbConfig};
-use super::walk::{CacheConfig, WalkConfig};
+use super::walk::WalkConfig;
 use crate::error::{Result, SimError};
 use crate::spec::Spec;
 
@@ -52,6 +54,10 @@ pub struct Machine {
     pub va_bits: u8,
     pub tlb: TlbConfig,
     pub walk: WalkConfig,
+    /// Data caches (shared with page-table lines) and DRAM latency.
+    pub caches: CachesConfig,
+    /// The out-of-order core that overlaps misses.
+    pub core: CoreConfig,
     /// Superpages are represented by replicating the PTE once per base page (Alpha, PA-RISC):
     /// promoting or demoting rewrites every base PTE (seed 000 6.1; seed 002 4).
     pub replicated_ptes: bool,
@@ -125,6 +131,21 @@ fn fa(sizes: &[u8], entries: u32) -> ArrayConfig {
         ways: entries,
     }
 }
+fn cl(
+    name: &str,
+    size_bytes: u64,
+    ways: u32,
+    latency: u64,
+    replacement: Replacement,
+) -> CacheLevelConfig {
+    CacheLevelConfig {
+        name: name.into(),
+        size_bytes,
+        ways,
+        latency,
+        replacement,
+    }
+}
 fn sa(sizes: &[u8], entries: u32, ways: u32) -> ArrayConfig {
     ArrayConfig {
         sizes: sizes.to_vec(),
@@ -153,17 +174,40 @@ pub fn alpha21264() -> Machine {
             lower: vec![],
         },
         // seed 000 6.1: "software page tables, with firmware-based TLB loader"; one PTE load per
-        // miss from the replicated, virtually mapped page table. Handler cost: see docs/constants.md.
+        // miss from the replicated, virtually mapped page table, whose leaf pages belong to the
+        // OS's three-level table (8KB pages of 1024 8-byte entries: 21264 HRM 2.1, shifts 33 /
+        // 23 / 13). Handler cost: see docs/constants.md.
         walk: WalkConfig::Software {
             // 21264 HRM Table 2-1: a DTB miss aborts the pipeline for 13 cycles; the PALcode body
             // besides its PTE load is not published: ~10 cycles assumed (docs/constants.md).
             handler_cycles: 13 + 10,
+            level_shifts: vec![33, 23, 13],
             pte_refs: 1,
             pte_bytes: 8,
-            // seed 000 6.1: 4MB unified direct-mapped external L2 (Bcache). HRM Table 2-4: a load
-            // that misses the Dcache and hits a 6-cycle Bcache takes 13 cycles. DRAM latency of
-            // the XP-1000 is not published: ~170ns = 85 cycles assumed (docs/constants.md).
-            cache: CacheConfig { lines: (4 << 20) / 64, ways: 1, hit_cycles: 13, miss_cycles: 85 },
+        },
+        caches: CachesConfig {
+            levels: vec![
+                // seed 000 6.1 and 21264 HRM 2.1.5.2: 64KB 2-way Dcache with round-robin
+                // replacement, 3-cycle load-to-use (HRM Table 2-4; docs/constants.md 6.1).
+                cl("L1D", 64 << 10, 2, 3, Replacement::RoundRobin),
+                // seed 000 6.1: 4MB direct-mapped external Bcache; HRM Table 2-4: 13 cycles
+                // for a load that misses the Dcache and hits a 6-cycle Bcache.
+                cl("Bcache", 4 << 20, 1, 13, Replacement::Plru),
+            ],
+            // XP-1000 DRAM latency not published: ~170ns = 85 cycles assumed (docs/constants.md).
+            dram_latency: 85,
+        },
+        core: CoreConfig {
+            // docs/constants.md 6.1: 80 in-flight instructions (HRM 2.1.1.1), 4-wide (Kessler,
+            // IEEE Micro 1999), 8-entry miss address file (HRM 2.1.6.3).
+            window: 80,
+            width: 4,
+            mshrs: 8,
+            walkers: 1,
+            // XP-1000 bandwidth not published: ~1GB/s assumed (docs/constants.md 6.1), 2 B/cycle.
+            // The 21264 has no hardware prefetcher, but 8 misses of 64 bytes per 85 cycles
+            // (6 B/cycle) exceed that bandwidth, so sequential runs are bandwidth-bound anyway.
+            stream_bytes_per_cycle: 2.0,
         },
         replicated_ptes: true,
         // No published fault or bandwidth figures for the XP-1000 (docs/constants.md): zeroing
@@ -205,12 +249,34 @@ pub fn pa8000() -> Machine {
             lower: vec![],
         },
         // seed 002 9, Table 2: "average miss handling overhead of 70 cycles for a PA-8000"; that
-        // average already includes the pdir access, so no separate reference is charged.
+        // average already includes the hashed pdir access, so no separate reference is charged.
+        // HP-UX's pdir is one hashed table allocated at boot, not per-process pages: no
+        // page-table pages are modelled (level_shifts empty).
         walk: WalkConfig::Software {
             handler_cycles: 70,
+            level_shifts: vec![],
             pte_refs: 0,
             pte_bytes: 16,
-            cache: CacheConfig { lines: (1 << 20) / 64, ways: 1, hit_cycles: 1, miss_cycles: 1 },
+        },
+        caches: CachesConfig {
+            // PA-8000: no on-chip cache; off-chip 1MB direct-mapped data cache (docs/constants.md
+            // 2), 3-cycle latency taken from the sibling PA-8600 (7-cpu.com).
+            levels: vec![cl("Dcache", 1 << 20, 1, 3, Replacement::Plru)],
+            // PA-8600 J6000 (7-cpu.com): ~220ns to RAM = 40 cycles at 180 MHz (sibling part,
+            // docs/constants.md 6.2).
+            dram_latency: 40,
+        },
+        core: CoreConfig {
+            // docs/constants.md 6.2: 56-entry instruction reorder buffer and 4-wide insert
+            // (Gaddis et al., ISSCC 1996); 6 outstanding misses (Runway bus: six pending
+            // transactions; low confidence).
+            window: 56,
+            width: 4,
+            mshrs: 6,
+            walkers: 1,
+            // ~500MB/s (docs/constants.md 6.2): 2.8 B/cycle at 180 MHz; no hardware prefetcher,
+            // but 6 x 64 bytes per 40 cycles exceeds that bandwidth.
+            stream_bytes_per_cycle: 2.8,
         },
         replicated_ptes: true,
         // Memory bandwidth ~500MB/s assumed (Runway bus peak 768MB/s, docs/constants.md):
@@ -254,9 +320,27 @@ pub fn core2() -> Machine {
             level_shifts: vec![22, 12],
             pwc_entries: vec![16],
             pte_bytes: 4,
-            // Shared 4MB 16-way L2 (Optimization Reference Manual 2.1.4); 14-cycle hit measured
-            // on a 65nm Core 2 (docs/constants.md); DRAM ~75ns = 175 cycles assumed.
-            cache: CacheConfig { lines: (4 << 20) / 64, ways: 16, hit_cycles: 14, miss_cycles: 14 + 175 },
+        },
+        caches: CachesConfig {
+            levels: vec![
+                // Optimization Reference Manual 2.1.4: 32KB 8-way L1D; 3 cycles (docs/constants.md).
+                cl("L1D", 32 << 10, 8, 3, Replacement::Plru),
+                // Shared 4MB 16-way L2, 14 cycles measured on a 65nm Core 2 (docs/constants.md).
+                cl("L2", 4 << 20, 16, 14, Replacement::Plru),
+            ],
+            // DRAM ~75ns = 175 cycles beyond the L2 assumed (docs/constants.md).
+            dram_latency: 14 + 175,
+        },
+        core: CoreConfig {
+            // docs/constants.md 6.3: 96-entry ROB (Optimization Manual 2.4.3), 4-wide, 8 L1D
+            // fill buffers (RealWorldTech), one page walk at a time.
+            window: 96,
+            width: 4,
+            mshrs: 8,
+            walkers: 1,
+            // docs/constants.md 6.3: ~5GB/s sustained (< 6GiB/s measured on FSB1066, hexus):
+            // 2.1 B/cycle at 2.33 GHz.
+            stream_bytes_per_cycle: 2.1,
         },
         replicated_ptes: false,
         // Zeroing 4KB at ~4.5GB/s (hexus: < 6GiB/s measured on FSB1066) is ~0.9us = 2100
@@ -296,13 +380,35 @@ pub fn skylake() -> Machine {
             lower: vec![LevelConfig { name: "STLB".into(), arrays: vec![sa(&[0, 1], 1536, 12), sa(&[2], 16, 4)], hit_cycles: 9 }],
         },
         // 4-level radix (Intel SDM vol. 3 4.5), 8-byte entries; page-walk cache sizes are not
-        // published by Intel: see docs/constants.md. Walk references are looked up in an 8MB
-        // 16-way LLC (E3-1245 v6 has 8MB L3) with 7-cpu.com Skylake latencies.
+        // published by Intel: see docs/constants.md.
         walk: WalkConfig::Radix {
             level_shifts: vec![39, 30, 21, 12],
             pwc_entries: vec![2, 4, 32],
             pte_bytes: 8,
-            cache: CacheConfig { lines: (8 << 20) / 64, ways: 16, hit_cycles: 42, miss_cycles: 42 + 189 },
+        },
+        caches: CachesConfig {
+            levels: vec![
+                // 7-cpu.com Skylake and the Optimization Manual's cache table: 32KB 8-way L1D
+                // 4 cycles, 256KB 4-way L2 12 cycles, 8MB 16-way L3 42 cycles (E3-1245 v6: 8MB).
+                cl("L1D", 32 << 10, 8, 4, Replacement::Plru),
+                cl("L2", 256 << 10, 4, 12, Replacement::Plru),
+                cl("LLC", 8 << 20, 16, 42, Replacement::Nru),
+            ],
+            // 7-cpu.com Skylake: L3 latency + 51ns = 42 + 189 cycles at 3.7 GHz.
+            dram_latency: 42 + 189,
+        },
+        core: CoreConfig {
+            // docs/constants.md 6.4: 224-entry ROB, 4-wide rename/allocate, 10 L1D fill buffers
+            // (measured by Lemire; 12 is also quoted), "two page walks in parallel" (Intel
+            // Optimization Manual, Skylake).
+            window: 224,
+            width: 4,
+            mshrs: 10,
+            walkers: 2,
+            // DDR4-2400 dual channel peak 38.4GB/s; single-core sustained ~18GB/s (scaled from
+            // a 25.4GB/s single-thread reading on an i7-6700K; docs/constants.md 6.4): 4.9
+            // B/cycle at 3.7 GHz. Low confidence.
+            stream_bytes_per_cycle: 4.9,
         },
         replicated_ptes: false,
         // A 4KB anonymous fault takes ~1.2us on Linux (derived from seed 003 4 Obs. 1, see

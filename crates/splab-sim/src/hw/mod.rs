@@ -1,19 +1,25 @@
-//! The hardware model: TLB hierarchy, page-walk model, machine presets and cost constants.
-//! Knows nothing of policies or of the OS's data structures.
+//! The hardware model: TLB hierarchy, page-walk model, data caches, the out-of-order core,
+//! machine presets and cost constants. Knows nothing of policies or of the OS's data structures.
 
+pub mod cache;
+pub mod core;
 pub mod machine;
 pub mod tlb;
 pub mod walk;
 
+pub use cache::Caches;
+pub use core::Core;
 pub use machine::{Machine, MACHINES};
 pub use tlb::{Lookup, Tlb, Translation};
 pub use walk::Walker;
 
-/// The hardware state the OS model drives: one CPU's TLBs and walker.
+/// The hardware state the OS model drives: one CPU's TLBs, walker, caches and core.
 #[derive(Clone, Debug)]
 pub struct Hw {
     pub tlb: Tlb,
     pub walker: Walker,
+    pub caches: Caches,
+    pub core: Core,
 }
 
 impl Hw {
@@ -21,6 +27,8 @@ impl Hw {
         Hw {
             tlb: Tlb::new(&m.tlb, &m.page_shifts),
             walker: Walker::new(&m.walk, m.base_shift()),
+            caches: Caches::new(&m.caches),
+            core: Core::new(&m.core),
         }
     }
 }

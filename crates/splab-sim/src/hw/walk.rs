@@ -1,22 +1,15 @@
 //! Page-walk models: a hardware radix walker with page-walk caches (x86), or a software refill
-//! handler with a fixed cost (Alpha PALcode, PA-RISC). Walk memory references go through a
-//! modelled cache of page-table lines, so that walk cost grows with the page table's footprint.
+//! handler (Alpha PALcode, PA-RISC). Walk references are loads of page-table entries at their
+//! physical addresses, served by the data caches (`Caches`) like any load, so that page-table
+//! lines and data lines compete for the same sets.
 //!
-//! The walker does not read the page table (the VM does that); it is told the size class of the
-//! translation found and charges the references a walk for that size makes.
+//! The walker does not read the page table (the VM does that). It is told the size of the
+//! translation found and the frames of the page-table pages on the path (`PtPath`), and charges
+//! the references a walk for that size makes.
 
 use serde::Serialize;
 
-#[derive(Clone, Debug, Serialize)]
-pub struct CacheConfig {
-    /// Capacity in 64-byte lines.
-    pub lines: u32,
-    pub ways: u32,
-    /// Cycles for a reference that hits.
-    pub hit_cycles: u64,
-    /// Cycles for a reference that misses (goes to DRAM).
-    pub miss_cycles: u64,
-}
+use super::cache::{Caches, LINE_SHIFT};
 
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -29,98 +22,56 @@ pub enum WalkConfig {
         level_shifts: Vec<u8>,
         pwc_entries: Vec<u32>,
         pte_bytes: u32,
-        cache: CacheConfig,
     },
-    /// A software refill handler: `handler_cycles` per miss, plus `pte_refs` references to the
-    /// (replicated, linear) page table through the cache.
+    /// A software refill handler: `handler_cycles` per miss (the trap drains the window), plus
+    /// `pte_refs` loads of the leaf entry of the base page (a linear, virtually mapped table with
+    /// replicated entries: seed 000 6.1, seed 002 4). `level_shifts` describe the radix table the
+    /// OS keeps (for page-table pages); empty when the OS keeps a hashed table allocated at boot.
     Software {
         handler_cycles: u64,
+        level_shifts: Vec<u8>,
         pte_refs: u32,
         pte_bytes: u32,
-        cache: CacheConfig,
     },
 }
 
-/// A set-associative LRU cache of 64-byte page-table lines. Each set keeps its tags in
-/// most-recently-used order (move to front), so a set is one contiguous run of tags and needs no
-/// separate LRU stamps: the last tag is the victim.
-#[derive(Clone, Debug)]
-pub struct LineCache {
-    sets: u64,
-    set_mask: Option<u64>,
-    ways: usize,
-    tags: Vec<u64>,
-    hit_cycles: u64,
-    miss_cycles: u64,
-    pub hits: u64,
-    pub misses: u64,
-}
-
-impl LineCache {
-    pub fn new(cfg: &CacheConfig) -> LineCache {
-        let ways = cfg.ways.max(1) as usize;
-        let sets = (cfg.lines as u64 / ways as u64).max(1);
-        LineCache {
-            sets,
-            set_mask: sets.is_power_of_two().then(|| sets - 1),
-            ways,
-            tags: vec![0; sets as usize * ways],
-            hit_cycles: cfg.hit_cycles,
-            miss_cycles: cfg.miss_cycles,
-            hits: 0,
-            misses: 0,
+impl WalkConfig {
+    /// Entry shifts of the page table's levels, root first (empty: no per-process tables).
+    pub fn level_shifts(&self) -> &[u8] {
+        match self {
+            WalkConfig::Radix { level_shifts, .. } | WalkConfig::Software { level_shifts, .. } => {
+                level_shifts
+            }
         }
     }
-
-    #[inline]
-    fn set_base(&self, line: u64) -> usize {
-        // Mix the key so that consecutive lines of different tables spread over the sets.
-        let h = line.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let set = match self.set_mask {
-            Some(m) => (h >> 20) & m,
-            None => (h >> 20) % self.sets,
-        };
-        set as usize * self.ways
-    }
-
-    /// Hints the host CPU to fetch the set `line` maps to (no effect on the model).
-    #[inline]
-    pub fn prefetch(&self, line: u64) {
-        crate::hw::prefetch(&self.tags[self.set_base(line)]);
-    }
-
-    /// References one line; returns its latency. `line` must not be 0.
-    #[inline]
-    pub fn access(&mut self, line: u64) -> u64 {
-        let base = self.set_base(line);
-        let set = &mut self.tags[base..base + self.ways];
-        match super::find_key(set, line) {
-            Some(w) => {
-                mtf_insert(set, w, line);
-                self.hits += 1;
-                self.hit_cycles
-            }
-            None => {
-                let last = set.len() - 1;
-                mtf_insert(set, last, line);
-                self.misses += 1;
-                self.miss_cycles
+    pub fn pte_bytes(&self) -> u32 {
+        match self {
+            WalkConfig::Radix { pte_bytes, .. } | WalkConfig::Software { pte_bytes, .. } => {
+                *pte_bytes
             }
         }
     }
 }
 
-/// A tiny fully associative LRU cache of upper-level paging-structure entries (a PWC), kept in
-/// most-recently-used order.
+/// Frames of the page-table pages on a walk's path, root first; `NO_TABLE` where the path ends.
+pub type PtPath = [u64; 4];
+pub const NO_TABLE: u64 = u64::MAX;
+
+/// A tiny fully associative LRU cache of upper-level paging-structure entries (a PWC), with
+/// recency stamps: a hit writes one stamp, a miss scans for the oldest.
 #[derive(Clone, Debug)]
 struct Pwc {
     keys: Vec<u64>,
+    stamps: Vec<u64>,
+    clock: u64,
 }
 
 impl Pwc {
     fn new(entries: u32) -> Pwc {
         Pwc {
             keys: vec![0; entries as usize],
+            stamps: vec![0; entries as usize],
+            clock: 0,
         }
     }
     /// Looks `key` up; a hit becomes most recently used.
@@ -128,193 +79,198 @@ impl Pwc {
     fn lookup(&mut self, key: u64) -> bool {
         match super::find_key(&self.keys, key) {
             Some(i) => {
-                mtf_insert(&mut self.keys, i, key);
+                self.clock += 1;
+                self.stamps[i] = self.clock;
                 true
             }
             None => false,
         }
     }
-    /// Inserts `key`, known to be absent, as most recently used.
+    /// Inserts `key`, known to be absent, replacing the least recently used entry.
     #[inline]
     fn insert_absent(&mut self, key: u64) {
-        let n = self.keys.len();
-        if n > 0 {
-            mtf_insert(&mut self.keys, n - 1, key);
+        if self.keys.is_empty() {
+            return;
         }
+        let i = super::argmin(&self.stamps);
+        self.clock += 1;
+        self.keys[i] = key;
+        self.stamps[i] = self.clock;
     }
     fn invalidate_asid(&mut self, asid: u32) {
-        for k in &mut self.keys {
+        for (k, s) in self.keys.iter_mut().zip(self.stamps.iter_mut()) {
             if *k != 0 && ((*k >> 44) & 0xF_FFFF) as u32 == asid & 0xF_FFFF {
                 *k = 0;
+                *s = 0;
             }
         }
-        // Keep the valid keys in front, in order.
-        let mut valid: Vec<u64> = self.keys.iter().copied().filter(|&k| k != 0).collect();
-        valid.resize(self.keys.len(), 0);
-        self.keys = valid;
     }
 }
 
-/// Shifts `v[0..i]` up by one (dropping `v[i]`) and puts `x` in front: move-to-front for the
-/// small arrays here (at most a few dozen entries), without a call to memmove.
-#[inline(always)]
-fn mtf_insert(v: &mut [u64], i: usize, x: u64) {
-    let mut j = i;
-    while j > 0 {
-        v[j] = v[j - 1];
-        j -= 1;
-    }
-    v[0] = x;
-}
-
-/// Outcome of a walk: references made and cycles.
+/// Outcome of a walk: references made, and their latency by the place that served them.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WalkCost {
     pub refs: u32,
-    pub cycles: u64,
+    /// Cycles of the references served by L1, L2, LLC and DRAM (machines with fewer cache
+    /// levels use the first ones and DRAM is always index 3).
+    pub by_level: [u32; 4],
+    /// References served by each place, same indices.
+    pub refs_by_level: [u32; 4],
+    /// Software refill handler cycles (0 for a hardware walker).
+    pub handler: u64,
+}
+
+impl WalkCost {
+    pub fn cycles(&self) -> u64 {
+        self.handler + self.by_level.iter().map(|&c| c as u64).sum::<u64>()
+    }
 }
 
 #[derive(Clone, Debug)]
 pub struct Walker {
     cfg: WalkConfig,
     base_shift: u8,
+    /// log2 of entries per page-table page.
+    entry_bits: u8,
     pwcs: Vec<Pwc>,
-    pub cache: LineCache,
     /// Walks answered by a page-walk cache at some level.
     pub pwc_hits: u64,
-}
-
-#[inline]
-fn line_key(asid: u32, level: usize, entry_index: u64, per_line: u64) -> u64 {
-    // Unique per (address space, level, line); never 0.
-    (1u64 << 63)
-        | ((asid as u64 & 0xF_FFFF) << 43)
-        | ((level as u64 & 0x7) << 40)
-        | ((entry_index / per_line) & 0xFF_FFFF_FFFF)
+    /// Walk references served by L1, L2, LLC, DRAM.
+    pub refs_by_level: [u64; 4],
 }
 
 impl Walker {
     pub fn new(cfg: &WalkConfig, base_shift: u8) -> Walker {
-        let (pwcs, cache) = match cfg {
-            WalkConfig::Radix {
-                pwc_entries, cache, ..
-            } => (
-                pwc_entries.iter().map(|&n| Pwc::new(n)).collect(),
-                LineCache::new(cache),
-            ),
-            WalkConfig::Software { cache, .. } => (Vec::new(), LineCache::new(cache)),
+        let pwcs = match cfg {
+            WalkConfig::Radix { pwc_entries, .. } => {
+                pwc_entries.iter().map(|&n| Pwc::new(n)).collect()
+            }
+            WalkConfig::Software { .. } => Vec::new(),
         };
+        let entries = (1u64 << base_shift) / cfg.pte_bytes().max(1) as u64;
         Walker {
             cfg: cfg.clone(),
             base_shift,
+            entry_bits: entries.trailing_zeros() as u8,
             pwcs,
-            cache,
             pwc_hits: 0,
+            refs_by_level: [0; 4],
         }
     }
 
-    /// Charges a walk of `asid`'s page table for `va`, which is (or would be) mapped by a page
-    /// of byte shift `leaf_shift`. For a fault (nothing mapped), pass the base page shift.
-    pub fn walk(&mut self, asid: u32, va: u64, leaf_shift: u8) -> WalkCost {
+    /// Whether misses trap to software (which drains the core's window).
+    pub fn is_software(&self) -> bool {
+        matches!(self.cfg, WalkConfig::Software { .. })
+    }
+
+    /// Physical line of the entry for `va` in the table of level `lvl` held in frame `frame`.
+    #[inline]
+    fn entry_line(&self, frame: u64, lvl_shift: u8, va: u64) -> u64 {
+        let index = (va >> lvl_shift) & ((1u64 << self.entry_bits) - 1);
+        ((frame << self.base_shift) + index * self.cfg.pte_bytes() as u64) >> LINE_SHIFT
+    }
+
+    #[inline]
+    fn reference(&mut self, caches: &mut Caches, line: u64, cost: &mut WalkCost) {
+        let s = caches.access(line);
+        let k = if (s as usize) >= caches.levels() {
+            3
+        } else {
+            s as usize
+        };
+        cost.by_level[k] += caches.latency(s) as u32;
+        cost.refs_by_level[k] += 1;
+        self.refs_by_level[k] += 1;
+        cost.refs += 1;
+    }
+
+    /// Walks `asid`'s page table for `va`, which is (or would be) mapped by a page of byte shift
+    /// `leaf_shift`; `path` holds the frames of the tables on the way. For a fault (nothing
+    /// mapped), pass the base page shift: the walk stops at the first level with no table.
+    pub fn walk(
+        &mut self,
+        asid: u32,
+        va: u64,
+        leaf_shift: u8,
+        path: &PtPath,
+        caches: &mut Caches,
+    ) -> WalkCost {
+        let mut cost = WalkCost::default();
         match &self.cfg {
             WalkConfig::Software {
                 handler_cycles,
                 pte_refs,
-                pte_bytes,
+                level_shifts,
                 ..
             } => {
-                let per_line = 64 / *pte_bytes as u64;
-                let mut cycles = *handler_cycles;
-                // A linear (virtually mapped) table: one entry per base page, replicated for
-                // superpages (seed 000 6.1, seed 002 4), so the entry is found by the base page.
-                for r in 0..*pte_refs {
-                    cycles += self.cache.access(line_key(
-                        asid,
-                        r as usize,
-                        va >> self.base_shift,
-                        per_line,
-                    ));
-                }
-                WalkCost {
-                    refs: *pte_refs,
-                    cycles,
+                cost.handler = *handler_cycles;
+                // The replicated entry of the base page, in the leaf table.
+                let (refs, handler) = (*pte_refs, *handler_cycles);
+                let _ = handler;
+                if let Some(&leaf) = level_shifts.last() {
+                    let frame = path[level_shifts.len() - 1];
+                    if frame != NO_TABLE {
+                        let line = self.entry_line(frame, leaf, va);
+                        for _ in 0..refs {
+                            self.reference(caches, line, &mut cost);
+                        }
+                    }
                 }
             }
-            WalkConfig::Radix {
-                level_shifts,
-                pte_bytes,
-                ..
-            } => {
-                let per_line = 64 / *pte_bytes as u64;
-                let leaf = level_shifts
+            WalkConfig::Radix { level_shifts, .. } => {
+                let shifts: [u8; 4] = {
+                    let mut s = [0u8; 4];
+                    for (i, &x) in level_shifts.iter().take(4).enumerate() {
+                        s[i] = x;
+                    }
+                    s
+                };
+                let n = level_shifts.len().min(4);
+                let leaf = shifts[..n]
                     .iter()
                     .position(|&s| s == leaf_shift)
-                    .unwrap_or(level_shifts.len() - 1);
+                    .unwrap_or(n - 1);
                 // The deepest non-leaf level whose entry a page-walk cache holds: the walk starts
                 // below it (Intel SDM vol. 3 4.10.3, paging-structure caches).
                 let mut start = 0;
                 for lvl in (0..leaf).rev() {
-                    let key = pwc_key(asid, lvl, va >> level_shifts[lvl]);
+                    let key = pwc_key(asid, lvl, va >> shifts[lvl]);
                     if self.pwcs.get_mut(lvl).is_some_and(|p| p.lookup(key)) {
                         start = lvl + 1;
                         self.pwc_hits += 1;
                         break;
                     }
                 }
-                let mut cycles = 0;
                 for lvl in start..=leaf {
-                    cycles +=
-                        self.cache
-                            .access(line_key(asid, lvl, va >> level_shifts[lvl], per_line));
+                    let frame = path[lvl];
+                    if frame == NO_TABLE {
+                        break; // no table here: the entry above was not present
+                    }
+                    let line = self.entry_line(frame, shifts[lvl], va);
+                    self.reference(caches, line, &mut cost);
                     if lvl < leaf {
                         // Levels below the PWC hit missed their caches above: insert them.
                         if let Some(p) = self.pwcs.get_mut(lvl) {
-                            p.insert_absent(pwc_key(asid, lvl, va >> level_shifts[lvl]));
+                            p.insert_absent(pwc_key(asid, lvl, va >> shifts[lvl]));
                         }
                     }
                 }
-                WalkCost {
-                    refs: (leaf + 1 - start) as u32,
-                    cycles,
-                }
             }
         }
+        cost
     }
 
-    /// Hints the host CPU to fetch what a base-page walk of `va` will touch in the line cache.
+    /// Hints the host to fetch the cache sets of the leaf entry of `va` (no effect on the model).
     #[inline]
-    pub fn prefetch(&self, asid: u32, va: u64) {
-        match &self.cfg {
-            WalkConfig::Radix {
-                level_shifts,
-                pte_bytes,
-                ..
-            } => {
-                let per_line = 64 / *pte_bytes as u64;
-                let n = level_shifts.len();
-                for lvl in n.saturating_sub(2)..n {
-                    self.cache
-                        .prefetch(line_key(asid, lvl, va >> level_shifts[lvl], per_line));
-                }
-            }
-            WalkConfig::Software {
-                pte_refs,
-                pte_bytes,
-                ..
-            } => {
-                if *pte_refs > 0 {
-                    self.cache.prefetch(line_key(
-                        asid,
-                        0,
-                        va >> self.base_shift,
-                        64 / *pte_bytes as u64,
-                    ));
-                }
+    pub fn prefetch(&self, va: u64, leaf_frame: u64, caches: &Caches) {
+        if let Some(&s) = self.cfg.level_shifts().last() {
+            if leaf_frame != NO_TABLE {
+                caches.prefetch(self.entry_line(leaf_frame, s, va));
             }
         }
     }
 
-    /// Drops page-walk-cache entries of `asid` (process exit).
+    /// Drops page-walk-cache entries of `asid` (process exit, page-table pages freed).
     pub fn invalidate_asid(&mut self, asid: u32) {
         for p in &mut self.pwcs {
             p.invalidate_asid(asid);
@@ -333,6 +289,20 @@ fn pwc_key(asid: u32, level: usize, index: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hw::cache::{CacheLevelConfig, CachesConfig};
+
+    fn caches() -> Caches {
+        Caches::new(&CachesConfig {
+            levels: vec![CacheLevelConfig {
+                name: "L1".into(),
+                size_bytes: 64 << 10,
+                ways: 8,
+                latency: 10,
+                replacement: crate::hw::cache::Replacement::Plru,
+            }],
+            dram_latency: 100,
+        })
+    }
 
     fn radix() -> Walker {
         Walker::new(
@@ -340,12 +310,6 @@ mod tests {
                 level_shifts: vec![39, 30, 21, 12],
                 pwc_entries: vec![2, 4, 32],
                 pte_bytes: 8,
-                cache: CacheConfig {
-                    lines: 1024,
-                    ways: 8,
-                    hit_cycles: 10,
-                    miss_cycles: 100,
-                },
             },
             12,
         )
@@ -354,36 +318,59 @@ mod tests {
     #[test]
     fn radix_walk_refs_and_pwc() {
         let mut w = radix();
-        // Cold: 4 references, all miss.
-        let c = w.walk(1, 0x4000_0000, 12);
-        assert_eq!((c.refs, c.cycles), (4, 400));
-        // Same 2MB region: the PDE cache holds the PD entry, one reference (cached line).
-        let c = w.walk(1, 0x4000_1000, 12);
-        assert_eq!((c.refs, c.cycles), (1, 10));
+        let mut c = caches();
+        let path = [1, 2, 3, 4];
+        // Cold: 4 references, all from DRAM.
+        let r = w.walk(1, 0x4000_0000, 12, &path, &mut c);
+        assert_eq!((r.refs, r.cycles()), (4, 400));
+        assert_eq!(r.refs_by_level, [0, 0, 0, 4]);
+        // Same 2MB region: the PDE cache holds the PD entry; one reference, a cached line.
+        let r = w.walk(1, 0x4000_1000, 12, &path, &mut c);
+        assert_eq!((r.refs, r.cycles()), (1, 10));
         // A 2MB leaf in another 1GB region: PML4 cached, PDPT + PD refs.
-        let c = w.walk(1, 0x8000_0000, 21);
-        assert_eq!(c.refs, 2);
-        // Another process shares nothing.
-        assert_eq!(w.walk(2, 0x4000_1000, 12).refs, 4);
+        let r = w.walk(1, 0x8000_0000, 21, &[1, 2, 5, NO_TABLE], &mut c);
+        assert_eq!(r.refs, 2);
+        // Another process shares no walk-cache entries.
+        assert_eq!(w.walk(2, 0x4000_1000, 12, &[7, 8, 9, 10], &mut c).refs, 4);
+        // A walk with no leaf table stops at the missing level.
+        assert_eq!(
+            w.walk(3, 0x1000, 12, &[11, 12, NO_TABLE, NO_TABLE], &mut c)
+                .refs,
+            2
+        );
     }
 
     #[test]
-    fn software_refill_is_fixed_cost_plus_pte_load() {
+    fn entry_lines_follow_the_table_frames() {
+        let mut w = radix();
+        let mut c = caches();
+        // Two leaf entries in one 64-byte line (8 entries a line) share it.
+        let path = [1, 2, 3, 4];
+        w.walk(1, 0x1000, 12, &path, &mut c);
+        w.invalidate_asid(1);
+        let r = w.walk(1, 0x2000, 12, &path, &mut c);
+        assert_eq!(r.refs_by_level, [4, 0, 0, 0]);
+        // A different leaf frame is a different line.
+        w.invalidate_asid(1);
+        let r = w.walk(1, 0x2000, 12, &[1, 2, 3, 9], &mut c);
+        assert_eq!(r.refs_by_level, [3, 0, 0, 1]);
+    }
+
+    #[test]
+    fn software_refill_is_handler_plus_pte_load() {
         let mut w = Walker::new(
             &WalkConfig::Software {
                 handler_cycles: 70,
+                level_shifts: vec![33, 23, 13],
                 pte_refs: 1,
                 pte_bytes: 8,
-                cache: CacheConfig {
-                    lines: 16,
-                    ways: 4,
-                    hit_cycles: 5,
-                    miss_cycles: 50,
-                },
             },
             13,
         );
-        assert_eq!(w.walk(1, 0x2000, 13).cycles, 120);
-        assert_eq!(w.walk(1, 0x3000, 13).cycles, 75); // same line of PTEs
+        let mut c = caches();
+        let path = [1, 2, 3, NO_TABLE];
+        assert_eq!(w.walk(1, 0x2000, 13, &path, &mut c).cycles(), 170);
+        assert_eq!(w.walk(1, 0x4000, 13, &path, &mut c).cycles(), 80); // same line of PTEs
+        assert!(w.is_software());
     }
 }

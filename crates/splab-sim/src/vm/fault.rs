@@ -6,8 +6,11 @@
 use super::pmap::Walked;
 use super::{ObjId, ObjKind, Os, Vma};
 use crate::error::{Result, SimError};
+use crate::hw::cache::LINE_SHIFT;
+use crate::hw::core::{cause, Trip};
+use crate::hw::walk::NO_TABLE;
 use crate::hw::{Lookup, Translation};
-use crate::units::{AccessKind, Pfn, Pid, Prot};
+use crate::units::{Access, AccessKind, MemOp, Pfn, Pid, Prot};
 
 /// Access and translation counters (the `accesses` and `tlb` report sections).
 #[derive(Clone, Debug, Default)]
@@ -16,26 +19,40 @@ pub struct AccessStats {
     pub reads: u64,
     pub writes: u64,
     pub ifetch: u64,
+    /// Read-modify-write accesses (counted in `writes` too).
+    pub rmw: u64,
+    /// Accesses with a dependence on an earlier load (`dep` > 0).
+    pub dependent: u64,
+    /// Instructions of the accesses (`ipa` summed, streamed runs included).
+    pub instructions: u64,
     /// Accesses that missed every TLB level.
     pub walks: u64,
     /// Page-table memory references made by walks.
     pub walk_refs: u64,
     /// Writes that found a clean TLB entry and had the walker set the dirty bit.
     pub dirty_assists: u64,
-    /// Cycles of the accesses themselves (`access_cycles` each).
-    pub cycles_access: u64,
-    /// Cycles of TLB lower-level hits and walks.
-    pub cycles_tlb: u64,
+    /// Data references served by L1, L2, LLC, DRAM (streamed lines not included).
+    pub data_by_level: [u64; 4],
+    /// Lines brought in by the stream prefetcher for sequential runs.
+    pub streamed_lines: u64,
 }
 
 impl AccessStats {
     #[inline]
-    fn count(&mut self, kind: AccessKind, n: u64) {
+    fn count(&mut self, a: &Access, n: u64) {
         self.total += n;
-        match kind {
-            AccessKind::Read => self.reads += n,
-            AccessKind::Write => self.writes += n,
-            AccessKind::Ifetch => self.ifetch += n,
+        self.instructions += n * a.ipa.max(1) as u64;
+        match a.op {
+            MemOp::Load => self.reads += n,
+            MemOp::Store => self.writes += n,
+            MemOp::Rmw => {
+                self.writes += n;
+                self.rmw += n;
+            }
+            MemOp::Ifetch => self.ifetch += n,
+        }
+        if a.dep > 0 {
+            self.dependent += n;
         }
     }
 }
@@ -47,61 +64,113 @@ struct FaultCost {
 }
 
 impl Os {
-    /// One access by `pid` at `va`.
+    /// One independent, one-instruction access by `pid` at `va`.
     #[inline]
     pub fn access(&mut self, pid: Pid, va: u64, kind: AccessKind) -> Result<()> {
+        self.access_op(pid, Access::plain(va, kind))
+    }
+
+    /// One access by `pid`: translation (TLB, walk, fault), data (caches), timing (core).
+    #[inline]
+    pub fn access_op(&mut self, pid: Pid, a: Access) -> Result<()> {
+        let kind = a.op.kind();
         let last = &self.hw.tlb.last;
         if kind != AccessKind::Ifetch
             && last.asid == pid.0
-            && va >= last.start
-            && va < last.end
+            && a.va >= last.start
+            && a.va < last.end
             && (kind == AccessKind::Read || last.write_ok)
         {
             self.hw.tlb.count_last_hits(1);
-            self.acc.count(kind, 1);
-            self.acc.cycles_access += self.machine.cost.access_cycles;
+            self.acc.count(&a, 1);
+            let pa = a.va.wrapping_add(self.pa_delta);
+            self.data(&a, pa, Trip::default());
             return Ok(());
         }
-        self.access_slow(pid, va, kind)
+        self.access_slow(pid, a)
+    }
+
+    /// The data reference of an access at physical address `pa`, then its timing.
+    #[inline]
+    fn data(&mut self, a: &Access, pa: u64, mut trip: Trip) {
+        let line = pa >> LINE_SHIFT;
+        if self.streaming {
+            // A sequential run's line comes from the stream prefetcher: bandwidth, no latency.
+            self.hw.caches.stream_fill(line);
+            self.hw.core.stream(0, 1);
+            self.acc.streamed_lines += 1;
+            trip.served = 0;
+            trip.latency = self.hw.caches.latency(0);
+        } else {
+            let s = self.hw.caches.access(line);
+            let k = if (s as usize) >= self.hw.caches.levels() {
+                3
+            } else {
+                s
+            };
+            self.acc.data_by_level[k as usize] += 1;
+            trip.served = k;
+            trip.latency = self.hw.caches.latency(s);
+        }
+        trip.line = line;
+        self.hw.core.access(a.op, a.ipa as u64, a.dep as u64, &trip);
+    }
+
+    /// Records the physical offset of the translation just entered in `Tlb::last`.
+    #[inline]
+    fn note_last(&mut self, va: u64, t: &Translation) {
+        let shift = self.machine.page_shifts[t.size.0 as usize];
+        let start = va >> shift << shift;
+        self.pa_delta = (t.pfn.0 << self.base_shift()).wrapping_sub(start);
     }
 
     /// Hints the host CPU to fetch what an access of `va` by `pid` will need if it misses the
-    /// TLB: its page-table entry and the walk-cache sets of its walk. Speed only.
+    /// TLB: its page-table entry and the cache sets of the entry's line. Speed only.
     #[inline]
     pub fn prefetch(&self, pid: Pid, va: u64) {
         if let Some(p) = self.procs.get(&pid.0) {
-            p.pmap.prefetch(va >> self.base_shift());
+            let leaf = p.pmap.prefetch(va >> self.base_shift());
+            self.hw.walker.prefetch(va, leaf, &self.hw.caches);
         }
-        self.hw.walker.prefetch(pid.0, va);
     }
 
-    /// A batch of accesses of one kind, with prefetching a few accesses ahead.
-    pub fn accesses(&mut self, pid: Pid, vas: &[u64], kind: AccessKind) -> Result<()> {
+    /// A batch of accesses, with prefetching a few accesses ahead.
+    pub fn accesses(&mut self, pid: Pid, batch: &[Access]) -> Result<()> {
         const AHEAD: usize = 8;
-        for (i, &va) in vas.iter().enumerate() {
-            if let Some(&next) = vas.get(i + AHEAD) {
-                self.prefetch(pid, next);
+        for (i, a) in batch.iter().enumerate() {
+            if let Some(next) = batch.get(i + AHEAD) {
+                self.prefetch(pid, next.va);
             }
-            self.access(pid, va, kind)?;
+            self.access_op(pid, *a)?;
         }
         Ok(())
     }
 
-    /// `count` accesses at `va, va + stride, ...`: consecutive accesses inside the page of the
-    /// last TLB hit are counted in one step (they are L1 hits on the MRU entry, which change no
-    /// LRU state), so a sequential scan costs one lookup per page.
+    /// `count` independent accesses at `va, va + stride, ...`, each with `ipa` instructions: a
+    /// sequential run. Consecutive accesses inside the page of the last TLB hit are counted in
+    /// one step (they are L1 TLB hits on the MRU entry, which change no LRU state), and their
+    /// lines come from the stream prefetcher at the machine's bandwidth, so a scan costs one
+    /// TLB lookup per page. After the run's first page the stream continues across pages.
     pub fn access_run(
         &mut self,
         pid: Pid,
         va: u64,
         stride: i64,
         count: u64,
-        kind: AccessKind,
+        op: MemOp,
+        ipa: u16,
     ) -> Result<()> {
+        let kind = op.kind();
+        let a0 = Access::new(va, op, 0, ipa);
         let mut va = va;
         let mut left = count;
+        let mut first = true;
         while left > 0 {
-            self.access(pid, va, kind)?;
+            self.streaming = !first;
+            let r = self.access_op(pid, Access { va, ..a0 });
+            self.streaming = false;
+            r?;
+            first = false;
             left -= 1;
             let last = self.hw.tlb.last;
             if left > 0
@@ -121,10 +190,28 @@ impl Os {
                 let n = room.min(left);
                 if n > 0 {
                     self.hw.tlb.count_last_hits(n);
-                    self.acc.count(kind, n);
-                    self.acc.cycles_access += n * self.machine.cost.access_cycles;
+                    self.acc.count(&a0, n);
+                    let end = va.wrapping_add((stride * n as i64) as u64);
+                    let (l0, l1) = (
+                        va.wrapping_add(self.pa_delta) >> LINE_SHIFT,
+                        end.wrapping_add(self.pa_delta) >> LINE_SHIFT,
+                    );
+                    let lines = l0.abs_diff(l1).min(n);
+                    let step = if stride > 0 { 1i64 } else { -1 };
+                    let every = if stride.unsigned_abs() >= 1 << LINE_SHIFT {
+                        stride >> LINE_SHIFT
+                    } else {
+                        step
+                    };
+                    let mut l = l0;
+                    for _ in 0..lines {
+                        l = l.wrapping_add(every as u64);
+                        self.hw.caches.stream_fill(l);
+                    }
+                    self.acc.streamed_lines += lines;
+                    self.hw.core.stream(n * ipa.max(1) as u64, lines);
                     left -= n;
-                    va = va.wrapping_add((stride * n as i64) as u64);
+                    va = end;
                 }
             }
             va = va.wrapping_add(stride as u64);
@@ -134,19 +221,21 @@ impl Os {
 
     #[cold]
     #[inline(never)]
-    fn access_slow(&mut self, pid: Pid, va: u64, kind: AccessKind) -> Result<()> {
-        self.acc.count(kind, 1);
-        self.acc.cycles_access += self.machine.cost.access_cycles;
+    fn access_slow(&mut self, pid: Pid, a: Access) -> Result<()> {
+        let kind = a.op.kind();
+        let va = a.va;
+        self.acc.count(&a, 1);
         let write = kind == AccessKind::Write;
         let ifetch = kind == AccessKind::Ifetch;
         let bs = self.base_shift();
         let trap = write && self.demotes_clean_superpage_on_write();
         let mut walked = false;
+        let mut trip = Trip::default();
         // At most: a miss, a fault, a retry that may fault once more for copy-on-write.
         for _ in 0..4 {
             match self.hw.tlb.lookup(pid.0, va, ifetch) {
                 Lookup::Hit { t, cycles, .. } => {
-                    self.acc.cycles_tlb += cycles;
+                    trip.tlb_cycles += cycles;
                     if write && !t.writable {
                         // A write through a read-only entry: protection fault (COW or upgrade).
                         self.hw.tlb.invalidate_range(pid.0, va, va + 1);
@@ -170,10 +259,10 @@ impl Os {
                             self.after_dirtied(pid, va);
                         }
                     }
-                    return Ok(());
+                    return Ok(self.finish_access(&a, &t, trip));
                 }
                 Lookup::Miss { cycles } => {
-                    self.acc.cycles_tlb += cycles;
+                    trip.tlb_cycles += cycles;
                     if !walked {
                         self.acc.walks += 1;
                         walked = true;
@@ -187,7 +276,7 @@ impl Os {
                         AccessKind::Write => Prot::WRITE,
                         AccessKind::Ifetch => Prot::EXEC,
                     };
-                    let found = p.pmap.walk_touch(vpn, need, write, trap, &self.orders);
+                    let (found, mut path) = p.pmap.walk_touch(vpn, need, write, trap, &self.orders);
                     // A walk that finds no usable entry still walks (at base-page depth, or to
                     // the entry it finds) before the fault.
                     let leaf = match found {
@@ -200,9 +289,22 @@ impl Os {
                             .map(|e| self.machine.page_shifts[e.size().0 as usize])
                             .unwrap_or(bs),
                     };
-                    let w = self.hw.walker.walk(pid.0, va, leaf);
+                    if path[0] == NO_TABLE {
+                        path = self.pt_partial_path(pid, vpn);
+                    }
+                    let w = self
+                        .hw
+                        .walker
+                        .walk(pid.0, va, leaf, &path, &mut self.hw.caches);
                     self.acc.walk_refs += w.refs as u64;
-                    self.acc.cycles_tlb += w.cycles;
+                    for k in 0..4 {
+                        trip.walk_by_level[k] += w.by_level[k];
+                    }
+                    if self.hw.walker.is_software() {
+                        trip.refill_cycles += w.handler;
+                    } else {
+                        trip.walked = true;
+                    }
                     match found {
                         Walked::Mapped {
                             entry,
@@ -219,7 +321,7 @@ impl Os {
                             if became_dirty && trap {
                                 self.after_dirtied(pid, va);
                             }
-                            return Ok(());
+                            return Ok(self.finish_access(&a, &t, trip));
                         }
                         Walked::CleanSuperpageWrite(_) => self.clean_write_trap(pid, va),
                         Walked::Unusable => self.fault(pid, va, kind)?,
@@ -231,6 +333,17 @@ impl Os {
             "access by pid {} at {va:#x} did not resolve after repeated faults",
             pid.0
         )))
+    }
+
+    /// The access is translated by `t`: its data reference and timing.
+    #[inline]
+    fn finish_access(&mut self, a: &Access, t: &Translation, trip: Trip) {
+        let shift = self.machine.page_shifts[t.size.0 as usize];
+        let pa = (t.pfn.0 << self.base_shift()) + (a.va & ((1u64 << shift) - 1));
+        if a.op != MemOp::Ifetch {
+            self.note_last(a.va, t);
+        }
+        self.data(a, pa, trip);
     }
 
     /// The page-fault handler: resolves a fault on `va` or reports a segmentation fault.
@@ -330,6 +443,9 @@ impl Os {
         }
         self.stats.cycles_fault += c;
         self.stats.cycles_io += cost.io;
+        // A fault traps: the window drains, then the handler and the I/O wait run serially.
+        self.hw.core.serial(c, cause::FAULT);
+        self.hw.core.serial(cost.io, cause::IO);
         let ns = (c + cost.io) as u128 * 1_000_000_000 / self.machine.freq_hz as u128;
         self.stats.fault_latency.record(ns as u64);
     }
@@ -468,8 +584,8 @@ impl Os {
         } else {
             Prot(v.prot.0 & !Prot::WRITE.0)
         };
+        self.pmap_enter(pid, vpn, pfn, prot)?;
         let p = self.procs.get_mut(&pid.0).expect("fault: pid");
-        p.pmap.enter(vpn, pfn, prot);
         if write && prot.writable() {
             // The faulting write dirties the page as it is entered (FreeBSD pmap_enter sets
             // PG_M for a write fault; the retried access would set it anyway).

@@ -16,6 +16,7 @@ pub mod stats;
 
 mod fault;
 mod mremap;
+pub mod ptpages;
 mod reserve;
 
 pub use fault::AccessStats;
@@ -104,6 +105,8 @@ pub struct Process {
     /// Map entries by start address; disjoint.
     pub vmas: BTreeMap<u64, Vma>,
     pub pmap: Pmap,
+    /// The page-table pages of `pmap` (real, wired frames).
+    pub pt: ptpages::PtDir,
     pub brk_start: u64,
     pub brk_end: u64,
 }
@@ -147,6 +150,10 @@ pub struct Os {
     pub orders: Vec<u8>,
     /// Reservations, when the policy reserves.
     pub reserv: Option<crate::reserv::Reservs>,
+    /// Physical minus virtual address of the page `hw.tlb.last` translates.
+    pa_delta: u64,
+    /// The access being made is a sequential run's, served by the stream prefetcher.
+    streaming: bool,
 }
 
 impl Os {
@@ -194,6 +201,8 @@ impl Os {
             user_top,
             reserv: None,
             orders,
+            pa_delta: 0,
+            streaming: false,
         }
         .with_reservations()
     }
@@ -274,6 +283,7 @@ impl Os {
             pid,
             vmas: BTreeMap::new(),
             pmap: Pmap::new(),
+            pt: ptpages::PtDir::default(),
             brk_start: self.heap_base,
             brk_end: self.heap_base,
         };
@@ -479,6 +489,7 @@ impl Os {
         let p = self.procs.get_mut(&pid.0).expect("unmap_range: pid");
         let mut removed = 0u64;
         p.pmap.remove(s, e, |_| removed += 1);
+        self.pt_reap(pid);
         self.hw.tlb.invalidate_range(pid.0, v.start, v.end);
         self.stats.cycles_kernel += removed * self.machine.cost.pte_write_cycles;
         if release {
@@ -650,7 +661,7 @@ impl Os {
         };
         let child = self.spawn();
         let mut child_vmas = BTreeMap::new();
-        let mut child_pmap = Pmap::new();
+        let mut child_ptes = Vec::new();
         let mut wp_ranges = Vec::new();
         for v in vmas {
             let mut cv = v.clone();
@@ -689,7 +700,7 @@ impl Os {
                 // its resident pages, not its size.
                 for (vpn, pte) in parent_pmap.entries_in(v.start >> bs, v.end >> bs) {
                     if pte.size().is_base() {
-                        child_pmap.enter(vpn, pte.pfn(), Prot(pte.prot().0 & ro.0));
+                        child_ptes.push((vpn, pte.pfn(), Prot(pte.prot().0 & ro.0)));
                         n += 1;
                     }
                 }
@@ -710,9 +721,11 @@ impl Os {
             }
             self.stats.cycles_kernel += n * self.machine.cost.pte_write_cycles;
         }
+        for (vpn, pfn, prot) in child_ptes {
+            self.pmap_enter(child, vpn, pfn, prot)?;
+        }
         let c = self.proc_mut(child)?;
         c.vmas = child_vmas;
-        c.pmap = child_pmap;
         c.brk_start = brk_start;
         c.brk_end = brk_end;
         Ok(child)
@@ -789,6 +802,8 @@ impl Os {
         let inv = SimError::Invariant;
         self.phys.check_invariants().map_err(inv)?;
         self.hw.tlb.check_invariants().map_err(inv)?;
+        self.hw.caches.check_invariants().map_err(inv)?;
+        self.check_page_tables().map_err(inv)?;
         self.check_reservations()?;
         let bs = self.base_shift();
         // Object reference counts and frame holds.

@@ -111,10 +111,10 @@ impl Os {
                 head_bits.insert(vpn, (pte.accessed(), pte.dirty()));
             }
         }
-        let p = self.procs.get_mut(&pid.0).expect("mremap: pid");
         for &(vpn, pte) in &ptes {
             let nv = vpn.wrapping_add(delta);
-            p.pmap.enter(nv, pte.pfn(), pte.prot());
+            self.pmap_enter(pid, nv, pte.pfn(), pte.prot())?;
+            let p = self.procs.get_mut(&pid.0).expect("mremap: pid");
             let c = pte.size().0 as usize;
             let (accessed, dirty) = if c > 0 {
                 head_bits
@@ -143,6 +143,7 @@ impl Os {
                 }
             }
         }
+        let p = self.procs.get_mut(&pid.0).expect("mremap: pid");
         for (head, order, size) in promote {
             p.pmap.promote(head, order, size);
         }

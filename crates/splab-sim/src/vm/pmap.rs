@@ -17,6 +17,7 @@
 
 use rustc_hash::FxHashMap;
 
+use crate::hw::walk::{PtPath, NO_TABLE};
 use crate::units::{Pfn, Prot, SizeClass};
 
 pub const CHUNK_SHIFT: u32 = 9;
@@ -75,7 +76,37 @@ impl Pte {
     }
 }
 
-type Chunk = Box<[u64; CHUNK]>;
+/// One leaf run of 512 base entries, with the frames of the page-table pages on its path
+/// (`crate::vm::ptpages`): the walker reads its entries at those physical addresses.
+#[derive(Clone, Debug)]
+pub struct ChunkData {
+    e: [u64; CHUNK],
+    pub path: PtPath,
+}
+
+impl std::ops::Deref for ChunkData {
+    type Target = [u64; CHUNK];
+    #[inline]
+    fn deref(&self) -> &[u64; CHUNK] {
+        &self.e
+    }
+}
+
+impl std::ops::DerefMut for ChunkData {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [u64; CHUNK] {
+        &mut self.e
+    }
+}
+
+type Chunk = Box<ChunkData>;
+
+fn new_chunk(path: PtPath) -> Chunk {
+    Box::new(ChunkData {
+        e: [0u64; CHUNK],
+        path,
+    })
+}
 
 /// What a walk found (`Pmap::walk_touch`).
 #[derive(Clone, Copy, Debug)]
@@ -106,6 +137,9 @@ pub struct Pmap {
     chunks: FxHashMap<u64, Chunk>,
     /// Valid base entries per size class.
     pub counts: [u64; 16],
+    /// Chunks that `remove` emptied and dropped, with their paths, for the OS to release their
+    /// page-table pages (`Os::pt_reap`).
+    pub freed: Vec<(u64, PtPath)>,
 }
 
 impl Pmap {
@@ -125,16 +159,51 @@ impl Pmap {
         let c = self
             .chunks
             .entry(vpn >> CHUNK_SHIFT)
-            .or_insert_with(|| Box::new([0u64; CHUNK]));
+            .or_insert_with(|| new_chunk([NO_TABLE; 4]));
         &mut c[(vpn as usize) & (CHUNK - 1)]
     }
 
-    /// Hints the host CPU to fetch the entry of `vpn` (no effect on the model).
+    /// Hints the host CPU to fetch the entry of `vpn` (no effect on the model); returns the
+    /// frame of its leaf page-table page, if any.
     #[inline]
-    pub fn prefetch(&self, vpn: u64) {
+    pub fn prefetch(&self, vpn: u64) -> u64 {
         if let Some(c) = self.chunks.get(&(vpn >> CHUNK_SHIFT)) {
             crate::hw::prefetch(&c[(vpn as usize) & (CHUNK - 1)]);
+            return c.path[3];
         }
+        NO_TABLE
+    }
+
+    /// Whether the chunk holding `vpn`'s entry exists (its page-table pages are allocated).
+    #[inline]
+    pub fn has_chunk(&self, vpn: u64) -> bool {
+        self.chunks.contains_key(&(vpn >> CHUNK_SHIFT))
+    }
+
+    /// Creates the empty chunk holding `vpn`, whose page-table pages are `path`.
+    /// Precondition: it does not exist.
+    pub fn add_chunk(&mut self, vpn: u64, path: PtPath) {
+        let old = self.chunks.insert(vpn >> CHUNK_SHIFT, new_chunk(path));
+        debug_assert!(old.is_none(), "Pmap::add_chunk: chunk exists");
+    }
+
+    /// The page-table path of `vpn`'s chunk (all `NO_TABLE` if it has none).
+    #[inline]
+    pub fn path(&self, vpn: u64) -> PtPath {
+        self.chunks
+            .get(&(vpn >> CHUNK_SHIFT))
+            .map(|c| c.path)
+            .unwrap_or([NO_TABLE; 4])
+    }
+
+    /// Keys (vpn >> CHUNK_SHIFT) of the chunks that exist.
+    pub fn chunk_keys(&self) -> impl Iterator<Item = u64> + '_ {
+        self.chunks.keys().copied()
+    }
+
+    /// Number of chunks (leaf runs) that exist.
+    pub fn chunk_count(&self) -> usize {
+        self.chunks.len()
     }
 
     /// The entry mapping base page `vpn`, if valid.
@@ -178,37 +247,44 @@ impl Pmap {
         write: bool,
         trap_clean_super: bool,
         orders: &[u8],
-    ) -> Walked {
+    ) -> (Walked, PtPath) {
         let Some(c) = self.chunks.get_mut(&(vpn >> CHUNK_SHIFT)) else {
-            return Walked::Unusable;
+            return (Walked::Unusable, [NO_TABLE; 4]);
         };
+        let path = c.path;
         let s = &mut c[(vpn as usize) & (CHUNK - 1)];
         let p = Pte(*s);
         if !p.valid() || p.prot().0 & need.0 != need.0 {
-            return Walked::Unusable;
+            return (Walked::Unusable, path);
         }
         let bits = ACCESSED | if write { DIRTY } else { 0 };
         if p.size().is_base() {
             let became_dirty = write && *s & DIRTY == 0;
             *s |= bits;
-            return Walked::Mapped {
-                entry: p,
-                head: Pte(*s),
-                became_dirty,
-            };
+            return (
+                Walked::Mapped {
+                    entry: p,
+                    head: Pte(*s),
+                    became_dirty,
+                },
+                path,
+            );
         }
         let head = Self::head_of(vpn, orders[p.size().0 as usize]);
         let hs = self.slot_mut(head);
         if write && trap_clean_super && *hs & DIRTY == 0 {
-            return Walked::CleanSuperpageWrite(p);
+            return (Walked::CleanSuperpageWrite(p), path);
         }
         let became_dirty = write && *hs & DIRTY == 0;
         *hs |= bits;
-        Walked::Mapped {
-            entry: p,
-            head: Pte(*hs),
-            became_dirty,
-        }
+        (
+            Walked::Mapped {
+                entry: p,
+                head: Pte(*hs),
+                became_dirty,
+            },
+            path,
+        )
     }
 
     /// Whether the mapping of `vpn` (head entry for a superpage) is dirty.
@@ -240,7 +316,9 @@ impl Pmap {
                     }
                 }
                 if c.iter().all(|&s| s == 0) {
+                    let path = c.path;
                     self.chunks.remove(&key);
+                    self.freed.push((key, path));
                 }
             }
             vpn = chunk_end;

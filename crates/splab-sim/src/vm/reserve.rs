@@ -101,6 +101,16 @@ impl Os {
         ))
     }
 
+    /// A frame for the kernel itself (a page-table page): from the buddy allocator, else
+    /// reclaimed from reservations by the policy's shortage rule, as a base-page allocation
+    /// would be. The caller wires it.
+    pub(crate) fn alloc_kernel_frame(&mut self) -> Result<Pfn> {
+        match self.reserv_policy() {
+            Some(rp) => self.alloc_extent(0, &rp).ok_or_else(|| self.oom()),
+            None => self.phys.buddy.alloc(Order(0)).ok_or_else(|| self.oom()),
+        }
+    }
+
     // ---- event 1: physical allocation ----
 
     /// A frame for page `pindex` of `obj`, faulted by `pid`. With reservations: the page's

@@ -98,6 +98,8 @@ pub struct VmStats {
     pub cycles_promotion: u64,
     pub cycles_demotion: u64,
     pub fault_latency: Histogram,
+    /// Page-table pages (wired frames).
+    pub pt: super::ptpages::PtStats,
 }
 
 #[cfg(test)]

@@ -1,17 +1,22 @@
 //! GUPS (HPCC RandomAccess): random read-modify-write updates of 8-byte words of a table.
-//! Each update is one access, counted once as a write (design.md). No initialisation pass: the
-//! table is first touched by the updates themselves.
+//! Each update is one read-modify-write access (counted once as a write, design.md), independent
+//! of the others (the index comes from a register-held random sequence, not from memory), with
+//! the loop's 12 instructions (HPCC's `ran = (ran << 1) ^ (ran < 0 ? POLY : 0);
+//! Table[ran & (size-1)] ^= ran;` compiled by gcc 12 -O2 on x86-64: docs/constants.md 6).
+//! No initialisation pass: the table is first touched by the updates themselves.
 
 use super::{map_anon, MAX_SIZE};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::rng::Rng;
 use crate::spec::Spec;
-use crate::units::{fmt_size, AccessKind};
+use crate::units::{fmt_size, Access, MemOp};
 
 pub struct Gups {
     size: u64,
     updates: u64,
+    /// Instructions per update.
+    ipa: u16,
 }
 
 impl Gups {
@@ -19,13 +24,20 @@ impl Gups {
         let size = spec.take_size("size", 1 << 30, 8, MAX_SIZE)?;
         // HPCC RandomAccess performs 4 updates per table word.
         let updates = spec.take_count("updates", 4 * (size / 8), 1, 1 << 40)?;
-        Ok(Gups { size, updates })
+        // docs/constants.md 6: 12 instructions per update (HPCC form, gcc -O2).
+        let ipa = spec.take_count("ipa", 12, 1, u16::MAX as u64)? as u16;
+        Ok(Gups { size, updates, ipa })
     }
 }
 
 impl super::Workload for Gups {
     fn describe(&self) -> String {
-        format!("gups:size={},updates={}", fmt_size(self.size), self.updates)
+        format!(
+            "gups:size={},updates={},ipa={}",
+            fmt_size(self.size),
+            self.updates,
+            self.ipa
+        )
     }
 
     fn expected_accesses(&self) -> Option<u64> {
@@ -41,8 +53,10 @@ impl super::Workload for Gups {
         while left > 0 {
             let n = left.min(4096);
             buf.clear();
-            buf.extend((0..n).map(|_| base + 8 * rng.below(words)));
-            e.accesses(pid, &buf, AccessKind::Write)?;
+            buf.extend(
+                (0..n).map(|_| Access::new(base + 8 * rng.below(words), MemOp::Rmw, 0, self.ipa)),
+            );
+            e.accesses(pid, &buf)?;
             left -= n;
         }
         Ok(())

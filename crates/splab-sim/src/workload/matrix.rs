@@ -8,7 +8,11 @@ use crate::engine::Engine;
 use crate::error::Result;
 use crate::rng::Rng;
 use crate::spec::Spec;
-use crate::units::{fmt_size, AccessKind};
+use crate::units::{fmt_size, Access, MemOp};
+
+/// Instructions per access of the transpose's inner loop: 6 per element (load, store, index
+/// arithmetic, compare, branch; gcc -O2, docs/constants.md 6), one load and one store.
+const MATRIX_IPA: u16 = 3;
 
 pub struct Matrix {
     n: u64,
@@ -41,8 +45,9 @@ impl super::Workload for Matrix {
         let mut batch = Batch::new(pid);
         for i in 0..self.n {
             for j in 0..self.n {
-                batch.push(e, a + i * row + j * self.elem, AccessKind::Read)?;
-                batch.push(e, b + j * row + i * self.elem, AccessKind::Write)?;
+                let (src, dst) = (a + i * row + j * self.elem, b + j * row + i * self.elem);
+                batch.push(e, Access::new(src, MemOp::Load, 0, MATRIX_IPA))?;
+                batch.push(e, Access::new(dst, MemOp::Store, 0, MATRIX_IPA))?;
             }
         }
         batch.flush(e)

@@ -13,7 +13,7 @@ use crate::engine::Engine;
 use crate::error::Result;
 use crate::rng::Rng;
 use crate::spec::Spec;
-use crate::units::{AccessKind, Pid, Prot};
+use crate::units::{Access, MemOp, Pid, Prot};
 use crate::vm::{MapFlags, MmapReq};
 
 /// A workload: a program whose memory events the engine replays.
@@ -104,10 +104,13 @@ pub(crate) fn map_anon(e: &mut Engine, pid: Pid, len: u64) -> Result<u64> {
     )
 }
 
-/// Buffers accesses and hands them to the engine in batches of one event each.
+/// Buffers accesses and hands them to the engine in batches of one event each. Counts the
+/// accesses pushed, so a workload can express a dependence as a distance (`dep_on`).
 pub(crate) struct Batch {
     pid: Pid,
-    buf: Vec<(u64, AccessKind)>,
+    buf: Vec<Access>,
+    /// Accesses pushed so far.
+    pub pushed: u64,
 }
 
 impl Batch {
@@ -115,26 +118,49 @@ impl Batch {
         Batch {
             pid,
             buf: Vec::with_capacity(4096),
+            pushed: 0,
         }
     }
     #[inline]
-    pub fn push(&mut self, e: &mut Engine, va: u64, kind: AccessKind) -> Result<()> {
-        self.buf.push((va, kind));
+    pub fn push(&mut self, e: &mut Engine, a: Access) -> Result<()> {
+        self.buf.push(a);
+        self.pushed += 1;
         if self.buf.len() == 4096 {
             self.flush(e)?;
         }
         Ok(())
     }
-    /// `n` consecutive 8-byte words from `va`.
-    pub fn words(&mut self, e: &mut Engine, va: u64, n: u64, kind: AccessKind) -> Result<()> {
+    /// The `dep` of an access made now whose address came from the access numbered `producer`
+    /// (a value of `pushed` before that access was pushed); 0 if too far back to matter.
+    #[inline]
+    pub fn dep_on(&self, producer: Option<u64>) -> u16 {
+        match producer {
+            Some(p) if p < self.pushed && self.pushed - p <= u16::MAX as u64 => {
+                (self.pushed - p) as u16
+            }
+            _ => 0,
+        }
+    }
+    /// `n` consecutive 8-byte words from `va`, independent, `ipa` instructions each, the first
+    /// dependent on `producer`.
+    pub fn words(
+        &mut self,
+        e: &mut Engine,
+        va: u64,
+        n: u64,
+        op: MemOp,
+        ipa: u16,
+        producer: Option<u64>,
+    ) -> Result<()> {
         for i in 0..n {
-            self.push(e, va + 8 * i, kind)?;
+            let dep = self.dep_on(producer);
+            self.push(e, Access::new(va + 8 * i, op, dep, ipa))?;
         }
         Ok(())
     }
     pub fn flush(&mut self, e: &mut Engine) -> Result<()> {
         if !self.buf.is_empty() {
-            e.accesses_mixed(self.pid, &self.buf)?;
+            e.accesses(self.pid, &self.buf)?;
             self.buf.clear();
         }
         Ok(())

@@ -6,7 +6,11 @@ use crate::engine::Engine;
 use crate::error::{Result, SimError};
 use crate::rng::Rng;
 use crate::spec::Spec;
-use crate::units::{fmt_size, AccessKind};
+use crate::units::{fmt_size, Access, MemOp};
+
+/// Instructions per element of a scalar scan loop (gcc -O2: load or store, pointer increment,
+/// compare, branch; docs/constants.md 6).
+const SCAN_IPA: u16 = 4;
 
 pub struct Scan {
     name: &'static str,
@@ -142,8 +146,8 @@ impl Scan {
     fn scan(&self, e: &mut Engine, pid: crate::units::Pid, base: u64) -> Result<()> {
         let n = self.count();
         match self.op {
-            Op::Read => e.access_run(pid, base, self.step as i64, n, AccessKind::Read)?,
-            Op::Write => e.access_run(pid, base, self.step as i64, n, AccessKind::Write)?,
+            Op::Read => e.access_run(pid, base, self.step as i64, n, MemOp::Load, SCAN_IPA)?,
+            Op::Write => e.access_run(pid, base, self.step as i64, n, MemOp::Store, SCAN_IPA)?,
             Op::ReadWrite => {
                 // Each element is read then written. Within one page every access after the first
                 // read and write hits the same MRU TLB entry, so page by page: the first element's
@@ -154,22 +158,24 @@ impl Scan {
                     let va = base + i * self.step;
                     let page_end = (va / page + 1) * page;
                     let in_page = ((page_end - va).div_ceil(self.step)).min(n - i);
-                    e.access(pid, va, AccessKind::Read)?;
-                    e.access(pid, va, AccessKind::Write)?;
+                    e.access_op(pid, Access::new(va, MemOp::Load, 0, SCAN_IPA))?;
+                    e.access_op(pid, Access::new(va, MemOp::Store, 0, SCAN_IPA))?;
                     if in_page > 1 {
                         e.access_run(
                             pid,
                             va + self.step,
                             self.step as i64,
                             in_page - 1,
-                            AccessKind::Read,
+                            MemOp::Load,
+                            SCAN_IPA,
                         )?;
                         e.access_run(
                             pid,
                             va + self.step,
                             self.step as i64,
                             in_page - 1,
-                            AccessKind::Write,
+                            MemOp::Store,
+                            SCAN_IPA,
                         )?;
                     }
                     i += in_page;

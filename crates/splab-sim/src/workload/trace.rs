@@ -17,7 +17,7 @@
 //!   `inferred` (reconstructed from addresses by an importer or the lackey recorder, its
 //!   protection unknown) is mapped read-write-execute.
 //! - The first `Brk` of a process (at its start, and after each `Exec`) sets its heap start.
-//! - Accesses go to the engine in batches of up to 4096 (`Engine::accesses_mixed`), one batch
+//! - Accesses go to the engine in batches of up to 4096 (`Engine::accesses`), one batch
 //!   per run of consecutive accesses of one process. An access that crosses a page boundary
 //!   touches both pages: it is replayed as two accesses.
 //! - What a recorded program did but the model cannot see is handled so that the run goes on,
@@ -54,7 +54,7 @@ use crate::engine::Engine;
 use crate::error::{Result, SimError};
 use crate::rng::Rng;
 use crate::spec::Spec;
-use crate::units::{AccessKind, Pid, Prot};
+use crate::units::{Access, AccessKind, MemOp, Pid, Prot};
 use crate::vm::{Advice, MapFlags, MmapReq};
 
 /// Events read from the trace per call of `read_batch`.
@@ -229,7 +229,7 @@ struct Replayer {
     procs: FxHashMap<u32, ProcState>,
     /// (trace pid, engine pid) of the last access.
     cache: Option<(u32, Pid)>,
-    batch: Vec<(u64, AccessKind)>,
+    batch: Vec<Access>,
     batch_pid: Pid,
     /// Compute cycles not yet given to the engine.
     compute: u64,
@@ -238,11 +238,11 @@ struct Replayer {
     stats: ReplayStats,
 }
 
-fn kind_of(k: st::AccessKind) -> AccessKind {
+fn op_of(k: st::AccessKind) -> MemOp {
     match k {
-        st::AccessKind::Read => AccessKind::Read,
-        st::AccessKind::Write => AccessKind::Write,
-        st::AccessKind::Ifetch => AccessKind::Ifetch,
+        st::AccessKind::Read => MemOp::Load,
+        st::AccessKind::Write => MemOp::Store,
+        st::AccessKind::Ifetch => MemOp::Ifetch,
     }
 }
 
@@ -301,12 +301,13 @@ impl Replayer {
                 self.flush(e)?;
             }
             self.batch_pid = p;
-            let k = kind_of(kind);
+            let op = op_of(kind);
             let va = va.0;
-            self.batch.push((va, k));
+            self.batch.push(Access::new(va, op, 0, 1));
             let last = va.wrapping_add(size.max(1) as u64 - 1);
             if (last >> self.shift) != (va >> self.shift) {
-                self.batch.push((last & !(self.bs - 1), k));
+                self.batch
+                    .push(Access::new(last & !(self.bs - 1), op, 0, 1));
                 self.stats.split_accesses += 1;
             }
             if self.batch.len() >= ACCESS_BATCH {
@@ -335,7 +336,7 @@ impl Replayer {
         let mut from = 0;
         let mut retried = usize::MAX;
         while from < self.batch.len() {
-            match e.accesses_mixed(pid, &self.batch[from..]) {
+            match e.accesses(pid, &self.batch[from..]) {
                 Ok(()) => break,
                 Err(SimError::Segfault { va, kind, .. }) => {
                     // The batch stopped at its first access of `va` of that kind (the ones
@@ -348,7 +349,7 @@ impl Replayer {
                     let i = from
                         + self.batch[from..]
                             .iter()
-                            .position(|&(a, ak)| a == va && ak == k)
+                            .position(|a| a.va == va && a.op.kind() == k)
                             .unwrap_or(0);
                     let retry = i != retried && self.bad_access(e, pid, va)?;
                     retried = i;

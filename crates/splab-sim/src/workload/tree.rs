@@ -15,9 +15,12 @@ use crate::engine::Engine;
 use crate::error::{Result, SimError};
 use crate::rng::Rng;
 use crate::spec::Spec;
-use crate::units::{AccessKind, Pid};
+use crate::units::{Access, MemOp, Pid};
 
 const NIL: u32 = u32::MAX;
+/// Instructions per access: a red-black tree step is ~6 instructions for its two accesses (key,
+/// child pointer; gcc -O2, docs/constants.md 6).
+const TREE_IPA: u16 = 3;
 const NODE_BYTES: u64 = 48;
 const RECORD_BYTES: u64 = 128;
 const KEY: u64 = 0;
@@ -60,7 +63,7 @@ impl Heap {
     fn malloc(&mut self, e: &mut Engine, pid: Pid, batch: &mut Batch, size: u64) -> Result<u64> {
         let chunk = (size + 16).div_ceil(16) * 16;
         if let Some(p) = self.free.get_mut(&chunk).and_then(|l| l.pop()) {
-            batch.push(e, p, AccessKind::Read)?; // the free-list link
+            batch.push(e, Access::new(p, MemOp::Load, 0, TREE_IPA))?; // the free-list link
             return Ok(p);
         }
         if self.top + chunk > self.end {
@@ -75,14 +78,14 @@ impl Heap {
             self.end = got;
         }
         let p = self.top + 16;
-        batch.push(e, self.top + 8, AccessKind::Write)?; // the chunk header
+        batch.push(e, Access::new(self.top + 8, MemOp::Store, 0, TREE_IPA))?; // chunk header
         self.top += chunk;
         Ok(p)
     }
 
     fn free(&mut self, e: &mut Engine, batch: &mut Batch, p: u64, size: u64) -> Result<()> {
         let chunk = (size + 16).div_ceil(16) * 16;
-        batch.push(e, p, AccessKind::Write)?; // the free-list link
+        batch.push(e, Access::new(p, MemOp::Store, 0, TREE_IPA))?; // the free-list link
         self.free.entry(chunk).or_default().push(p);
         Ok(())
     }
@@ -105,18 +108,36 @@ struct Rb<'a> {
     batch: Batch,
     heap: Heap,
     nodes: Vec<Node>,
+    /// Per node: the access (`Batch::pushed` before it) that loaded the pointer to it last,
+    /// so accesses to the node depend on that load (a pointer chase).
+    loaded: Vec<Option<u64>>,
     free_nodes: Vec<u32>,
     root: u32,
 }
 
 impl Rb<'_> {
-    fn rd(&mut self, n: u32, field: u64) -> Result<()> {
+    fn touch(&mut self, n: u32, field: u64, op: MemOp) -> Result<()> {
         let a = self.nodes[n as usize].addr + field;
-        self.batch.push(self.e, a, AccessKind::Read)
+        let dep = self
+            .batch
+            .dep_on(self.loaded.get(n as usize).copied().flatten());
+        self.batch.push(self.e, Access::new(a, op, dep, TREE_IPA))
+    }
+    fn rd(&mut self, n: u32, field: u64) -> Result<()> {
+        self.touch(n, field, MemOp::Load)
     }
     fn wr(&mut self, n: u32, field: u64) -> Result<()> {
-        let a = self.nodes[n as usize].addr + field;
-        self.batch.push(self.e, a, AccessKind::Write)
+        self.touch(n, field, MemOp::Store)
+    }
+    /// Node `child`'s address was just loaded (by the last access pushed).
+    fn pointer_loaded(&mut self, child: u32) {
+        if child != NIL {
+            let i = child as usize;
+            if self.loaded.len() <= i {
+                self.loaded.resize(i + 1, None);
+            }
+            self.loaded[i] = Some(self.batch.pushed - 1);
+        }
     }
 
     fn is_red(&mut self, n: u32) -> Result<bool> {
@@ -129,11 +150,15 @@ impl Rb<'_> {
 
     fn left(&mut self, n: u32) -> Result<u32> {
         self.rd(n, LEFT)?;
-        Ok(self.nodes[n as usize].left)
+        let c = self.nodes[n as usize].left;
+        self.pointer_loaded(c);
+        Ok(c)
     }
     fn right(&mut self, n: u32) -> Result<u32> {
         self.rd(n, RIGHT)?;
-        Ok(self.nodes[n as usize].right)
+        let c = self.nodes[n as usize].right;
+        self.pointer_loaded(c);
+        Ok(c)
     }
     fn set_left(&mut self, n: u32, c: u32) -> Result<()> {
         self.nodes[n as usize].left = c;
@@ -160,8 +185,14 @@ impl Rb<'_> {
             .heap
             .malloc(self.e, self.pid, &mut self.batch, RECORD_BYTES)?;
         // "On insertions a new record is allocated and initialized."
-        self.batch
-            .words(self.e, record, RECORD_BYTES / 8, AccessKind::Write)?;
+        self.batch.words(
+            self.e,
+            record,
+            RECORD_BYTES / 8,
+            MemOp::Store,
+            TREE_IPA,
+            None,
+        )?;
         let node = Node {
             key,
             left: NIL,
@@ -181,7 +212,10 @@ impl Rb<'_> {
             }
         };
         self.batch
-            .words(self.e, addr, NODE_BYTES / 8, AccessKind::Write)?;
+            .words(self.e, addr, NODE_BYTES / 8, MemOp::Store, TREE_IPA, None)?;
+        if let Some(l) = self.loaded.get_mut(id as usize) {
+            *l = None;
+        }
         Ok(id)
     }
 
@@ -199,8 +233,15 @@ impl Rb<'_> {
     fn read_half_record(&mut self, n: u32) -> Result<()> {
         self.rd(n, REC)?;
         let r = self.nodes[n as usize].record;
-        self.batch
-            .words(self.e, r, RECORD_BYTES / 16, AccessKind::Read)
+        let producer = Some(self.batch.pushed - 1);
+        self.batch.words(
+            self.e,
+            r,
+            RECORD_BYTES / 16,
+            MemOp::Load,
+            TREE_IPA,
+            producer,
+        )
     }
 
     fn rotate_left(&mut self, h: u32) -> Result<u32> {
@@ -435,6 +476,7 @@ impl super::Workload for Tree {
             batch: Batch::new(pid),
             heap,
             nodes: Vec::new(),
+            loaded: Vec::new(),
             free_nodes: Vec::new(),
             root: NIL,
         };
@@ -520,6 +562,7 @@ mod tests {
             batch: Batch::new(pid),
             heap,
             nodes: Vec::new(),
+            loaded: Vec::new(),
             free_nodes: Vec::new(),
             root: NIL,
         };

@@ -1,0 +1,639 @@
+//! The out-of-order core: a first-order interval model (Karkhanis & Smith, ISCA 2004, "A
+//! first-order superscalar processor model"), as the simple out-of-order cores of ChampSim and
+//! Ramulator time memory references. Knows nothing of the VM; the access path hands it, per
+//! access, what the TLBs, the walker and the caches did, and it keeps the clock.
+//!
+//! The model:
+//! - Instructions dispatch in order at `width` per cycle into a reorder window of `window`
+//!   instructions. An access brings `ipa` instructions (itself and the non-memory ones before
+//!   it). Time is kept in ticks of 1/width cycle, so dispatch costs one tick per instruction.
+//! - Retirement is in order. A load (or read-modify-write) blocks retirement until its data
+//!   arrives; a store blocks it only until its address is translated (it then waits in the store
+//!   buffer). An instruction cannot dispatch before the one `window` instructions older retired:
+//!   that is the only way a long miss stalls dispatch.
+//! - A dependent access (`dep` > 0) issues when the load `dep` accesses back has its data.
+//! - At most `mshrs` L1 misses are outstanding (fill buffers / miss address file); a miss that
+//!   finds them all busy waits for the earliest to complete. A miss to a line already in flight
+//!   merges with it and completes with it.
+//! - At most `walkers` page walks run at once; a TLB miss waits for a free walker.
+//! - A fault, a system call or other kernel work drains the window first (the trap waits for
+//!   everything older), then runs serially. A software-refilled TLB (Alpha PALcode, PA-RISC) traps
+//!   on every miss and so drains the window too.
+//!
+//! Attribution: every tick the clock advances is charged to exactly one cause, so the breakdown
+//! sums to the total. Dispatch is `compute`. A dispatch stall waits for a blocking access; the
+//! stall interval is charged to the segment of that access's life it overlaps (its data fetch at
+//! the level that served it, its walk in proportion to the levels that served the walk's
+//! references, its second-level TLB hit, its wait for a free walker or fill buffer), and where it
+//! overlaps the wait for the load it depended on, to that load's segments in turn.
+
+use serde::Serialize;
+
+pub use crate::units::MemOp;
+
+/// Core parameters of a machine (sources in machine.rs).
+#[derive(Clone, Debug, Serialize)]
+pub struct CoreConfig {
+    /// Reorder window, instructions (ROB size).
+    pub window: u32,
+    /// Dispatch width, instructions per cycle.
+    pub width: u32,
+    /// Outstanding L1 data misses (fill buffers, MSHRs, miss address file).
+    pub mshrs: u32,
+    /// Concurrent hardware page walks (ignored with a software refill, which drains).
+    pub walkers: u32,
+    /// Sustained memory bandwidth for streamed lines, bytes per core cycle.
+    pub stream_bytes_per_cycle: f64,
+}
+
+/// Where time went. Indices into `Breakdown::cycles` (ticks until `finish`).
+pub mod cause {
+    pub const COMPUTE: usize = 0;
+    pub const TLB_HIT: usize = 1;
+    /// Walk references served by cache level k (0..3) or DRAM (3): WALK + k.
+    pub const WALK: usize = 2;
+    /// Software refill handler instructions, or waiting for a free hardware walker.
+    pub const WALK_OTHER: usize = 6;
+    /// Data served by cache level k or DRAM (3): DATA + k.
+    pub const DATA: usize = 7;
+    /// Waiting for a free fill buffer.
+    pub const DATA_QUEUE: usize = 11;
+    pub const FAULT: usize = 12;
+    pub const IO: usize = 13;
+    pub const KERNEL: usize = 14;
+    pub const STREAM: usize = 15;
+    pub const N: usize = 16;
+}
+
+/// Critical-path attribution of the clock, in cycles once finished.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Breakdown {
+    pub compute: u64,
+    pub tlb_hit: u64,
+    /// Walk references by the level that served them: L1, L2, LLC, DRAM.
+    pub walk_by_level: [u64; 4],
+    /// Software refill handler, or waiting for a free walker.
+    pub walk_other: u64,
+    /// Data by the level that served it: L1, L2, LLC, DRAM.
+    pub data_by_level: [u64; 4],
+    /// Waiting for a free fill buffer (miss-level parallelism exhausted).
+    pub data_queue: u64,
+    /// Streamed lines (bandwidth-bound sequential runs).
+    pub stream: u64,
+    pub fault: u64,
+    pub io: u64,
+    pub kernel: u64,
+}
+
+impl Breakdown {
+    pub fn walk(&self) -> u64 {
+        self.walk_by_level.iter().sum::<u64>() + self.walk_other
+    }
+    pub fn data(&self) -> u64 {
+        self.data_by_level.iter().sum::<u64>() + self.data_queue + self.stream
+    }
+    pub fn total(&self) -> u64 {
+        self.compute + self.tlb_hit + self.walk() + self.data() + self.fault + self.io + self.kernel
+    }
+}
+
+/// What happened to one access on its way, as the access path reports it to the core.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Trip {
+    /// Cycles of lower-level TLB hits (0 for an L1 TLB hit).
+    pub tlb_cycles: u64,
+    /// The access walked (hardware walker).
+    pub walked: bool,
+    /// Walk latency by the place that served each reference (L1, L2, LLC, DRAM), cycles.
+    pub walk_by_level: [u32; 4],
+    /// Software refill: handler cycles (the refill drains the window).
+    pub refill_cycles: u64,
+    /// Where the data line was served (0 = L1 .. levels = DRAM) and its line number.
+    pub served: u8,
+    pub latency: u64,
+    pub line: u64,
+}
+
+const RING: usize = 512;
+const MAX_MSHRS: usize = 32;
+const MAX_WALKERS: usize = 8;
+
+/// The timeline of one access (ticks), kept for attribution and dependences.
+#[derive(Clone, Copy, Debug, Default)]
+struct Life {
+    dispatch: u64,
+    issue: u64,
+    walk_start: u64,
+    walk_end: u64,
+    data_start: u64,
+    done: u64,
+    tlb_end: u64,
+    /// Walk cycles by level, for proportional attribution.
+    walk_by_level: [u32; 4],
+    served: u8,
+    /// Producer's access number + 1, 0 = none.
+    producer: u64,
+}
+
+pub struct Core {
+    cfg: CoreConfig,
+    width: u64,
+    window: u64,
+    /// Dispatch clock, ticks.
+    now: u64,
+    /// Instructions dispatched.
+    instr: u64,
+    /// Accesses issued.
+    n: u64,
+    /// Retirement-blocking accesses in order: (instruction number, done tick, access number).
+    rob: std::collections::VecDeque<(u64, u64, u64)>,
+    /// Everything older than the front of `rob` retired by this tick.
+    retired: u64,
+    lives: Box<[Life; RING]>,
+    mshr_done: [u64; MAX_MSHRS],
+    mshr_line: [u64; MAX_MSHRS],
+    walker_done: [u64; MAX_WALKERS],
+    /// Latest completion of anything issued (for drains).
+    horizon: u64,
+    ticks: [u64; cause::N],
+    /// Fractional stream cost carried between runs, in 1/1024 ticks.
+    stream_frac: u64,
+    stream_ticks_per_line_1024: u64,
+}
+
+impl Core {
+    pub fn new(cfg: &CoreConfig) -> Core {
+        assert!(cfg.window as usize <= RING, "window larger than {RING}");
+        let width = cfg.width.max(1) as u64;
+        let stream = if cfg.stream_bytes_per_cycle > 0.0 {
+            (64.0 / cfg.stream_bytes_per_cycle * width as f64 * 1024.0).round() as u64
+        } else {
+            0
+        };
+        Core {
+            width,
+            window: cfg.window.max(1) as u64,
+            cfg: cfg.clone(),
+            now: 0,
+            instr: 0,
+            n: 0,
+            rob: std::collections::VecDeque::with_capacity(RING),
+            retired: 0,
+            lives: Box::new([Life::default(); RING]),
+            mshr_done: [0; MAX_MSHRS],
+            mshr_line: [u64::MAX; MAX_MSHRS],
+            walker_done: [0; MAX_WALKERS],
+            horizon: 0,
+            ticks: [0; cause::N],
+            stream_frac: 0,
+            stream_ticks_per_line_1024: stream,
+        }
+    }
+
+    pub fn config(&self) -> &CoreConfig {
+        &self.cfg
+    }
+
+    /// The clock, in cycles: when everything issued so far will have completed.
+    pub fn cycles(&self) -> u64 {
+        self.now.max(self.horizon).div_ceil(self.width)
+    }
+
+    /// Dispatches `ipa` instructions ending in this access and applies the window limit.
+    #[inline]
+    fn dispatch(&mut self, ipa: u64) -> u64 {
+        self.instr += ipa.max(1);
+        self.now += ipa.max(1);
+        self.ticks[cause::COMPUTE] += ipa.max(1);
+        // The instruction `window` older must have retired.
+        self.retire_to(self.instr.saturating_sub(self.window));
+        self.now
+    }
+
+    /// Charges `[a, b)` (ticks) to the segments of access `acc`'s life it overlaps.
+    fn attribute(&mut self, acc: u64, a: u64, b: u64, depth: u32) {
+        if b <= a {
+            return;
+        }
+        let life = self.lives[(acc as usize) % RING];
+        let data = cause::DATA + life.served.min(3) as usize;
+        let mut covered = 0;
+        for (s, e, c) in [
+            (life.data_start, life.done, data),
+            (life.walk_end, life.data_start, cause::DATA_QUEUE),
+            (life.tlb_end, life.walk_start, cause::WALK_OTHER),
+            (life.issue, life.tlb_end, cause::TLB_HIT),
+        ] {
+            let o = overlap(a, b, s, e);
+            self.ticks[c] += o;
+            covered += o;
+        }
+        // The walk, split by the levels that served its references.
+        let span = overlap(a, b, life.walk_start, life.walk_end);
+        if span > 0 {
+            let total: u64 = life.walk_by_level.iter().map(|&c| c as u64).sum();
+            if total == 0 {
+                self.ticks[cause::WALK_OTHER] += span;
+            } else {
+                let mut given = 0;
+                for k in 0..4 {
+                    let part = span * life.walk_by_level[k] as u64 / total;
+                    self.ticks[cause::WALK + k] += part;
+                    given += part;
+                }
+                // The rounding remainder goes to the slowest level used.
+                let k = (0..4)
+                    .rev()
+                    .find(|&k| life.walk_by_level[k] > 0)
+                    .unwrap_or(3);
+                self.ticks[cause::WALK + k] += span - given;
+            }
+            covered += span;
+        }
+        // Waiting for the producer's data: the producer's segments.
+        let wait = overlap(a, b, life.dispatch, life.issue);
+        if wait > 0 {
+            if life.producer > 0 && depth > 0 {
+                self.attribute(
+                    life.producer - 1,
+                    a.max(life.dispatch),
+                    b.min(life.issue),
+                    depth - 1,
+                );
+            } else {
+                self.ticks[data] += wait;
+            }
+            covered += wait;
+        }
+        // What no segment covers (rounding at the edges): this access's data.
+        let all = b - a;
+        if covered < all {
+            self.ticks[data] += all - covered;
+        }
+    }
+
+    /// Retires, in order, the blocking accesses up to instruction `limit`; a stall of dispatch
+    /// until then is charged to the access that ends it.
+    #[inline]
+    fn retire_to(&mut self, limit: u64) {
+        while let Some(&(i, done, acc)) = self.rob.front() {
+            if i > limit {
+                break;
+            }
+            self.rob.pop_front();
+            if done > self.retired {
+                self.retired = done;
+            }
+            if self.retired > self.now {
+                let (a, b) = (self.now, self.retired);
+                self.attribute(acc, a, b, 4);
+                self.now = b;
+            }
+        }
+    }
+
+    /// One access: dispatches its instructions, times its translation and data, and records it.
+    /// `dep`: distance back to the load whose value formed its address (0 = none).
+    #[inline]
+    pub fn access(&mut self, op: MemOp, ipa: u64, dep: u64, trip: &Trip) {
+        let w = self.width;
+        let disp = self.dispatch(ipa);
+        let n = self.n;
+        self.n += 1;
+        let mut issue = disp;
+        let mut producer = 0;
+        if dep > 0 && dep <= n && (dep as usize) < RING {
+            let p = n - dep;
+            let pd = self.lives[(p as usize) % RING].done;
+            if pd > issue {
+                issue = pd;
+                producer = p + 1;
+            }
+        }
+        if trip.refill_cycles > 0 {
+            // A software refill traps: everything older completes first, then the handler.
+            self.drain();
+            let t = self.now.max(issue);
+            self.ticks[cause::WALK_OTHER] += trip.refill_cycles * w;
+            let refs: u64 = trip.walk_by_level.iter().map(|&c| c as u64).sum();
+            for k in 0..4 {
+                self.ticks[cause::WALK + k] += trip.walk_by_level[k] as u64 * w;
+            }
+            self.now = t + (trip.refill_cycles + refs) * w;
+            issue = self.now;
+        }
+        let tlb_end = issue + trip.tlb_cycles * w;
+        let (mut walk_start, mut walk_end) = (tlb_end, tlb_end);
+        if trip.walked {
+            let walk: u64 = trip.walk_by_level.iter().map(|&c| c as u64).sum::<u64>() * w;
+            let p = (self.cfg.walkers.max(1) as usize).min(MAX_WALKERS);
+            let (slot, free) = min_slot(&self.walker_done[..p]);
+            walk_start = tlb_end.max(free);
+            walk_end = walk_start + walk;
+            self.walker_done[slot] = walk_end;
+        }
+        let mut data_start = walk_end;
+        let mut done = data_start + trip.latency * w;
+        if trip.served > 0 && op != MemOp::Ifetch {
+            let m = (self.cfg.mshrs.max(1) as usize).min(MAX_MSHRS);
+            if let Some(i) = self.mshr_line[..m].iter().position(|&l| l == trip.line) {
+                // Merges with the miss in flight for the same line.
+                if self.mshr_done[i] > data_start {
+                    done = self.mshr_done[i].max(data_start + w);
+                } else {
+                    done = data_start + trip.latency * w;
+                    self.mshr_done[i] = done;
+                }
+            } else {
+                let (slot, free) = min_slot(&self.mshr_done[..m]);
+                data_start = data_start.max(free);
+                done = data_start + trip.latency * w;
+                self.mshr_done[slot] = done;
+                self.mshr_line[slot] = trip.line;
+            }
+        }
+        // A store retires once translated; its data drains from the store buffer.
+        let blocks_until = if op == MemOp::Store { walk_end } else { done };
+        self.lives[(n as usize) % RING] = Life {
+            dispatch: disp,
+            issue,
+            walk_start,
+            walk_end,
+            data_start,
+            done: if op == MemOp::Store { walk_end } else { done },
+            tlb_end,
+            walk_by_level: trip.walk_by_level,
+            served: trip.served,
+            producer,
+        };
+        if done > self.horizon {
+            self.horizon = done;
+        }
+        if op == MemOp::Ifetch {
+            // An instruction-fetch miss stalls the front end.
+            if blocks_until > self.now {
+                let (a, b) = (self.now, blocks_until);
+                self.attribute(n, a, b, 0);
+                self.now = b;
+            }
+        } else if blocks_until > disp + self.window {
+            // Only an access that may outlive `window` dispatch ticks can ever stall dispatch.
+            self.rob.push_back((self.instr, blocks_until, n));
+        }
+    }
+
+    /// A run of `lines` streamed lines with `instrs` instructions: bandwidth-bound. The lines
+    /// come from a prefetcher; the instructions dispatch meanwhile.
+    pub fn stream(&mut self, instrs: u64, lines: u64) {
+        let bw = lines * self.stream_ticks_per_line_1024 + self.stream_frac;
+        self.stream_frac = bw % 1024;
+        let bw = bw / 1024;
+        let compute = instrs;
+        self.instr += instrs;
+        // The run cannot dispatch past what retirement allows; then it takes the longer of its
+        // instructions and its lines.
+        self.retire_to(self.instr.saturating_sub(self.window));
+        self.now += compute;
+        self.ticks[cause::COMPUTE] += compute;
+        if bw > compute {
+            self.now += bw - compute;
+            self.ticks[cause::STREAM] += bw - compute;
+        }
+    }
+
+    /// Waits until everything issued has completed, charging the wait to the blocking accesses
+    /// in order, then to outstanding store data.
+    fn drain(&mut self) {
+        self.retire_to(u64::MAX);
+        if self.horizon > self.now {
+            // Stores' data still draining from the store buffer.
+            self.ticks[cause::DATA + 3] += self.horizon - self.now;
+            self.now = self.horizon;
+        }
+        self.retired = self.now;
+    }
+
+    /// Serial work that traps or enters the kernel (fault handling, I/O waits, system calls,
+    /// kernel bookkeeping): drains the window, then takes `cycles`.
+    pub fn serial(&mut self, cycles: u64, c: usize) {
+        if cycles == 0 {
+            return;
+        }
+        self.drain();
+        self.now += cycles * self.width;
+        self.ticks[c] += cycles * self.width;
+        self.retired = self.now;
+        self.horizon = self.horizon.max(self.now);
+    }
+
+    /// Work that does not touch memory (a `compute` event): dispatches `cycles * width`
+    /// instructions' worth of time, overlapping outstanding misses.
+    pub fn compute(&mut self, cycles: u64) {
+        self.stream(cycles * self.width, 0);
+    }
+
+    /// The attribution so far, in cycles; the parts sum to `cycles()` (the tail still in flight
+    /// is charged as its accesses' segments).
+    pub fn breakdown(&self) -> Breakdown {
+        let mut c = self.clone_for_finish();
+        c.drain();
+        let w = self.width;
+        let t = &c.ticks;
+        // Convert ticks to cycles so that the parts sum exactly to the total.
+        let total_ticks: u64 = t.iter().sum();
+        let total = total_ticks.div_ceil(w);
+        let mut parts: Vec<u64> = t.iter().map(|&x| x / w).collect();
+        let mut rem = total - parts.iter().sum::<u64>();
+        // Hand the rounding remainder to the largest parts first (deterministic).
+        let mut order: Vec<usize> = (0..cause::N).collect();
+        order.sort_by_key(|&i| (std::cmp::Reverse(t[i] % w), i));
+        for i in order {
+            if rem == 0 {
+                break;
+            }
+            if t[i] % w > 0 {
+                parts[i] += 1;
+                rem -= 1;
+            }
+        }
+        parts[cause::COMPUTE] += rem;
+        Breakdown {
+            compute: parts[cause::COMPUTE],
+            tlb_hit: parts[cause::TLB_HIT],
+            walk_by_level: [
+                parts[cause::WALK],
+                parts[cause::WALK + 1],
+                parts[cause::WALK + 2],
+                parts[cause::WALK + 3],
+            ],
+            walk_other: parts[cause::WALK_OTHER],
+            data_by_level: [
+                parts[cause::DATA],
+                parts[cause::DATA + 1],
+                parts[cause::DATA + 2],
+                parts[cause::DATA + 3],
+            ],
+            data_queue: parts[cause::DATA_QUEUE],
+            stream: parts[cause::STREAM],
+            fault: parts[cause::FAULT],
+            io: parts[cause::IO],
+            kernel: parts[cause::KERNEL],
+        }
+    }
+
+    fn clone_for_finish(&self) -> Core {
+        Core {
+            cfg: self.cfg.clone(),
+            width: self.width,
+            window: self.window,
+            now: self.now,
+            instr: self.instr,
+            n: self.n,
+            rob: self.rob.clone(),
+            retired: self.retired,
+            lives: self.lives.clone(),
+            mshr_done: self.mshr_done,
+            mshr_line: self.mshr_line,
+            walker_done: self.walker_done,
+            horizon: self.horizon,
+            ticks: self.ticks,
+            stream_frac: self.stream_frac,
+            stream_ticks_per_line_1024: self.stream_ticks_per_line_1024,
+        }
+    }
+
+    /// Instructions dispatched so far.
+    pub fn instructions(&self) -> u64 {
+        self.instr
+    }
+}
+
+impl Clone for Core {
+    fn clone(&self) -> Core {
+        self.clone_for_finish()
+    }
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core")
+            .field("now", &self.now)
+            .field("instr", &self.instr)
+            .finish()
+    }
+}
+
+/// Length of the overlap of `[a, b)` and `[s, e)`.
+#[inline]
+fn overlap(a: u64, b: u64, s: u64, e: u64) -> u64 {
+    b.min(e).saturating_sub(a.max(s))
+}
+
+/// The slot that frees first and when.
+#[inline]
+fn min_slot(s: &[u64]) -> (usize, u64) {
+    let mut best = 0;
+    let mut t = u64::MAX;
+    for (i, &d) in s.iter().enumerate() {
+        if d < t {
+            t = d;
+            best = i;
+        }
+    }
+    (best, t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn core(window: u32, mshrs: u32) -> Core {
+        Core::new(&CoreConfig {
+            window,
+            width: 4,
+            mshrs,
+            walkers: 2,
+            stream_bytes_per_cycle: 16.0,
+        })
+    }
+
+    fn miss(latency: u64, line: u64) -> Trip {
+        Trip {
+            served: 3,
+            latency,
+            line,
+            ..Trip::default()
+        }
+    }
+
+    #[test]
+    fn independent_misses_overlap_up_to_the_mshrs() {
+        // 1000 independent DRAM misses of 200 cycles, 2 instructions each, 10 fill buffers:
+        // bounded by 200/10 = 20 cycles each.
+        let mut c = core(224, 10);
+        for i in 0..1000 {
+            c.access(MemOp::Load, 2, 0, &miss(200, i));
+        }
+        let per = c.cycles() as f64 / 1000.0;
+        assert!((19.0..22.0).contains(&per), "{per}");
+        let b = c.breakdown();
+        assert_eq!(b.total(), c.cycles());
+        assert!(b.data_by_level[3] + b.data_queue > b.compute, "{b:?}");
+    }
+
+    #[test]
+    fn a_dependent_chain_serialises() {
+        let mut c = core(224, 10);
+        for i in 0..100 {
+            c.access(MemOp::Load, 2, if i == 0 { 0 } else { 1 }, &miss(200, i));
+        }
+        let per = c.cycles() as f64 / 100.0;
+        assert!((199.0..202.0).contains(&per), "{per}");
+        assert_eq!(c.breakdown().total(), c.cycles());
+    }
+
+    #[test]
+    fn the_window_limits_overlap() {
+        // 50 instructions per access and a 100-instruction window: 2 misses at a time.
+        let mut c = core(100, 10);
+        for i in 0..200 {
+            c.access(MemOp::Load, 50, 0, &miss(200, i));
+        }
+        let per = c.cycles() as f64 / 200.0;
+        assert!((95.0..110.0).contains(&per), "{per}");
+    }
+
+    #[test]
+    fn stores_do_not_block_and_faults_drain() {
+        let mut c = core(64, 10);
+        for i in 0..100 {
+            c.access(MemOp::Store, 4, 0, &miss(200, i));
+        }
+        // Stores are bounded by the fill buffers only: 20 cycles each.
+        let t = c.cycles();
+        assert!(t >= 100 * 19 && t <= 100 * 21 + 200, "{t}");
+        c.serial(1000, cause::FAULT);
+        let b = c.breakdown();
+        assert_eq!(b.fault, 1000);
+        assert_eq!(b.total(), c.cycles());
+    }
+
+    #[test]
+    fn walkers_limit_concurrent_walks() {
+        let mut c = core(224, 10);
+        let t = Trip {
+            walked: true,
+            walk_by_level: [0, 0, 0, 300],
+            served: 0,
+            latency: 4,
+            ..Trip::default()
+        };
+        for _ in 0..100 {
+            c.access(MemOp::Load, 2, 0, &t);
+        }
+        let per = c.cycles() as f64 / 100.0;
+        assert!((148.0..155.0).contains(&per), "{per}");
+        let b = c.breakdown();
+        assert!(b.walk_by_level[3] > 100 * 140, "{b:?}");
+    }
+}

@@ -1,0 +1,255 @@
+//! Page-table pages: each process's radix page table is made of real frames of modelled memory,
+//! wired kernel pages (seed 000 5.2), so that walks load their entries from physical addresses
+//! (through the data caches, competing with data) and page tables cost memory.
+//!
+//! Geometry comes from the machine's walker (`WalkConfig::level_shifts`, one page of
+//! `page_size / pte_bytes` entries per table). A table exists while anything below it does: a
+//! leaf table while one of the pmap's chunks in its range exists, an upper table while one of its
+//! child tables exists (FreeBSD frees a page-table page when its wire count drops to zero,
+//! pmap_unwire_ptp; Linux frees them at munmap, free_pgtables). A promoted superpage keeps its
+//! leaf table, as both systems keep it for a later demotion (FreeBSD pmap_insert_pt_page, Linux
+//! pgtable_trans_huge_deposit).
+//!
+//! Callers: the VM creates a chunk only through `Os::pmap_enter`, which attaches its path first,
+//! and calls `Os::pt_reap` after `Pmap::remove` to release the tables of emptied chunks.
+
+use rustc_hash::FxHashMap;
+
+use super::Os;
+use crate::error::Result;
+use crate::hw::walk::{PtPath, NO_TABLE};
+use crate::units::{Order, Pfn, Pid, Prot};
+
+/// The page-table pages of one process: (level, table index) -> (frame, live children).
+#[derive(Clone, Debug, Default)]
+pub struct PtDir {
+    tables: FxHashMap<(u8, u64), (Pfn, u32)>,
+}
+
+impl PtDir {
+    pub fn len(&self) -> usize {
+        self.tables.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.tables.is_empty()
+    }
+    /// Frames of every table, for invariant checks.
+    pub fn frames(&self) -> impl Iterator<Item = Pfn> + '_ {
+        self.tables.values().map(|&(p, _)| p)
+    }
+}
+
+/// Page-table page counters (the report's `memory.page_table_*`).
+#[derive(Clone, Debug, Default)]
+pub struct PtStats {
+    pub pages: u64,
+    pub peak_pages: u64,
+    pub allocated: u64,
+    pub freed: u64,
+}
+
+impl Os {
+    /// Index of the table at `level` that maps `va`.
+    #[inline]
+    fn pt_index(&self, level: usize, va: u64) -> u64 {
+        let shifts = self.machine.walk.level_shifts();
+        let bits = self.pt_entry_bits();
+        let s = shifts[level] as u32 + bits;
+        if s >= 64 {
+            0
+        } else {
+            va >> s
+        }
+    }
+
+    fn pt_entry_bits(&self) -> u32 {
+        let entries = self.machine.base_size() / self.machine.walk.pte_bytes().max(1) as u64;
+        entries.trailing_zeros()
+    }
+
+    /// Enters a base mapping for `pid`, allocating the page-table pages of a new chunk first (so
+    /// running out of memory changes nothing).
+    pub(crate) fn pmap_enter(&mut self, pid: Pid, vpn: u64, pfn: Pfn, prot: Prot) -> Result<()> {
+        let has = self.proc(pid)?.pmap.has_chunk(vpn);
+        if !has {
+            let path = self.pt_attach(pid, vpn)?;
+            self.procs
+                .get_mut(&pid.0)
+                .expect("pmap_enter: pid")
+                .pmap
+                .add_chunk(vpn, path);
+        }
+        self.procs
+            .get_mut(&pid.0)
+            .expect("pmap_enter: pid")
+            .pmap
+            .enter(vpn, pfn, prot);
+        Ok(())
+    }
+
+    /// Takes a reference on every table of the path to `vpn`'s chunk, allocating the missing
+    /// ones; returns the path.
+    fn pt_attach(&mut self, pid: Pid, vpn: u64) -> Result<PtPath> {
+        let mut path = [NO_TABLE; 4];
+        let levels = self.machine.walk.level_shifts().len().min(4);
+        if levels == 0 {
+            return Ok(path);
+        }
+        let va = vpn << self.base_shift();
+        // From the leaf up: a table that exists takes one more child and ends the climb.
+        let mut lvl = levels;
+        let mut climbing = true;
+        while lvl > 0 {
+            lvl -= 1;
+            let key = (lvl as u8, self.pt_index(lvl, va));
+            let existing = self.proc(pid)?.pt.tables.get(&key).copied();
+            match existing {
+                Some((pfn, children)) => {
+                    if climbing {
+                        self.proc_mut(pid)?
+                            .pt
+                            .tables
+                            .insert(key, (pfn, children + 1));
+                        climbing = false;
+                    }
+                    path[lvl] = pfn.0;
+                }
+                None => {
+                    debug_assert!(climbing, "pt_attach: a table exists below a missing one");
+                    let pfn = self.alloc_kernel_frame()?;
+                    self.proc_mut(pid)?.pt.tables.insert(key, (pfn, 1));
+                    self.phys.wired_frames += 1;
+                    let s = &mut self.stats.pt;
+                    s.pages += 1;
+                    s.allocated += 1;
+                    s.peak_pages = s.peak_pages.max(s.pages);
+                    path[lvl] = pfn.0;
+                }
+            }
+        }
+        Ok(path)
+    }
+
+    /// Releases the page-table pages of the chunks `Pmap::remove` emptied for `pid`.
+    pub(crate) fn pt_reap(&mut self, pid: Pid) {
+        let Some(p) = self.procs.get_mut(&pid.0) else {
+            return;
+        };
+        if p.pmap.freed.is_empty() {
+            return;
+        }
+        let freed = std::mem::take(&mut p.pmap.freed);
+        let levels = self.machine.walk.level_shifts().len().min(4);
+        let bs = self.base_shift();
+        let mut any = false;
+        for (key, _path) in freed {
+            if levels == 0 {
+                continue;
+            }
+            let va = (key << super::pmap::CHUNK_SHIFT) << bs;
+            // A leaf table may hold several chunks: it goes when its last one does.
+            let mut lvl = levels;
+            while lvl > 0 {
+                lvl -= 1;
+                let tkey = (lvl as u8, self.pt_index(lvl, va));
+                let p = self.procs.get_mut(&pid.0).expect("pt_reap: pid");
+                let (pfn, children) = *p.pt.tables.get(&tkey).expect("pt_reap: table of a chunk");
+                if children > 1 {
+                    p.pt.tables.insert(tkey, (pfn, children - 1));
+                    break;
+                }
+                p.pt.tables.remove(&tkey);
+                self.phys.wired_frames -= 1;
+                self.phys.buddy.free(pfn, Order(0));
+                self.stats.pt.pages -= 1;
+                self.stats.pt.freed += 1;
+                any = true;
+            }
+        }
+        if any {
+            // Freed tables must not be reached through stale paging-structure caches (Linux
+            // flushes them with the TLB when it frees tables: tlb_remove_table).
+            self.hw.walker.invalidate_asid(pid.0);
+        }
+    }
+
+    /// The walk path for `vpn` when its chunk does not exist: the tables that do.
+    pub(crate) fn pt_partial_path(&self, pid: Pid, vpn: u64) -> PtPath {
+        let mut path = [NO_TABLE; 4];
+        let Some(p) = self.procs.get(&pid.0) else {
+            return path;
+        };
+        let va = vpn << self.base_shift();
+        for lvl in 0..self.machine.walk.level_shifts().len().min(4) {
+            match p.pt.tables.get(&(lvl as u8, self.pt_index(lvl, va))) {
+                Some(&(pfn, _)) => path[lvl] = pfn.0,
+                None => break,
+            }
+        }
+        path
+    }
+
+    /// Checks that every chunk's path names the tables of `PtDir`, child counts match, and the
+    /// page count matches the stats.
+    pub(crate) fn check_page_tables(&self) -> std::result::Result<(), String> {
+        let levels = self.machine.walk.level_shifts().len().min(4);
+        let mut total = 0u64;
+        let bs = self.base_shift();
+        for (&pid, p) in &self.procs {
+            total += p.pt.len() as u64;
+            if levels == 0 {
+                continue;
+            }
+            let mut children: FxHashMap<(u8, u64), u32> = FxHashMap::default();
+            let mut seen = rustc_hash::FxHashSet::default();
+            for key in p.pmap.chunk_keys() {
+                let vpn = key << super::pmap::CHUNK_SHIFT;
+                let va = vpn << bs;
+                let path = p.pmap.path(vpn);
+                for lvl in 0..levels {
+                    let tkey = (lvl as u8, self.pt_index(lvl, va));
+                    let Some(&(pfn, _)) = p.pt.tables.get(&tkey) else {
+                        return Err(format!(
+                            "page tables: pid {pid} chunk {key:#x} has no level-{lvl} table"
+                        ));
+                    };
+                    if path[lvl] != pfn.0 {
+                        return Err(format!(
+                            "page tables: pid {pid} chunk {key:#x} names frame {} at level {lvl}, the table is {}",
+                            path[lvl], pfn.0
+                        ));
+                    }
+                    if lvl + 1 == levels {
+                        *children.entry(tkey).or_default() += 1;
+                    }
+                    if lvl > 0 && seen.insert(tkey) {
+                        let parent = (lvl as u8 - 1, self.pt_index(lvl - 1, va));
+                        *children.entry(parent).or_default() += 1;
+                    }
+                }
+            }
+            for (k, &(pfn, c)) in &p.pt.tables {
+                let want = children.get(k).copied().unwrap_or(0);
+                if c != want {
+                    return Err(format!(
+                        "page tables: pid {pid} table {k:?} (frame {}) counts {c} children, {want} exist",
+                        pfn.0
+                    ));
+                }
+                if self.phys.refs(pfn) != 0 {
+                    return Err(format!(
+                        "page tables: frame {} is a table and held by an object",
+                        pfn.0
+                    ));
+                }
+            }
+        }
+        if total != self.stats.pt.pages {
+            return Err(format!(
+                "page tables: {total} tables exist, stats count {}",
+                self.stats.pt.pages
+            ));
+        }
+        Ok(())
+    }
+}
