@@ -137,8 +137,8 @@ pub struct BreakdownReport {
     pub compute: u64,
     /// Second-level TLB hits.
     pub tlb_hit: u64,
-    /// Walk references by the place that served them; `handler` is a software refill's own
-    /// instructions, or waiting for a free walker.
+    /// Walk references by the place that served them; `handler` is a software refill's trap
+    /// and instructions, `queue` waiting for a free hardware walker.
     pub walk: Map<String, Value>,
     /// Data by the place that served it; `queue` is waiting for a free fill buffer, `stream`
     /// sequential runs at the memory bandwidth.
@@ -228,7 +228,8 @@ impl Report {
         let places = place_names(&cache_stats);
         let b = os.hw.core.breakdown();
         let mut walk = by_place(&places, &b.walk_by_level);
-        walk.insert("handler".into(), Value::from(b.walk_other));
+        walk.insert("handler".into(), Value::from(b.walk_handler));
+        walk.insert("queue".into(), Value::from(b.walk_queue));
         let mut data = by_place(&places, &b.data_by_level);
         data.insert("queue".into(), Value::from(b.data_queue));
         data.insert("stream".into(), Value::from(b.stream));

@@ -144,6 +144,7 @@ fn check_passes_on_every_workload() {
         "gups:size=4M,updates=20K",
         "matrix:n=200",
         "tree:nodes=300,ops=400",
+        "chase:size=1M,chains=3,hops=5000",
     ];
     let policies: Vec<&str> = splab_sim::policy::POLICIES.iter().map(|p| p.0).collect();
     for w in small {

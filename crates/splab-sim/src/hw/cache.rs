@@ -69,6 +69,10 @@ struct Level {
     repl: Vec<u32>,
     plru: bool,
     round_robin: bool,
+    /// Tree PLRU: touching way w sets `repl = (repl & and[w]) | or[w]` (the bits on w's path
+    /// pointed away from it), precomputed.
+    plru_and: Vec<u32>,
+    plru_or: Vec<u32>,
     latency: u64,
     hits: u64,
     misses: u64,
@@ -93,7 +97,10 @@ impl Level {
         } else {
             (64 - misalign) / 4
         };
+        let (plru_and, plru_or) = plru_tables(ways);
         Level {
+            plru_and,
+            plru_or,
             set_mask: sets - 1,
             set_bits: sets.trailing_zeros(),
             sets,
@@ -128,16 +135,25 @@ impl Level {
     fn access(&mut self, line: u64) -> bool {
         let (set, tag) = self.locate(line);
         let s = self.set(set);
-        let mut hit = usize::MAX;
-        let mut empty = usize::MAX;
-        for (w, &t) in s.iter().enumerate().rev() {
-            if t == tag {
-                hit = w;
-            }
-            if t == 0 {
-                empty = w;
-            }
-        }
+        let (hits, empties) = match self.ways {
+            1 => masks::<1>(s, tag),
+            2 => masks::<2>(s, tag),
+            4 => masks::<4>(s, tag),
+            8 => masks::<8>(s, tag),
+            12 => masks::<12>(s, tag),
+            16 => masks::<16>(s, tag),
+            _ => masks_any(s, tag),
+        };
+        let hit = if hits != 0 {
+            hits.trailing_zeros() as usize
+        } else {
+            usize::MAX
+        };
+        let empty = if empties != 0 {
+            empties.trailing_zeros() as usize
+        } else {
+            usize::MAX
+        };
         if hit != usize::MAX {
             if !self.round_robin {
                 self.touch(set, hit);
@@ -147,7 +163,7 @@ impl Level {
         if self.round_robin {
             let w = self.repl[set] as usize;
             self.tags[self.off + set * self.ways + w] = tag;
-            self.repl[set] = ((w + 1) % self.ways) as u32;
+            self.repl[set] = if w + 1 == self.ways { 0 } else { w as u32 + 1 };
             return false;
         }
         let w = if empty != usize::MAX {
@@ -165,19 +181,7 @@ impl Level {
     fn touch(&mut self, set: usize, w: usize) {
         let r = &mut self.repl[set];
         if self.plru {
-            // Tree PLRU: walk from the root to leaf `w`, pointing every node away from it.
-            // Node i has children 2i+1, 2i+2; bit = 1 means "the victim is on the right".
-            let levels = self.ways.trailing_zeros();
-            let mut node = 0usize;
-            for l in (0..levels).rev() {
-                let right = (w >> l) & 1 == 1;
-                if right {
-                    *r &= !(1 << node);
-                } else {
-                    *r |= 1 << node;
-                }
-                node = 2 * node + 1 + right as usize;
-            }
+            *r = (*r & self.plru_and[w]) | self.plru_or[w];
         } else {
             *r |= 1 << w;
             let all = if self.ways == 32 {
@@ -216,6 +220,56 @@ impl Level {
         super::prefetch(&self.tags[self.off + set * self.ways]);
         super::prefetch(&self.repl[set]);
     }
+}
+
+/// For tree PLRU over `ways` ways (a power of two): per way, the masks that point every node
+/// on its path away from it. Node i has children 2i+1 and 2i+2; bit = 1 means "the victim is
+/// on the right".
+fn plru_tables(ways: usize) -> (Vec<u32>, Vec<u32>) {
+    let levels = ways.trailing_zeros();
+    let mut and = vec![u32::MAX; ways];
+    let mut or = vec![0u32; ways];
+    if !ways.is_power_of_two() {
+        return (and, or);
+    }
+    for w in 0..ways {
+        let mut node = 0usize;
+        for l in (0..levels).rev() {
+            let right = (w >> l) & 1 == 1;
+            if right {
+                and[w] &= !(1 << node);
+            } else {
+                or[w] |= 1 << node;
+            }
+            node = 2 * node + 1 + right as usize;
+        }
+    }
+    (and, or)
+}
+
+/// Bit masks of the ways of a `W`-way set holding `tag`, and of the invalid ways. A loop over
+/// a fixed-size array, which the compiler turns into a vector compare.
+#[inline(always)]
+fn masks<const W: usize>(s: &[u32], tag: u32) -> (u32, u32) {
+    let s: &[u32; W] = s.try_into().expect("cache set of W ways");
+    let mut hit = 0u32;
+    let mut empty = 0u32;
+    for (i, &t) in s.iter().enumerate() {
+        hit |= ((t == tag) as u32) << i;
+        empty |= ((t == 0) as u32) << i;
+    }
+    (hit, empty)
+}
+
+#[inline]
+fn masks_any(s: &[u32], tag: u32) -> (u32, u32) {
+    let mut hit = 0u32;
+    let mut empty = 0u32;
+    for (i, &t) in s.iter().enumerate() {
+        hit |= ((t == tag) as u32) << i;
+        empty |= ((t == 0) as u32) << i;
+    }
+    (hit, empty)
 }
 
 /// Hit and miss counts of one cache level, for the report.

@@ -22,10 +22,12 @@
 //!
 //! Attribution: every tick the clock advances is charged to exactly one cause, so the breakdown
 //! sums to the total. Dispatch is `compute`. A dispatch stall waits for a blocking access; the
-//! stall interval is charged to the segment of that access's life it overlaps (its data fetch at
-//! the level that served it, its walk in proportion to the levels that served the walk's
-//! references, its second-level TLB hit, its wait for a free walker or fill buffer), and where it
-//! overlaps the wait for the load it depended on, to that load's segments in turn.
+//! stall is split over that access's life in proportion to its parts (its data fetch at the
+//! level that served it, its walk by the levels that served the walk's references, its
+//! second-level TLB hit, its waits for a free walker or fill buffer, and its wait for the load it
+//! depended on, which is split over that load's parts in turn). Charging only the part the stall
+//! overlaps would blame the last segment (usually data) for a stall whose cause is a throughput
+//! limit earlier in the access's life (a queue for the two walkers).
 
 use serde::Serialize;
 
@@ -52,8 +54,8 @@ pub mod cause {
     pub const TLB_HIT: usize = 1;
     /// Walk references served by cache level k (0..3) or DRAM (3): WALK + k.
     pub const WALK: usize = 2;
-    /// Software refill handler instructions, or waiting for a free hardware walker.
-    pub const WALK_OTHER: usize = 6;
+    /// Software refill handler instructions (the trap and the handler's own work).
+    pub const WALK_HANDLER: usize = 6;
     /// Data served by cache level k or DRAM (3): DATA + k.
     pub const DATA: usize = 7;
     /// Waiting for a free fill buffer.
@@ -62,7 +64,9 @@ pub mod cause {
     pub const IO: usize = 13;
     pub const KERNEL: usize = 14;
     pub const STREAM: usize = 15;
-    pub const N: usize = 16;
+    /// Waiting for a free hardware walker.
+    pub const WALK_QUEUE: usize = 16;
+    pub const N: usize = 17;
 }
 
 /// Critical-path attribution of the clock, in cycles once finished.
@@ -72,8 +76,10 @@ pub struct Breakdown {
     pub tlb_hit: u64,
     /// Walk references by the level that served them: L1, L2, LLC, DRAM.
     pub walk_by_level: [u64; 4],
-    /// Software refill handler, or waiting for a free walker.
-    pub walk_other: u64,
+    /// Software refill handler instructions.
+    pub walk_handler: u64,
+    /// Waiting for a free hardware walker (walk parallelism exhausted).
+    pub walk_queue: u64,
     /// Data by the level that served it: L1, L2, LLC, DRAM.
     pub data_by_level: [u64; 4],
     /// Waiting for a free fill buffer (miss-level parallelism exhausted).
@@ -87,7 +93,7 @@ pub struct Breakdown {
 
 impl Breakdown {
     pub fn walk(&self) -> u64 {
-        self.walk_by_level.iter().sum::<u64>() + self.walk_other
+        self.walk_by_level.iter().sum::<u64>() + self.walk_handler + self.walk_queue
     }
     pub fn data(&self) -> u64 {
         self.data_by_level.iter().sum::<u64>() + self.data_queue + self.stream
@@ -210,66 +216,74 @@ impl Core {
         self.now
     }
 
-    /// Charges `[a, b)` (ticks) to the segments of access `acc`'s life it overlaps.
-    fn attribute(&mut self, acc: u64, a: u64, b: u64, depth: u32) {
-        if b <= a {
+    /// Charges a stall of `amount` ticks that ended when access `acc` completed to the parts of
+    /// that access's life, in proportion to their lengths: its wait for the load it depended on
+    /// (charged in turn to that load's parts), its second-level TLB hit, its wait for a walker,
+    /// its walk (split by the levels that served the walk's references), its wait for a fill
+    /// buffer, and its data (by the level that served it). A stall behind a throughput limit
+    /// (walkers, fill buffers) is thus charged to that limit, not only to the last segment.
+    fn attribute(&mut self, acc: u64, amount: u64, depth: u32) {
+        if amount == 0 {
             return;
         }
         let life = self.lives[(acc as usize) % RING];
         let data = cause::DATA + life.served.min(3) as usize;
-        let mut covered = 0;
-        for (s, e, c) in [
-            (life.data_start, life.done, data),
-            (life.walk_end, life.data_start, cause::DATA_QUEUE),
-            (life.tlb_end, life.walk_start, cause::WALK_OTHER),
-            (life.issue, life.tlb_end, cause::TLB_HIT),
-        ] {
-            let o = overlap(a, b, s, e);
-            self.ticks[c] += o;
-            covered += o;
+        let dep_wait = life.issue.saturating_sub(life.dispatch);
+        let walk = life.walk_end.saturating_sub(life.walk_start);
+        let parts = [
+            (life.tlb_end.saturating_sub(life.issue), cause::TLB_HIT),
+            (
+                life.walk_start.saturating_sub(life.tlb_end),
+                cause::WALK_QUEUE,
+            ),
+            (
+                life.data_start.saturating_sub(life.walk_end),
+                cause::DATA_QUEUE,
+            ),
+            (life.done.saturating_sub(life.data_start), data),
+        ];
+        let total = dep_wait + walk + parts.iter().map(|p| p.0).sum::<u64>();
+        if total == 0 {
+            self.ticks[data] += amount;
+            return;
         }
-        // The walk, split by the levels that served its references.
-        let span = overlap(a, b, life.walk_start, life.walk_end);
-        if span > 0 {
-            let total: u64 = life.walk_by_level.iter().map(|&c| c as u64).sum();
-            if total == 0 {
-                self.ticks[cause::WALK_OTHER] += span;
+        let mut given = 0;
+        for (len, c) in parts {
+            let x = (amount as u128 * len as u128 / total as u128) as u64;
+            self.ticks[c] += x;
+            given += x;
+        }
+        if walk > 0 {
+            let x = (amount as u128 * walk as u128 / total as u128) as u64;
+            let wt: u64 = life.walk_by_level.iter().map(|&c| c as u64).sum();
+            if wt == 0 {
+                self.ticks[cause::WALK_QUEUE] += x;
             } else {
-                let mut given = 0;
+                let mut g = 0;
                 for k in 0..4 {
-                    let part = span * life.walk_by_level[k] as u64 / total;
+                    let part = x * life.walk_by_level[k] as u64 / wt;
                     self.ticks[cause::WALK + k] += part;
-                    given += part;
+                    g += part;
                 }
-                // The rounding remainder goes to the slowest level used.
                 let k = (0..4)
                     .rev()
                     .find(|&k| life.walk_by_level[k] > 0)
                     .unwrap_or(3);
-                self.ticks[cause::WALK + k] += span - given;
+                self.ticks[cause::WALK + k] += x - g;
             }
-            covered += span;
+            given += x;
         }
-        // Waiting for the producer's data: the producer's segments.
-        let wait = overlap(a, b, life.dispatch, life.issue);
-        if wait > 0 {
+        if dep_wait > 0 {
+            let x = (amount as u128 * dep_wait as u128 / total as u128) as u64;
             if life.producer > 0 && depth > 0 {
-                self.attribute(
-                    life.producer - 1,
-                    a.max(life.dispatch),
-                    b.min(life.issue),
-                    depth - 1,
-                );
+                self.attribute(life.producer - 1, x, depth - 1);
             } else {
-                self.ticks[data] += wait;
+                self.ticks[data] += x;
             }
-            covered += wait;
+            given += x;
         }
-        // What no segment covers (rounding at the edges): this access's data.
-        let all = b - a;
-        if covered < all {
-            self.ticks[data] += all - covered;
-        }
+        // Rounding: the remainder to this access's data.
+        self.ticks[data] += amount - given;
     }
 
     /// Retires, in order, the blocking accesses up to instruction `limit`; a stall of dispatch
@@ -285,9 +299,9 @@ impl Core {
                 self.retired = done;
             }
             if self.retired > self.now {
-                let (a, b) = (self.now, self.retired);
-                self.attribute(acc, a, b, 4);
-                self.now = b;
+                let stall = self.retired - self.now;
+                self.attribute(acc, stall, 4);
+                self.now = self.retired;
             }
         }
     }
@@ -314,7 +328,7 @@ impl Core {
             // A software refill traps: everything older completes first, then the handler.
             self.drain();
             let t = self.now.max(issue);
-            self.ticks[cause::WALK_OTHER] += trip.refill_cycles * w;
+            self.ticks[cause::WALK_HANDLER] += trip.refill_cycles * w;
             let refs: u64 = trip.walk_by_level.iter().map(|&c| c as u64).sum();
             for k in 0..4 {
                 self.ticks[cause::WALK + k] += trip.walk_by_level[k] as u64 * w;
@@ -372,9 +386,9 @@ impl Core {
         if op == MemOp::Ifetch {
             // An instruction-fetch miss stalls the front end.
             if blocks_until > self.now {
-                let (a, b) = (self.now, blocks_until);
-                self.attribute(n, a, b, 0);
-                self.now = b;
+                let stall = blocks_until - self.now;
+                self.attribute(n, stall, 0);
+                self.now = blocks_until;
             }
         } else if blocks_until > disp + self.window {
             // Only an access that may outlive `window` dispatch ticks can ever stall dispatch.
@@ -466,7 +480,8 @@ impl Core {
                 parts[cause::WALK + 2],
                 parts[cause::WALK + 3],
             ],
-            walk_other: parts[cause::WALK_OTHER],
+            walk_handler: parts[cause::WALK_HANDLER],
+            walk_queue: parts[cause::WALK_QUEUE],
             data_by_level: [
                 parts[cause::DATA],
                 parts[cause::DATA + 1],
@@ -521,12 +536,6 @@ impl std::fmt::Debug for Core {
             .field("instr", &self.instr)
             .finish()
     }
-}
-
-/// Length of the overlap of `[a, b)` and `[s, e)`.
-#[inline]
-fn overlap(a: u64, b: u64, s: u64, e: u64) -> u64 {
-    b.min(e).saturating_sub(a.max(s))
 }
 
 /// The slot that frees first and when.
@@ -634,6 +643,7 @@ mod tests {
         let per = c.cycles() as f64 / 100.0;
         assert!((148.0..155.0).contains(&per), "{per}");
         let b = c.breakdown();
-        assert!(b.walk_by_level[3] > 100 * 140, "{b:?}");
+        // Time waiting for a walker and walking: all of it walk time.
+        assert!(b.walk() > 100 * 140, "{b:?}");
     }
 }

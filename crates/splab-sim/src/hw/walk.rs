@@ -77,14 +77,19 @@ impl Pwc {
     /// Looks `key` up; a hit becomes most recently used.
     #[inline]
     fn lookup(&mut self, key: u64) -> bool {
-        match super::find_key(&self.keys, key) {
-            Some(i) => {
-                self.clock += 1;
-                self.stamps[i] = self.clock;
-                true
+        // A scan without early exit: the compiler vectorises it.
+        let mut hit = usize::MAX;
+        for (i, &k) in self.keys.iter().enumerate() {
+            if k == key {
+                hit = i;
             }
-            None => false,
         }
+        if hit == usize::MAX {
+            return false;
+        }
+        self.clock += 1;
+        self.stamps[hit] = self.clock;
+        true
     }
     /// Inserts `key`, known to be absent, replacing the least recently used entry.
     #[inline]
@@ -262,10 +267,12 @@ impl Walker {
 
     /// Hints the host to fetch the cache sets of the leaf entry of `va` (no effect on the model).
     #[inline]
-    pub fn prefetch(&self, va: u64, leaf_frame: u64, caches: &Caches) {
-        if let Some(&s) = self.cfg.level_shifts().last() {
-            if leaf_frame != NO_TABLE {
-                caches.prefetch(self.entry_line(leaf_frame, s, va));
+    pub fn prefetch(&self, va: u64, path: &PtPath, caches: &Caches) {
+        let shifts = self.cfg.level_shifts();
+        if let Some(&s) = shifts.last() {
+            let leaf = path[(shifts.len() - 1).min(3)];
+            if leaf != NO_TABLE {
+                caches.prefetch(self.entry_line(leaf, s, va));
             }
         }
     }

@@ -163,15 +163,20 @@ impl Pmap {
         &mut c[(vpn as usize) & (CHUNK - 1)]
     }
 
-    /// Hints the host CPU to fetch the entry of `vpn` (no effect on the model); returns the
-    /// frame of its leaf page-table page, if any.
+    /// Hints the host CPU to fetch the entry of `vpn` (no effect on the model).
     #[inline]
-    pub fn prefetch(&self, vpn: u64) -> u64 {
+    pub fn prefetch(&self, vpn: u64) {
         if let Some(c) = self.chunks.get(&(vpn >> CHUNK_SHIFT)) {
             crate::hw::prefetch(&c[(vpn as usize) & (CHUNK - 1)]);
-            return c.path[3];
         }
-        NO_TABLE
+    }
+
+    /// The valid entry of `vpn` and the page-table path of its chunk, if any.
+    #[inline]
+    pub fn peek(&self, vpn: u64) -> Option<(Pte, PtPath)> {
+        let c = self.chunks.get(&(vpn >> CHUNK_SHIFT))?;
+        let p = Pte(c[(vpn as usize) & (CHUNK - 1)]);
+        p.valid().then_some((p, c.path))
     }
 
     /// Whether the chunk holding `vpn`'s entry exists (its page-table pages are allocated).

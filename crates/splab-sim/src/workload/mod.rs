@@ -3,6 +3,7 @@
 //!
 //! Names and parameters: `NAME:key=value,...`; sizes take K/M/G (binary), counts K/M/G (decimal).
 
+mod chase;
 mod gups;
 mod matrix;
 mod scan;
@@ -36,8 +37,9 @@ pub trait Workload {
 pub const WORKLOADS: &[(&str, &str)] = &[
     ("seq", "sequential scan: size=1G, op=read|write|rw (rw: read then write each element), elem=8"),
     ("stride", "strided scan: size=1G, stride=4K, op=read|write|rw"),
-    ("sparse", "touch one byte every `step` bytes: size=1G, step=64K, op=write|read; all scans take rounds=N, unmap=true (map, scan, unmap; seed 000 6.6)"),
-    ("gups", "random 8-byte read-modify-write updates (HPCC RandomAccess): size=1G, updates=4 x words"),
+    ("sparse", "touch one byte every `step` bytes: size=1G, step=64K, op=write|read; all scans take rounds=N, unmap=true (map, scan, unmap; seed 000 6.6) and passes=N (scans per mapping)"),
+    ("gups", "random 8-byte read-modify-write updates (HPCC RandomAccess): size=1G, updates=4 x words, ipa=12 (instructions per update)"),
+    ("chase", "K interleaved dependent pointer chains, one line per hop, after a write pass that builds them: size=64M, chains=1, hops=lines"),
     ("matrix", "non-blocked transpose of an n x n matrix (seed 000 6.2): n=1000, elem=8"),
     ("trace", "replay a recorded trace (splab record, splab trace import-champsim): path=FILE"),
     ("tree", "red-black tree of 50000 nodes with 128-byte records (seed 000 6.2): nodes=50000, ops=20000"),
@@ -52,6 +54,7 @@ pub fn parse(text: &str) -> Result<Box<dyn Workload>> {
         "stride" => Box::new(scan::Scan::stride(&mut spec)?),
         "sparse" => Box::new(scan::Scan::sparse(&mut spec)?),
         "gups" => Box::new(gups::Gups::parse(&mut spec)?),
+        "chase" => Box::new(chase::Chase::parse(&mut spec)?),
         "matrix" => Box::new(matrix::Matrix::parse(&mut spec)?),
         "tree" => Box::new(tree::Tree::parse(&mut spec)?),
         "trace" => Box::new(trace::TraceReplay::parse(&mut spec)?),

@@ -22,6 +22,8 @@ pub struct Scan {
     rounds: u64,
     /// Unmap the region after each scan (seed 000 6.6's adversaries deallocate).
     unmap: bool,
+    /// Scans of the region per round (the second and later ones find it mapped: steady state).
+    passes: u64,
 }
 
 impl Scan {
@@ -29,7 +31,7 @@ impl Scan {
         let size = spec.take_size("size", 1 << 30, 1, MAX_SIZE)?;
         let op = Op::take(spec, "read", &["read", "write", "rw"])?;
         let elem = spec.take_size("elem", 8, 1, 4096)?;
-        let (rounds, unmap) = Self::rounds(spec)?;
+        let (rounds, unmap, passes) = Self::rounds(spec)?;
         Ok(Scan {
             name: "seq",
             size,
@@ -37,6 +39,7 @@ impl Scan {
             op,
             rounds,
             unmap,
+            passes,
         })
     }
 
@@ -44,7 +47,7 @@ impl Scan {
         let size = spec.take_size("size", 1 << 30, 1, MAX_SIZE)?;
         let stride = spec.take_size("stride", 4096, 1, MAX_SIZE)?;
         let op = Op::take(spec, "read", &["read", "write", "rw"])?;
-        let (rounds, unmap) = Self::rounds(spec)?;
+        let (rounds, unmap, passes) = Self::rounds(spec)?;
         Ok(Scan {
             name: "stride",
             size,
@@ -52,6 +55,7 @@ impl Scan {
             op,
             rounds,
             unmap,
+            passes,
         })
     }
 
@@ -59,7 +63,7 @@ impl Scan {
         let size = spec.take_size("size", 1 << 30, 1, MAX_SIZE)?;
         let step = spec.take_size("step", 64 << 10, 1, MAX_SIZE)?;
         let op = Op::take(spec, "write", &["write", "read"])?;
-        let (rounds, unmap) = Self::rounds(spec)?;
+        let (rounds, unmap, passes) = Self::rounds(spec)?;
         Ok(Scan {
             name: "sparse",
             size,
@@ -67,11 +71,13 @@ impl Scan {
             op,
             rounds,
             unmap,
+            passes,
         })
     }
 
-    fn rounds(spec: &mut Spec) -> Result<(u64, bool)> {
+    fn rounds(spec: &mut Spec) -> Result<(u64, bool, u64)> {
         let rounds = spec.take_count("rounds", 1, 1, 1 << 20)?;
+        let passes = spec.take_count("passes", 1, 1, 1 << 20)?;
         let unmap = spec.take_bool("unmap", rounds > 1)?;
         if rounds > 1 && !unmap {
             return Err(SimError::BadInput(format!(
@@ -79,15 +85,19 @@ impl Scan {
                 spec.name
             )));
         }
-        Ok((rounds, unmap))
+        Ok((rounds, unmap, passes))
     }
 
     fn suffix(&self) -> String {
-        match (self.rounds, self.unmap) {
+        let mut s = match (self.rounds, self.unmap) {
             (1, false) => String::new(),
             (1, true) => ",unmap=true".into(),
             (r, _) => format!(",rounds={r},unmap=true"),
+        };
+        if self.passes > 1 {
+            s += &format!(",passes={}", self.passes);
         }
+        s
     }
 
     fn count(&self) -> u64 {
@@ -119,7 +129,9 @@ impl super::Workload for Scan {
     }
 
     fn expected_accesses(&self) -> Option<u64> {
-        Some(self.rounds * self.count() * if self.op == Op::ReadWrite { 2 } else { 1 })
+        Some(
+            self.rounds * self.passes * self.count() * if self.op == Op::ReadWrite { 2 } else { 1 },
+        )
     }
 
     fn run(&mut self, e: &mut Engine, _rng: &mut Rng) -> Result<()> {
@@ -133,7 +145,9 @@ impl super::Workload for Scan {
         }
         for _ in 0..self.rounds {
             let base = map_anon(e, pid, self.size)?;
-            self.scan(e, pid, base)?;
+            for _ in 0..self.passes {
+                self.scan(e, pid, base)?;
+            }
             if self.unmap {
                 e.munmap(pid, base, self.size)?;
             }
