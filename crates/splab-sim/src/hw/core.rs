@@ -25,9 +25,11 @@
 //! stall is split over that access's life in proportion to its parts (its data fetch at the
 //! level that served it, its walk by the levels that served the walk's references, its
 //! second-level TLB hit, its waits for a free walker or fill buffer, and its wait for the load it
-//! depended on, which is split over that load's parts in turn). Charging only the part the stall
+//! depended on, which is split over that load's own parts). Charging only the part the stall
 //! overlaps would blame the last segment (usually data) for a stall whose cause is a throughput
-//! limit earlier in the access's life (a queue for the two walkers).
+//! limit earlier in the access's life (a queue for the two walkers); charging a dependence wait
+//! to the producer's own parts (not its own wait in turn) charges a chain's stalls to the walks
+//! and data of its links.
 
 use serde::Serialize;
 
@@ -217,18 +219,42 @@ impl Core {
     }
 
     /// Charges a stall of `amount` ticks that ended when access `acc` completed to the parts of
-    /// that access's life, in proportion to their lengths: its wait for the load it depended on
-    /// (charged in turn to that load's parts), its second-level TLB hit, its wait for a walker,
-    /// its walk (split by the levels that served the walk's references), its wait for a fill
-    /// buffer, and its data (by the level that served it). A stall behind a throughput limit
-    /// (walkers, fill buffers) is thus charged to that limit, not only to the last segment.
-    fn attribute(&mut self, acc: u64, amount: u64, depth: u32) {
+    /// that access's life, in proportion to their lengths: its second-level TLB hit, its wait
+    /// for a walker, its walk (split by the levels that served the walk's references), its wait
+    /// for a fill buffer, its data (by the level that served it), and its wait for the load it
+    /// depended on, which is charged to that load's own parts in the same proportions. A stall
+    /// behind a throughput limit (walkers, fill buffers) is thus charged to that limit, and a
+    /// stall in a dependent chain to the walks and data of the chain's links.
+    fn attribute(&mut self, acc: u64, amount: u64) {
         if amount == 0 {
             return;
         }
         let life = self.lives[(acc as usize) % RING];
-        let data = cause::DATA + life.served.min(3) as usize;
         let dep_wait = life.issue.saturating_sub(life.dispatch);
+        let total = dep_wait + life.done.saturating_sub(life.issue);
+        if total == 0 {
+            self.ticks[cause::DATA + life.served.min(3) as usize] += amount;
+            return;
+        }
+        let to_dep = if life.producer > 0 {
+            (amount as f64 * dep_wait as f64 / total as f64) as u64
+        } else {
+            0
+        };
+        self.charge_own(&life, amount - to_dep.min(amount));
+        if to_dep > 0 {
+            let p = self.lives[((life.producer - 1) as usize) % RING];
+            self.charge_own(&p, to_dep.min(amount));
+        }
+    }
+
+    /// Splits `amount` over the parts of `life` from issue to completion (proportionally; the
+    /// rounding remainder to its data), and its wait for a producer to its data too.
+    fn charge_own(&mut self, life: &Life, amount: u64) {
+        if amount == 0 {
+            return;
+        }
+        let data = cause::DATA + life.served.min(3) as usize;
         let walk = life.walk_end.saturating_sub(life.walk_start);
         let parts = [
             (life.tlb_end.saturating_sub(life.issue), cause::TLB_HIT),
@@ -240,21 +266,23 @@ impl Core {
                 life.data_start.saturating_sub(life.walk_end),
                 cause::DATA_QUEUE,
             ),
-            (life.done.saturating_sub(life.data_start), data),
         ];
-        let total = dep_wait + walk + parts.iter().map(|p| p.0).sum::<u64>();
+        let total = life.done.saturating_sub(life.issue);
         if total == 0 {
             self.ticks[data] += amount;
             return;
         }
+        // Shares by floating point (IEEE arithmetic: deterministic), rounded down and capped so
+        // that the parts sum to `amount` exactly.
+        let k = amount as f64 / total as f64;
         let mut given = 0;
         for (len, c) in parts {
-            let x = (amount as u128 * len as u128 / total as u128) as u64;
+            let x = ((len as f64 * k) as u64).min(amount - given);
             self.ticks[c] += x;
             given += x;
         }
         if walk > 0 {
-            let x = (amount as u128 * walk as u128 / total as u128) as u64;
+            let x = ((walk as f64 * k) as u64).min(amount - given);
             let wt: u64 = life.walk_by_level.iter().map(|&c| c as u64).sum();
             if wt == 0 {
                 self.ticks[cause::WALK_QUEUE] += x;
@@ -273,16 +301,6 @@ impl Core {
             }
             given += x;
         }
-        if dep_wait > 0 {
-            let x = (amount as u128 * dep_wait as u128 / total as u128) as u64;
-            if life.producer > 0 && depth > 0 {
-                self.attribute(life.producer - 1, x, depth - 1);
-            } else {
-                self.ticks[data] += x;
-            }
-            given += x;
-        }
-        // Rounding: the remainder to this access's data.
         self.ticks[data] += amount - given;
     }
 
@@ -300,7 +318,7 @@ impl Core {
             }
             if self.retired > self.now {
                 let stall = self.retired - self.now;
-                self.attribute(acc, stall, 4);
+                self.attribute(acc, stall);
                 self.now = self.retired;
             }
         }
@@ -387,7 +405,7 @@ impl Core {
             // An instruction-fetch miss stalls the front end.
             if blocks_until > self.now {
                 let stall = blocks_until - self.now;
-                self.attribute(n, stall, 0);
+                self.attribute(n, stall);
                 self.now = blocks_until;
             }
         } else if blocks_until > disp + self.window {

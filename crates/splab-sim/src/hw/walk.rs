@@ -137,6 +137,12 @@ pub struct Walker {
     base_shift: u8,
     /// log2 of entries per page-table page.
     entry_bits: u8,
+    /// From `cfg`, for the hot path: level shifts (root first), their number, entry size,
+    /// and for a software refill its handler cycles and references.
+    shifts: [u8; 4],
+    levels: usize,
+    pte_bytes: u64,
+    software: Option<(u64, u32)>,
     pwcs: Vec<Pwc>,
     /// Walks answered by a page-walk cache at some level.
     pub pwc_hits: u64,
@@ -153,10 +159,25 @@ impl Walker {
             WalkConfig::Software { .. } => Vec::new(),
         };
         let entries = (1u64 << base_shift) / cfg.pte_bytes().max(1) as u64;
+        let mut shifts = [0u8; 4];
+        for (i, &x) in cfg.level_shifts().iter().take(4).enumerate() {
+            shifts[i] = x;
+        }
         Walker {
             cfg: cfg.clone(),
             base_shift,
             entry_bits: entries.trailing_zeros() as u8,
+            shifts,
+            levels: cfg.level_shifts().len().min(4),
+            pte_bytes: cfg.pte_bytes() as u64,
+            software: match cfg {
+                WalkConfig::Software {
+                    handler_cycles,
+                    pte_refs,
+                    ..
+                } => Some((*handler_cycles, *pte_refs)),
+                WalkConfig::Radix { .. } => None,
+            },
             pwcs,
             pwc_hits: 0,
             refs_by_level: [0; 4],
@@ -165,14 +186,14 @@ impl Walker {
 
     /// Whether misses trap to software (which drains the core's window).
     pub fn is_software(&self) -> bool {
-        matches!(self.cfg, WalkConfig::Software { .. })
+        self.software.is_some()
     }
 
     /// Physical line of the entry for `va` in the table of level `lvl` held in frame `frame`.
     #[inline]
     fn entry_line(&self, frame: u64, lvl_shift: u8, va: u64) -> u64 {
         let index = (va >> lvl_shift) & ((1u64 << self.entry_bits) - 1);
-        ((frame << self.base_shift) + index * self.cfg.pte_bytes() as u64) >> LINE_SHIFT
+        ((frame << self.base_shift) + index * self.pte_bytes) >> LINE_SHIFT
     }
 
     #[inline]
@@ -201,65 +222,48 @@ impl Walker {
         caches: &mut Caches,
     ) -> WalkCost {
         let mut cost = WalkCost::default();
-        match &self.cfg {
-            WalkConfig::Software {
-                handler_cycles,
-                pte_refs,
-                level_shifts,
-                ..
-            } => {
-                cost.handler = *handler_cycles;
-                // The replicated entry of the base page, in the leaf table.
-                let (refs, handler) = (*pte_refs, *handler_cycles);
-                let _ = handler;
-                if let Some(&leaf) = level_shifts.last() {
-                    let frame = path[level_shifts.len() - 1];
-                    if frame != NO_TABLE {
-                        let line = self.entry_line(frame, leaf, va);
-                        for _ in 0..refs {
-                            self.reference(caches, line, &mut cost);
-                        }
+        let n = self.levels;
+        if let Some((handler, refs)) = self.software {
+            cost.handler = handler;
+            // The replicated entry of the base page, in the leaf table.
+            if n > 0 {
+                let frame = path[n - 1];
+                if frame != NO_TABLE {
+                    let line = self.entry_line(frame, self.shifts[n - 1], va);
+                    for _ in 0..refs {
+                        self.reference(caches, line, &mut cost);
                     }
                 }
             }
-            WalkConfig::Radix { level_shifts, .. } => {
-                let shifts: [u8; 4] = {
-                    let mut s = [0u8; 4];
-                    for (i, &x) in level_shifts.iter().take(4).enumerate() {
-                        s[i] = x;
-                    }
-                    s
-                };
-                let n = level_shifts.len().min(4);
-                let leaf = shifts[..n]
-                    .iter()
-                    .position(|&s| s == leaf_shift)
-                    .unwrap_or(n - 1);
-                // The deepest non-leaf level whose entry a page-walk cache holds: the walk starts
-                // below it (Intel SDM vol. 3 4.10.3, paging-structure caches).
-                let mut start = 0;
-                for lvl in (0..leaf).rev() {
-                    let key = pwc_key(asid, lvl, va >> shifts[lvl]);
-                    if self.pwcs.get_mut(lvl).is_some_and(|p| p.lookup(key)) {
-                        start = lvl + 1;
-                        self.pwc_hits += 1;
-                        break;
-                    }
-                }
-                for lvl in start..=leaf {
-                    let frame = path[lvl];
-                    if frame == NO_TABLE {
-                        break; // no table here: the entry above was not present
-                    }
-                    let line = self.entry_line(frame, shifts[lvl], va);
-                    self.reference(caches, line, &mut cost);
-                    if lvl < leaf {
-                        // Levels below the PWC hit missed their caches above: insert them.
-                        if let Some(p) = self.pwcs.get_mut(lvl) {
-                            p.insert_absent(pwc_key(asid, lvl, va >> shifts[lvl]));
-                        }
-                    }
-                }
+            return cost;
+        }
+        let shifts = self.shifts;
+        let mut leaf = n - 1;
+        for (i, &s) in shifts[..n].iter().enumerate() {
+            if s == leaf_shift {
+                leaf = i;
+            }
+        }
+        // The deepest non-leaf level whose entry a page-walk cache holds: the walk starts
+        // below it (Intel SDM vol. 3 4.10.3, paging-structure caches).
+        let mut start = 0;
+        for lvl in (0..leaf.min(self.pwcs.len())).rev() {
+            if self.pwcs[lvl].lookup(pwc_key(asid, lvl, va >> shifts[lvl])) {
+                start = lvl + 1;
+                self.pwc_hits += 1;
+                break;
+            }
+        }
+        for lvl in start..=leaf {
+            let frame = path[lvl];
+            if frame == NO_TABLE {
+                break; // no table here: the entry above was not present
+            }
+            let line = self.entry_line(frame, shifts[lvl], va);
+            self.reference(caches, line, &mut cost);
+            if lvl < leaf && lvl < self.pwcs.len() {
+                // Levels below the PWC hit missed their caches above: insert them.
+                self.pwcs[lvl].insert_absent(pwc_key(asid, lvl, va >> shifts[lvl]));
             }
         }
         cost
@@ -268,11 +272,10 @@ impl Walker {
     /// Hints the host to fetch the cache sets of the leaf entry of `va` (no effect on the model).
     #[inline]
     pub fn prefetch(&self, va: u64, path: &PtPath, caches: &Caches) {
-        let shifts = self.cfg.level_shifts();
-        if let Some(&s) = shifts.last() {
-            let leaf = path[(shifts.len() - 1).min(3)];
+        if self.levels > 0 {
+            let leaf = path[self.levels - 1];
             if leaf != NO_TABLE {
-                caches.prefetch(self.entry_line(leaf, s, va));
+                caches.prefetch(self.entry_line(leaf, self.shifts[self.levels - 1], va));
             }
         }
     }

@@ -1,9 +1,16 @@
 //! GUPS (HPCC RandomAccess): random read-modify-write updates of 8-byte words of a table.
 //! Each update is one read-modify-write access (counted once as a write, design.md), independent
-//! of the others (the index comes from a register-held random sequence, not from memory), with
-//! the loop's 12 instructions (HPCC's `ran = (ran << 1) ^ (ran < 0 ? POLY : 0);
-//! Table[ran & (size-1)] ^= ran;` compiled by gcc 12 -O2 on x86-64: docs/constants.md 6).
+//! of the others (the index comes from a register-held random sequence, not from memory).
 //! No initialisation pass: the table is first touched by the updates themselves.
+//!
+//! The instructions per update decide how many updates the core's window holds, and so how
+//! much of the walk latency it hides (docs/timing.md). Two forms, counted from the compiled
+//! loops (gcc 12 -O2, x86-64; docs/constants.md 6.6):
+//! - `form=hpcc` (default): HPCC RandomAccess, `ran = (ran << 1) ^ (ran < 0 ? POLY : 0);
+//!   Table[ran & (size-1)] ^= ran;`: 12 instructions;
+//! - `form=dis`: the DIS gups seed 003 cites, drawing `random() % size` per update: 56
+//!   instructions measured (the 64-bit divide's latency is not modelled: instructions cost
+//!   1/width cycle each).
 
 use super::{map_anon, MAX_SIZE};
 use crate::engine::Engine;
@@ -24,8 +31,10 @@ impl Gups {
         let size = spec.take_size("size", 1 << 30, 8, MAX_SIZE)?;
         // HPCC RandomAccess performs 4 updates per table word.
         let updates = spec.take_count("updates", 4 * (size / 8), 1, 1 << 40)?;
-        // docs/constants.md 6: 12 instructions per update (HPCC form, gcc -O2).
-        let ipa = spec.take_count("ipa", 12, 1, u16::MAX as u64)? as u16;
+        let form = spec.take_choice("form", "hpcc", &["hpcc", "dis"])?;
+        // docs/constants.md 6.6: instructions per update of each form.
+        let default_ipa = if form == "dis" { 56 } else { 12 };
+        let ipa = spec.take_count("ipa", default_ipa, 1, u16::MAX as u64)? as u16;
         Ok(Gups { size, updates, ipa })
     }
 }

@@ -38,7 +38,7 @@ pub const WORKLOADS: &[(&str, &str)] = &[
     ("seq", "sequential scan: size=1G, op=read|write|rw (rw: read then write each element), elem=8"),
     ("stride", "strided scan: size=1G, stride=4K, op=read|write|rw"),
     ("sparse", "touch one byte every `step` bytes: size=1G, step=64K, op=write|read; all scans take rounds=N, unmap=true (map, scan, unmap; seed 000 6.6) and passes=N (scans per mapping)"),
-    ("gups", "random 8-byte read-modify-write updates (HPCC RandomAccess): size=1G, updates=4 x words, ipa=12 (instructions per update)"),
+    ("gups", "random 8-byte read-modify-write updates (HPCC RandomAccess): size=1G, updates=4 x words, form=hpcc|dis (12 or 56 instructions per update; ipa=N overrides)"),
     ("chase", "K interleaved dependent pointer chains, one line per hop, after a write pass that builds them: size=64M, chains=1, hops=lines"),
     ("matrix", "non-blocked transpose of an n x n matrix (seed 000 6.2): n=1000, elem=8"),
     ("trace", "replay a recorded trace (splab record, splab trace import-champsim): path=FILE"),
