@@ -665,3 +665,4 @@ mod tests {
         assert!(b.walk() > 100 * 140, "{b:?}");
     }
 }
+
