@@ -712,7 +712,7 @@ impl Gen {
         let mut h = (asid as u64 ^ vpn.rotate_left(17) ^ self.generation.rotate_left(40))
             .wrapping_mul(0x9E37_79B9_7F4A_7C15);
         h ^= h >> 29;
-        let pfn = if h % 97 == 0 {
+        let pfn = if h.is_multiple_of(97) {
             u64::MAX - (h & 0xFFFF) // frames beyond any packing of a real machine's
         } else {
             h & 0xFF_FFFF_FFFF
@@ -802,13 +802,11 @@ fn check_same(step: u64, what: &str, new: &Tlb, old: &reference::Tlb, check_entr
     }
 }
 
+/// Per array: (level name, array index, what it reached).
+type Coverage = Vec<(String, usize, reference::Cov)>;
+
 /// Drives the model and the reference with `steps` random operations; returns what was reached.
-fn drive(
-    cfg: &TlbConfig,
-    shifts: &[u8],
-    steps: u64,
-    seed: u64,
-) -> (Reached, Vec<(String, usize, reference::Cov)>) {
+fn drive(cfg: &TlbConfig, shifts: &[u8], steps: u64, seed: u64) -> (Reached, Coverage) {
     let mut new = Tlb::new(cfg, shifts);
     let mut old = reference::Tlb::new(cfg, shifts);
     let mut g = Gen::new(seed, shifts);
@@ -952,7 +950,7 @@ fn steps() -> u64 {
 /// invalidations (both the probing and the scanning path of the range invalidation somewhere),
 /// and that lower levels and superpage entries hit.
 fn differential(name: &str, cfg: &TlbConfig, shifts: &[u8]) {
-    let mut total: Option<(Reached, Vec<(String, usize, reference::Cov)>)> = None;
+    let mut total: Option<(Reached, Coverage)> = None;
     for seed in 0..3u64 {
         let (r, cov) = drive(cfg, shifts, steps(), 0x7EB0 + seed);
         total = Some(match total {
