@@ -360,94 +360,16 @@ struct Slot {
     /// Recency list of the set: the next more (`prev`) and less (`next`) recently used slot.
     prev: u32,
     next: u32,
+    /// The next slot in this one's hash bucket.
+    chain: u32,
     writable: bool,
     dirty: bool,
 }
 
-/// Open-addressing (linear probing) index from tag to slot, at most half full, with
-/// backward-shift deletion. Its layout affects nothing but speed.
-#[derive(Clone, Debug)]
-struct Index {
-    /// (tag, slot); tag INVALID = empty.
-    cells: Vec<(u64, u32)>,
-    mask: usize,
-    shift: u32,
-    len: usize,
-}
-
-impl Index {
-    fn new(entries: usize) -> Index {
-        let cap = (2 * entries).next_power_of_two().max(8);
-        Index {
-            cells: vec![(INVALID, 0); cap],
-            mask: cap - 1,
-            shift: 64 - cap.trailing_zeros(),
-            len: 0,
-        }
-    }
-
-    #[inline(always)]
-    fn home(&self, tag: u64) -> usize {
-        ((tag ^ (tag >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
-    }
-
-    #[inline]
-    fn get(&self, tag: u64) -> Option<usize> {
-        let mut i = self.home(tag);
-        loop {
-            let (k, v) = self.cells[i];
-            if k == tag {
-                return Some(v as usize);
-            }
-            if k == INVALID {
-                return None;
-            }
-            i = (i + 1) & self.mask;
-        }
-    }
-
-    /// Adds `tag` (not present).
-    fn insert(&mut self, tag: u64, slot: usize) {
-        let mut i = self.home(tag);
-        while self.cells[i].0 != INVALID {
-            i = (i + 1) & self.mask;
-        }
-        self.cells[i] = (tag, slot as u32);
-        self.len += 1;
-    }
-
-    /// Removes `tag` (present).
-    fn remove(&mut self, tag: u64) {
-        let mut i = self.home(tag);
-        while self.cells[i].0 != tag {
-            i = (i + 1) & self.mask;
-        }
-        self.len -= 1;
-        // Shift back the entries after the hole that may no longer be reachable past it.
-        let mut j = i;
-        loop {
-            j = (j + 1) & self.mask;
-            let k = self.cells[j].0;
-            if k == INVALID {
-                break;
-            }
-            let h = self.home(k);
-            // `k` stays if its home lies cyclically in (i, j].
-            let stays = if i <= j {
-                i < h && h <= j
-            } else {
-                i < h || h <= j
-            };
-            if !stays {
-                self.cells[i] = self.cells[j];
-                i = j;
-            }
-        }
-        self.cells[i] = (INVALID, 0);
-    }
-}
-
-/// Arrays of more than 16 ways.
+/// Arrays of more than 16 ways (the fully associative TLBs of the Alpha and the PA-8000): a
+/// hash index from tag to slot, chained through the slots (buckets at most half as many as
+/// slots, so chains are short; its layout affects nothing but speed), and the recency order of
+/// each set as an intrusive doubly linked list.
 #[derive(Clone, Debug)]
 struct Big {
     slots: Vec<Slot>,
@@ -456,12 +378,17 @@ struct Big {
     tail: Vec<u32>,
     /// One bit per slot: valid.
     valid: Vec<u64>,
-    index: Index,
+    /// First slot of each hash bucket.
+    buckets: Vec<u32>,
+    bucket_shift: u32,
+    /// Slots in the index.
+    indexed: usize,
 }
 
 impl Big {
     fn new(sets: usize, ways: usize) -> Big {
         let n = sets * ways;
+        let buckets = (2 * n).next_power_of_two().max(2);
         Big {
             slots: vec![
                 Slot {
@@ -469,6 +396,7 @@ impl Big {
                     pfn: 0,
                     prev: NIL,
                     next: NIL,
+                    chain: NIL,
                     writable: false,
                     dirty: false,
                 };
@@ -477,8 +405,60 @@ impl Big {
             head: vec![NIL; sets],
             tail: vec![NIL; sets],
             valid: vec![0; n.div_ceil(64)],
-            index: Index::new(n),
+            buckets: vec![NIL; buckets],
+            bucket_shift: 64 - buckets.trailing_zeros(),
+            indexed: 0,
         }
+    }
+
+    #[inline(always)]
+    fn bucket(&self, tag: u64) -> usize {
+        ((tag ^ (tag >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.bucket_shift) as usize
+    }
+
+    /// The slot holding `tag`.
+    #[inline]
+    fn get(&self, tag: u64) -> Option<usize> {
+        let mut s = self.buckets[self.bucket(tag)];
+        while s != NIL {
+            let slot = &self.slots[s as usize];
+            if slot.tag == tag {
+                return Some(s as usize);
+            }
+            s = slot.chain;
+        }
+        None
+    }
+
+    /// Puts `tag` in `slot` (invalid) and indexes it.
+    #[inline]
+    fn set_tag(&mut self, slot: usize, tag: u64) {
+        let b = self.bucket(tag);
+        self.slots[slot].tag = tag;
+        self.slots[slot].chain = self.buckets[b];
+        self.buckets[b] = slot as u32;
+        self.indexed += 1;
+    }
+
+    /// Removes valid `slot` from the index.
+    #[inline]
+    fn unindex(&mut self, slot: usize) {
+        let b = self.bucket(self.slots[slot].tag);
+        let after = self.slots[slot].chain;
+        let mut cur = self.buckets[b];
+        if cur == slot as u32 {
+            self.buckets[b] = after;
+        } else {
+            loop {
+                let next = self.slots[cur as usize].chain;
+                if next == slot as u32 {
+                    self.slots[cur as usize].chain = after;
+                    break;
+                }
+                cur = next;
+            }
+        }
+        self.indexed -= 1;
     }
 
     #[inline]
@@ -486,6 +466,7 @@ impl Big {
         self.valid[slot / 64] >> (slot % 64) & 1 != 0
     }
 
+    #[inline]
     fn unlink(&mut self, set: usize, slot: usize) {
         let Slot { prev, next, .. } = self.slots[slot];
         match prev {
@@ -498,6 +479,7 @@ impl Big {
         }
     }
 
+    #[inline]
     fn push_front(&mut self, set: usize, slot: usize) {
         let old = self.head[set];
         self.slots[slot].prev = NIL;
@@ -552,7 +534,7 @@ impl Big {
     }
 
     fn clear(&mut self, set: usize, slot: usize) {
-        self.index.remove(self.slots[slot].tag);
+        self.unindex(slot);
         self.unlink(set, slot);
         self.slots[slot].tag = INVALID;
         self.valid[slot / 64] &= !(1 << (slot % 64));
@@ -611,7 +593,7 @@ impl Array {
         let set = self.set_of(vpn);
         match &self.store {
             Store::Small(s) => s.find(set, tag).map(|w| set * self.ways + w),
-            Store::Big(b) => b.index.get(tag),
+            Store::Big(b) => b.get(tag),
         }
     }
 
@@ -637,7 +619,7 @@ impl Array {
                     }
                 }
                 Store::Big(b) => {
-                    if let Some(slot) = b.index.get(tag) {
+                    if let Some(slot) = b.get(tag) {
                         b.touch(set, slot);
                         return Some(b.translation(slot, class));
                     }
@@ -662,7 +644,7 @@ impl Array {
                 Store::Small(s) => s.prefetch(self.set_of(vpn)),
                 Store::Big(b) => {
                     let tag = make_tag(asid, vpn, self.sizes.class[i]);
-                    super::prefetch(&b.index.cells[b.index.home(tag)]);
+                    super::prefetch(&b.buckets[b.bucket(tag)]);
                 }
             }
         }
@@ -724,14 +706,13 @@ impl Array {
                                 let v = b.tail[set] as usize;
                                 let old = b.slots[v].tag;
                                 self.sizes.valid[self.sizes.idx(old)] -= 1;
-                                b.index.remove(old);
+                                b.unindex(v);
                                 b.unlink(set, v);
                                 v
                             }
                         };
                         self.sizes.valid[new] += 1;
-                        b.slots[slot].tag = tag;
-                        b.index.insert(tag, slot);
+                        b.set_tag(slot, tag);
                         b.push_front(set, slot);
                         slot
                     }
@@ -934,7 +915,7 @@ impl Array {
                         (h[w / 4] >> (16 * (w % 4))) as u16 == hint(tag)
                             && s.size_idx(set, w) == self.sizes.idx(tag)
                     }
-                    Store::Big(b) => b.index.get(tag) == Some(slot),
+                    Store::Big(b) => b.get(tag) == Some(slot),
                 };
                 if !ok {
                     err = Some(format!("slot {slot}: stale hint or index"));
@@ -975,8 +956,8 @@ impl Array {
                 }
             }
             Store::Big(b) => {
-                if b.index.len != valid as usize {
-                    return Err(format!("index has {} entries, {valid} valid", b.index.len));
+                if b.indexed != valid as usize {
+                    return Err(format!("index has {} entries, {valid} valid", b.indexed));
                 }
                 for set in 0..self.sets as usize {
                     let (mut n, mut prev, mut cur) = (0usize, NIL, b.head[set]);
