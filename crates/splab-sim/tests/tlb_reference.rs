@@ -827,6 +827,8 @@ fn drive(cfg: &TlbConfig, shifts: &[u8], steps: u64, seed: u64) -> (Reached, Cov
             let asid = g.asid();
             let ifetch = g.chance(1_200);
             let va = g.va(asid, ifetch);
+            // A host hint: must change nothing (checked by the comparisons below).
+            new.prefetch(asid, va);
             let ln = new.lookup(asid, va, ifetch);
             let lo = old.lookup(asid, va, ifetch);
             assert!(

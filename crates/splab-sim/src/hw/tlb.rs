@@ -340,12 +340,9 @@ impl Small {
         s.h[BITS] &= !(1 << w);
     }
 
-    fn prefetch(&self, set: usize) {
-        let s = &self.sets[set];
-        super::prefetch(&s.h);
-        for g in &s.g[..self.lines - 1] {
-            super::prefetch(g);
-        }
+    /// Host bytes of the lines in use.
+    fn footprint(&self) -> usize {
+        self.sets.len() * self.lines * 64
     }
 }
 
@@ -629,7 +626,8 @@ impl Array {
         None
     }
 
-    /// Hints the host to fetch what a lookup of `va` would read.
+    /// Hints the host to fetch the first line a lookup of `va` reads at each size: a set's
+    /// header line, or a hash bucket.
     #[inline]
     fn prefetch(&self, asid: u32, va: u64) {
         if self.valid == 0 {
@@ -641,12 +639,20 @@ impl Array {
             }
             let vpn = va >> self.sizes.shift[i];
             match &self.store {
-                Store::Small(s) => s.prefetch(self.set_of(vpn)),
+                Store::Small(s) => super::prefetch(&s.sets[self.set_of(vpn)].h),
                 Store::Big(b) => {
                     let tag = make_tag(asid, vpn, self.sizes.class[i]);
                     super::prefetch(&b.buckets[b.bucket(tag)]);
                 }
             }
+        }
+    }
+
+    /// Host bytes of the structure.
+    fn footprint(&self) -> usize {
+        match &self.store {
+            Store::Small(s) => s.footprint(),
+            Store::Big(b) => b.slots.len() * std::mem::size_of::<Slot>() + b.buckets.len() * 4,
         }
     }
 
@@ -1043,12 +1049,6 @@ impl Level {
             }
         }
     }
-
-    fn prefetch(&self, asid: u32, va: u64) {
-        for a in &self.arrays {
-            a.prefetch(asid, va);
-        }
-    }
 }
 
 /// Result of a TLB lookup.
@@ -1076,6 +1076,9 @@ pub struct LastHit {
     pub write_ok: bool,
 }
 
+/// `Tlb::prefetch` skips arrays of at most this many host bytes.
+const PREFETCH_ABOVE: usize = 16 << 10;
+
 /// The whole TLB hierarchy of one CPU.
 #[derive(Clone, Debug)]
 pub struct Tlb {
@@ -1083,19 +1086,35 @@ pub struct Tlb {
     l1i: Option<Level>,
     lower: Vec<Level>,
     shifts: Vec<u8>,
+    /// The arrays `prefetch` hints, as (level: 0 L1D, 1 L1I, 2.. lower; array index): those
+    /// too large to stay in the host's L1 data cache. Prefetching the small ones (the L1 TLBs,
+    /// the fully associative ones) cost more than it saved (skylake GUPS).
+    prefetched: Vec<(u8, u8)>,
     pub last: LastHit,
 }
 
 impl Tlb {
     /// `shifts[i]` is the byte shift of size class `i`.
     pub fn new(cfg: &TlbConfig, shifts: &[u8]) -> Tlb {
-        Tlb {
+        let mut t = Tlb {
             l1d: Level::new(&cfg.l1d, shifts),
             l1i: cfg.l1i.as_ref().map(|l| Level::new(l, shifts)),
             lower: cfg.lower.iter().map(|l| Level::new(l, shifts)).collect(),
             shifts: shifts.to_vec(),
+            prefetched: Vec::new(),
             last: LastHit::default(),
+        };
+        let levels = std::iter::once(Some(&t.l1d))
+            .chain(std::iter::once(t.l1i.as_ref()))
+            .chain(t.lower.iter().map(Some));
+        for (li, l) in levels.enumerate() {
+            for (ai, a) in l.iter().flat_map(|l| l.arrays.iter().enumerate()) {
+                if a.footprint() > PREFETCH_ABOVE {
+                    t.prefetched.push((li as u8, ai as u8));
+                }
+            }
         }
+        t
     }
 
     #[inline(always)]
@@ -1126,12 +1145,22 @@ impl Tlb {
         self.l1d.stats.hits += n;
     }
 
-    /// Hints the host CPU to fetch the sets (in every level) that a lookup of `va` would read.
-    /// Changes no modelled state.
+    /// Hints the host CPU to fetch what a lookup of `va` reads first, at every size with
+    /// entries, in every array too large to stay in the host's L1 cache (on the presets, the
+    /// STLB's 4K/2M array): the set's header line, or the hash bucket. The sets of the other
+    /// arrays are hot anyway. Speed only: changes no modelled state.
     #[inline]
     pub fn prefetch(&self, asid: u32, va: u64) {
-        for l in self.levels() {
-            l.prefetch(asid, va);
+        for &(l, a) in &self.prefetched {
+            let level = match l {
+                0 => &self.l1d,
+                1 => self
+                    .l1i
+                    .as_ref()
+                    .expect("Tlb::prefetch: an L1I array without an L1I"),
+                i => &self.lower[i as usize - 2],
+            };
+            level.arrays[a as usize].prefetch(asid, va);
         }
     }
 
@@ -1369,6 +1398,26 @@ mod tests {
             (s[0].hits, s[0].misses, s[1].hits, s[1].misses),
             (1, 1, 1, 0)
         );
+    }
+
+    #[test]
+    fn prefetch_reads_only() {
+        // A 2-set 1024-way array and a 12-way one, both large enough to be prefetched.
+        let mut tlb = Tlb::new(&cfg((2048, 1024), Some((1536, 12))), &[12, 21]);
+        assert_eq!(tlb.prefetched, vec![(0, 0), (2, 0)]);
+        for p in 0..3000u64 {
+            tlb.prefetch(1, p << 12);
+            if matches!(tlb.lookup(1, p << 12, false), Lookup::Miss { .. }) {
+                tlb.fill(1, p << 12, t(p, (p % 7 == 0) as u8), false);
+            }
+        }
+        let (entries, last) = (tlb.entries(), tlb.last);
+        for p in 0..5000u64 {
+            tlb.prefetch(p as u32 % 3, p.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16);
+        }
+        assert_eq!(tlb.entries(), entries);
+        assert_eq!((tlb.last.start, tlb.last.end), (last.start, last.end));
+        tlb.check_invariants().unwrap();
     }
 
     #[test]
