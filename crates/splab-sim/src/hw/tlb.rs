@@ -5,10 +5,18 @@
 //! frame it translates to and two permission bits: writable and dirty. A write that hits a clean
 //! entry has the dirty bit set by the walker (an "A/D assist" on x86) and the entry updated.
 //!
-//! LRU is kept with per-way stamps. Arrays with more than 16 ways (the Alpha's 128-entry fully
-//! associative TLB) also keep a hash index from tag to way, so a lookup is not a 128-way scan.
+//! Replacement is exact LRU: a way that is invalid (the lowest-numbered one) if the set has one,
+//! else the least recently looked up or filled.
+//!
+//! Host layout (speed only; `tests/tlb_reference.rs` checks it against the stamp-based model it
+//! replaced, operation by operation). An array of at most 16 ways keeps each set in 64-byte host
+//! lines: a header line holding a 16-bit hint of each way's tag (compared all at once), the LRU
+//! order as a permutation of 4-bit way numbers in one word, and the valid, writable and dirty
+//! bits; then one line per four ways with their tags and frames. A lookup that misses reads the
+//! header line only; a hit or a fill reads one more. Arrays of more than 16 ways (the Alpha's
+//! and the PA-8000's fully associative TLBs) keep an open-addressing index from tag to slot and
+//! the recency order as an intrusive doubly linked list per set.
 
-use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::units::{Pfn, SizeClass};
@@ -62,25 +70,6 @@ pub struct LevelStats {
 
 const INVALID: u64 = 0;
 
-#[derive(Clone, Debug)]
-struct Array {
-    sizes: Vec<(SizeClass, u8)>, // (class, page shift)
-    sets: u64,
-    /// `sets - 1` when `sets` is a power of two (every preset), so the set index is a mask.
-    set_mask: Option<u64>,
-    ways: usize,
-    tags: Vec<u64>,
-    stamps: Vec<u64>,
-    data: Vec<Translation>,
-    clock: u64,
-    valid: u32,
-    /// Valid entries per size of `sizes`: a lookup skips the sizes with none.
-    valid_by_size: Vec<u32>,
-    /// Index in `sizes` of each size class (255 = not held).
-    size_index: [u8; 16],
-    index: Option<FxHashMap<u64, u32>>,
-}
-
 #[inline]
 fn make_tag(asid: u32, vpn_at_size: u64, class: SizeClass) -> u64 {
     // 40 bits of page number, 4 of size class, 19 of asid, top bit set so no tag is INVALID.
@@ -95,149 +84,759 @@ fn tag_asid(tag: u64) -> u32 {
     ((tag >> 44) & 0x7_FFFF) as u32
 }
 
+#[inline]
+fn tag_class(tag: u64) -> u8 {
+    ((tag >> 40) & 0xF) as u8
+}
+
+#[inline]
+fn tag_vpn(tag: u64) -> u64 {
+    tag & 0xFF_FFFF_FFFF
+}
+
+/// The sizes an array holds, with its count of valid entries of each: a lookup skips the sizes
+/// with none.
+#[derive(Clone, Debug)]
+struct Sizes {
+    n: usize,
+    class: [SizeClass; 16],
+    shift: [u8; 16],
+    /// Valid entries per index of `class`.
+    valid: [u32; 16],
+    /// Index in `class` of each size class (255 = not held); the last one if listed twice.
+    index: [u8; 16],
+}
+
+impl Sizes {
+    fn new(sizes: &[u8], shifts: &[u8]) -> Sizes {
+        assert!(sizes.len() <= 16, "a TLB array holds at most 16 page sizes");
+        let mut s = Sizes {
+            n: sizes.len(),
+            class: [SizeClass(0); 16],
+            shift: [0; 16],
+            valid: [0; 16],
+            index: [u8::MAX; 16],
+        };
+        for (i, &c) in sizes.iter().enumerate() {
+            s.class[i] = SizeClass(c);
+            s.shift[i] = shifts[c as usize];
+            s.index[c as usize & 0xF] = i as u8;
+        }
+        s
+    }
+
+    /// Page shift of `class` if held (the first listing).
+    #[inline]
+    fn holds(&self, class: SizeClass) -> Option<u8> {
+        (0..self.n)
+            .find(|&i| self.class[i] == class)
+            .map(|i| self.shift[i])
+    }
+
+    /// Index in `class` of a valid tag's size class.
+    #[inline]
+    fn idx(&self, tag: u64) -> usize {
+        self.index[tag_class(tag) as usize] as usize
+    }
+
+    /// Page shift of a valid tag (0 if its class is not held, which `check_invariants` reports).
+    #[inline]
+    fn shift_of(&self, tag: u64) -> u8 {
+        let c = tag_class(tag);
+        (0..self.n)
+            .find(|&i| self.class[i].0 == c)
+            .map(|i| self.shift[i])
+            .unwrap_or(0)
+    }
+}
+
+/// A set of at most 16 ways, in 64-byte host lines: a header line, then one line per four ways
+/// (lines of ways a set does not have are never touched).
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct Set {
+    /// Words 0..4: the 16-bit tag hints of ways 0..16. `PERM`: the LRU order. `BITS`: the valid
+    /// (bits 0..16), writable (16..32) and dirty (32..48) bits. `SIZES`: the index in the
+    /// array's sizes of each valid way's size class, one nibble per way.
+    h: [u64; 8],
+    /// Group `g`: the tags of ways 4g..4g+4 in words 0..4, their frames in words 4..8.
+    g: [[u64; 8]; 4],
+}
+
+const PERM: usize = 4;
+const BITS: usize = 5;
+const SIZES: usize = 6;
+const WRITABLE: usize = 16;
+const DIRTY: usize = 32;
+
+/// A 16-bit digest of a tag, kept per way so that one vector compare finds the candidate ways.
+#[inline(always)]
+fn hint(tag: u64) -> u16 {
+    ((tag ^ (tag >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48) as u16
+}
+
+/// Ways whose hint (words 0..4 of `h`) equals `x`, as a bit mask (ways 0..16).
+#[inline(always)]
+fn hint_matches(h: &[u64; 8], x: u16) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of x86_64. `h` is the 64-byte aligned header of a `Set`, so the two
+    // aligned 16-byte loads read its words 0..4.
+    unsafe {
+        use std::arch::x86_64::*;
+        let p = h.as_ptr() as *const __m128i;
+        let k = _mm_set1_epi16(x as i16);
+        let a = _mm_cmpeq_epi16(_mm_load_si128(p), k);
+        let b = _mm_cmpeq_epi16(_mm_load_si128(p.add(1)), k);
+        _mm_movemask_epi8(_mm_packs_epi16(a, b)) as u32
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut m = 0;
+        for w in 0..16 {
+            if (h[w / 4] >> (16 * (w % 4))) as u16 == x {
+                m |= 1 << w;
+            }
+        }
+        m
+    }
+}
+
+const NIBBLES: u64 = 0x1111_1111_1111_1111;
+
+/// The LRU order `perm` (way numbers by recency, nibble 0 the most recent) with way `w` moved to
+/// the front.
+#[inline(always)]
+fn promote(perm: u64, w: usize) -> u64 {
+    let x = perm ^ (NIBBLES * w as u64);
+    let y = x | (x >> 1);
+    let y = y | (y >> 2);
+    // Bit 4k is clear iff nibble k equals w; `w` is among the first `ways` nibbles, below any
+    // unused (zero) one.
+    let at = (!y & NIBBLES).trailing_zeros();
+    let below = (1u64 << at) - 1;
+    let upto = below | (0xF << at);
+    (perm & !upto) | ((perm & below) << 4) | w as u64
+}
+
+/// Arrays of at most 16 ways (see `Set`).
+#[derive(Clone, Debug)]
+struct Small {
+    sets: Vec<Set>,
+    /// Bit shift of the least recently used way's nibble in the LRU order.
+    lru_shift: u32,
+    /// The nibbles of the LRU order in use.
+    perm_mask: u64,
+    /// Bits 0..ways.
+    way_mask: u32,
+    /// Host lines per set: the header and one per four ways.
+    lines: usize,
+}
+
+impl Small {
+    fn new(sets: usize, ways: usize) -> Small {
+        let perm = (0..ways).fold(0u64, |p, w| p | (w as u64) << (4 * w));
+        let set = Set {
+            h: [0, 0, 0, 0, perm, 0, 0, 0],
+            g: [[INVALID; 8]; 4],
+        };
+        Small {
+            sets: vec![set; sets],
+            lru_shift: 4 * (ways as u32 - 1),
+            perm_mask: u64::MAX >> (64 - 4 * ways),
+            way_mask: ((1u64 << ways) - 1) as u32,
+            lines: 1 + ways.div_ceil(4),
+        }
+    }
+
+    #[inline(always)]
+    fn tag(&self, set: usize, w: usize) -> u64 {
+        self.sets[set].g[(w >> 2) & 3][w & 3]
+    }
+
+    #[inline(always)]
+    fn valid_bits(&self, set: usize) -> u32 {
+        self.sets[set].h[BITS] as u32 & 0xFFFF
+    }
+
+    /// The way of `set` holding `tag`.
+    #[inline(always)]
+    fn find(&self, set: usize, tag: u64) -> Option<usize> {
+        let s = &self.sets[set];
+        let mut m = hint_matches(&s.h, hint(tag)) & (s.h[BITS] as u32);
+        while m != 0 {
+            let w = m.trailing_zeros() as usize;
+            if s.g[(w >> 2) & 3][w & 3] == tag {
+                return Some(w);
+            }
+            m &= m - 1;
+        }
+        None
+    }
+
+    #[inline(always)]
+    fn touch(&mut self, set: usize, w: usize) {
+        let p = &mut self.sets[set].h[PERM];
+        *p = promote(*p, w);
+    }
+
+    #[inline(always)]
+    fn translation(&self, set: usize, w: usize, size: SizeClass) -> Translation {
+        let s = &self.sets[set];
+        Translation {
+            pfn: Pfn(s.g[(w >> 2) & 3][4 + (w & 3)]),
+            size,
+            writable: s.h[BITS] >> (WRITABLE + w) & 1 != 0,
+            dirty: s.h[BITS] >> (DIRTY + w) & 1 != 0,
+        }
+    }
+
+    #[inline(always)]
+    fn set_data(&mut self, set: usize, w: usize, t: Translation) {
+        let s = &mut self.sets[set];
+        s.g[(w >> 2) & 3][4 + (w & 3)] = t.pfn.0;
+        s.h[BITS] = (s.h[BITS] & !((1 << (WRITABLE + w)) | (1 << (DIRTY + w))))
+            | (t.writable as u64) << (WRITABLE + w)
+            | (t.dirty as u64) << (DIRTY + w);
+    }
+
+    /// Index in the array's sizes of valid way `w`'s size class.
+    #[inline(always)]
+    fn size_idx(&self, set: usize, w: usize) -> usize {
+        (self.sets[set].h[SIZES] >> (4 * w) & 0xF) as usize
+    }
+
+    /// Fills a way of `set` with `tag` (of size index `size`) as the most recently used, and
+    /// returns it with the size index of the entry it evicted, if any: the lowest invalid way,
+    /// else the least recently used. Reads the header line only.
+    #[inline(always)]
+    fn replace(&mut self, set: usize, tag: u64, size: usize) -> (usize, Option<usize>) {
+        let way_mask = self.way_mask;
+        let (lru_shift, perm_mask) = (self.lru_shift, self.perm_mask);
+        let s = &mut self.sets[set];
+        let free = !(s.h[BITS] as u32) & way_mask;
+        let (w, evicted) = if free != 0 {
+            let w = free.trailing_zeros() as usize;
+            s.h[PERM] = promote(s.h[PERM], w);
+            s.h[BITS] |= 1 << w;
+            (w, None)
+        } else {
+            // The LRU way is the last nibble: rotate it to the front.
+            let perm = s.h[PERM];
+            let w = (perm >> lru_shift) as usize & 0xF;
+            s.h[PERM] = ((perm << 4) | w as u64) & perm_mask;
+            (w, Some((s.h[SIZES] >> (4 * w) & 0xF) as usize))
+        };
+        s.g[(w >> 2) & 3][w & 3] = tag;
+        let sh = 16 * (w & 3);
+        s.h[w >> 2 & 3] = (s.h[w >> 2 & 3] & !(0xFFFF << sh)) | (hint(tag) as u64) << sh;
+        s.h[SIZES] = (s.h[SIZES] & !(0xF << (4 * w))) | (size as u64) << (4 * w);
+        (w, evicted)
+    }
+
+    #[inline(always)]
+    fn clear(&mut self, set: usize, w: usize) {
+        let s = &mut self.sets[set];
+        s.g[(w >> 2) & 3][w & 3] = INVALID;
+        s.h[BITS] &= !(1 << w);
+    }
+
+    /// Host bytes of the lines in use.
+    fn footprint(&self) -> usize {
+        self.sets.len() * self.lines * 64
+    }
+}
+
+const NIL: u32 = u32::MAX;
+
+/// One way of an array of more than 16 ways.
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+struct Slot {
+    tag: u64,
+    pfn: u64,
+    /// Recency list of the set: the next more (`prev`) and less (`next`) recently used slot.
+    prev: u32,
+    next: u32,
+    /// The next slot in this one's hash bucket.
+    chain: u32,
+    writable: bool,
+    dirty: bool,
+}
+
+/// Arrays of more than 16 ways (the fully associative TLBs of the Alpha and the PA-8000): a
+/// hash index from tag to slot, chained through the slots (buckets at most half as many as
+/// slots, so chains are short; its layout affects nothing but speed), and the recency order of
+/// each set as an intrusive doubly linked list.
+#[derive(Clone, Debug)]
+struct Big {
+    slots: Vec<Slot>,
+    /// Most and least recently used valid slot of each set.
+    head: Vec<u32>,
+    tail: Vec<u32>,
+    /// One bit per slot: valid.
+    valid: Vec<u64>,
+    /// First slot of each hash bucket.
+    buckets: Vec<u32>,
+    bucket_shift: u32,
+    /// Slots in the index.
+    indexed: usize,
+}
+
+impl Big {
+    fn new(sets: usize, ways: usize) -> Big {
+        let n = sets * ways;
+        let buckets = (2 * n).next_power_of_two().max(2);
+        Big {
+            slots: vec![
+                Slot {
+                    tag: INVALID,
+                    pfn: 0,
+                    prev: NIL,
+                    next: NIL,
+                    chain: NIL,
+                    writable: false,
+                    dirty: false,
+                };
+                n
+            ],
+            head: vec![NIL; sets],
+            tail: vec![NIL; sets],
+            valid: vec![0; n.div_ceil(64)],
+            buckets: vec![NIL; buckets],
+            bucket_shift: 64 - buckets.trailing_zeros(),
+            indexed: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn bucket(&self, tag: u64) -> usize {
+        ((tag ^ (tag >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.bucket_shift) as usize
+    }
+
+    /// The slot holding `tag`.
+    #[inline]
+    fn get(&self, tag: u64) -> Option<usize> {
+        let mut s = self.buckets[self.bucket(tag)];
+        while s != NIL {
+            let slot = &self.slots[s as usize];
+            if slot.tag == tag {
+                return Some(s as usize);
+            }
+            s = slot.chain;
+        }
+        None
+    }
+
+    /// Puts `tag` in `slot` (invalid) and indexes it.
+    #[inline]
+    fn set_tag(&mut self, slot: usize, tag: u64) {
+        let b = self.bucket(tag);
+        self.slots[slot].tag = tag;
+        self.slots[slot].chain = self.buckets[b];
+        self.buckets[b] = slot as u32;
+        self.indexed += 1;
+    }
+
+    /// Removes valid `slot` from the index.
+    #[inline]
+    fn unindex(&mut self, slot: usize) {
+        let b = self.bucket(self.slots[slot].tag);
+        let after = self.slots[slot].chain;
+        let mut cur = self.buckets[b];
+        if cur == slot as u32 {
+            self.buckets[b] = after;
+        } else {
+            loop {
+                let next = self.slots[cur as usize].chain;
+                if next == slot as u32 {
+                    self.slots[cur as usize].chain = after;
+                    break;
+                }
+                cur = next;
+            }
+        }
+        self.indexed -= 1;
+    }
+
+    #[inline]
+    fn is_valid(&self, slot: usize) -> bool {
+        self.valid[slot / 64] >> (slot % 64) & 1 != 0
+    }
+
+    #[inline]
+    fn unlink(&mut self, set: usize, slot: usize) {
+        let Slot { prev, next, .. } = self.slots[slot];
+        match prev {
+            NIL => self.head[set] = next,
+            p => self.slots[p as usize].next = next,
+        }
+        match next {
+            NIL => self.tail[set] = prev,
+            n => self.slots[n as usize].prev = prev,
+        }
+    }
+
+    #[inline]
+    fn push_front(&mut self, set: usize, slot: usize) {
+        let old = self.head[set];
+        self.slots[slot].prev = NIL;
+        self.slots[slot].next = old;
+        match old {
+            NIL => self.tail[set] = slot as u32,
+            o => self.slots[o as usize].prev = slot as u32,
+        }
+        self.head[set] = slot as u32;
+    }
+
+    /// Makes valid `slot` the most recently used of its set.
+    #[inline]
+    fn touch(&mut self, set: usize, slot: usize) {
+        if self.head[set] != slot as u32 {
+            self.unlink(set, slot);
+            self.push_front(set, slot);
+        }
+    }
+
+    /// The lowest invalid slot in `[from, to)`.
+    fn first_free(&self, from: usize, to: usize) -> Option<usize> {
+        let mut i = from;
+        while i < to {
+            let word = !self.valid[i / 64] >> (i % 64);
+            if word != 0 {
+                let f = i + word.trailing_zeros() as usize;
+                return (f < to).then_some(f);
+            }
+            i = (i / 64 + 1) * 64;
+        }
+        None
+    }
+
+    #[inline]
+    fn translation(&self, slot: usize, size: SizeClass) -> Translation {
+        let s = &self.slots[slot];
+        Translation {
+            pfn: Pfn(s.pfn),
+            size,
+            writable: s.writable,
+            dirty: s.dirty,
+        }
+    }
+
+    #[inline]
+    fn set_data(&mut self, slot: usize, t: Translation) {
+        let s = &mut self.slots[slot];
+        s.pfn = t.pfn.0;
+        s.writable = t.writable;
+        s.dirty = t.dirty;
+    }
+
+    fn clear(&mut self, set: usize, slot: usize) {
+        self.unindex(slot);
+        self.unlink(set, slot);
+        self.slots[slot].tag = INVALID;
+        self.valid[slot / 64] &= !(1 << (slot % 64));
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Store {
+    Small(Small),
+    Big(Big),
+}
+
+#[derive(Clone, Debug)]
+struct Array {
+    sizes: Sizes,
+    sets: u64,
+    /// `sets - 1` when `sets` is a power of two (every preset), so the set index is a mask.
+    set_mask: Option<u64>,
+    ways: usize,
+    /// Valid entries, and all entries (`sets * ways`).
+    valid: u32,
+    total: u32,
+    store: Store,
+}
+
 impl Array {
     fn new(cfg: &ArrayConfig, shifts: &[u8]) -> Array {
         let ways = cfg.ways.max(1) as usize;
         let sets = (cfg.entries as u64 / ways as u64).max(1);
-        let n = (sets as usize) * ways;
         Array {
-            sizes: cfg
-                .sizes
-                .iter()
-                .map(|&c| (SizeClass(c), shifts[c as usize]))
-                .collect(),
+            sizes: Sizes::new(&cfg.sizes, shifts),
             sets,
             set_mask: sets.is_power_of_two().then(|| sets - 1),
             ways,
-            tags: vec![INVALID; n],
-            stamps: vec![0; n],
-            data: vec![Translation::default(); n],
-            clock: 0,
             valid: 0,
-            valid_by_size: vec![0; cfg.sizes.len()],
-            size_index: {
-                let mut t = [u8::MAX; 16];
-                for (i, &c) in cfg.sizes.iter().enumerate() {
-                    t[c as usize & 0xF] = i as u8;
-                }
-                t
-            },
-            index: if ways > 16 {
-                Some(FxHashMap::default())
+            total: (sets as usize * ways) as u32,
+            store: if ways <= 16 {
+                Store::Small(Small::new(sets as usize, ways))
             } else {
-                None
+                Store::Big(Big::new(sets as usize, ways))
             },
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn set_of(&self, vpn_at_size: u64) -> usize {
-        let set = match self.set_mask {
+        (match self.set_mask {
             Some(m) => vpn_at_size & m,
             None => vpn_at_size % self.sets,
-        };
-        set as usize * self.ways
+        }) as usize
     }
 
-    #[inline]
-    fn find(&self, tag: u64, base: usize) -> Option<usize> {
-        if let Some(ix) = &self.index {
-            return ix.get(&tag).map(|&w| base + w as usize);
+    /// The slot (`set * ways + way`) holding `tag`, whose page number is `vpn`.
+    #[inline(always)]
+    fn find(&self, tag: u64, vpn: u64) -> Option<usize> {
+        let set = self.set_of(vpn);
+        match &self.store {
+            Store::Small(s) => s.find(set, tag).map(|w| set * self.ways + w),
+            Store::Big(b) => b.get(tag),
         }
-        super::find_key(&self.tags[base..base + self.ways], tag).map(|w| base + w)
     }
 
     /// Looks `va` up at every size this array holds; on a hit makes the entry MRU.
-    #[inline]
-    fn lookup(&mut self, asid: u32, va: u64) -> Option<usize> {
+    #[inline(always)]
+    fn lookup(&mut self, asid: u32, va: u64) -> Option<Translation> {
         if self.valid == 0 {
             return None;
         }
-        for i in 0..self.sizes.len() {
-            if self.valid_by_size[i] == 0 {
+        for i in 0..self.sizes.n {
+            if self.sizes.valid[i] == 0 {
                 continue;
             }
-            let (class, shift) = self.sizes[i];
-            let vpn = va >> shift;
-            let base = self.set_of(vpn);
-            if let Some(slot) = self.find(make_tag(asid, vpn, class), base) {
-                self.clock += 1;
-                self.stamps[slot] = self.clock;
-                return Some(slot);
+            let class = self.sizes.class[i];
+            let vpn = va >> self.sizes.shift[i];
+            let tag = make_tag(asid, vpn, class);
+            let set = self.set_of(vpn);
+            match &mut self.store {
+                Store::Small(s) => {
+                    if let Some(w) = s.find(set, tag) {
+                        s.touch(set, w);
+                        return Some(s.translation(set, w, class));
+                    }
+                }
+                Store::Big(b) => {
+                    if let Some(slot) = b.get(tag) {
+                        b.touch(set, slot);
+                        return Some(b.translation(slot, class));
+                    }
+                }
             }
         }
         None
     }
 
-    fn holds(&self, class: SizeClass) -> Option<u8> {
-        self.sizes
-            .iter()
-            .find(|(c, _)| *c == class)
-            .map(|&(_, s)| s)
+    /// Hints the host to fetch the first line a lookup of `va` reads at each size: a set's
+    /// header line, or a hash bucket.
+    #[inline]
+    fn prefetch(&self, asid: u32, va: u64) {
+        if self.valid == 0 {
+            return;
+        }
+        for i in 0..self.sizes.n {
+            if self.sizes.valid[i] == 0 {
+                continue;
+            }
+            let vpn = va >> self.sizes.shift[i];
+            match &self.store {
+                Store::Small(s) => super::prefetch(&s.sets[self.set_of(vpn)].h),
+                Store::Big(b) => {
+                    let tag = make_tag(asid, vpn, self.sizes.class[i]);
+                    super::prefetch(&b.buckets[b.bucket(tag)]);
+                }
+            }
+        }
+    }
+
+    /// Host bytes of the structure.
+    fn footprint(&self) -> usize {
+        match &self.store {
+            Store::Small(s) => s.footprint(),
+            Store::Big(b) => b.slots.len() * std::mem::size_of::<Slot>() + b.buckets.len() * 4,
+        }
     }
 
     /// Inserts a translation as MRU, evicting the LRU way of its set if needed. `absent`: the
     /// caller knows the translation is not in this array (it just missed here).
+    #[inline]
     fn insert(&mut self, asid: u32, va: u64, shift: u8, t: Translation, absent: bool) {
         let vpn = va >> shift;
-        let base = self.set_of(vpn);
+        let set = self.set_of(vpn);
         let tag = make_tag(asid, vpn, t.size);
-        let found = if absent { None } else { self.find(tag, base) };
         debug_assert!(
-            !absent || self.find(tag, base).is_none(),
+            !absent || self.find(tag, vpn).is_none(),
             "Array::insert: translation said absent is present"
         );
-        let slot = match found {
-            Some(s) => s,
-            None => {
-                // An invalid way if there is one, else the least recently used.
-                let full = self.valid as usize == self.tags.len();
-                let free = if full {
-                    None
-                } else {
-                    super::find_key(&self.tags[base..base + self.ways], INVALID)
-                };
-                let victim = base
-                    + free.unwrap_or_else(|| super::argmin(&self.stamps[base..base + self.ways]));
-                if self.tags[victim] == INVALID {
-                    self.valid += 1;
-                } else {
-                    let old = self.size_idx(self.tags[victim]);
-                    self.valid_by_size[old] -= 1;
-                    if let Some(ix) = &mut self.index {
-                        ix.remove(&self.tags[victim]);
+        let found = if absent { None } else { self.find(tag, vpn) };
+        let new = self.sizes.idx(tag);
+        match &mut self.store {
+            Store::Small(s) => {
+                let w = match found {
+                    Some(slot) => {
+                        let w = slot - set * self.ways;
+                        s.touch(set, w);
+                        w
                     }
-                }
-                let new = self.size_idx(tag);
-                self.valid_by_size[new] += 1;
-                self.tags[victim] = tag;
-                if let Some(ix) = &mut self.index {
-                    ix.insert(tag, (victim - base) as u32);
-                }
-                victim
+                    None => {
+                        let (w, evicted) = s.replace(set, tag, new);
+                        match evicted {
+                            None => self.valid += 1,
+                            Some(old) => self.sizes.valid[old] -= 1,
+                        }
+                        self.sizes.valid[new] += 1;
+                        w
+                    }
+                };
+                s.set_data(set, w, t);
             }
-        };
-        self.clock += 1;
-        self.stamps[slot] = self.clock;
-        self.data[slot] = t;
-    }
-
-    fn invalidate_slot(&mut self, slot: usize) {
-        if self.tags[slot] != INVALID {
-            if let Some(ix) = &mut self.index {
-                ix.remove(&self.tags[slot]);
+            Store::Big(b) => {
+                let slot = match found {
+                    Some(slot) => {
+                        b.touch(set, slot);
+                        slot
+                    }
+                    None => {
+                        let from = set * self.ways;
+                        let free = if self.valid == self.total {
+                            None
+                        } else {
+                            b.first_free(from, from + self.ways)
+                        };
+                        let slot = match free {
+                            Some(f) => {
+                                self.valid += 1;
+                                b.valid[f / 64] |= 1 << (f % 64);
+                                f
+                            }
+                            None => {
+                                let v = b.tail[set] as usize;
+                                let old = b.slots[v].tag;
+                                self.sizes.valid[self.sizes.idx(old)] -= 1;
+                                b.unindex(v);
+                                b.unlink(set, v);
+                                v
+                            }
+                        };
+                        self.sizes.valid[new] += 1;
+                        b.set_tag(slot, tag);
+                        b.push_front(set, slot);
+                        slot
+                    }
+                };
+                b.set_data(slot, t);
             }
-            let i = self.size_idx(self.tags[slot]);
-            self.valid_by_size[i] -= 1;
-            self.tags[slot] = INVALID;
-            self.valid -= 1;
         }
     }
 
-    /// Index in `sizes` of a valid tag's size class.
-    #[inline]
-    fn size_idx(&self, tag: u64) -> usize {
-        self.size_index[((tag >> 40) & 0xF) as usize] as usize
+    /// Sets the data of the entry for `va` at `shift` and `t.size`, if present; no LRU change.
+    fn update(&mut self, asid: u32, va: u64, shift: u8, t: Translation) {
+        let vpn = va >> shift;
+        if let Some(slot) = self.find(make_tag(asid, vpn, t.size), vpn) {
+            match &mut self.store {
+                Store::Small(s) => {
+                    let (set, w) = (slot / self.ways, slot % self.ways);
+                    s.set_data(set, w, t);
+                }
+                Store::Big(b) => b.set_data(slot, t),
+            }
+        }
+    }
+
+    /// Calls `f(slot, tag, translation)` for every valid entry, in slot order
+    /// (`slot = set * ways + way`).
+    fn for_each(&self, mut f: impl FnMut(usize, u64, Translation)) {
+        match &self.store {
+            Store::Small(s) => {
+                for set in 0..self.sets as usize {
+                    let mut m = s.valid_bits(set);
+                    while m != 0 {
+                        let w = m.trailing_zeros() as usize;
+                        let tag = s.tag(set, w);
+                        f(
+                            set * self.ways + w,
+                            tag,
+                            s.translation(set, w, SizeClass(tag_class(tag))),
+                        );
+                        m &= m - 1;
+                    }
+                }
+            }
+            Store::Big(b) => {
+                for (i, &word) in b.valid.iter().enumerate() {
+                    let mut m = word;
+                    while m != 0 {
+                        let slot = i * 64 + m.trailing_zeros() as usize;
+                        let tag = b.slots[slot].tag;
+                        f(slot, tag, b.translation(slot, SizeClass(tag_class(tag))));
+                        m &= m - 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Invalidates the entry in `slot` (valid).
+    fn invalidate_slot(&mut self, slot: usize) {
+        let set = slot / self.ways;
+        let tag = match &mut self.store {
+            Store::Small(s) => {
+                let w = slot % self.ways;
+                let tag = s.tag(set, w);
+                s.clear(set, w);
+                tag
+            }
+            Store::Big(b) => {
+                let tag = b.slots[slot].tag;
+                b.clear(set, slot);
+                tag
+            }
+        };
+        self.sizes.valid[self.sizes.idx(tag)] -= 1;
+        self.valid -= 1;
+    }
+
+    /// Invalidates every valid entry whose tag satisfies `pred`.
+    fn invalidate_where(&mut self, pred: impl Fn(u64, &Sizes) -> bool) {
+        let Array {
+            sizes,
+            sets,
+            ways,
+            valid,
+            store,
+            ..
+        } = self;
+        match store {
+            Store::Small(s) => {
+                for set in 0..*sets as usize {
+                    let mut m = s.valid_bits(set);
+                    while m != 0 {
+                        let w = m.trailing_zeros() as usize;
+                        m &= m - 1;
+                        let tag = s.tag(set, w);
+                        if pred(tag, sizes) {
+                            s.clear(set, w);
+                            sizes.valid[sizes.idx(tag)] -= 1;
+                            *valid -= 1;
+                        }
+                    }
+                }
+            }
+            Store::Big(b) => {
+                for i in 0..b.valid.len() {
+                    let mut m = b.valid[i];
+                    while m != 0 {
+                        let slot = i * 64 + m.trailing_zeros() as usize;
+                        m &= m - 1;
+                        let tag = b.slots[slot].tag;
+                        if pred(tag, sizes) {
+                            b.clear(slot / *ways, slot);
+                            sizes.valid[sizes.idx(tag)] -= 1;
+                            *valid -= 1;
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// Invalidates every entry of `asid` overlapping `[start, end)`.
@@ -247,47 +846,154 @@ impl Array {
         }
         // Probe page by page when the range is small, else scan the whole array.
         let mut probes = 0u64;
-        for &(_, shift) in &self.sizes {
+        for i in 0..self.sizes.n {
+            let shift = self.sizes.shift[i];
             probes += ((end - 1) >> shift) - (start >> shift) + 1;
         }
-        if probes <= self.tags.len() as u64 {
-            for i in 0..self.sizes.len() {
-                let (class, shift) = self.sizes[i];
+        if probes <= self.total as u64 {
+            for i in 0..self.sizes.n {
+                let (class, shift) = (self.sizes.class[i], self.sizes.shift[i]);
                 for vpn in (start >> shift)..=((end - 1) >> shift) {
-                    let base = self.set_of(vpn);
-                    if let Some(slot) = self.find(make_tag(asid, vpn, class), base) {
+                    if let Some(slot) = self.find(make_tag(asid, vpn, class), vpn) {
                         self.invalidate_slot(slot);
                     }
                 }
             }
         } else {
-            for slot in 0..self.tags.len() {
-                let tag = self.tags[slot];
-                if tag == INVALID || tag_asid(tag) != (asid & 0x7_FFFF) {
-                    continue;
+            let asid = asid & 0x7_FFFF;
+            self.invalidate_where(|tag, sizes| {
+                if tag_asid(tag) != asid {
+                    return false;
                 }
-                let class = ((tag >> 40) & 0xF) as u8;
-                let shift = self
-                    .sizes
-                    .iter()
-                    .find(|(c, _)| c.0 == class)
-                    .map(|&(_, s)| s)
-                    .unwrap_or(0);
-                let page_start = (tag & 0xFF_FFFF_FFFF) << shift;
+                let shift = sizes.shift_of(tag);
+                let page_start = tag_vpn(tag) << shift;
                 let page_end = page_start + (1u64 << shift);
-                if page_start < end && start < page_end {
-                    self.invalidate_slot(slot);
-                }
-            }
+                page_start < end && start < page_end
+            });
         }
     }
 
     fn invalidate_asid(&mut self, asid: u32) {
-        for slot in 0..self.tags.len() {
-            if self.tags[slot] != INVALID && tag_asid(self.tags[slot]) == (asid & 0x7_FFFF) {
-                self.invalidate_slot(slot);
+        if self.valid == 0 {
+            return;
+        }
+        let asid = asid & 0x7_FFFF;
+        self.invalidate_where(|tag, _| tag_asid(tag) == asid);
+    }
+
+    /// Checks counts, the set of every tag, the hints, the LRU order and the index.
+    fn check(&self) -> Result<(), String> {
+        let invalid_tags = match &self.store {
+            Store::Small(s) => (0..self.sets as usize).any(|set| {
+                let free = !s.valid_bits(set) & s.way_mask;
+                (0..self.ways).any(|w| free >> w & 1 != 0 && s.tag(set, w) != INVALID)
+            }),
+            Store::Big(b) => {
+                (0..self.total as usize).any(|i| !b.is_valid(i) && b.slots[i].tag != INVALID)
+            }
+        };
+        if invalid_tags {
+            return Err("an invalid way holds a tag".into());
+        }
+        let mut valid = 0u32;
+        let mut by_size = [0u32; 16];
+        let mut err = None;
+        self.for_each(|slot, tag, t| {
+            if err.is_some() {
+                return;
+            }
+            valid += 1;
+            let class = tag_class(tag);
+            if tag & (1 << 63) == 0 || t.size.0 != class {
+                err = Some(format!("slot {slot}: bad tag {tag:#x}"));
+            } else if self.sizes.holds(SizeClass(class)).is_none() {
+                err = Some(format!(
+                    "entry of size class {class} in an array that does not hold it"
+                ));
+            } else if self.set_of(tag_vpn(tag)) != slot / self.ways {
+                err = Some("entry in the wrong set".into());
+            } else {
+                by_size[self.sizes.idx(tag)] += 1;
+                let ok = match &self.store {
+                    Store::Small(s) => {
+                        let (set, w) = (slot / self.ways, slot % self.ways);
+                        let h = &s.sets[set].h;
+                        (h[w / 4] >> (16 * (w % 4))) as u16 == hint(tag)
+                            && s.size_idx(set, w) == self.sizes.idx(tag)
+                    }
+                    Store::Big(b) => b.get(tag) == Some(slot),
+                };
+                if !ok {
+                    err = Some(format!("slot {slot}: stale hint or index"));
+                }
+            }
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+        if valid != self.valid {
+            return Err(format!("valid count {} but {valid} valid tags", self.valid));
+        }
+        if by_size[..self.sizes.n] != self.sizes.valid[..self.sizes.n]
+            || self.sizes.valid[self.sizes.n..].iter().any(|&v| v != 0)
+        {
+            return Err(format!(
+                "per-size counts {:?}, recounted {:?}",
+                &self.sizes.valid[..self.sizes.n],
+                &by_size[..self.sizes.n]
+            ));
+        }
+        match &self.store {
+            Store::Small(s) => {
+                for set in 0..self.sets as usize {
+                    let perm = s.sets[set].h[PERM];
+                    let mut seen = 0u32;
+                    for k in 0..16 {
+                        let w = (perm >> (4 * k)) & 0xF;
+                        if k < self.ways {
+                            seen |= 1 << w;
+                        } else if w != 0 {
+                            return Err(format!("set {set}: LRU order {perm:#x} has extra ways"));
+                        }
+                    }
+                    if seen != s.way_mask {
+                        return Err(format!("set {set}: LRU order {perm:#x} is no permutation"));
+                    }
+                }
+            }
+            Store::Big(b) => {
+                if b.indexed != valid as usize {
+                    return Err(format!("index has {} entries, {valid} valid", b.indexed));
+                }
+                for set in 0..self.sets as usize {
+                    let (mut n, mut prev, mut cur) = (0usize, NIL, b.head[set]);
+                    while cur != NIL {
+                        let s = &b.slots[cur as usize];
+                        if cur as usize / self.ways != set
+                            || !b.is_valid(cur as usize)
+                            || s.prev != prev
+                        {
+                            return Err(format!("set {set}: recency list broken at slot {cur}"));
+                        }
+                        n += 1;
+                        if n > self.ways {
+                            return Err(format!("set {set}: recency list has a cycle"));
+                        }
+                        prev = cur;
+                        cur = s.next;
+                    }
+                    let in_set = (set * self.ways..(set + 1) * self.ways)
+                        .filter(|&i| b.is_valid(i))
+                        .count();
+                    if b.tail[set] != prev || n != in_set {
+                        return Err(format!(
+                            "set {set}: recency list of {n} slots, {in_set} valid"
+                        ));
+                    }
+                }
             }
         }
+        Ok(())
     }
 }
 
@@ -296,36 +1002,50 @@ struct Level {
     arrays: Vec<Array>,
     hit_cycles: u64,
     stats: LevelStats,
+    /// For each size class, the first array holding it and its page shift (255 = none).
+    insert_to: [(u8, u8); 16],
 }
 
 impl Level {
     fn new(cfg: &LevelConfig, shifts: &[u8]) -> Level {
+        let arrays: Vec<Array> = cfg.arrays.iter().map(|a| Array::new(a, shifts)).collect();
+        let mut insert_to = [(u8::MAX, 0); 16];
+        for (c, slot) in insert_to.iter_mut().enumerate() {
+            if let Some((a, shift)) = arrays
+                .iter()
+                .enumerate()
+                .find_map(|(i, a)| a.sizes.holds(SizeClass(c as u8)).map(|s| (i, s)))
+            {
+                *slot = (a as u8, shift);
+            }
+        }
         Level {
-            arrays: cfg.arrays.iter().map(|a| Array::new(a, shifts)).collect(),
+            arrays,
             hit_cycles: cfg.hit_cycles,
             stats: LevelStats {
                 name: cfg.name.clone(),
                 hits: 0,
                 misses: 0,
             },
+            insert_to,
         }
     }
 
-    #[inline]
-    fn lookup(&mut self, asid: u32, va: u64) -> Option<(usize, usize)> {
-        for a in 0..self.arrays.len() {
-            if let Some(slot) = self.arrays[a].lookup(asid, va) {
-                return Some((a, slot));
+    #[inline(always)]
+    fn lookup(&mut self, asid: u32, va: u64) -> Option<Translation> {
+        for a in &mut self.arrays {
+            if let Some(t) = a.lookup(asid, va) {
+                return Some(t);
             }
         }
         None
     }
 
+    #[inline]
     fn insert(&mut self, asid: u32, va: u64, t: Translation, absent: bool) {
-        for a in &mut self.arrays {
-            if let Some(shift) = a.holds(t.size) {
-                a.insert(asid, va, shift, t, absent);
-                return;
+        if let Some(&(a, shift)) = self.insert_to.get(t.size.0 as usize) {
+            if a != u8::MAX {
+                self.arrays[a as usize].insert(asid, va, shift, t, absent);
             }
         }
     }
@@ -356,6 +1076,9 @@ pub struct LastHit {
     pub write_ok: bool,
 }
 
+/// `Tlb::prefetch` skips arrays of at most this many host bytes.
+const PREFETCH_ABOVE: usize = 16 << 10;
+
 /// The whole TLB hierarchy of one CPU.
 #[derive(Clone, Debug)]
 pub struct Tlb {
@@ -363,21 +1086,38 @@ pub struct Tlb {
     l1i: Option<Level>,
     lower: Vec<Level>,
     shifts: Vec<u8>,
+    /// The arrays `prefetch` hints, as (level: 0 L1D, 1 L1I, 2.. lower; array index): those
+    /// too large to stay in the host's L1 data cache. Prefetching the small ones (the L1 TLBs,
+    /// the fully associative ones) cost more than it saved (skylake GUPS).
+    prefetched: Vec<(u8, u8)>,
     pub last: LastHit,
 }
 
 impl Tlb {
     /// `shifts[i]` is the byte shift of size class `i`.
     pub fn new(cfg: &TlbConfig, shifts: &[u8]) -> Tlb {
-        Tlb {
+        let mut t = Tlb {
             l1d: Level::new(&cfg.l1d, shifts),
             l1i: cfg.l1i.as_ref().map(|l| Level::new(l, shifts)),
             lower: cfg.lower.iter().map(|l| Level::new(l, shifts)).collect(),
             shifts: shifts.to_vec(),
+            prefetched: Vec::new(),
             last: LastHit::default(),
+        };
+        let levels = std::iter::once(Some(&t.l1d))
+            .chain(std::iter::once(t.l1i.as_ref()))
+            .chain(t.lower.iter().map(Some));
+        for (li, l) in levels.enumerate() {
+            for (ai, a) in l.iter().flat_map(|l| l.arrays.iter().enumerate()) {
+                if a.footprint() > PREFETCH_ABOVE {
+                    t.prefetched.push((li as u8, ai as u8));
+                }
+            }
         }
+        t
     }
 
+    #[inline(always)]
     fn first_mut(&mut self, ifetch: bool) -> &mut Level {
         if ifetch {
             if let Some(l) = self.l1i.as_mut() {
@@ -387,19 +1127,50 @@ impl Tlb {
         &mut self.l1d
     }
 
+    fn levels(&self) -> impl Iterator<Item = &Level> {
+        std::iter::once(&self.l1d)
+            .chain(self.l1i.iter())
+            .chain(self.lower.iter())
+    }
+
+    fn levels_mut(&mut self) -> impl Iterator<Item = &mut Level> {
+        std::iter::once(&mut self.l1d)
+            .chain(self.l1i.iter_mut())
+            .chain(self.lower.iter_mut())
+    }
+
     /// Counts `n` L1 hits on the entry recorded in `last` (the fast path).
     #[inline]
     pub fn count_last_hits(&mut self, n: u64) {
         self.l1d.stats.hits += n;
     }
 
+    /// Hints the host CPU to fetch what a lookup of `va` reads first, at every size with
+    /// entries, in every array too large to stay in the host's L1 cache (on the presets, the
+    /// STLB's 4K/2M array): the set's header line, or the hash bucket. The sets of the other
+    /// arrays are hot anyway. Speed only: changes no modelled state.
+    #[inline]
+    pub fn prefetch(&self, asid: u32, va: u64) {
+        for &(l, a) in &self.prefetched {
+            let level = match l {
+                0 => &self.l1d,
+                1 => self
+                    .l1i
+                    .as_ref()
+                    .expect("Tlb::prefetch: an L1I array without an L1I"),
+                i => &self.lower[i as usize - 2],
+            };
+            level.arrays[a as usize].prefetch(asid, va);
+        }
+    }
+
     /// Looks up `va`; on a hit at a lower level the translation is filled into the levels above.
+    #[inline]
     pub fn lookup(&mut self, asid: u32, va: u64, ifetch: bool) -> Lookup {
         let mut cycles = 0;
         let first = self.first_mut(ifetch);
-        if let Some((a, slot)) = first.lookup(asid, va) {
+        if let Some(t) = first.lookup(asid, va) {
             first.stats.hits += 1;
-            let t = first.arrays[a].data[slot];
             let hit_cycles = first.hit_cycles;
             if !ifetch {
                 self.set_last(asid, va, t);
@@ -413,9 +1184,8 @@ impl Tlb {
         first.stats.misses += 1;
         for i in 0..self.lower.len() {
             let lvl = &mut self.lower[i];
-            if let Some((a, slot)) = lvl.lookup(asid, va) {
+            if let Some(t) = lvl.lookup(asid, va) {
                 lvl.stats.hits += 1;
-                let t = lvl.arrays[a].data[slot];
                 cycles += lvl.hit_cycles;
                 for j in 0..i {
                     self.lower[j].insert(asid, va, t, true);
@@ -462,17 +1232,10 @@ impl Tlb {
     /// Marks the (already present) entry for `va` dirty in every level, after an A/D assist.
     pub fn mark_dirty(&mut self, asid: u32, va: u64, t: Translation) {
         let dirty = Translation { dirty: true, ..t };
-        for l in std::iter::once(&mut self.l1d)
-            .chain(self.l1i.iter_mut())
-            .chain(self.lower.iter_mut())
-        {
+        for l in self.levels_mut() {
             for a in &mut l.arrays {
-                if let Some(shift) = a.holds(t.size) {
-                    let vpn = va >> shift;
-                    let base = a.set_of(vpn);
-                    if let Some(slot) = a.find(make_tag(asid, vpn, t.size), base) {
-                        a.data[slot] = dirty;
-                    }
+                if let Some(shift) = a.sizes.holds(t.size) {
+                    a.update(asid, va, shift, dirty);
                 }
             }
         }
@@ -485,10 +1248,7 @@ impl Tlb {
         if start >= end {
             return;
         }
-        for l in std::iter::once(&mut self.l1d)
-            .chain(self.l1i.iter_mut())
-            .chain(self.lower.iter_mut())
-        {
+        for l in self.levels_mut() {
             for a in &mut l.arrays {
                 a.invalidate_range(asid, start, end);
             }
@@ -498,10 +1258,7 @@ impl Tlb {
     /// Invalidates every entry of `asid` (process exit / exec).
     pub fn invalidate_asid(&mut self, asid: u32) {
         self.last = LastHit::default();
-        for l in std::iter::once(&mut self.l1d)
-            .chain(self.l1i.iter_mut())
-            .chain(self.lower.iter_mut())
-        {
+        for l in self.levels_mut() {
             for a in &mut l.arrays {
                 a.invalidate_asid(asid);
             }
@@ -511,71 +1268,24 @@ impl Tlb {
     /// Every valid entry: (asid, virtual start address, translation), for invariant checks.
     pub fn entries(&self) -> Vec<(u32, u64, Translation)> {
         let mut out = Vec::new();
-        for l in std::iter::once(&self.l1d)
-            .chain(self.l1i.iter())
-            .chain(self.lower.iter())
-        {
+        for l in self.levels() {
             for a in &l.arrays {
-                for slot in 0..a.tags.len() {
-                    let tag = a.tags[slot];
-                    if tag != INVALID {
-                        let t = a.data[slot];
-                        let shift = self.shifts[t.size.0 as usize];
-                        out.push((tag_asid(tag), (tag & 0xFF_FFFF_FFFF) << shift, t));
-                    }
-                }
+                a.for_each(|_, tag, t| {
+                    let shift = self.shifts[t.size.0 as usize];
+                    out.push((tag_asid(tag), tag_vpn(tag) << shift, t));
+                });
             }
         }
         out
     }
 
-    /// Checks the structure itself: valid counts, index consistency, tags in the right set.
+    /// Checks the structure itself: valid counts, tags in the right set, the LRU orders and
+    /// the indexes.
     pub fn check_invariants(&self) -> Result<(), String> {
-        for l in std::iter::once(&self.l1d)
-            .chain(self.l1i.iter())
-            .chain(self.lower.iter())
-        {
+        for l in self.levels() {
             for (ai, a) in l.arrays.iter().enumerate() {
-                let valid = a.tags.iter().filter(|&&t| t != INVALID).count() as u32;
-                let by_size: u32 = a.valid_by_size.iter().sum();
-                if by_size != valid {
-                    return Err(format!(
-                        "tlb {} array {ai}: per-size counts sum to {by_size}, {valid} valid",
-                        l.stats.name
-                    ));
-                }
-                if valid != a.valid {
-                    return Err(format!(
-                        "tlb {} array {ai}: valid count {} but {} valid tags",
-                        l.stats.name, a.valid, valid
-                    ));
-                }
-                if let Some(ix) = &a.index {
-                    if ix.len() as u32 != valid {
-                        return Err(format!(
-                            "tlb {} array {ai}: index has {} entries, {} valid",
-                            l.stats.name,
-                            ix.len(),
-                            valid
-                        ));
-                    }
-                }
-                for slot in 0..a.tags.len() {
-                    let tag = a.tags[slot];
-                    if tag == INVALID {
-                        continue;
-                    }
-                    let class = ((tag >> 40) & 0xF) as u8;
-                    if a.data[slot].size.0 != class || a.holds(SizeClass(class)).is_none() {
-                        return Err(format!("tlb {} array {ai}: entry of size class {class} in an array that does not hold it", l.stats.name));
-                    }
-                    if a.set_of(tag & 0xFF_FFFF_FFFF) != slot / a.ways * a.ways {
-                        return Err(format!(
-                            "tlb {} array {ai}: entry in the wrong set",
-                            l.stats.name
-                        ));
-                    }
-                }
+                a.check()
+                    .map_err(|e| format!("tlb {} array {ai}: {e}", l.stats.name))?;
             }
         }
         Ok(())
@@ -583,11 +1293,7 @@ impl Tlb {
 
     /// Per-level statistics in report order (L1D, L1I if any, lower levels).
     pub fn stats(&self) -> Vec<LevelStats> {
-        std::iter::once(&self.l1d)
-            .chain(self.l1i.iter())
-            .chain(self.lower.iter())
-            .map(|l| l.stats.clone())
-            .collect()
+        self.levels().map(|l| l.stats.clone()).collect()
     }
 }
 
@@ -692,6 +1398,26 @@ mod tests {
             (s[0].hits, s[0].misses, s[1].hits, s[1].misses),
             (1, 1, 1, 0)
         );
+    }
+
+    #[test]
+    fn prefetch_reads_only() {
+        // A 2-set 1024-way array and a 12-way one, both large enough to be prefetched.
+        let mut tlb = Tlb::new(&cfg((2048, 1024), Some((1536, 12))), &[12, 21]);
+        assert_eq!(tlb.prefetched, vec![(0, 0), (2, 0)]);
+        for p in 0..3000u64 {
+            tlb.prefetch(1, p << 12);
+            if matches!(tlb.lookup(1, p << 12, false), Lookup::Miss { .. }) {
+                tlb.fill(1, p << 12, t(p, (p % 7 == 0) as u8), false);
+            }
+        }
+        let (entries, last) = (tlb.entries(), tlb.last);
+        for p in 0..5000u64 {
+            tlb.prefetch(p as u32 % 3, p.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16);
+        }
+        assert_eq!(tlb.entries(), entries);
+        assert_eq!((tlb.last.start, tlb.last.end), (last.start, last.end));
+        tlb.check_invariants().unwrap();
     }
 
     #[test]
