@@ -73,6 +73,8 @@ struct Level {
     /// pointed away from it), precomputed.
     plru_and: Vec<u32>,
     plru_or: Vec<u32>,
+    /// Tree PLRU with at most 8 ways: the victim of every tree state, precomputed.
+    plru_victim: Vec<u8>,
     latency: u64,
     hits: u64,
     misses: u64,
@@ -98,9 +100,17 @@ impl Level {
             (64 - misalign) / 4
         };
         let (plru_and, plru_or) = plru_tables(ways);
+        let plru_victim = if ways.is_power_of_two() && ways <= 8 {
+            (0..1u32 << (ways - 1))
+                .map(|r| plru_walk(ways, r) as u8)
+                .collect()
+        } else {
+            Vec::new()
+        };
         Level {
             plru_and,
             plru_or,
+            plru_victim,
             set_mask: sets - 1,
             set_bits: sets.trailing_zeros(),
             sets,
@@ -131,7 +141,7 @@ impl Level {
 
     /// Looks `line` up and, if absent, fills it (an invalid way, else the victim). Either way
     /// it becomes most recently used. Returns whether it hit.
-    #[inline]
+    #[inline(always)]
     fn access(&mut self, line: u64) -> bool {
         let (set, tag) = self.locate(line);
         let s = self.set(set);
@@ -199,15 +209,10 @@ impl Level {
     fn victim(&self, set: usize) -> usize {
         let r = self.repl[set];
         if self.plru {
-            let levels = self.ways.trailing_zeros();
-            let mut node = 0usize;
-            let mut w = 0usize;
-            for _ in 0..levels {
-                let right = (r >> node) & 1 == 1;
-                w = (w << 1) | right as usize;
-                node = 2 * node + 1 + right as usize;
+            match self.plru_victim.get(r as usize) {
+                Some(&w) => w as usize,
+                None => plru_walk(self.ways, r),
             }
-            w
         } else {
             // The first way whose reference bit is clear.
             (!r).trailing_zeros() as usize
@@ -245,6 +250,19 @@ fn plru_tables(ways: usize) -> (Vec<u32>, Vec<u32>) {
         }
     }
     (and, or)
+}
+
+/// The tree-PLRU victim of state `r` over `ways` ways: follow the bits from the root.
+fn plru_walk(ways: usize, r: u32) -> usize {
+    let levels = ways.trailing_zeros();
+    let mut node = 0usize;
+    let mut w = 0usize;
+    for _ in 0..levels {
+        let right = (r >> node) & 1 == 1;
+        w = (w << 1) | right as usize;
+        node = 2 * node + 1 + right as usize;
+    }
+    w
 }
 
 /// Bit masks of the ways of a `W`-way set holding `tag`, and of the invalid ways.

@@ -287,17 +287,20 @@ impl Core {
             if wt == 0 {
                 self.ticks[cause::WALK_QUEUE] += x;
             } else {
+                let kw = x as f64 / wt as f64;
                 let mut g = 0;
+                let mut last = 3;
                 for k in 0..4 {
-                    let part = x * life.walk_by_level[k] as u64 / wt;
-                    self.ticks[cause::WALK + k] += part;
-                    g += part;
+                    let c = life.walk_by_level[k];
+                    if c > 0 {
+                        let part = ((c as f64 * kw) as u64).min(x - g);
+                        self.ticks[cause::WALK + k] += part;
+                        g += part;
+                        last = k;
+                    }
                 }
-                let k = (0..4)
-                    .rev()
-                    .find(|&k| life.walk_by_level[k] > 0)
-                    .unwrap_or(3);
-                self.ticks[cause::WALK + k] += x - g;
+                // The rounding remainder to the slowest level used.
+                self.ticks[cause::WALK + last] += x - g;
             }
             given += x;
         }
@@ -665,4 +668,3 @@ mod tests {
         assert!(b.walk() > 100 * 140, "{b:?}");
     }
 }
-

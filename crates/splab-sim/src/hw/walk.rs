@@ -57,47 +57,67 @@ impl WalkConfig {
 pub type PtPath = [u64; 4];
 pub const NO_TABLE: u64 = u64::MAX;
 
-/// A tiny fully associative LRU cache of upper-level paging-structure entries (a PWC), with
-/// recency stamps: a hit writes one stamp, a miss scans for the oldest.
+/// A small cache of upper-level paging-structure entries (a PWC): set-associative with at most
+/// 4 ways and exact LRU inside a set (recency stamps). Intel does not publish the organisation
+/// of its paging-structure caches (SDM vol. 3 4.10.3; docs/constants.md); 4-way sets like the
+/// L1 DTLB's are an assumption, and caches of up to 4 entries are fully associative.
 #[derive(Clone, Debug)]
 struct Pwc {
     keys: Vec<u64>,
     stamps: Vec<u64>,
+    ways: usize,
+    set_mask: u64,
     clock: u64,
 }
 
 impl Pwc {
     fn new(entries: u32) -> Pwc {
+        let ways = (entries as usize).clamp(0, 4);
+        let sets = if ways == 0 {
+            1
+        } else {
+            (entries as usize / ways).max(1)
+        };
+        assert!(
+            sets.is_power_of_two(),
+            "page-walk cache of {entries} entries: sets must be a power of two"
+        );
         Pwc {
-            keys: vec![0; entries as usize],
-            stamps: vec![0; entries as usize],
+            keys: vec![0; sets * ways],
+            stamps: vec![0; sets * ways],
+            ways,
+            set_mask: sets as u64 - 1,
             clock: 0,
         }
     }
-    /// Looks `key` up; a hit becomes most recently used.
     #[inline]
-    fn lookup(&mut self, key: u64) -> bool {
-        // A scan without early exit: the compiler vectorises it.
-        let mut hit = usize::MAX;
-        for (i, &k) in self.keys.iter().enumerate() {
-            if k == key {
-                hit = i;
-            }
-        }
-        if hit == usize::MAX {
+    fn base(&self, index: u64) -> usize {
+        (index & self.set_mask) as usize * self.ways
+    }
+    /// Looks up the entry of table index `index` (key `key`); a hit becomes most recently used.
+    #[inline]
+    fn lookup(&mut self, index: u64, key: u64) -> bool {
+        if self.ways == 0 {
             return false;
         }
-        self.clock += 1;
-        self.stamps[hit] = self.clock;
-        true
+        let b = self.base(index);
+        for i in b..b + self.ways {
+            if self.keys[i] == key {
+                self.clock += 1;
+                self.stamps[i] = self.clock;
+                return true;
+            }
+        }
+        false
     }
-    /// Inserts `key`, known to be absent, replacing the least recently used entry.
+    /// Inserts `key`, known to be absent, replacing the least recently used way of its set.
     #[inline]
-    fn insert_absent(&mut self, key: u64) {
-        if self.keys.is_empty() {
+    fn insert_absent(&mut self, index: u64, key: u64) {
+        if self.ways == 0 {
             return;
         }
-        let i = super::argmin(&self.stamps);
+        let b = self.base(index);
+        let i = b + super::argmin(&self.stamps[b..b + self.ways]);
         self.clock += 1;
         self.keys[i] = key;
         self.stamps[i] = self.clock;
@@ -133,7 +153,6 @@ impl WalkCost {
 
 #[derive(Clone, Debug)]
 pub struct Walker {
-    cfg: WalkConfig,
     base_shift: u8,
     /// log2 of entries per page-table page.
     entry_bits: u8,
@@ -164,7 +183,6 @@ impl Walker {
             shifts[i] = x;
         }
         Walker {
-            cfg: cfg.clone(),
             base_shift,
             entry_bits: entries.trailing_zeros() as u8,
             shifts,
@@ -248,7 +266,8 @@ impl Walker {
         // below it (Intel SDM vol. 3 4.10.3, paging-structure caches).
         let mut start = 0;
         for lvl in (0..leaf.min(self.pwcs.len())).rev() {
-            if self.pwcs[lvl].lookup(pwc_key(asid, lvl, va >> shifts[lvl])) {
+            let index = va >> shifts[lvl];
+            if self.pwcs[lvl].lookup(index, pwc_key(asid, lvl, index)) {
                 start = lvl + 1;
                 self.pwc_hits += 1;
                 break;
@@ -263,7 +282,8 @@ impl Walker {
             self.reference(caches, line, &mut cost);
             if lvl < leaf && lvl < self.pwcs.len() {
                 // Levels below the PWC hit missed their caches above: insert them.
-                self.pwcs[lvl].insert_absent(pwc_key(asid, lvl, va >> shifts[lvl]));
+                let index = va >> shifts[lvl];
+                self.pwcs[lvl].insert_absent(index, pwc_key(asid, lvl, index));
             }
         }
         cost
