@@ -1401,6 +1401,31 @@ mod tests {
     }
 
     #[test]
+    fn hint_collisions_are_not_hits() {
+        // Two pages of one set whose tags have the same 16-bit hint: only the one filled hits.
+        let mut tlb = Tlb::new(&cfg((64, 4), None), &[12, 21]);
+        let tag = |vpn: u64| make_tag(1, vpn, SizeClass(0));
+        let a = 3u64;
+        let b = (1..1u64 << 24)
+            .map(|k| a + 16 * k)
+            .find(|&v| hint(tag(v)) == hint(tag(a)))
+            .expect("a colliding page");
+        tlb.fill(1, a << 12, t(7, 0), false);
+        assert!(matches!(tlb.lookup(1, b << 12, false), Lookup::Miss { .. }));
+        tlb.fill(1, b << 12, t(9, 0), false);
+        match (tlb.lookup(1, a << 12, false), tlb.lookup(1, b << 12, false)) {
+            (Lookup::Hit { t: ta, .. }, Lookup::Hit { t: tb, .. }) => {
+                assert_eq!((ta.pfn, tb.pfn), (Pfn(7), Pfn(9)))
+            }
+            other => panic!("{other:?}"),
+        }
+        tlb.invalidate_range(1, b << 12, (b + 1) << 12);
+        assert!(matches!(tlb.lookup(1, b << 12, false), Lookup::Miss { .. }));
+        assert!(matches!(tlb.lookup(1, a << 12, false), Lookup::Hit { .. }));
+        tlb.check_invariants().unwrap();
+    }
+
+    #[test]
     fn prefetch_reads_only() {
         // A 2-set 1024-way array and a 12-way one, both large enough to be prefetched.
         let mut tlb = Tlb::new(&cfg((2048, 1024), Some((1536, 12))), &[12, 21]);
