@@ -11,11 +11,11 @@
 //! Host layout (speed only; `tests/tlb_reference.rs` checks it against the stamp-based model it
 //! replaced, operation by operation). An array of at most 16 ways keeps each set in 64-byte host
 //! lines: a header line holding a 16-bit hint of each way's tag (compared all at once), the LRU
-//! order as a permutation of 4-bit way numbers in one word, and the valid, writable and dirty
-//! bits; then one line per four ways with their tags and frames. A lookup that misses reads the
-//! header line only; a hit or a fill reads one more. Arrays of more than 16 ways (the Alpha's
-//! and the PA-8000's fully associative TLBs) keep an open-addressing index from tag to slot and
-//! the recency order as an intrusive doubly linked list per set.
+//! order as a permutation of 4-bit way numbers in one word, the valid, writable and dirty bits
+//! and each way's size; then one line per four ways with their tags and frames. A lookup that
+//! misses reads the header line only; a hit or a fill one more. Arrays of more than 16 ways (the
+//! Alpha's and the PA-8000's fully associative TLBs) keep a hash index from tag to slot, chained
+//! through the slots, and the recency order as an intrusive doubly linked list per set.
 
 use serde::Serialize;
 
