@@ -11,11 +11,11 @@
 //! Host layout (speed only; `tests/tlb_reference.rs` checks it against the stamp-based model it
 //! replaced, operation by operation). An array of at most 16 ways keeps each set in 64-byte host
 //! lines: a header line holding a 16-bit hint of each way's tag (compared all at once), the LRU
-//! order as a permutation of 4-bit way numbers in one word, and the valid, writable and dirty
-//! bits; then one line per four ways with their tags and frames. A lookup that misses reads the
-//! header line only; a hit or a fill reads one more. Arrays of more than 16 ways (the Alpha's
-//! and the PA-8000's fully associative TLBs) keep an open-addressing index from tag to slot and
-//! the recency order as an intrusive doubly linked list per set.
+//! order as a permutation of 4-bit way numbers in one word, the valid, writable and dirty bits
+//! and each way's size; then one line per four ways with their tags and frames. A lookup that
+//! misses reads the header line only; a hit or a fill one more. Arrays of more than 16 ways (the
+//! Alpha's and the PA-8000's fully associative TLBs) keep a hash index from tag to slot, chained
+//! through the slots, and the recency order as an intrusive doubly linked list per set.
 
 use serde::Serialize;
 
@@ -346,37 +346,33 @@ impl Small {
     }
 }
 
-const NIL: u32 = u32::MAX;
-
 /// One way of an array of more than 16 ways.
 #[derive(Clone, Copy, Debug)]
-#[repr(C)]
 struct Slot {
     tag: u64,
     pfn: u64,
-    /// Recency list of the set: the next more (`prev`) and less (`next`) recently used slot.
-    prev: u32,
-    next: u32,
-    /// The next slot in this one's hash bucket.
-    chain: u32,
     writable: bool,
     dirty: bool,
 }
 
-/// Arrays of more than 16 ways (the fully associative TLBs of the Alpha and the PA-8000): a
-/// hash index from tag to slot, chained through the slots (buckets at most half as many as
-/// slots, so chains are short; its layout affects nothing but speed), and the recency order of
-/// each set as an intrusive doubly linked list.
+/// Arrays of more than 16 ways (the fully associative TLBs of the Alpha and the PA-8000).
+///
+/// A hash index from tag to slot, chained through the slots: `chain` holds, at `i < n`, the slot
+/// after slot `i` in its bucket and at `n + b` the first slot of bucket `b`; the value `n` ends
+/// a chain. `back[i]` is the position in `chain` that names slot `i` (`back[n]` absorbs writes).
+/// Buckets are at least twice as many as slots, so chains are short; the index affects nothing
+/// but speed. The recency order of each set is a circular doubly linked list through `prev` and
+/// `next`, whose node `n + set` is the set's sentinel: `next` of it is the most recently used
+/// slot, `prev` the least. With the sentinels no unlinking needs a branch.
 #[derive(Clone, Debug)]
 struct Big {
     slots: Vec<Slot>,
-    /// Most and least recently used valid slot of each set.
-    head: Vec<u32>,
-    tail: Vec<u32>,
+    prev: Vec<u32>,
+    next: Vec<u32>,
     /// One bit per slot: valid.
     valid: Vec<u64>,
-    /// First slot of each hash bucket.
-    buckets: Vec<u32>,
+    chain: Vec<u32>,
+    back: Vec<u32>,
     bucket_shift: u32,
     /// Slots in the index.
     indexed: usize,
@@ -386,43 +382,46 @@ impl Big {
     fn new(sets: usize, ways: usize) -> Big {
         let n = sets * ways;
         let buckets = (2 * n).next_power_of_two().max(2);
+        // Empty lists: each sentinel points to itself.
+        let ring: Vec<u32> = (0..n + sets).map(|i| i as u32).collect();
         Big {
             slots: vec![
                 Slot {
                     tag: INVALID,
                     pfn: 0,
-                    prev: NIL,
-                    next: NIL,
-                    chain: NIL,
                     writable: false,
                     dirty: false,
                 };
                 n
             ],
-            head: vec![NIL; sets],
-            tail: vec![NIL; sets],
+            prev: ring.clone(),
+            next: ring,
             valid: vec![0; n.div_ceil(64)],
-            buckets: vec![NIL; buckets],
+            chain: vec![n as u32; n + buckets],
+            back: vec![0; n + 1],
             bucket_shift: 64 - buckets.trailing_zeros(),
             indexed: 0,
         }
     }
 
+    /// Position in `chain` of the first slot of `tag`'s bucket.
     #[inline(always)]
     fn bucket(&self, tag: u64) -> usize {
-        ((tag ^ (tag >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.bucket_shift) as usize
+        self.slots.len()
+            + ((tag ^ (tag >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.bucket_shift)
+                as usize
     }
 
     /// The slot holding `tag`.
     #[inline]
     fn get(&self, tag: u64) -> Option<usize> {
-        let mut s = self.buckets[self.bucket(tag)];
-        while s != NIL {
-            let slot = &self.slots[s as usize];
-            if slot.tag == tag {
+        let end = self.slots.len() as u32;
+        let mut s = self.chain[self.bucket(tag)];
+        while s != end {
+            if self.slots[s as usize].tag == tag {
                 return Some(s as usize);
             }
-            s = slot.chain;
+            s = self.chain[s as usize];
         }
         None
     }
@@ -430,31 +429,22 @@ impl Big {
     /// Puts `tag` in `slot` (invalid) and indexes it.
     #[inline]
     fn set_tag(&mut self, slot: usize, tag: u64) {
-        let b = self.bucket(tag);
+        let h = self.bucket(tag);
+        let first = self.chain[h];
         self.slots[slot].tag = tag;
-        self.slots[slot].chain = self.buckets[b];
-        self.buckets[b] = slot as u32;
+        self.chain[slot] = first;
+        self.back[first as usize] = slot as u32;
+        self.chain[h] = slot as u32;
+        self.back[slot] = h as u32;
         self.indexed += 1;
     }
 
     /// Removes valid `slot` from the index.
     #[inline]
     fn unindex(&mut self, slot: usize) {
-        let b = self.bucket(self.slots[slot].tag);
-        let after = self.slots[slot].chain;
-        let mut cur = self.buckets[b];
-        if cur == slot as u32 {
-            self.buckets[b] = after;
-        } else {
-            loop {
-                let next = self.slots[cur as usize].chain;
-                if next == slot as u32 {
-                    self.slots[cur as usize].chain = after;
-                    break;
-                }
-                cur = next;
-            }
-        }
+        let (at, after) = (self.back[slot], self.chain[slot]);
+        self.chain[at as usize] = after;
+        self.back[after as usize] = at;
         self.indexed -= 1;
     }
 
@@ -463,38 +453,40 @@ impl Big {
         self.valid[slot / 64] >> (slot % 64) & 1 != 0
     }
 
-    #[inline]
-    fn unlink(&mut self, set: usize, slot: usize) {
-        let Slot { prev, next, .. } = self.slots[slot];
-        match prev {
-            NIL => self.head[set] = next,
-            p => self.slots[p as usize].next = next,
-        }
-        match next {
-            NIL => self.tail[set] = prev,
-            n => self.slots[n as usize].prev = prev,
-        }
+    /// The sentinel of `set`'s recency list.
+    #[inline(always)]
+    fn sentinel(&self, set: usize) -> usize {
+        self.slots.len() + set
     }
 
-    #[inline]
+    #[inline(always)]
+    fn unlink(&mut self, slot: usize) {
+        let (p, n) = (self.prev[slot], self.next[slot]);
+        self.next[p as usize] = n;
+        self.prev[n as usize] = p;
+    }
+
+    #[inline(always)]
     fn push_front(&mut self, set: usize, slot: usize) {
-        let old = self.head[set];
-        self.slots[slot].prev = NIL;
-        self.slots[slot].next = old;
-        match old {
-            NIL => self.tail[set] = slot as u32,
-            o => self.slots[o as usize].prev = slot as u32,
-        }
-        self.head[set] = slot as u32;
+        let h = self.sentinel(set);
+        let first = self.next[h];
+        self.next[slot] = first;
+        self.prev[slot] = h as u32;
+        self.prev[first as usize] = slot as u32;
+        self.next[h] = slot as u32;
     }
 
     /// Makes valid `slot` the most recently used of its set.
     #[inline]
     fn touch(&mut self, set: usize, slot: usize) {
-        if self.head[set] != slot as u32 {
-            self.unlink(set, slot);
-            self.push_front(set, slot);
-        }
+        self.unlink(slot);
+        self.push_front(set, slot);
+    }
+
+    /// The least recently used slot of `set` (which has a valid one).
+    #[inline]
+    fn lru(&self, set: usize) -> usize {
+        self.prev[self.sentinel(set)] as usize
     }
 
     /// The lowest invalid slot in `[from, to)`.
@@ -530,11 +522,50 @@ impl Big {
         s.dirty = t.dirty;
     }
 
-    fn clear(&mut self, set: usize, slot: usize) {
+    fn clear(&mut self, slot: usize) {
         self.unindex(slot);
-        self.unlink(set, slot);
+        self.unlink(slot);
         self.slots[slot].tag = INVALID;
         self.valid[slot / 64] &= !(1 << (slot % 64));
+    }
+
+    /// Checks the index and the recency lists against the valid slots.
+    fn check(&self, sets: usize, ways: usize) -> Result<(), String> {
+        let n = self.slots.len();
+        let valid = (0..n).filter(|&i| self.is_valid(i)).count();
+        if self.indexed != valid {
+            return Err(format!("index has {} entries, {valid} valid", self.indexed));
+        }
+        for i in (0..n).filter(|&i| self.is_valid(i)) {
+            if self.chain[self.back[i] as usize] != i as u32 {
+                return Err(format!("slot {i}: index back link broken"));
+            }
+        }
+        for set in 0..sets {
+            let h = self.sentinel(set) as u32;
+            let (mut count, mut prev, mut cur) = (0usize, h, self.next[h as usize]);
+            while cur != h {
+                let c = cur as usize;
+                if c / ways != set || !self.is_valid(c) || self.prev[c] != prev {
+                    return Err(format!("set {set}: recency list broken at slot {cur}"));
+                }
+                count += 1;
+                if count > ways {
+                    return Err(format!("set {set}: recency list has a cycle"));
+                }
+                prev = cur;
+                cur = self.next[c];
+            }
+            let in_set = (set * ways..(set + 1) * ways)
+                .filter(|&i| self.is_valid(i))
+                .count();
+            if self.prev[h as usize] != prev || count != in_set {
+                return Err(format!(
+                    "set {set}: recency list of {count} slots, {in_set} valid"
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -642,7 +673,7 @@ impl Array {
                 Store::Small(s) => super::prefetch(&s.sets[self.set_of(vpn)].h),
                 Store::Big(b) => {
                     let tag = make_tag(asid, vpn, self.sizes.class[i]);
-                    super::prefetch(&b.buckets[b.bucket(tag)]);
+                    super::prefetch(&b.chain[b.bucket(tag)]);
                 }
             }
         }
@@ -652,7 +683,10 @@ impl Array {
     fn footprint(&self) -> usize {
         match &self.store {
             Store::Small(s) => s.footprint(),
-            Store::Big(b) => b.slots.len() * std::mem::size_of::<Slot>() + b.buckets.len() * 4,
+            Store::Big(b) => {
+                b.slots.len() * std::mem::size_of::<Slot>()
+                    + (b.prev.len() + b.next.len() + b.chain.len() + b.back.len()) * 4
+            }
         }
     }
 
@@ -709,11 +743,11 @@ impl Array {
                                 f
                             }
                             None => {
-                                let v = b.tail[set] as usize;
+                                let v = b.lru(set);
                                 let old = b.slots[v].tag;
                                 self.sizes.valid[self.sizes.idx(old)] -= 1;
                                 b.unindex(v);
-                                b.unlink(set, v);
+                                b.unlink(v);
                                 v
                             }
                         };
@@ -787,7 +821,7 @@ impl Array {
             }
             Store::Big(b) => {
                 let tag = b.slots[slot].tag;
-                b.clear(set, slot);
+                b.clear(slot);
                 tag
             }
         };
@@ -800,7 +834,6 @@ impl Array {
         let Array {
             sizes,
             sets,
-            ways,
             valid,
             store,
             ..
@@ -829,7 +862,7 @@ impl Array {
                         m &= m - 1;
                         let tag = b.slots[slot].tag;
                         if pred(tag, sizes) {
-                            b.clear(slot / *ways, slot);
+                            b.clear(slot);
                             sizes.valid[sizes.idx(tag)] -= 1;
                             *valid -= 1;
                         }
@@ -962,35 +995,7 @@ impl Array {
                 }
             }
             Store::Big(b) => {
-                if b.indexed != valid as usize {
-                    return Err(format!("index has {} entries, {valid} valid", b.indexed));
-                }
-                for set in 0..self.sets as usize {
-                    let (mut n, mut prev, mut cur) = (0usize, NIL, b.head[set]);
-                    while cur != NIL {
-                        let s = &b.slots[cur as usize];
-                        if cur as usize / self.ways != set
-                            || !b.is_valid(cur as usize)
-                            || s.prev != prev
-                        {
-                            return Err(format!("set {set}: recency list broken at slot {cur}"));
-                        }
-                        n += 1;
-                        if n > self.ways {
-                            return Err(format!("set {set}: recency list has a cycle"));
-                        }
-                        prev = cur;
-                        cur = s.next;
-                    }
-                    let in_set = (set * self.ways..(set + 1) * self.ways)
-                        .filter(|&i| b.is_valid(i))
-                        .count();
-                    if b.tail[set] != prev || n != in_set {
-                        return Err(format!(
-                            "set {set}: recency list of {n} slots, {in_set} valid"
-                        ));
-                    }
-                }
+                b.check(self.sets as usize, self.ways)?;
             }
         }
         Ok(())
@@ -1398,6 +1403,31 @@ mod tests {
             (s[0].hits, s[0].misses, s[1].hits, s[1].misses),
             (1, 1, 1, 0)
         );
+    }
+
+    #[test]
+    fn hint_collisions_are_not_hits() {
+        // Two pages of one set whose tags have the same 16-bit hint: only the one filled hits.
+        let mut tlb = Tlb::new(&cfg((64, 4), None), &[12, 21]);
+        let tag = |vpn: u64| make_tag(1, vpn, SizeClass(0));
+        let a = 3u64;
+        let b = (1..1u64 << 24)
+            .map(|k| a + 16 * k)
+            .find(|&v| hint(tag(v)) == hint(tag(a)))
+            .expect("a colliding page");
+        tlb.fill(1, a << 12, t(7, 0), false);
+        assert!(matches!(tlb.lookup(1, b << 12, false), Lookup::Miss { .. }));
+        tlb.fill(1, b << 12, t(9, 0), false);
+        match (tlb.lookup(1, a << 12, false), tlb.lookup(1, b << 12, false)) {
+            (Lookup::Hit { t: ta, .. }, Lookup::Hit { t: tb, .. }) => {
+                assert_eq!((ta.pfn, tb.pfn), (Pfn(7), Pfn(9)))
+            }
+            other => panic!("{other:?}"),
+        }
+        tlb.invalidate_range(1, b << 12, (b + 1) << 12);
+        assert!(matches!(tlb.lookup(1, b << 12, false), Lookup::Miss { .. }));
+        assert!(matches!(tlb.lookup(1, a << 12, false), Lookup::Hit { .. }));
+        tlb.check_invariants().unwrap();
     }
 
     #[test]
