@@ -243,6 +243,9 @@ fn kind_of(k: st::AccessKind) -> AccessKind {
         st::AccessKind::Read => AccessKind::Read,
         st::AccessKind::Write => AccessKind::Write,
         st::AccessKind::Ifetch => AccessKind::Ifetch,
+        // The memory model sees a read-modify-write as the write it is (as version-1 traces
+        // recorded it).
+        st::AccessKind::Rmw => AccessKind::Write,
     }
 }
 
@@ -286,6 +289,7 @@ impl Replayer {
             va,
             kind,
             size,
+            ..
         } = *ev
         {
             self.stats.accesses += 1;
