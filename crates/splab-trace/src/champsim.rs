@@ -214,10 +214,9 @@ impl<W: Write> Sink<'_, W> {
     /// derives from, 0 for none) and ipa; returns its sequence number.
     fn emit(&mut self, kind: AccessKind, va: u64, tag: u64) -> Result<u64, TraceError> {
         self.seq += 1;
-        let dep = if tag == 0 {
-            0
-        } else {
-            u16::try_from(self.seq - tag).unwrap_or(0)
+        let dep = match self.seq - tag {
+            d if tag == 0 || d > DEP_CAP as u64 => 0,
+            d => d as u16,
         };
         let ipa = std::mem::take(&mut self.insns).min(IPA_CAP as u64) as u16;
         self.w

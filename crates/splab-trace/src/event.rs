@@ -85,8 +85,11 @@ impl AccessKind {
     }
 }
 
-/// `dep` saturates: a load further back than this is "no dependence" (0).
-pub const DEP_CAP: u16 = u16::MAX;
+/// `dep` is at most this: a load further back is "no dependence" (0). An out-of-order core
+/// has retired such a load long ago (reorder buffers hold at most ~1024 instructions, hence at
+/// most that many accesses), and larger distances, which mostly come from base pointers loaded
+/// once and used for a long time, would cost bytes and defeat the format's prediction.
+pub const DEP_CAP: u16 = 1023;
 /// `ipa` saturates at this value.
 pub const IPA_CAP: u16 = u16::MAX;
 
@@ -252,7 +255,7 @@ pub enum TraceEvent {
     /// out-of-order core model needs (docs/trace-format.md, "Event semantics"):
     /// - `dep`: the distance, in access events of the same pid, back to the most recent load
     ///   (`Read` or `Rmw`) whose value formed this access's address; 0 when the address depends
-    ///   on no load (or on one more than [`DEP_CAP`] back);
+    ///   on no load (or on one more than [`DEP_CAP`] = 1023 accesses back);
     /// - `ipa`: the instructions executed since the pid's previous access, this access's own
     ///   included (0 for the second access of one instruction), at most [`IPA_CAP`].
     Access {

@@ -151,8 +151,8 @@ impl<W: Write> TraceWriter<W> {
 
     /// One access with its `dep` (distance in accesses of `pid` back to the load its address
     /// derives from, 0 for none) and `ipa` (instructions since `pid`'s previous access, this
-    /// one's included). Both saturate in the format: give at most [`DEP_CAP`] / [`IPA_CAP`]
-    /// (a `dep` beyond the cap should be given as 0).
+    /// one's included). A `dep` beyond [`DEP_CAP`] is written as 0 (no dependence); give an
+    /// `ipa` beyond [`IPA_CAP`] as `IPA_CAP`.
     #[inline]
     pub fn access_with(
         &mut self,
@@ -199,6 +199,7 @@ impl<W: Write> TraceWriter<W> {
         if count == 0 {
             return Ok(());
         }
+        let dep = if dep > DEP_CAP { 0 } else { dep };
         if let Some(r) = &mut self.run {
             if r.pid == pid && r.kind == kind && r.size == size && r.dep == dep && r.ipa == ipa {
                 let d = va.0.wrapping_sub(r.last) as i64;

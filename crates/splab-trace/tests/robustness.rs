@@ -24,7 +24,8 @@ fn arb_event() -> impl Strategy<Value = TraceEvent> {
         Just(AccessKind::Rmw)
     ];
     // Mostly small (the dep/ipa byte), sometimes escaped or at the caps.
-    let small = || prop_oneof![4 => 0u16..20, 1 => any::<u16>(), 1 => Just(u16::MAX)];
+    let dep = prop_oneof![4 => 0u16..20, 1 => 0..=DEP_CAP, 1 => Just(DEP_CAP)];
+    let ipa = prop_oneof![4 => 0u16..20, 1 => any::<u16>(), 1 => Just(u16::MAX)];
     let size = prop_oneof![Just(1u32), Just(4), Just(8), Just(64), 0u32..100_000];
     let addr = prop_oneof![0x1000u64..0x1100, any::<u64>()];
     let advice = prop_oneof![
@@ -36,7 +37,7 @@ fn arb_event() -> impl Strategy<Value = TraceEvent> {
         any::<u32>().prop_map(Advice::Other)
     ];
     prop_oneof![
-        8 => (arb_pid(), addr.clone(), kind, size, small(), small()).prop_map(|(pid, va, kind, size, dep, ipa)| TraceEvent::Access { pid, va: Vaddr(va), kind, size, dep, ipa }),
+        8 => (arb_pid(), addr.clone(), kind, size, dep, ipa).prop_map(|(pid, va, kind, size, dep, ipa)| TraceEvent::Access { pid, va: Vaddr(va), kind, size, dep, ipa }),
         1 => (arb_pid(), any::<u64>(), any::<u64>(), 0u8..8, 0u16..=MmapFlags::ALL, proptest::option::of(1u32..), any::<u64>()).prop_map(
             |(pid, a, len, prot, flags, file, offset)| TraceEvent::Mmap { pid, addr: Vaddr(a), len, prot: Prot(prot), flags: MmapFlags(flags), file: file.map(FileId), offset }
         ),
@@ -264,4 +265,24 @@ fn read_batch_returns_at_most_max() {
         let n = r.read_batch(&mut buf, max).unwrap();
         assert_eq!((n, buf.len()), (max, max));
     }
+}
+
+#[test]
+fn a_dep_beyond_the_cap_is_written_as_no_dependence() {
+    let mut w = TraceWriter::new(Vec::new(), &TraceHeader::default(), 3).unwrap();
+    w.access_with(Pid(1), Vaddr(0x1000), AccessKind::Read, 8, DEP_CAP, 7)
+        .unwrap();
+    w.access_with(Pid(1), Vaddr(0x2000), AccessKind::Read, 8, DEP_CAP + 1, 7)
+        .unwrap();
+    let bytes = w.finish().unwrap().out;
+    let (ev, err) = read_all(&bytes, usize::MAX);
+    assert!(err.is_none(), "{err:?}");
+    let deps: Vec<u16> = ev
+        .iter()
+        .map(|e| match e {
+            TraceEvent::Access { dep, .. } => *dep,
+            _ => u16::MAX,
+        })
+        .collect();
+    assert_eq!(deps, [DEP_CAP, 0]);
 }
