@@ -332,11 +332,14 @@ mod wire {
     pub const MAGIC: u32 = 0x3243_5053; // "SPC2"
     pub const CHUNK_HDR: usize = 16;
     pub const MAX_CHUNK: usize = 4096;
-    /// Access tags: kind 1 read, 2 write, 3 ifetch, 4 read-modify-write; or-ed with TAG_RUN.
-    pub const TAG_RUN: u64 = 8;
-    /// dep:16 << 16 | ipa:16 of the accesses that follow in the chunk.
+    /// An access word: 1:1 | run:1 | kind:2 | size code:3 | ipa:5 | dep:5 | addr:47.
+    pub const ACCESS: u64 = 1 << 63;
+    pub const RUN: u64 = 1 << 62;
+    /// An ipa or dep field of 31: the value is the last DI word's.
+    pub const ESC: u64 = 31;
+    /// A DI word: tag:8 | dep:16 << 16 | ipa:16.
     pub const TAG_DI: u64 = 0x0f;
-    /// The dep and ipa every chunk starts with.
+    /// What the DI values are before a chunk's first DI word.
     pub const DI_INITIAL: (u16, u16) = (0, 1);
     pub const TAG_MMAP: u64 = 0x10;
     pub const TAG_MUNMAP: u64 = 0x11;
@@ -378,32 +381,36 @@ impl<W: std::io::Write> Converter<W> {
         let mut i = 0;
         while i < words.len() {
             let w0 = words[i];
-            let tag = w0 >> 56;
-            if tag < 0x10 {
-                if tag == wire::TAG_DI {
-                    dep = (w0 >> 16) as u16;
-                    ipa = w0 as u16;
-                    i += 1;
-                    continue;
+            if w0 & wire::ACCESS != 0 {
+                let kind =
+                    AccessKind::from_code(((w0 >> 60) & 3) as u8).unwrap_or(AccessKind::Read);
+                let sc = (w0 >> 57) & 7;
+                if sc == 7 {
+                    return Err(self.bad(i * 8, "an access size code of at most 6"));
                 }
-                let kind = match AccessKind::from_code(((tag & 7) as u8).wrapping_sub(1)) {
-                    Some(k) if tag & !(wire::TAG_RUN | 7) == 0 => k,
-                    _ => return Err(self.bad(i * 8, format!("access tag {tag}"))),
-                };
-                let size = ((w0 >> 48) & 0xff) as u32;
-                let va = Vaddr(w0 & 0xffff_ffff_ffff);
-                if tag & wire::TAG_RUN != 0 {
+                let (i5, d5) = ((w0 >> 52) & 31, (w0 >> 47) & 31);
+                let a_ipa = if i5 == wire::ESC { ipa } else { i5 as u16 };
+                let a_dep = if d5 == wire::ESC { dep } else { d5 as u16 };
+                let va = Vaddr(w0 & ((1 << 47) - 1));
+                if w0 & wire::RUN != 0 {
                     let Some(&w1) = words.get(i + 1) else {
                         return Err(self.bad(i * 8, "a run's second word"));
                     };
                     let stride = (w1 & 0xffff) as u16 as i16 as i64;
                     self.w
-                        .access_run_with(p, va, kind, size, dep, ipa, stride, w1 >> 16)?;
+                        .access_run_with(p, va, kind, 1 << sc, a_dep, a_ipa, stride, w1 >> 16)?;
                     i += 2;
                 } else {
-                    self.w.access_with(p, va, kind, size, dep, ipa)?;
+                    self.w.access_with(p, va, kind, 1 << sc, a_dep, a_ipa)?;
                     i += 1;
                 }
+                continue;
+            }
+            let tag = w0 >> 56;
+            if tag == wire::TAG_DI {
+                dep = (w0 >> 16) as u16;
+                ipa = w0 as u16;
+                i += 1;
                 continue;
             }
             let n = (w0 & 0xffff_ffff) as usize;

@@ -18,14 +18,14 @@
  *
  * Wire format (tool -> splab, little endian, documented in docs/trace-format.md "Capture wire"):
  *   chunk  = u32 magic "SPC2" | u32 pid | u32 payload_bytes | u32 reserved | payload
- *   payload = records of 64-bit words, each starting with a word whose top byte is a tag:
- *     tag 1 read, 2 write, 3 ifetch, 4 read-modify-write: one access,
- *       word = tag:8 | size:8 | addr:48;
- *     tag 9..12 (8 | kind): a run, the same word then stride:16 (signed) | count:48, standing
- *       for `count` accesses at addr, addr+stride, addr+2*stride ...;
- *     tag 0x0f: word = tag:8 | dep:16 << 16 | ipa:16: the dep and ipa of the accesses that
- *       follow in this chunk (each chunk starts with dep 0, ipa 1);
- *     tag >= 0x10: word = tag:8 | n:32, then n words (see the TAG_ list below).
+ *   payload = records of 64-bit words:
+ *     bit 63 set: an access, 1:1 | run:1 | kind:2 | size code:3 | ipa:5 | dep:5 | addr:47
+ *       (kind 0 read, 1 write, 2 ifetch, 3 read-modify-write; size = 1 << code, code <= 6;
+ *       ipa or dep 31: the value of the last DI word). A run has one more word,
+ *       stride:16 (signed) | count:48, standing for `count` accesses at addr, addr+stride, ...;
+ *     else the top byte is a tag:
+ *       0x0f (DI): word = tag:8 | dep:16 << 16 | ipa:16, before an access with a 31;
+ *       >= 0x10: word = tag:8 | n:32, then n words (see the TAG_ list below).
  *   A chunk is at most PIPE_BUF (4096) bytes, so that chunks written by several processes on the
  *   same pipe never interleave (POSIX: writes of at most PIPE_BUF bytes to a pipe are atomic).
  *
@@ -50,14 +50,16 @@
 #include "libvex_guest_amd64.h"
 
 /* ---- record tags (keep in sync with src/record.rs, module `wire`) ---- */
-/* Access kinds (the low 3 bits of an access tag). */
+/* Access kinds (the wire's kind + 1). */
 #define K_READ        1
 #define K_WRITE       2
 #define K_IFETCH      3
 #define K_RMW         4    /* one instruction loads and stores the same address */
-#define TAG_RUN       8    /* or-ed into a kind: a run, one more word: stride:16 | count:48 */
-#define TAG_DI        0x0f /* dep:16 << 16 | ipa:16: the dep and ipa of the accesses that follow */
-#define TAG_ACCESS_LONG 0x1c /* addr, stride:16|count:48, kind<<8|size */
+#define W_ACCESS      (1ULL << 63)
+#define W_RUN         (1ULL << 62)
+#define W_ESC         31   /* an ipa or dep field of 31: see the last DI word */
+#define TAG_DI        0x0f /* dep:16 << 16 | ipa:16 */
+#define TAG_ACCESS_LONG 0x1c /* addr, stride:16|count:48, kind<<8|size (after a DI word) */
 #define TAG_MMAP      0x10 /* a=addr; len, prot|flags<<32, offset, dev, ino, file_size */
 #define TAG_MUNMAP    0x11 /* a=addr; len */
 #define TAG_MREMAP    0x12 /* a=old_addr; old_len, new_addr, new_len */
@@ -73,11 +75,9 @@
 
 #define SPC_MAGIC 0x32435053u /* "SPC2" */
 
-/* dep and ipa saturate here (the trace's fields are 16 bits; docs/trace-format.md). */
-#define DEP_CAP 65535
+/* dep beyond DEP_CAP is 0 (no dependence); ipa saturates at IPA_CAP (docs/trace-format.md). */
+#define DEP_CAP 1023
 #define IPA_CAP 65535
-/* The dep/ipa state every chunk starts with (dep 0, ipa 1): the converter assumes it too. */
-#define DI_INITIAL 1
 
 /* Linux mmap flags, as the client passed them (amd64). */
 #define L_MAP_SHARED    0x01
@@ -93,7 +93,6 @@ static Bool clo_ifetch = False;
 #define HDR_WORDS 2
 static ULong chunk[CHUNK_WORDS];
 static UInt nw = HDR_WORDS;
-static ULong chunk_di = DI_INITIAL; /* the dep/ipa last announced in this chunk */
 static Int my_pid;
 static Bool out_broken = False;
 static Int out_fd = -1;
@@ -119,7 +118,6 @@ static void flush_chunk(void)
       }
    }
    nw = HDR_WORDS;
-   chunk_di = DI_INITIAL;
 }
 
 /* ---- access events: sequence numbers, instruction counts, runs ----
@@ -149,23 +147,31 @@ static void emit_run(void)
       return;
    if (nw + 5 > CHUNK_WORDS)
       flush_chunk();
-   ULong di = run_key & 0xffffffffULL;
-   if (di != chunk_di) {
-      chunk[nw++] = (ULong)TAG_DI << 56 | di;
-      chunk_di = di;
-   }
+   ULong dep = (run_key >> 16) & 0xffff, ipa = run_key & 0xffff;
    ULong kind = run_key >> 40, size = (run_key >> 32) & 0xff;
-   if (UNLIKELY(run_first >> 48)) {
-      /* Beyond 48 bits (not seen on amd64 Linux user space): the long form. */
+   if (UNLIKELY((run_first >> 47) || (size & (size - 1)) || size == 0)) {
+      /* Beyond 47 bits (not seen in amd64 Linux user space) or an odd size (x87's 10 bytes,
+         the rest of a split XSAVE area): the long form. */
+      chunk[nw++] = (ULong)TAG_DI << 56 | dep << 16 | ipa;
       chunk[nw++] = ((ULong)TAG_ACCESS_LONG << 56) | 3;
       chunk[nw++] = run_first;
       chunk[nw++] = (ULong)(UShort)(Short)run_stride | (run_count << 16);
       chunk[nw++] = kind << 8 | size;
-   } else if (run_count == 1) {
-      chunk[nw++] = kind << 56 | size << 48 | run_first;
    } else {
-      chunk[nw++] = (kind | TAG_RUN) << 56 | size << 48 | run_first;
-      chunk[nw++] = (ULong)(UShort)(Short)run_stride | (run_count << 16);
+      ULong d5 = dep, i5 = ipa;
+      if (UNLIKELY(dep >= W_ESC || ipa >= W_ESC)) {
+         chunk[nw++] = (ULong)TAG_DI << 56 | dep << 16 | ipa;
+         d5 = dep >= W_ESC ? W_ESC : dep;
+         i5 = ipa >= W_ESC ? W_ESC : ipa;
+      }
+      ULong w = W_ACCESS | (kind - 1) << 60 | (ULong)__builtin_ctzll(size) << 57 | i5 << 52
+                | d5 << 47 | run_first;
+      if (run_count == 1) {
+         chunk[nw++] = w;
+      } else {
+         chunk[nw++] = w | W_RUN;
+         chunk[nw++] = (ULong)(UShort)(Short)run_stride | (run_count << 16);
+      }
    }
    run_count = 0;
 }
@@ -433,7 +439,6 @@ static void sp_atfork_child(ThreadId tid)
 {
    Int parent = my_pid;
    nw = HDR_WORDS;
-   chunk_di = DI_INITIAL;
    run_count = 0;
    my_pid = VG_(getpid)();
    emit_rec(TAG_FORK, (ULong)(UInt)parent, NULL, 0);
@@ -676,10 +681,14 @@ static Int add_ev(UInt kind, IRExpr* addr, Int size, IRExpr* guard)
 }
 
 /* At an exit (guard = the exit's guard, NULL for the end of the SB): the instructions not yet
-   counted go to g_pending, and the shadow tags of the registers the SB wrote are stored. */
-static void at_exit(IRExpr* guard)
+   counted go to g_pending, and the shadow tags of the registers the SB wrote are stored.
+   `last`: nothing after this side exit changes the count or the tags (the usual conditional
+   branch that ends a block), so the end would do the same: count unconditionally here, once. */
+static void at_exit(IRExpr* guard, Bool last)
 {
    flush_evs();
+   if (last)
+      guard = NULL;
    if (c_ins > 0) {
       IRTemp old = newIRTemp(sb->tyenv, Ity_I64);
       IRTemp sum = newIRTemp(sb->tyenv, Ity_I64);
@@ -693,6 +702,8 @@ static void at_exit(IRExpr* guard)
       else
          addStmtToIRSB(sb, IRStmt_Store(Iend_LE, mkIRExpr_HWord((HWord)&g_pending),
                                         IRExpr_RdTmp(sum)));
+      if (last)
+         c_ins = 0;
    }
    IRTemp seq = IRTemp_INVALID;
    for (Int r = 0; r < N_GPR; r++) {
@@ -804,6 +815,34 @@ static void sb_start(IRSB* out, const IRSB* in, const VexGuestLayout* layout)
    mc_n = 0;
 }
 
+/* True when the statements from `i` on run no instruction, access nothing and write no
+   general-purpose register. */
+static Bool nothing_after(const IRSB* in, Int i)
+{
+   for (; i < in->stmts_used; i++) {
+      const IRStmt* st = in->stmts[i];
+      if (!st)
+         continue;
+      switch (st->tag) {
+      case Ist_NoOp:
+      case Ist_AbiHint:
+         break;
+      case Ist_Put:
+         if (gpr_of(st->Ist.Put.offset,
+                    sizeofIRType(typeOfIRExpr(in->tyenv, st->Ist.Put.data))) >= 0)
+            return False;
+         break;
+      case Ist_WrTmp:
+         if (st->Ist.WrTmp.data->tag == Iex_Load)
+            return False;
+         break;
+      default:
+         return False;
+      }
+   }
+   return True;
+}
+
 static IRSB* sp_instrument(VgCallbackClosure* closure, IRSB* sbIn, const VexGuestLayout* layout,
                            const VexGuestExtents* vge, const VexArchInfo* archinfo_host,
                            IRType gWordTy, IRType hWordTy)
@@ -901,14 +940,14 @@ static IRSB* sp_instrument(VgCallbackClosure* closure, IRSB* sbIn, const VexGues
       }
       case Ist_Exit:
          /* A side exit may leave the block: account for everything before it first. */
-         at_exit(st->Ist.Exit.guard);
+         at_exit(st->Ist.Exit.guard, nothing_after(sbIn, i + 1));
          break;
       default:
          break;
       }
       addStmtToIRSB(sbOut, st);
    }
-   at_exit(NULL);
+   at_exit(NULL, False);
    return sbOut;
 }
 
