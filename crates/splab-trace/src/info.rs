@@ -36,6 +36,7 @@ pub fn info(path: &Path, out: &mut dyn Write) -> Result<(), InfoError> {
             let version = r.version();
             print_header(r.header(), version, size, out)?;
             let (mut events, mut acc) = (0u64, [0u64; 4]);
+            let (mut instructions, mut dependent) = (0u64, 0u64);
             let mut procs: HashMap<Pid, u64> = HashMap::new();
             let mut buf = Vec::with_capacity(1 << 14);
             let err = loop {
@@ -45,8 +46,17 @@ pub fn info(path: &Path, out: &mut dyn Write) -> Result<(), InfoError> {
                     Ok(n) => {
                         events += n as u64;
                         for e in &buf {
-                            if let TraceEvent::Access { kind, pid, .. } = e {
+                            if let TraceEvent::Access {
+                                kind,
+                                pid,
+                                dep,
+                                ipa,
+                                ..
+                            } = e
+                            {
                                 acc[*kind as usize] += 1;
+                                instructions += *ipa as u64;
+                                dependent += (*dep > 0) as u64;
                                 *procs.entry(*pid).or_default() += 1;
                             }
                         }
@@ -67,6 +77,9 @@ pub fn info(path: &Path, out: &mut dyn Write) -> Result<(), InfoError> {
                 "accesses    {total} (reads {}, writes {}, ifetches {}, read-modify-writes {})",
                 acc[0], acc[1], acc[2], acc[3]
             )?;
+            if version >= 2 && total > 0 {
+                ooo_line(instructions, dependent, total, out)?;
+            }
             writeln!(out, "processes   {}", procs.len())?;
             if let Some(e) = err {
                 writeln!(out, "error       {e}")?;
@@ -74,6 +87,20 @@ pub fn info(path: &Path, out: &mut dyn Write) -> Result<(), InfoError> {
             Ok(())
         }
     }
+}
+
+fn ooo_line(
+    instructions: u64,
+    dependent: u64,
+    accesses: u64,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "ooo         {instructions} instructions, {:.2} per access (ipa); {:.1}% of accesses depend on a load (dep > 0)",
+        instructions as f64 / accesses as f64,
+        100.0 * dependent as f64 / accesses as f64
+    )
 }
 
 fn print_header(
@@ -103,13 +130,7 @@ fn print_trailer(t: &Trailer, version: u16, size: u64, out: &mut dyn Write) -> s
             "ooo         none recorded (version 1: dep 0, ipa by docs/trace-format.md \"Reading version 1\")"
         )?;
     } else if t.accesses > 0 {
-        writeln!(
-            out,
-            "ooo         {} instructions, {:.2} per access (ipa); {:.1}% of accesses depend on a load (dep > 0)",
-            t.instructions,
-            t.instructions as f64 / t.accesses as f64,
-            100.0 * t.dependent as f64 / t.accesses as f64
-        )?;
+        ooo_line(t.instructions, t.dependent, t.accesses, out)?;
     }
     writeln!(out, "blocks      {}", t.blocks)?;
     if t.accesses > 0 {
