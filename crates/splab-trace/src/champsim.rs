@@ -25,11 +25,12 @@
 //! not say which source registers form the address, so all of them count (as ChampSim's own core
 //! model treats them: a store's data register counts as much as its address registers), except
 //! the flags, which never form one. Two registers are special: the instruction pointer (26)
-//! never carries a tag (rip-relative addresses are known early); the stack pointer (6), when an
-//! instruction both reads and writes it (push, pop, call, ret, `add rsp, imm`), keeps its tag (it
-//! was adjusted, not loaded) and is the only register such an instruction's addresses depend on
-//! (so `push rax` does not depend on the load of rax; `push [mem]` loses the dependence of its
-//! load on the registers of `mem`).
+//! never carries a tag (rip-relative addresses are known early); the stack pointer (6) is never
+//! given the tag of its instruction's own load: when an instruction both reads and writes it
+//! (push, pop, call, ret, `add rsp, imm`) it keeps its tag (it was adjusted, not loaded) and is
+//! the only register that instruction's addresses depend on (so `push rax` does not depend on
+//! the load of rax; `push [mem]` loses the dependence of its load on the registers of `mem`);
+//! otherwise (`leave`: rsp = rbp, then rbp = [rsp]) it takes its sources' tag.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
@@ -193,19 +194,21 @@ impl<W: Write> Sink<'_, W> {
                 self.emit(AccessKind::Write, a, addr_tag)?;
             }
         }
-        let value_tag = loaded.unwrap_or_else(|| {
-            sregs
-                .iter()
-                .filter(|&&g| g != 0 && g != REG_INSTRUCTION_POINTER)
-                .map(|&g| self.tags[g as usize])
-                .max()
-                .unwrap_or(0)
-        });
+        let source_tag = sregs
+            .iter()
+            .filter(|&&g| g != 0 && g != REG_INSTRUCTION_POINTER)
+            .map(|&g| self.tags[g as usize])
+            .max()
+            .unwrap_or(0);
         for &d in &dregs {
-            if d == 0 || d == REG_INSTRUCTION_POINTER || (d == REG_STACK_POINTER && stack_op) {
-                continue;
+            match d {
+                0 | REG_INSTRUCTION_POINTER => {}
+                // The stack pointer is adjusted (push, pop, call, ret) or copied (leave: from
+                // rbp), never loaded: it keeps its tag or takes its sources'.
+                REG_STACK_POINTER if stack_op => {}
+                REG_STACK_POINTER => self.tags[d as usize] = source_tag,
+                _ => self.tags[d as usize] = loaded.unwrap_or(source_tag),
             }
-            self.tags[d as usize] = value_tag;
         }
         Ok(())
     }

@@ -166,6 +166,7 @@ const RBX: u8 = 7;
 const RCX: u8 = 9;
 const RDX: u8 = 8;
 const RSP: u8 = 6;
+const RBP: u8 = 5;
 const FLAGS: u8 = 25;
 const RIP: u8 = 26;
 
@@ -217,6 +218,13 @@ fn dataflow() -> Vec<ChampSimRecord> {
         // 13: mov [rbx], rax       L11 at rbx = L7, but ChampSim does not say that rax (L9) is
         //                          the data: the most recent source counts, dep 2
         insn(0x40002b, &[], &[RBX, RAX], &[H + 0x400], &[]),
+        // 14: leave                L12 at rbp (never loaded): dep 0; rbp <- L12, and rsp <- rbp's
+        //                          old tag (none), not the load's
+        insn(0x40002e, &[RSP, RBP], &[RBP], &[], &[S + 0x40]),
+        // 15: mov rcx, [rsp]       L13: dep 0
+        insn(0x40002f, &[RCX], &[RSP], &[], &[S + 0x48]),
+        // 16: mov rcx, [rbp]       L14: dep 2 (on L12)
+        insn(0x400033, &[RCX], &[RBP], &[], &[S + 0x80]),
     ]
 }
 
@@ -238,6 +246,9 @@ fn dep_ipa_and_rmw_follow_the_registers() {
             (Read, 0x60_0000, 0, 1),
             (Read, H + 0x300, 3, 2),
             (Write, H + 0x400, 2, 1),
+            (Read, S + 0x40, 0, 1),
+            (Read, S + 0x48, 0, 1),
+            (Read, S + 0x80, 2, 1),
         ]
     );
 }
@@ -249,7 +260,7 @@ fn with_ifetch_the_fetches_count_in_dep_and_carry_ipa() {
     // Every instruction is a fetch (ipa 1, dep 0); its data accesses have ipa 0; distances
     // count the fetches too.
     let fetches: Vec<_> = ev.iter().filter(|e| e.0 == Ifetch).collect();
-    assert_eq!(fetches.len(), 14);
+    assert_eq!(fetches.len(), 17);
     assert!(fetches.iter().all(|e| e.2 == 0 && e.3 == 1));
     let data: Vec<(AccessKind, u16, u16)> = ev
         .iter()
@@ -270,6 +281,9 @@ fn with_ifetch_the_fetches_count_in_dep_and_carry_ipa() {
             (Read, 0, 0),
             (Read, 7, 0),
             (Write, 5, 0),
+            (Read, 0, 0),
+            (Read, 0, 0),
+            (Read, 4, 0), // L12 (leave), fetch, L13, fetch, L14
         ]
     );
 }
