@@ -85,7 +85,8 @@ impl MemOp {
 
 /// One memory access as a workload issues it: the address, what it does, `dep` (how many
 /// accesses back is the load whose value formed this address; 0 = independent) and `ipa` (the
-/// instructions since the previous access, this one included; at least 1).
+/// instructions since the previous access, this one included; 0 for a second access of the
+/// same instruction).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Access {
     pub va: u64,

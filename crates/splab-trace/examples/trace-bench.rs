@@ -3,11 +3,13 @@
 //! Dimensions: capture rate (accesses of the traced program recorded per second of wall time,
 //! Valgrind startup included), trace density (file bytes per access), reader throughput (events
 //! per second through `read_batch`, one core). Workloads: `scan` (a C program summing a 64MB
-//! array 4 times after filling it: the sequential-scan case of the budgets) and `gzip` (the
-//! system's gzip on a generated 2MB text file: a real program).
+//! array 4 times after filling it: the sequential-scan case of the budgets), `chase` (a C program
+//! following a shuffled linked list of 4MB, `p = p->next`: the pointer-chasing case) and `gzip`
+//! (the system's gzip on a generated 2MB text file: a real program).
 //!
-//! Usage: `cargo run --release -p splab-trace --example trace-bench [-- scan|gzip|all] [--lackey]
-//! [--level=N]` (N: the zstd level).
+//! Usage: `cargo run --release -p splab-trace --example trace-bench [-- scan|chase|gzip|all]
+//! [--lackey] [--level=N] [--runs=N]` (N: the zstd level; runs: recordings per workload, the
+//! capture rate printed is their median).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,6 +30,30 @@ int main(int argc, char **argv) {
     for (int p = 0; p < passes; p++)
         for (long i = 0; i < n; i++) s += a[i];
     printf("%ld\n", s);
+    return 0;
+}
+"#;
+
+const CHASE_C: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+struct node { struct node *next; long val; };
+int main(int argc, char **argv) {
+    long n = (argc > 1 ? atol(argv[1]) : 4) * 1024 * 1024 / sizeof(struct node);
+    long steps = argc > 2 ? atol(argv[2]) : 20000000;
+    struct node *a = malloc(n * sizeof(struct node));
+    long *perm = malloc(n * sizeof(long));
+    for (long i = 0; i < n; i++) perm[i] = i;
+    unsigned long x = 88172645463325252ul;
+    for (long i = n - 1; i > 0; i--) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        long j = (long)(x % (unsigned long)(i + 1));
+        long t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+    }
+    for (long i = 0; i < n; i++) a[perm[i]].next = &a[perm[(i + 1) % n]];
+    struct node *p = &a[perm[0]];
+    for (long s = 0; s < steps; s++) p = p->next;
+    printf("%ld\n", (long)(p - a));
     return 0;
 }
 "#;
@@ -82,26 +108,40 @@ fn make_text(path: &Path, bytes: usize) {
     std::fs::write(path, s).expect("writing the input text");
 }
 
-fn measure(name: &str, cmd: Vec<String>, dir: &Path, backend: Backend, level: i32) {
+fn measure(name: &str, cmd: Vec<String>, dir: &Path, backend: Backend, level: i32, runs: usize) {
     let out = dir.join(format!("{name}.spt"));
     let opts = RecordOptions {
         backend,
         zstd_level: level,
         ..Default::default()
     };
-    let t0 = Instant::now();
-    let s = match record(&opts, &cmd, &out, |_| {}) {
-        Ok(s) => s,
-        Err(e) => {
-            println!("{name}: record failed: {e}");
-            return;
-        }
-    };
-    let wall = t0.elapsed().as_secs_f64();
-    println!("{name}: {s}");
+    let mut rates = Vec::new();
+    let mut last = None;
+    for _ in 0..runs.max(1) {
+        let t0 = Instant::now();
+        let s = match record(&opts, &cmd, &out, |_| {}) {
+            Ok(s) => s,
+            Err(e) => {
+                println!("{name}: record failed: {e}");
+                return;
+            }
+        };
+        let wall = t0.elapsed().as_secs_f64();
+        println!("{name}: {s}");
+        rates.push(s.accesses as f64 / wall / 1e6);
+        last = Some(s);
+    }
+    let Some(s) = last else { return };
+    rates.sort_by(f64::total_cmp);
     println!(
-        "{name}: capture {:.1}M accesses/s, {:.3} bytes/access, {} processes",
-        s.accesses as f64 / wall / 1e6,
+        "{name}: capture {:.1}M accesses/s (median of {}: {}), {:.3} bytes/access, {} processes",
+        rates[rates.len() / 2],
+        rates.len(),
+        rates
+            .iter()
+            .map(|r| format!("{r:.1}"))
+            .collect::<Vec<_>>()
+            .join(" "),
         s.bytes_per_access(),
         s.processes
     );
@@ -148,6 +188,11 @@ fn main() {
         .find_map(|a| a.strip_prefix("--level="))
         .and_then(|l| l.parse().ok())
         .unwrap_or(RecordOptions::default().zstd_level);
+    let runs = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--runs="))
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(1);
     let dir = std::env::temp_dir().join(format!("splab-trace-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("creating a temporary folder");
     if which == "scan" || which == "all" {
@@ -163,6 +208,23 @@ fn main() {
             &dir,
             backend,
             level,
+            runs,
+        );
+    }
+    if which == "chase" || which == "all" {
+        let exe = compile(&dir, "chase", CHASE_C);
+        let steps = if backend == Backend::Lackey {
+            "1000000"
+        } else {
+            "20000000"
+        };
+        measure(
+            "chase",
+            vec![exe.display().to_string(), "4".into(), steps.into()],
+            &dir,
+            backend,
+            level,
+            runs,
         );
     }
     if which == "gzip" || which == "all" {
@@ -186,6 +248,7 @@ fn main() {
             &dir,
             backend,
             level,
+            runs,
         );
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -8,10 +8,29 @@
 //! a memory slot of 0 is empty.
 //!
 //! Mapping: one `Ifetch` at `ip` (4 bytes: the record has no length) when `ifetch` is on, then
-//! a `Read` per non-zero source address and a `Write` per non-zero destination address; a source
-//! address that is also a destination of the same instruction is one `Write` (read-modify-write).
+//! a `Read` per non-zero source address that is not also a destination, then per non-zero
+//! destination address an `Rmw` (it is also a source of the same instruction) or a `Write`.
 //! ChampSim records no access sizes: 8 bytes is assumed. With `ifetch` off, instructions with no
-//! memory access become `Compute { unit: Instructions }` events.
+//! memory access become `Compute { unit: Instructions }` events (which the next access's `ipa`
+//! counts too).
+//!
+//! `ipa`: the records since the previous access (one record is one instruction): 1 for an
+//! `Ifetch`, else the instruction's idle predecessors + 1 for its first access, 0 for its others.
+//!
+//! `dep`: every register (ChampSim's numbers, one byte) holds the sequence number (in access
+//! events of the trace, `Ifetch` included) of the load its value derives from: an instruction
+//! that loads (`Read` or `Rmw`) gives its destination registers the sequence number of its last
+//! load; any other gives them the most recent tag of its source registers. An access's `dep` is
+//! the distance back to the most recent tag of its instruction's source registers. ChampSim does
+//! not say which source registers form the address, so all of them count (as ChampSim's own core
+//! model treats them: a store's data register counts as much as its address registers), except
+//! the flags, which never form one. Two registers are special: the instruction pointer (26)
+//! never carries a tag (rip-relative addresses are known early); the stack pointer (6) is never
+//! given the tag of its instruction's own load: when an instruction both reads and writes it
+//! (push, pop, call, ret, `add rsp, imm`) it keeps its tag (it was adjusted, not loaded) and is
+//! the only register that instruction's addresses depend on (so `push rax` does not depend on
+//! the load of rax; `push [mem]` loses the dependence of its load on the registers of `mem`);
+//! otherwise (`leave`: rsp = rbp, then rbp = [rsp]) it takes its sources' tag.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
@@ -24,6 +43,10 @@ use crate::infer::{RegionInference, DEFAULT_CHUNK};
 use crate::writer::{TraceWriter, DEFAULT_ZSTD_LEVEL};
 
 pub const RECORD_BYTES: usize = 64;
+/// ChampSim's register numbers with a meaning of their own (`trace_instruction.h`).
+pub const REG_STACK_POINTER: u8 = 6;
+pub const REG_FLAGS: u8 = 25;
+pub const REG_INSTRUCTION_POINTER: u8 = 26;
 const XZ_MAGIC: &[u8; 6] = &[0xfd, b'7', b'z', b'X', b'Z', 0];
 
 #[derive(Clone, Debug)]
@@ -91,7 +114,14 @@ struct Sink<'a, W: Write> {
     partial: [u8; RECORD_BYTES],
     have: usize,
     records: u64,
+    /// Memory-less instructions not yet written as a `Compute` event (ifetch off).
     idle_insns: u64,
+    /// Instructions since the previous access event (for `ipa`).
+    insns: u64,
+    /// Access events so far: the sequence number of the last one.
+    seq: u64,
+    /// Per register: the sequence number of the load its value derives from (0: none).
+    tags: [u64; 256],
     err: Option<TraceError>,
 }
 
@@ -111,15 +141,18 @@ impl<W: Write> Sink<'_, W> {
         };
         let pid = self.opts.pid;
         let ip = u64_at(0);
+        let dregs = [r[10], r[11]];
+        let sregs = [r[12], r[13], r[14], r[15]];
         let dst = [u64_at(16), u64_at(24)];
         let src = [u64_at(32), u64_at(40), u64_at(48), u64_at(56)];
         self.records += 1;
+        self.insns += 1;
+        let has_mem = dst != [0, 0] || src != [0; 4];
         if self.opts.ifetch {
             self.infer.before_access(self.w, pid, ip, 4)?;
-            self.w.access(pid, Vaddr(ip), AccessKind::Ifetch, 4)?;
-        } else if dst == [0, 0] && src == [0; 4] {
+            self.emit(AccessKind::Ifetch, ip, 0)?;
+        } else if !has_mem {
             self.idle_insns += 1;
-            return Ok(());
         } else if self.idle_insns > 0 {
             self.w.write(&TraceEvent::Compute {
                 pid,
@@ -128,21 +161,70 @@ impl<W: Write> Sink<'_, W> {
             })?;
             self.idle_insns = 0;
         }
+        // The tag the addresses of this instruction depend on: the stack pointer's for stack
+        // operations (push, pop, call, ret: they read and write it), else the most recent of
+        // its source registers but the flags and the instruction pointer.
+        let stack_op = sregs.contains(&REG_STACK_POINTER) && dregs.contains(&REG_STACK_POINTER);
+        let addr_tag = if stack_op {
+            self.tags[REG_STACK_POINTER as usize]
+        } else {
+            sregs
+                .iter()
+                .filter(|&&g| g != 0 && g != REG_FLAGS && g != REG_INSTRUCTION_POINTER)
+                .map(|&g| self.tags[g as usize])
+                .max()
+                .unwrap_or(0)
+        };
+        let mut loaded = None;
         for (i, &a) in src.iter().enumerate() {
             if a == 0 || dst.contains(&a) || src[..i].contains(&a) {
                 continue;
             }
             self.infer.before_access(self.w, pid, a, 8)?;
-            self.w.access(pid, Vaddr(a), AccessKind::Read, 8)?;
+            loaded = Some(self.emit(AccessKind::Read, a, addr_tag)?);
         }
         for (i, &a) in dst.iter().enumerate() {
             if a == 0 || dst[..i].contains(&a) {
                 continue;
             }
             self.infer.before_access(self.w, pid, a, 8)?;
-            self.w.access(pid, Vaddr(a), AccessKind::Write, 8)?;
+            if src.contains(&a) {
+                loaded = Some(self.emit(AccessKind::Rmw, a, addr_tag)?);
+            } else {
+                self.emit(AccessKind::Write, a, addr_tag)?;
+            }
+        }
+        let source_tag = sregs
+            .iter()
+            .filter(|&&g| g != 0 && g != REG_INSTRUCTION_POINTER)
+            .map(|&g| self.tags[g as usize])
+            .max()
+            .unwrap_or(0);
+        for &d in &dregs {
+            match d {
+                0 | REG_INSTRUCTION_POINTER => {}
+                // The stack pointer is adjusted (push, pop, call, ret) or copied (leave: from
+                // rbp), never loaded: it keeps its tag or takes its sources'.
+                REG_STACK_POINTER if stack_op => {}
+                REG_STACK_POINTER => self.tags[d as usize] = source_tag,
+                _ => self.tags[d as usize] = loaded.unwrap_or(source_tag),
+            }
         }
         Ok(())
+    }
+
+    /// Writes one access with its dep (from `tag`, the sequence number of the load its address
+    /// derives from, 0 for none) and ipa; returns its sequence number.
+    fn emit(&mut self, kind: AccessKind, va: u64, tag: u64) -> Result<u64, TraceError> {
+        self.seq += 1;
+        let dep = match self.seq - tag {
+            d if tag == 0 || d > DEP_CAP as u64 => 0,
+            d => d as u16,
+        };
+        let ipa = std::mem::take(&mut self.insns).min(IPA_CAP as u64) as u16;
+        self.w
+            .access_with(self.opts.pid, Vaddr(va), kind, 8, dep, ipa)?;
+        Ok(self.seq)
     }
 
     fn full(&self) -> bool {
@@ -225,6 +307,9 @@ pub fn import_champsim(
         have: 0,
         records: 0,
         idle_insns: 0,
+        insns: 0,
+        seq: 0,
+        tags: [0; 256],
         err: None,
     };
     let res = if got == 6 && &magic == XZ_MAGIC {

@@ -27,7 +27,7 @@ pub enum TraceError {
     #[error("not a splab trace: the file starts with {found:?}, expected the magic \"SPLTRACE\"")]
     BadMagic { found: String },
     #[error(
-        "trace format version {found} is not supported (this build reads version {supported})"
+        "trace format version {found} is not supported (this build reads versions 1 to {supported})"
     )]
     Version { found: u16, supported: u16 },
     #[error(

@@ -38,13 +38,20 @@ impl fmt::Display for FileId {
     }
 }
 
-/// What an access does. A read-modify-write instruction is one `Write`.
+/// What an access does. The code (`as u8`) is the format's 2-bit kind field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum AccessKind {
+    /// A load.
     Read = 0,
+    /// A store.
     Write = 1,
+    /// An instruction fetch.
     Ifetch = 2,
+    /// A read-modify-write: one instruction that loads and stores the same address (x86
+    /// `add [mem], r`, `inc [mem]`, `xchg`, lock-prefixed operations). One access, which is a
+    /// load as far as `dep` is concerned. Version-1 traces have none (they recorded a `Write`).
+    Rmw = 3,
 }
 
 impl AccessKind {
@@ -54,6 +61,7 @@ impl AccessKind {
             0 => Some(AccessKind::Read),
             1 => Some(AccessKind::Write),
             2 => Some(AccessKind::Ifetch),
+            3 => Some(AccessKind::Rmw),
             _ => None,
         }
     }
@@ -62,9 +70,28 @@ impl AccessKind {
             AccessKind::Read => 'R',
             AccessKind::Write => 'W',
             AccessKind::Ifetch => 'I',
+            AccessKind::Rmw => 'M',
         }
     }
+    /// True for the kinds that load a value (`Read`, `Rmw`): the ones a `dep` can point at.
+    #[inline]
+    pub const fn loads(self) -> bool {
+        matches!(self, AccessKind::Read | AccessKind::Rmw)
+    }
+    /// True for the kinds that store (`Write`, `Rmw`).
+    #[inline]
+    pub const fn stores(self) -> bool {
+        matches!(self, AccessKind::Write | AccessKind::Rmw)
+    }
 }
+
+/// `dep` is at most this: a load further back is "no dependence" (0). An out-of-order core
+/// has retired such a load long ago (reorder buffers hold at most ~1024 instructions, hence at
+/// most that many accesses), and larger distances, which mostly come from base pointers loaded
+/// once and used for a long time, would cost bytes and defeat the format's prediction.
+pub const DEP_CAP: u16 = 1023;
+/// `ipa` saturates at this value.
+pub const IPA_CAP: u16 = u16::MAX;
 
 /// Protection bits, Linux's values: read 1, write 2, exec 4.
 #[repr(transparent)]
@@ -224,12 +251,20 @@ pub enum ComputeUnit {
 /// docs/trace-format.md, "Event semantics". Every address is the one the program really used.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TraceEvent {
-    /// A memory access of `size` bytes at `va` (may cross a page boundary).
+    /// A memory access of `size` bytes at `va` (may cross a page boundary), with what an
+    /// out-of-order core model needs (docs/trace-format.md, "Event semantics"):
+    /// - `dep`: the distance, in access events of the same pid, back to the most recent load
+    ///   (`Read` or `Rmw`) whose value formed this access's address; 0 when the address depends
+    ///   on no load (or on one more than [`DEP_CAP`] = 1023 accesses back);
+    /// - `ipa`: the instructions executed since the pid's previous access, this access's own
+    ///   included (0 for the second access of one instruction), at most [`IPA_CAP`].
     Access {
         pid: Pid,
         va: Vaddr,
         kind: AccessKind,
         size: u32,
+        dep: u16,
+        ipa: u16,
     },
     /// A new mapping at `addr` (the address the program got), `len` bytes (page multiple not
     /// guaranteed: round up). Replaces whatever was mapped there (as `MAP_FIXED` does).
@@ -292,7 +327,8 @@ pub enum TraceEvent {
         size: u64,
         name: Option<Box<str>>,
     },
-    /// Time spent not touching memory.
+    /// Time spent not touching memory. (In version-2 traces the `ipa` of the pid's next access
+    /// already counts `Instructions`: a model that uses `ipa` should not add them again.)
     Compute {
         pid: Pid,
         amount: u64,
@@ -331,7 +367,9 @@ impl fmt::Display for TraceEvent {
                 va,
                 kind,
                 size,
-            } => write!(f, "{pid} {} {va} {size}", kind.letter()),
+                dep,
+                ipa,
+            } => write!(f, "{pid} {} {va} {size} dep={dep} ipa={ipa}", kind.letter()),
             Mmap {
                 pid,
                 addr,

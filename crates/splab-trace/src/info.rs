@@ -9,7 +9,7 @@ use std::path::Path;
 use crate::error::TraceError;
 use crate::event::*;
 use crate::format::{TraceHeader, Trailer};
-use crate::reader::{read_header_and_trailer, TraceReader};
+use crate::reader::{read_summary, TraceReader};
 
 #[derive(Debug, thiserror::Error)]
 pub enum InfoError {
@@ -25,16 +25,18 @@ pub enum InfoError {
 /// recording cut short) reads the blocks to count what is there, then reports where it ends.
 pub fn info(path: &Path, out: &mut dyn Write) -> Result<(), InfoError> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    match read_header_and_trailer(path) {
-        Ok((h, t)) => {
-            print_header(&h, size, out)?;
-            print_trailer(&t, size, out)?;
+    match read_summary(path) {
+        Ok((h, t, version)) => {
+            print_header(&h, version, size, out)?;
+            print_trailer(&t, version, size, out)?;
             Ok(())
         }
         Err(_) => {
             let mut r = TraceReader::open(path)?;
-            print_header(r.header(), size, out)?;
-            let (mut events, mut acc) = (0u64, [0u64; 3]);
+            let version = r.version();
+            print_header(r.header(), version, size, out)?;
+            let (mut events, mut acc) = (0u64, [0u64; 4]);
+            let (mut instructions, mut dependent) = (0u64, 0u64);
             let mut procs: HashMap<Pid, u64> = HashMap::new();
             let mut buf = Vec::with_capacity(1 << 14);
             let err = loop {
@@ -44,8 +46,17 @@ pub fn info(path: &Path, out: &mut dyn Write) -> Result<(), InfoError> {
                     Ok(n) => {
                         events += n as u64;
                         for e in &buf {
-                            if let TraceEvent::Access { kind, pid, .. } = e {
+                            if let TraceEvent::Access {
+                                kind,
+                                pid,
+                                dep,
+                                ipa,
+                                ..
+                            } = e
+                            {
                                 acc[*kind as usize] += 1;
+                                instructions += *ipa as u64;
+                                dependent += (*dep > 0) as u64;
                                 *procs.entry(*pid).or_default() += 1;
                             }
                         }
@@ -54,7 +65,7 @@ pub fn info(path: &Path, out: &mut dyn Write) -> Result<(), InfoError> {
                 }
             };
             if let Some(t) = r.trailer() {
-                return Ok(print_trailer(t, size, out)?);
+                return Ok(print_trailer(t, version, size, out)?);
             }
             let total: u64 = acc.iter().sum();
             writeln!(
@@ -63,9 +74,12 @@ pub fn info(path: &Path, out: &mut dyn Write) -> Result<(), InfoError> {
             )?;
             writeln!(
                 out,
-                "accesses    {total} (reads {}, writes {}, ifetches {})",
-                acc[0], acc[1], acc[2]
+                "accesses    {total} (reads {}, writes {}, ifetches {}, read-modify-writes {})",
+                acc[0], acc[1], acc[2], acc[3]
             )?;
+            if version >= 2 && total > 0 {
+                ooo_line(instructions, dependent, total, out)?;
+            }
             writeln!(out, "processes   {}", procs.len())?;
             if let Some(e) = err {
                 writeln!(out, "error       {e}")?;
@@ -75,8 +89,27 @@ pub fn info(path: &Path, out: &mut dyn Write) -> Result<(), InfoError> {
     }
 }
 
-fn print_header(h: &TraceHeader, size: u64, out: &mut dyn Write) -> std::io::Result<()> {
-    writeln!(out, "format      splab trace v{}", crate::format::VERSION)?;
+fn ooo_line(
+    instructions: u64,
+    dependent: u64,
+    accesses: u64,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "ooo         {instructions} instructions, {:.2} per access (ipa); {:.1}% of accesses depend on a load (dep > 0)",
+        instructions as f64 / accesses as f64,
+        100.0 * dependent as f64 / accesses as f64
+    )
+}
+
+fn print_header(
+    h: &TraceHeader,
+    version: u16,
+    size: u64,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    writeln!(out, "format      splab trace v{version}")?;
     writeln!(out, "source      {}", h.source)?;
     writeln!(out, "command     {}", h.command)?;
     writeln!(out, "page size   {}", h.page_size_hint)?;
@@ -84,13 +117,21 @@ fn print_header(h: &TraceHeader, size: u64, out: &mut dyn Write) -> std::io::Res
     Ok(())
 }
 
-fn print_trailer(t: &Trailer, size: u64, out: &mut dyn Write) -> std::io::Result<()> {
+fn print_trailer(t: &Trailer, version: u16, size: u64, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out, "events      {}", t.events)?;
     writeln!(
         out,
-        "accesses    {} (reads {}, writes {}, ifetches {})",
-        t.accesses, t.reads, t.writes, t.ifetches
+        "accesses    {} (reads {}, writes {}, ifetches {}, read-modify-writes {})",
+        t.accesses, t.reads, t.writes, t.ifetches, t.rmws
     )?;
+    if version < 2 {
+        writeln!(
+            out,
+            "ooo         none recorded (version 1: dep 0, ipa by docs/trace-format.md \"Reading version 1\")"
+        )?;
+    } else if t.accesses > 0 {
+        ooo_line(t.instructions, t.dependent, t.accesses, out)?;
+    }
     writeln!(out, "blocks      {}", t.blocks)?;
     if t.accesses > 0 {
         writeln!(

@@ -8,9 +8,11 @@
 //! pid), so a reader needs one block in memory (constant memory whatever the trace's length),
 //! a corrupt block is reported with its byte offset and cannot poison the next one, and blocks
 //! could be decoded in parallel. Addresses are zigzag varint deltas from the same pid's previous
-//! access; consecutive accesses of one kind and size at a constant stride are one run event
-//! (start, count, stride), which is what makes a sequential scan cost far less than a byte per
-//! access. zstd then removes the remaining regularity.
+//! access; consecutive accesses of one kind, size, dep and ipa at a constant stride are one run
+//! event (start, count, stride), which is what makes a sequential scan cost far less than a byte
+//! per access. Each access's dep and ipa (what an out-of-order core model needs, format version
+//! 2) cost nothing when a per-block table predicts them from the pid's last two pairs, which it
+//! does for ~90% of the accesses of real programs. zstd then removes the remaining regularity.
 //!
 //! Capture is a Valgrind tool of our own (`valgrind/sp_tool.c`) that folds accesses into runs
 //! in the instrumented program and writes 8-byte binary records to a pipe, in chunks of at most
@@ -28,6 +30,9 @@
 //! - **Columnar blocks** (addresses, kinds, pids in separate arrays): better compression for
 //!   some traces, but each event needs several cursors and the writer must buffer a whole block
 //!   of typed values; the byte-oriented form decodes at >100M events/s with one cursor.
+//! - **dep/ipa as "same as the previous access" flags**: consecutive accesses share their pair
+//!   for 2% of gzip's accesses (they come from different instructions), so nearly every access
+//!   paid a byte (+43% per access after zstd, against +14% with the prediction table).
 //! - **The Valgrind tool writing the final format itself**: would put zstd and the block logic
 //!   into a no-libc Valgrind tool and make the format harder to change; the 8-byte wire keeps
 //!   the tool small and lets the converter run on the second core.

@@ -23,6 +23,7 @@ pub struct TraceReader<R: Read> {
     /// Bytes consumed from `src` (the file offset of the next byte).
     offset: u64,
     header: TraceHeader,
+    version: u16,
     comp: Vec<u8>,
     raw: Vec<u8>,
     zstd: zstd::bulk::Decompressor<'static>,
@@ -56,6 +57,7 @@ impl<R: Read> TraceReader<R> {
             src,
             offset: 0,
             header: TraceHeader::default(),
+            version: VERSION,
             comp: Vec::new(),
             raw: Vec::new(),
             zstd: zstd::bulk::Decompressor::new().map_err(|e| TraceError::io(0, e))?,
@@ -84,7 +86,7 @@ impl<R: Read> TraceReader<R> {
         let mut v = [0u8; 2];
         r.fill(&mut v, "the format version (u16)")?;
         let version = u16::from_le_bytes(v);
-        if version != VERSION {
+        if !(1..=VERSION).contains(&version) {
             return Err(TraceError::Version {
                 found: version,
                 supported: VERSION,
@@ -113,7 +115,15 @@ impl<R: Read> TraceReader<R> {
         }
         r.header = TraceHeader::decode(&h)
             .map_err(|e| TraceError::corrupt(h_at + e.pos as u64, e.expected, e.found))?;
+        r.version = version;
+        r.dec = BlockDecoder::for_version(version, &r.header.source);
         Ok(r)
+    }
+
+    /// The format version of the trace (1 or 2): a version-1 trace's accesses get the documented
+    /// defaults for `dep` and `ipa` (docs/trace-format.md, "Reading version 1").
+    pub fn version(&self) -> u16 {
+        self.version
     }
 
     pub fn header(&self) -> &TraceHeader {
@@ -258,7 +268,7 @@ impl<R: Read> TraceReader<R> {
                         "a mismatch: the trailer is damaged",
                     ));
                 }
-                let t = Trailer::decode(&body).map_err(|e| {
+                let t = Trailer::decode(&body, self.version).map_err(|e| {
                     TraceError::corrupt(body_at + e.pos as u64, e.expected, e.found)
                 })?;
                 let mut footer = [0u8; 16];
@@ -367,6 +377,11 @@ impl<R: Read> Iterator for TraceReader<R> {
 /// (no decoding of blocks). Fails when the file has no valid footer (a cut-short recording):
 /// read it with `TraceReader` then, which reports where it ends.
 pub fn read_header_and_trailer(path: &Path) -> Result<(TraceHeader, Trailer), TraceError> {
+    read_summary(path).map(|(h, t, _)| (h, t))
+}
+
+/// [`read_header_and_trailer`], and the trace's format version.
+pub(crate) fn read_summary(path: &Path) -> Result<(TraceHeader, Trailer, u16), TraceError> {
     let f = File::open(path).map_err(|e| TraceError::Open {
         path: path.to_owned(),
         source: e,
@@ -420,7 +435,7 @@ pub fn read_header_and_trailer(path: &Path) -> Result<(TraceHeader, Trailer), Tr
         Err(e) => return Err(e.in_file(path)),
     }
     match reader.trailer {
-        Some(t) => Ok((header, t)),
+        Some(t) => Ok((header, t, reader.version)),
         None => Err(TraceError::corrupt(at, "a trailer", "nothing").in_file(path)),
     }
 }

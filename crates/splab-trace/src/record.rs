@@ -7,7 +7,8 @@
 //! module converts them into the trace format while the program runs. `Lackey`: Valgrind's
 //! example tool printing every access as text (`--trace-mem=yes --trace-syscalls=yes`), ~20x
 //! slower, without file names or the initial address space (regions are then inferred from the
-//! addresses, as for ChampSim); it is parsed after the program ends.
+//! addresses, as for ChampSim), and without dependences (`dep` is 0; `ipa` is exact: lackey
+//! prints every instruction); it is parsed after the program ends.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -328,10 +329,18 @@ pub fn record(
 /// The tool's wire format (valgrind/sp_tool.c has the producer; docs/trace-format.md "Capture
 /// wire" the description).
 mod wire {
-    pub const MAGIC: u32 = 0x3143_5053; // "SPC1"
+    pub const MAGIC: u32 = 0x3243_5053; // "SPC2"
     pub const CHUNK_HDR: usize = 16;
     pub const MAX_CHUNK: usize = 4096;
-    pub const TAG_RUN: u64 = 4;
+    /// An access word: 1:1 | run:1 | kind:2 | size code:3 | ipa:5 | dep:5 | addr:47.
+    pub const ACCESS: u64 = 1 << 63;
+    pub const RUN: u64 = 1 << 62;
+    /// An ipa or dep field of 31: the value is the last DI word's.
+    pub const ESC: u64 = 31;
+    /// A DI word: tag:8 | dep:16 << 16 | ipa:16.
+    pub const TAG_DI: u64 = 0x0f;
+    /// What the DI values are before a chunk's first DI word.
+    pub const DI_INITIAL: (u16, u16) = (0, 1);
     pub const TAG_MMAP: u64 = 0x10;
     pub const TAG_MUNMAP: u64 = 0x11;
     pub const TAG_MREMAP: u64 = 0x12;
@@ -368,28 +377,40 @@ impl<W: std::io::Write> Converter<W> {
     /// Converts one chunk's payload (records of 64-bit words).
     fn chunk(&mut self, pid: u32, words: &[u64]) -> Result<(), RecordError> {
         let p = Pid(pid);
+        let (mut dep, mut ipa) = wire::DI_INITIAL;
         let mut i = 0;
         while i < words.len() {
             let w0 = words[i];
-            let tag = w0 >> 56;
-            if tag < 8 {
-                let kind = match AccessKind::from_code(((tag & 3) as u8).wrapping_sub(1)) {
-                    Some(k) => k,
-                    None => return Err(self.bad(i * 8, format!("access tag {tag}"))),
-                };
-                let size = ((w0 >> 48) & 0xff) as u32;
-                let va = Vaddr(w0 & 0xffff_ffff_ffff);
-                if tag & wire::TAG_RUN != 0 {
+            if w0 & wire::ACCESS != 0 {
+                let kind =
+                    AccessKind::from_code(((w0 >> 60) & 3) as u8).unwrap_or(AccessKind::Read);
+                let sc = (w0 >> 57) & 7;
+                if sc == 7 {
+                    return Err(self.bad(i * 8, "an access size code of at most 6"));
+                }
+                let (i5, d5) = ((w0 >> 52) & 31, (w0 >> 47) & 31);
+                let a_ipa = if i5 == wire::ESC { ipa } else { i5 as u16 };
+                let a_dep = if d5 == wire::ESC { dep } else { d5 as u16 };
+                let va = Vaddr(w0 & ((1 << 47) - 1));
+                if w0 & wire::RUN != 0 {
                     let Some(&w1) = words.get(i + 1) else {
                         return Err(self.bad(i * 8, "a run's second word"));
                     };
                     let stride = (w1 & 0xffff) as u16 as i16 as i64;
-                    self.w.access_run(p, va, kind, size, stride, w1 >> 16)?;
+                    self.w
+                        .access_run_with(p, va, kind, 1 << sc, a_dep, a_ipa, stride, w1 >> 16)?;
                     i += 2;
                 } else {
-                    self.w.access(p, va, kind, size)?;
+                    self.w.access_with(p, va, kind, 1 << sc, a_dep, a_ipa)?;
                     i += 1;
                 }
+                continue;
+            }
+            let tag = w0 >> 56;
+            if tag == wire::TAG_DI {
+                dep = (w0 >> 16) as u16;
+                ipa = w0 as u16;
+                i += 1;
                 continue;
             }
             let n = (w0 & 0xffff_ffff) as usize;
@@ -519,14 +540,16 @@ impl<W: std::io::Write> Converter<W> {
                 }
                 wire::TAG_ACCESS_LONG => {
                     need(3)?;
-                    let kind = AccessKind::from_code((((a[2] >> 8) & 3) as u8).wrapping_sub(1))
+                    let kind = AccessKind::from_code((((a[2] >> 8) & 7) as u8).wrapping_sub(1))
                         .unwrap_or(AccessKind::Read);
                     let stride = (a[1] & 0xffff) as u16 as i16 as i64;
-                    self.w.access_run(
+                    self.w.access_run_with(
                         p,
                         Vaddr(a[0]),
                         kind,
                         (a[2] & 0xff) as u32,
+                        dep,
+                        ipa,
                         stride,
                         a[1] >> 16,
                     )?;
@@ -809,15 +832,24 @@ fn convert_lackey_logs<W: std::io::Write>(
         let Ok(f) = File::open(&path) else { continue };
         live.insert(pid, true);
         let p = Pid(pid);
+        // Instructions since the previous access (lackey prints an `I` line per instruction).
+        let mut insns: u64 = 0;
         for line in BufReader::with_capacity(1 << 20, f).split(b'\n') {
             let line = line.map_err(io_err(format!("reading {}", path.display())))?;
             let line = line.as_slice();
             if line.len() > 3 && (line[0] == b' ' || line[0] == b'I') {
                 let kind = match (line[0], line[1]) {
-                    (b'I', _) if ifetch => AccessKind::Ifetch,
-                    (b'I', _) => continue,
+                    (b'I', _) if ifetch => {
+                        insns += 1;
+                        AccessKind::Ifetch
+                    }
+                    (b'I', _) => {
+                        insns += 1;
+                        continue;
+                    }
                     (b' ', b'L') => AccessKind::Read,
-                    (b' ', b'S') | (b' ', b'M') => AccessKind::Write,
+                    (b' ', b'S') => AccessKind::Write,
+                    (b' ', b'M') => AccessKind::Rmw,
                     _ => continue,
                 };
                 let Some((a, s)) = std::str::from_utf8(&line[3..])
@@ -830,7 +862,8 @@ fn convert_lackey_logs<W: std::io::Write>(
                     continue;
                 };
                 infer.before_access(w, p, va, size)?;
-                w.access(p, Vaddr(va), kind, size)?;
+                let ipa = std::mem::take(&mut insns).min(IPA_CAP as u64) as u16;
+                w.access_with(p, Vaddr(va), kind, size, 0, ipa)?;
                 continue;
             }
             let Ok(text) = std::str::from_utf8(line) else {

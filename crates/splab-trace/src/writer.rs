@@ -1,8 +1,9 @@
 //! `TraceWriter`: events in, a .spt file out, block by block (constant memory).
 //!
 //! Who calls it: `record` (the capture converter), the importers, and any workload that wants to
-//! save its event stream. Consecutive accesses of one pid, kind and size at a constant stride are
-//! folded into runs here, whoever the caller is, so that a sequential scan costs almost nothing.
+//! save its event stream. Consecutive accesses of one pid, kind, size, dep and ipa at a constant
+//! stride are folded into runs here, whoever the caller is, so that a sequential scan costs
+//! almost nothing.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -27,6 +28,8 @@ struct Run {
     count: u64,
     kind: AccessKind,
     size: u32,
+    dep: u16,
+    ipa: u16,
 }
 
 /// Per-process bookkeeping for the trailer.
@@ -133,7 +136,8 @@ impl<W: Write> TraceWriter<W> {
         })
     }
 
-    /// One access.
+    /// One access with no dependence and instruction information: `dep` 0, `ipa` 1 (see
+    /// [`TraceWriter::access_with`]).
     #[inline]
     pub fn access(
         &mut self,
@@ -142,10 +146,28 @@ impl<W: Write> TraceWriter<W> {
         kind: AccessKind,
         size: u32,
     ) -> Result<(), TraceError> {
-        self.access_run(pid, va, kind, size, 0, 1)
+        self.access_run_with(pid, va, kind, size, 0, 1, 0, 1)
     }
 
-    /// `count` accesses at `va`, `va + stride`, `va + 2 * stride`, ... (`count` 0 is a no-op).
+    /// One access with its `dep` (distance in accesses of `pid` back to the load its address
+    /// derives from, 0 for none) and `ipa` (instructions since `pid`'s previous access, this
+    /// one's included). A `dep` beyond [`DEP_CAP`] is written as 0 (no dependence); give an
+    /// `ipa` beyond [`IPA_CAP`] as `IPA_CAP`.
+    #[inline]
+    pub fn access_with(
+        &mut self,
+        pid: Pid,
+        va: Vaddr,
+        kind: AccessKind,
+        size: u32,
+        dep: u16,
+        ipa: u16,
+    ) -> Result<(), TraceError> {
+        self.access_run_with(pid, va, kind, size, dep, ipa, 0, 1)
+    }
+
+    /// `count` accesses at `va`, `va + stride`, `va + 2 * stride`, ... (`count` 0 is a no-op),
+    /// with `dep` 0 and `ipa` 1.
     #[inline]
     pub fn access_run(
         &mut self,
@@ -156,11 +178,30 @@ impl<W: Write> TraceWriter<W> {
         stride: i64,
         count: u64,
     ) -> Result<(), TraceError> {
+        self.access_run_with(pid, va, kind, size, 0, 1, stride, count)
+    }
+
+    /// `count` accesses at `va`, `va + stride`, `va + 2 * stride`, ... (`count` 0 is a no-op),
+    /// each with this `dep` and `ipa`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn access_run_with(
+        &mut self,
+        pid: Pid,
+        va: Vaddr,
+        kind: AccessKind,
+        size: u32,
+        dep: u16,
+        ipa: u16,
+        stride: i64,
+        count: u64,
+    ) -> Result<(), TraceError> {
         if count == 0 {
             return Ok(());
         }
+        let dep = if dep > DEP_CAP { 0 } else { dep };
         if let Some(r) = &mut self.run {
-            if r.pid == pid && r.kind == kind && r.size == size {
+            if r.pid == pid && r.kind == kind && r.size == size && r.dep == dep && r.ipa == ipa {
                 let d = va.0.wrapping_sub(r.last) as i64;
                 if (r.count == 1 || d == r.stride) && (count == 1 || stride == d) {
                     r.stride = d;
@@ -182,6 +223,8 @@ impl<W: Write> TraceWriter<W> {
             count,
             kind,
             size,
+            dep,
+            ipa,
         });
         Ok(())
     }
@@ -199,8 +242,9 @@ impl<W: Write> TraceWriter<W> {
         let Some(r) = self.run.take() else {
             return Ok(());
         };
-        self.enc
-            .access_run(r.pid, r.first, r.kind, r.size, r.stride, r.count);
+        self.enc.access_run(
+            r.pid, r.first, r.kind, r.size, r.dep, r.ipa, r.stride, r.count,
+        );
         let t = &mut self.trailer;
         t.events += r.count;
         t.accesses += r.count;
@@ -208,6 +252,13 @@ impl<W: Write> TraceWriter<W> {
             AccessKind::Read => t.reads += r.count,
             AccessKind::Write => t.writes += r.count,
             AccessKind::Ifetch => t.ifetches += r.count,
+            AccessKind::Rmw => t.rmws += r.count,
+        }
+        t.instructions = t
+            .instructions
+            .saturating_add(r.count.saturating_mul(r.ipa as u64));
+        if r.dep != 0 {
+            t.dependent += r.count;
         }
         // Per-process counts are kept for the last pid seen and folded in when it changes
         // (a hash lookup per run would cost more than encoding it).
@@ -263,9 +314,11 @@ impl<W: Write> TraceWriter<W> {
             va,
             kind,
             size,
+            dep,
+            ipa,
         } = ev
         {
-            return self.access(*pid, *va, *kind, *size);
+            return self.access_with(*pid, *va, *kind, *size, *dep, *ipa);
         }
         if let TraceEvent::FileOpen { file, .. } = ev {
             if file.0 == 0 {

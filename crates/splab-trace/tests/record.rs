@@ -37,11 +37,15 @@ fn setup(name: &str, backend: Backend) -> Option<PathBuf> {
 }
 
 fn compile(dir: &Path, name: &str, src: &str) -> String {
+    compile_with(dir, name, src, "-O1")
+}
+
+fn compile_with(dir: &Path, name: &str, src: &str, opt: &str) -> String {
     let c = dir.join(format!("{name}.c"));
     std::fs::write(&c, src).unwrap();
     let exe = dir.join(name);
     let st = Command::new("cc")
-        .args(["-O1", "-o"])
+        .args([opt, "-o"])
         .arg(&exe)
         .arg(&c)
         .status()
@@ -291,5 +295,284 @@ fn a_missing_valgrind_says_how_to_install_it() {
         err.to_string().contains("apt-get install valgrind"),
         "{err}"
     );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// dep, ipa and read-modify-writes
+
+/// The accesses of `kind` in the largest anonymous mapping of at least `min_len` bytes but the
+/// stack (the test program's malloc'ed array, after the 16 bytes of malloc's chunk header), as
+/// (dep, ipa).
+fn in_big_mapping(ev: &[TraceEvent], min_len: u64, want: AccessKind) -> Vec<(u16, u16)> {
+    let (lo, hi) = ev
+        .iter()
+        .filter_map(|e| match e {
+            TraceEvent::Mmap {
+                addr, len, flags, ..
+            } if *len >= min_len
+                && flags.contains(MmapFlags::ANON)
+                && !flags.contains(MmapFlags::STACK) =>
+            {
+                Some((addr.0, addr.0 + len))
+            }
+            _ => None,
+        })
+        .max_by_key(|&(lo, hi)| hi - lo)
+        .expect("the program's array is an anonymous mapping");
+    ev.iter()
+        .filter_map(|e| match e {
+            TraceEvent::Access {
+                va, kind, dep, ipa, ..
+            } if *kind == want && va.0 >= lo + 16 && va.0 < hi => Some((*dep, *ipa)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The most frequent value and the fraction of `v` it covers.
+fn mode(v: impl Iterator<Item = u16>) -> (u16, f64) {
+    let mut n: HashMap<u16, usize> = HashMap::new();
+    let mut total = 0;
+    for x in v {
+        *n.entry(x).or_default() += 1;
+        total += 1;
+    }
+    let (&m, &c) = n
+        .iter()
+        .max_by_key(|&(k, c)| (*c, std::cmp::Reverse(*k)))
+        .unwrap();
+    (m, c as f64 / total.max(1) as f64)
+}
+
+/// The instruction counts of the innermost loops of `main` in `exe` (a backward jump and the
+/// instructions from its target to it), with the text of their instructions; None without
+/// objdump.
+fn loops_of_main(exe: &str) -> Option<Vec<Vec<String>>> {
+    let out = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn", exe])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut insns: Vec<(u64, String)> = Vec::new();
+    let mut in_main = false;
+    for line in text.lines() {
+        if line.ends_with("<main>:") {
+            in_main = true;
+            continue;
+        }
+        if in_main && line.trim().is_empty() {
+            break;
+        }
+        if !in_main {
+            continue;
+        }
+        let Some((a, rest)) = line.trim().split_once(':') else {
+            continue;
+        };
+        let Ok(a) = u64::from_str_radix(a.trim(), 16) else {
+            continue;
+        };
+        insns.push((a, rest.trim().to_string()));
+    }
+    let mut loops: Vec<(u64, u64)> = Vec::new();
+    for (a, t) in &insns {
+        if !t.starts_with('j') {
+            continue;
+        }
+        let target = t
+            .split_whitespace()
+            .nth(1)
+            .and_then(|x| u64::from_str_radix(x, 16).ok());
+        if let Some(target) = target.filter(|&x| x <= *a) {
+            loops.push((target, *a));
+        }
+    }
+    let inner: Vec<(u64, u64)> = loops
+        .iter()
+        .filter(|&&(s, e)| {
+            !loops
+                .iter()
+                .any(|&(s2, e2)| (s2, e2) != (s, e) && s <= s2 && e2 <= e)
+        })
+        .copied()
+        .collect();
+    Some(
+        inner
+            .iter()
+            .map(|&(s, e)| {
+                insns
+                    .iter()
+                    .filter(|(a, _)| *a >= s && *a <= e)
+                    .map(|(_, t)| t.clone())
+                    .collect()
+            })
+            .collect(),
+    )
+}
+
+const CHASE: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+struct node { struct node *next; long pad; };
+int main(void) {
+    long n = (4l << 20) / sizeof(struct node);
+    struct node *a = malloc(n * sizeof *a);
+    long *perm = malloc(n * sizeof *perm);
+    for (long i = 0; i < n; i++) perm[i] = i;
+    unsigned long x = 88172645463325252ul;
+    for (long i = n - 1; i > 0; i--) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        long j = (long)(x % (unsigned long)(i + 1)), t = perm[i];
+        perm[i] = perm[j]; perm[j] = t;
+    }
+    for (long i = 0; i < n; i++) a[perm[i]].next = &a[perm[(i + 1) % n]];
+    struct node *p = &a[perm[0]];
+    for (long s = 0; s < 300000; s++) p = p->next;
+    printf("%ld\n", (long)(p - a));
+    return 0;
+}
+"#;
+
+#[test]
+fn a_pointer_chase_depends_on_the_previous_load() {
+    let Some(dir) = setup("chase", Backend::Tool) else {
+        return;
+    };
+    let exe = compile_with(&dir, "chase", CHASE, "-O2");
+    let (ev, s) = check(&dir, vec![exe.clone()], Backend::Tool);
+    assert_eq!(s.exit_code, Some(0));
+    // The reads of the list's nodes are the loop's `p = p->next` loads (the list is built with
+    // stores only).
+    let chase = in_big_mapping(&ev, 4 << 20, AccessKind::Read);
+    assert!(chase.len() >= 300_000, "{} chase loads", chase.len());
+    let dependent = chase.iter().filter(|&&(d, _)| d >= 1).count();
+    assert!(
+        dependent as f64 >= 0.9 * chase.len() as f64,
+        "{dependent} of {} chase loads depend on a load",
+        chase.len()
+    );
+    let (dep, share) = mode(chase.iter().map(|&(d, _)| d));
+    assert!(dep == 1 && share >= 0.9, "typical dep {dep} ({share:.3})");
+    // ipa: the loop's instructions, one load per iteration.
+    let (ipa, share) = mode(chase.iter().map(|&(_, i)| i));
+    assert!(ipa > 1 && share >= 0.9, "typical ipa {ipa} ({share:.3})");
+    match loops_of_main(&exe) {
+        Some(loops) => {
+            // The loop that loads a register through itself (`mov (%rsi),%rsi`).
+            let chase_loop = loops.iter().find(|body| {
+                body.iter().any(|t| {
+                    let t = t.replace("0x0", "");
+                    t.starts_with("mov")
+                        && t.split_whitespace().nth(1).is_some_and(|ops| {
+                            ops.split_once("),").is_some_and(|(m, r)| {
+                                m.rsplit('(').next().is_some_and(|base| base == r)
+                            })
+                        })
+                })
+            });
+            let body = chase_loop.expect("objdump shows the chase loop of main");
+            assert_eq!(
+                ipa as usize,
+                body.len(),
+                "ipa of the chase loads = the instructions of its loop: {body:?}"
+            );
+        }
+        None => eprintln!("objdump missing: the chase loop's ipa checked only for stability"),
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+const STREAM: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+int main(void) {
+    long n = (4l << 20) / sizeof(long);
+    long *a = malloc(n * sizeof *a);
+    for (long i = 0; i < n; i++) a[i] = i;
+    long s = 0;
+    for (long i = 0; i < n; i++) s += a[i];
+    printf("%ld\n", s);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_streaming_sum_depends_on_no_load() {
+    let Some(dir) = setup("stream", Backend::Tool) else {
+        return;
+    };
+    let exe = compile_with(&dir, "stream", STREAM, "-O2");
+    let (ev, s) = check(&dir, vec![exe.clone()], Backend::Tool);
+    assert_eq!(s.exit_code, Some(0));
+    let loads = in_big_mapping(&ev, 4 << 20, AccessKind::Read);
+    assert!(!loads.is_empty());
+    let bytes: usize = 4 << 20;
+    assert!(loads.len() * 64 >= bytes / 8, "{} array loads", loads.len());
+    assert!(
+        loads.iter().all(|&(d, _)| d == 0),
+        "array loads with a dep: {}",
+        loads.iter().filter(|&&(d, _)| d != 0).count()
+    );
+    let (ipa, share) = mode(loads.iter().map(|&(_, i)| i));
+    assert!(ipa > 1 && share >= 0.9, "typical ipa {ipa} ({share:.3})");
+    if let Some(loops) = loops_of_main(&exe) {
+        // The loop that reads memory without writing it (the sum; the fill only stores).
+        let sum = loops
+            .iter()
+            .find(|b| {
+                b.iter().any(|t| t.contains("(%"))
+                    && !b.iter().any(|t| t.starts_with("mov") && t.ends_with(')'))
+            })
+            .expect("objdump shows the sum loop");
+        assert_eq!(ipa as usize, sum.len(), "{sum:?}");
+    }
+    // The trailer's totals agree with the events.
+    let mut t = Vec::new();
+    info(&dir.join("t.spt"), &mut t).unwrap();
+    assert!(String::from_utf8(t).unwrap().contains("instructions"));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+const RMW: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+int main(void) {
+    long n = (1l << 20) / sizeof(long);
+    long *a = calloc(n, sizeof *a);
+    for (long i = 0; i < n; i++)
+        __asm__ volatile("addq $3, %0" : "+m"(a[i]));       /* add [mem], imm */
+    for (long i = 0; i < n; i++)
+        __atomic_fetch_add(&a[i], 1, __ATOMIC_SEQ_CST);    /* lock add / lock xadd */
+    long s = 0;
+    for (long i = 0; i < n; i++) s += a[i];
+    printf("%ld\n", s);
+    return s == 4 * n ? 0 : 1;
+}
+"#;
+
+#[test]
+fn read_modify_writes_are_one_rmw_access() {
+    let Some(dir) = setup("rmw", Backend::Tool) else {
+        return;
+    };
+    let exe = compile_with(&dir, "rmw", RMW, "-O2");
+    let (ev, s) = check(&dir, vec![exe], Backend::Tool);
+    assert_eq!(
+        s.exit_code,
+        Some(0),
+        "the program computed its sum under the tool"
+    );
+    let n = (1 << 20) / 8;
+    let rmw = in_big_mapping(&ev, 1 << 20, AccessKind::Rmw);
+    assert_eq!(rmw.len(), 2 * n, "one Rmw per add [mem] and per atomic add");
+    let writes = in_big_mapping(&ev, 1 << 20, AccessKind::Write);
+    assert!(
+        writes.len() < n / 100,
+        "no separate writes: {}",
+        writes.len()
+    );
+    let reads = in_big_mapping(&ev, 1 << 20, AccessKind::Read);
+    assert_eq!(reads.len(), n, "only the sum reads");
     let _ = std::fs::remove_dir_all(dir);
 }

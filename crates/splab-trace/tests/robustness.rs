@@ -20,8 +20,12 @@ fn arb_event() -> impl Strategy<Value = TraceEvent> {
     let kind = prop_oneof![
         Just(AccessKind::Read),
         Just(AccessKind::Write),
-        Just(AccessKind::Ifetch)
+        Just(AccessKind::Ifetch),
+        Just(AccessKind::Rmw)
     ];
+    // Mostly small (the dep/ipa byte), sometimes escaped or at the caps.
+    let dep = prop_oneof![4 => 0u16..20, 1 => 0..=DEP_CAP, 1 => Just(DEP_CAP)];
+    let ipa = prop_oneof![4 => 0u16..20, 1 => any::<u16>(), 1 => Just(u16::MAX)];
     let size = prop_oneof![Just(1u32), Just(4), Just(8), Just(64), 0u32..100_000];
     let addr = prop_oneof![0x1000u64..0x1100, any::<u64>()];
     let advice = prop_oneof![
@@ -33,7 +37,7 @@ fn arb_event() -> impl Strategy<Value = TraceEvent> {
         any::<u32>().prop_map(Advice::Other)
     ];
     prop_oneof![
-        8 => (arb_pid(), addr.clone(), kind, size).prop_map(|(pid, va, kind, size)| TraceEvent::Access { pid, va: Vaddr(va), kind, size }),
+        8 => (arb_pid(), addr.clone(), kind, size, dep, ipa).prop_map(|(pid, va, kind, size, dep, ipa)| TraceEvent::Access { pid, va: Vaddr(va), kind, size, dep, ipa }),
         1 => (arb_pid(), any::<u64>(), any::<u64>(), 0u8..8, 0u16..=MmapFlags::ALL, proptest::option::of(1u32..), any::<u64>()).prop_map(
             |(pid, a, len, prot, flags, file, offset)| TraceEvent::Mmap { pid, addr: Vaddr(a), len, prot: Prot(prot), flags: MmapFlags(flags), file: file.map(FileId), offset }
         ),
@@ -108,8 +112,14 @@ fn sample_events() -> Vec<TraceEvent> {
         v.push(TraceEvent::Access {
             pid,
             va: Vaddr(va),
-            kind: AccessKind::Read,
+            kind: if i % 7 == 0 {
+                AccessKind::Rmw
+            } else {
+                AccessKind::Read
+            },
             size: 8,
+            dep: if i % 3 == 0 { 1 } else { 0 },
+            ipa: [1, 3, 3, 40][(i % 4) as usize],
         });
         if i % 5000 == 0 {
             v.push(TraceEvent::Brk {
@@ -134,20 +144,21 @@ proptest! {
     }
 
     #[test]
-    fn random_bytes_never_panic(mut bytes in proptest::collection::vec(any::<u8>(), 0..2000), magic in any::<bool>()) {
+    fn random_bytes_never_panic(mut bytes in proptest::collection::vec(any::<u8>(), 0..2000), magic in any::<bool>(), v1 in any::<bool>()) {
         if magic && bytes.len() > 14 {
-            // Get past the magic and version half the time, so the rest gets exercised.
+            // Get past the magic and version half the time (either version), so the rest gets
+            // exercised.
             bytes[..8].copy_from_slice(b"SPLTRACE");
-            bytes[8] = 1;
+            bytes[8] = if v1 { 1 } else { 2 };
             bytes[9] = 0;
         }
         let _ = read_all(&bytes, 100_000);
     }
 
     #[test]
-    fn random_block_payloads_never_panic(payload in proptest::collection::vec(any::<u8>(), 0..600), events in 1u64..2000) {
-        // Below the CRC: the event decoder itself on arbitrary bytes.
-        let mut d = BlockDecoder::default();
+    fn random_block_payloads_never_panic(payload in proptest::collection::vec(any::<u8>(), 0..600), events in 1u64..2000, version in 1u16..=2, champsim in any::<bool>()) {
+        // Below the CRC: the event decoder itself on arbitrary bytes, as version 1 or 2.
+        let mut d = BlockDecoder::for_version(version, if champsim { "champsim" } else { "test" });
         d.reset(events);
         let mut out = Vec::new();
         for _ in 0..100 {
@@ -254,4 +265,24 @@ fn read_batch_returns_at_most_max() {
         let n = r.read_batch(&mut buf, max).unwrap();
         assert_eq!((n, buf.len()), (max, max));
     }
+}
+
+#[test]
+fn a_dep_beyond_the_cap_is_written_as_no_dependence() {
+    let mut w = TraceWriter::new(Vec::new(), &TraceHeader::default(), 3).unwrap();
+    w.access_with(Pid(1), Vaddr(0x1000), AccessKind::Read, 8, DEP_CAP, 7)
+        .unwrap();
+    w.access_with(Pid(1), Vaddr(0x2000), AccessKind::Read, 8, DEP_CAP + 1, 7)
+        .unwrap();
+    let bytes = w.finish().unwrap().out;
+    let (ev, err) = read_all(&bytes, usize::MAX);
+    assert!(err.is_none(), "{err:?}");
+    let deps: Vec<u16> = ev
+        .iter()
+        .map(|e| match e {
+            TraceEvent::Access { dep, .. } => *dep,
+            _ => u16::MAX,
+        })
+        .collect();
+    assert_eq!(deps, [DEP_CAP, 0]);
 }

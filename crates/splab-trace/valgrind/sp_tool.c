@@ -5,9 +5,11 @@
  * with the write end of a pipe at fd N, and converts what arrives into the .spt format on the fly.
  *
  * What it records, per process (the pid is the client's getpid()):
- *   - every load, store and read-modify-write (one Write) of the client, from the VEX IR
- *     (Load, Store, LoadG, StoreG, CAS, LLSC and dirty helpers' memory effects), optionally
- *     every instruction fetch (--sp-ifetch=yes);
+ *   - every load, store and read-modify-write of the client, from the VEX IR (Load, Store,
+ *     LoadG, StoreG, CAS, LLSC and dirty helpers' memory effects), optionally every instruction
+ *     fetch (--sp-ifetch=yes); with each access its dep (the distance, in access events of the
+ *     process, back to the load its address derives from) and its ipa (guest instructions since
+ *     the previous access); see "instrumentation" below;
  *   - the address space at start (after exec too): every client segment of Valgrind's address
  *     space manager, with the file it maps, and the heap (brk) start;
  *   - the memory syscalls with their real results: mmap, munmap, mremap, mprotect, madvise, brk;
@@ -15,18 +17,21 @@
  *     starts in the same pid and says HELLO), exit.
  *
  * Wire format (tool -> splab, little endian, documented in docs/trace-format.md "Capture wire"):
- *   chunk  = u32 magic "SPC1" | u32 pid | u32 payload_bytes | u32 reserved | payload
- *   payload = records of 64-bit words, each starting with a word whose top byte is a tag:
- *     tag 1 read, 2 write, 3 ifetch: one access, word = tag:8 | size:8 | addr:48;
- *     tag 5, 6, 7 (4 | kind): a run, the same word then stride:16 (signed) | count:48, standing
- *       for `count` accesses at addr, addr+stride, addr+2*stride ...;
- *     tag >= 0x10: word = tag:8 | n:32, then n words (see the TAG_ list below).
+ *   chunk  = u32 magic "SPC2" | u32 pid | u32 payload_bytes | u32 reserved | payload
+ *   payload = records of 64-bit words:
+ *     bit 63 set: an access, 1:1 | run:1 | kind:2 | size code:3 | ipa:5 | dep:5 | addr:47
+ *       (kind 0 read, 1 write, 2 ifetch, 3 read-modify-write; size = 1 << code, code <= 6;
+ *       ipa or dep 31: the value of the last DI word). A run has one more word,
+ *       stride:16 (signed) | count:48, standing for `count` accesses at addr, addr+stride, ...;
+ *     else the top byte is a tag:
+ *       0x0f (DI): word = tag:8 | dep:16 << 16 | ipa:16, before an access with a 31;
+ *       >= 0x10: word = tag:8 | n:32, then n words (see the TAG_ list below).
  *   A chunk is at most PIPE_BUF (4096) bytes, so that chunks written by several processes on the
  *   same pipe never interleave (POSIX: writes of at most PIPE_BUF bytes to a pipe are atomic).
  *
- * Why runs: consecutive accesses of the same kind and size at a constant stride (array scans,
- * memset/memcpy loops, stack pushes) collapse into one record here, at the cost of one compare
- * per access, which keeps the pipe and the converter far from being the bottleneck.
+ * Why runs: consecutive accesses of the same kind, size, dep and ipa at a constant stride (array
+ * scans, memset/memcpy loops, stack pushes) collapse into one record here, at the cost of one
+ * compare per access, which keeps the pipe and the converter far from being the bottleneck.
  */
 
 #include "pub_tool_basics.h"
@@ -41,13 +46,20 @@
 #include "pub_tool_aspacemgr.h"
 #include "pub_tool_vki.h"
 #include "pub_tool_vkiscnums.h"
+#include "pub_tool_mallocfree.h"
+#include "libvex_guest_amd64.h"
 
 /* ---- record tags (keep in sync with src/record.rs, module `wire`) ---- */
-#define TAG_READ      1
-#define TAG_WRITE     2
-#define TAG_IFETCH    3
-#define TAG_RUN       4    /* or-ed into 1..3: a run, one more word: stride:16 | count:48 */
-#define TAG_ACCESS_LONG 0x1c /* addr, stride:16|count:48, tag<<8|size */
+/* Access kinds (the wire's kind + 1). */
+#define K_READ        1
+#define K_WRITE       2
+#define K_IFETCH      3
+#define K_RMW         4    /* one instruction loads and stores the same address */
+#define W_ACCESS      (1ULL << 63)
+#define W_RUN         (1ULL << 62)
+#define W_ESC         31   /* an ipa or dep field of 31: see the last DI word */
+#define TAG_DI        0x0f /* dep:16 << 16 | ipa:16 */
+#define TAG_ACCESS_LONG 0x1c /* addr, stride:16|count:48, kind<<8|size (after a DI word) */
 #define TAG_MMAP      0x10 /* a=addr; len, prot|flags<<32, offset, dev, ino, file_size */
 #define TAG_MUNMAP    0x11 /* a=addr; len */
 #define TAG_MREMAP    0x12 /* a=old_addr; old_len, new_addr, new_len */
@@ -61,7 +73,11 @@
 #define TAG_HEAPSTART 0x1a /* a=heap start (initial break) */
 #define TAG_STACK     0x1b /* a=lowest address, extra: end (the initial stack segment) */
 
-#define SPC_MAGIC 0x31435053u /* "SPC1" */
+#define SPC_MAGIC 0x32435053u /* "SPC2" */
+
+/* dep beyond DEP_CAP is 0 (no dependence); ipa saturates at IPA_CAP (docs/trace-format.md). */
+#define DEP_CAP 1023
+#define IPA_CAP 65535
 
 /* Linux mmap flags, as the client passed them (amd64). */
 #define L_MAP_SHARED    0x01
@@ -104,20 +120,24 @@ static void flush_chunk(void)
    nw = HDR_WORDS;
 }
 
-/* A record of `n` words after its header word; the current run must already be out. */
-static void emit_rec_raw(UInt tag, const ULong* extra, UInt n)
-{
-   if (nw + 1 + n > CHUNK_WORDS)
-      flush_chunk();
-   chunk[nw++] = ((ULong)tag << 56) | n;
-   for (UInt i = 0; i < n; i++)
-      chunk[nw++] = extra[i];
-}
+/* ---- access events: sequence numbers, instruction counts, runs ----
 
-/* ---- the current access run ---- */
+   Every access event of the process gets the next sequence number (g_seq).  A shadow register
+   (Valgrind's shadow guest state 1, one 64-bit slot per general-purpose register) holds the
+   sequence number of the most recent load its value derives from, 0 for none; an access whose
+   address derives from a register tag t has dep = seq - t (0 beyond DEP_CAP).  Inside a
+   superblock, dependences on the block's own loads are resolved at instrumentation time
+   (static distances), see "dependence tags" below.
+
+   g_pending counts guest instructions run since the last access event: the instrumentation adds
+   each superblock's instruction counts to it at the block's exits, and each access takes it
+   (plus the instructions of its block since the block's previous access) as its ipa. */
+static ULong g_seq = 1ULL << 32; /* far from tag 0 ("no load"), so 0 never looks recent */
+static ULong g_pending = 0;
+
 static Addr run_first;
 static Addr run_last;
-static UWord run_meta;     /* tag << 8 | size; valid when run_count > 0 */
+static ULong run_key;      /* kind:8 | size:8 | dep:16 | ipa:16; valid when run_count > 0 */
 static Long run_stride;
 static ULong run_count;
 
@@ -125,26 +145,40 @@ static void emit_run(void)
 {
    if (run_count == 0)
       return;
-   if (nw + 3 > CHUNK_WORDS)
+   if (nw + 5 > CHUNK_WORDS)
       flush_chunk();
-   ULong tag = run_meta >> 8, size = run_meta & 0xff;
-   if (UNLIKELY(run_first >> 48)) {
-      /* Beyond 48 bits (not seen on amd64 Linux user space): the long form. */
-      ULong extra[3] = { run_first, (ULong)(UShort)(Short)run_stride | (run_count << 16),
-                         tag << 8 | size };
-      emit_rec_raw(TAG_ACCESS_LONG, extra, 3);
-   } else if (run_count == 1) {
-      chunk[nw++] = tag << 56 | size << 48 | run_first;
-   } else {
-      chunk[nw++] = (tag | TAG_RUN) << 56 | size << 48 | run_first;
+   ULong dep = (run_key >> 16) & 0xffff, ipa = run_key & 0xffff;
+   ULong kind = run_key >> 40, size = (run_key >> 32) & 0xff;
+   if (UNLIKELY((run_first >> 47) || (size & (size - 1)) || size == 0)) {
+      /* Beyond 47 bits (not seen in amd64 Linux user space) or an odd size (x87's 10 bytes,
+         the rest of a split XSAVE area): the long form. */
+      chunk[nw++] = (ULong)TAG_DI << 56 | dep << 16 | ipa;
+      chunk[nw++] = ((ULong)TAG_ACCESS_LONG << 56) | 3;
+      chunk[nw++] = run_first;
       chunk[nw++] = (ULong)(UShort)(Short)run_stride | (run_count << 16);
+      chunk[nw++] = kind << 8 | size;
+   } else {
+      ULong d5 = dep, i5 = ipa;
+      if (UNLIKELY(dep >= W_ESC || ipa >= W_ESC)) {
+         chunk[nw++] = (ULong)TAG_DI << 56 | dep << 16 | ipa;
+         d5 = dep >= W_ESC ? W_ESC : dep;
+         i5 = ipa >= W_ESC ? W_ESC : ipa;
+      }
+      ULong w = W_ACCESS | (kind - 1) << 60 | (ULong)__builtin_ctzll(size) << 57 | i5 << 52
+                | d5 << 47 | run_first;
+      if (run_count == 1) {
+         chunk[nw++] = w;
+      } else {
+         chunk[nw++] = w | W_RUN;
+         chunk[nw++] = (ULong)(UShort)(Short)run_stride | (run_count << 16);
+      }
    }
    run_count = 0;
 }
 
-static inline void one_access(Addr a, UWord meta)
+static inline void one_access(Addr a, ULong key)
 {
-   if (run_count != 0 && meta == run_meta) {
+   if (run_count != 0 && key == run_key) {
       Long d = (Long)(a - run_last);
       if (run_count == 1) {
          if (d >= -32768 && d <= 32767) {
@@ -161,29 +195,63 @@ static inline void one_access(Addr a, UWord meta)
    }
    emit_run();
    run_first = run_last = a;
-   run_meta = meta;
+   run_key = key;
    run_stride = 0;
    run_count = 1;
 }
 
-/* meta = tag << 8 | size in bytes.  Sizes above 64 (XSAVE, FXSAVE areas) are split into
-   64-byte pieces so that every byte is covered and the size fits the wire's 8 bits. */
-static VG_REGPARM(2) void h_acc(Addr a, UWord meta)
+/* meta (built by the instrumentation, add_ev) is the run key of the access but its ipa, with
+   the extras the helper needs:
+     k:16 | sdep:16 << 16 | size:8 << 32 | kind:8 << 40 | big:16 << 48
+   k: instructions of this superblock since its previous access (this one's included), to which
+   g_pending is added: the ipa; sdep: the static dep (a load of the same superblock), 0 when
+   none; rtag: the register tag of the address (0 = none; the instrumentation passes one only
+   when sdep is 0). big: the size when above 64 (size is then 0): XSAVE, FXSAVE areas are split
+   into 64-byte pieces so that every byte is covered and the size fits the wire's 8 bits; each
+   piece is one access event. */
+static __attribute__((noinline)) void big_access(Addr a, ULong key, UWord size)
 {
-   UWord size = meta & 0xffff;
-   UWord tag = meta >> 16;
-   while (size > 64) {
-      one_access(a, tag << 8 | 64);
+   ULong dep = (key >> 16) & 0xffff;
+   key &= ~0xffffffffULL;
+   ULong ipa0 = key & 0xffff;
+   for (;;) {
+      UWord n = size > 64 ? 64 : size;
+      g_seq++;
+      one_access(a, key | (ULong)n << 32 | dep << 16 | ipa0);
+      if (size <= 64)
+         break;
       a += 64;
       size -= 64;
+      ipa0 = 0;
+      if (dep != 0)
+         dep = dep < DEP_CAP ? dep + 1 : 0;
    }
-   one_access(a, tag << 8 | size);
 }
 
-static void h_acc2(Addr a1, UWord m1, Addr a2, UWord m2)
+static VG_REGPARM(3) void h_acc(Addr a, UWord meta, UWord rtag)
 {
-   h_acc(a1, m1);
-   h_acc(a2, m2);
+   ULong ipa = g_pending + (meta & 0xffff);
+   g_pending = 0;
+   if (UNLIKELY(ipa > IPA_CAP))
+      ipa = IPA_CAP;
+   ULong key = (meta & 0xffffffffffff0000ULL) | ipa;
+   if (rtag != 0) {
+      ULong dep = g_seq + 1 - (ULong)rtag;
+      if (dep <= DEP_CAP)
+         key |= dep << 16;
+   }
+   if (UNLIKELY(meta >> 48)) {
+      big_access(a, key & 0xffffffffffffULL, meta >> 48);
+      return;
+   }
+   g_seq++;
+   one_access(a, key);
+}
+
+static void h_acc2(Addr a1, UWord m1, UWord r1, Addr a2, UWord m2, UWord r2)
+{
+   h_acc(a1, m1, r1);
+   h_acc(a2, m2, r2);
 }
 
 /* ---- other records ---- */
@@ -376,24 +444,167 @@ static void sp_atfork_child(ThreadId tid)
    emit_rec(TAG_FORK, (ULong)(UInt)parent, NULL, 0);
 }
 
-/* ---- instrumentation ---- */
+/* ---- instrumentation ----
+
+   Per superblock (SB), one pass over the statements:
+   - access events are queued per guest instruction and flushed as calls to h_acc / h_acc2 at
+     the next IMark, before a side exit and at the end, in program order;
+   - instruction counts (ipa): c_ins counts the IMarks since the SB's previous access; each new
+     access event takes it (k in its meta) and resets it. At every exit the count left over is
+     added to g_pending: at a side exit with a StoreG guarded by the exit's own guard, at the end
+     unconditionally. So g_pending, at an SB's first access, holds exactly the instructions run
+     since the previous access in earlier SBs;
+   - dependence tags (dep): each IR temp gets a static tag: `ld`, the static index (in the SB's
+     access event order) of the most recent load its value derives from, or -1; else `rm`, the
+     set of general-purpose registers whose values at SB entry it derives from. A temp's tag is
+     the max (ld) / union (rm) over its operands; a load's result gets its own index; GET of a
+     register the SB has not written yet gives {that register}, GET of one it wrote gives the tag
+     written. An access whose address has ld >= 0 has the static dep (its index - ld); one with
+     a register set gets the max of those registers' shadow tags at SB entry (read once, at the
+     register's first GET) and h_acc computes the distance at run time. At every exit the
+     shadow tags of the registers the SB wrote are stored: a load's sequence number is g_seq
+     (read there) - (events so far) + its index + 1, since every event before the exit has
+     been counted by then.
+   Not followed: values through memory (a spilled register reloaded is a new load: its
+   dependents get that load's dep), through vector, x87 or flags registers, through helpers
+   (dirty calls' results get no tag, or their own load's). A guarded access whose guard is false
+   emits no event, which shifts the static distances across it by one (rare on amd64: VEX uses
+   guarded loads/stores for a few AVX masked moves only). */
+
+typedef struct {
+   Int ld;    /* static index of the most recent load, or -1 */
+   UShort rm; /* registers whose SB-entry tags it derives from (when ld < 0) */
+} Tag;
+
+static const Tag NO_TAG = { -1, 0 };
+
+static inline Tag tag_max(Tag a, Tag b)
+{
+   Tag t;
+   t.ld = a.ld > b.ld ? a.ld : b.ld;
+   t.rm = t.ld >= 0 ? 0 : (UShort)(a.rm | b.rm);
+   return t;
+}
+
+static inline Tag load_tag(Int idx)
+{
+   Tag t = { idx, 0 };
+   return idx >= 0 ? t : NO_TAG;
+}
+
+#define N_GPR 16
+#define GPR_LO ((Int)offsetof(VexGuestAMD64State, guest_RAX))
+
+static IRSB* sb;            /* the SB being built */
+static Int shadow_base;     /* offset of shadow area 1 from the guest state */
+static Tag* ttag;           /* per temp of the input SB */
+static Int ttag_cap = 0;
+static Int ttag_n = 0;
+static Bool r_mod[N_GPR];   /* written in this SB so far */
+static Tag r_tag[N_GPR];    /* its tag when r_mod */
+static IRTemp r_entry[N_GPR]; /* its shadow tag at SB entry (a temp), once read */
+static Bool r_shw[N_GPR];   /* its shadow written at an exit of this SB */
+static Tag r_wtag[N_GPR];   /* ... with this tag */
+static Int n_ev;            /* static index of the next access event */
+static UInt c_ins;          /* instructions since the SB's previous (unguarded) access */
+
+#define MASK_CACHE 8
+static UShort mc_mask[MASK_CACHE];
+static IRTemp mc_tmp[MASK_CACHE];
+static Int mc_n;
+
+static Int gpr_of(Int off, Int size)
+{
+   if (off < GPR_LO || size <= 0 || off + size > GPR_LO + 8 * N_GPR)
+      return -1;
+   Int r = (off - GPR_LO) / 8;
+   if ((off + size - 1 - GPR_LO) / 8 != r)
+      return -1;
+   return r;
+}
+
+static IRTemp entry_of(Int r)
+{
+   if (r_entry[r] == IRTemp_INVALID) {
+      r_entry[r] = newIRTemp(sb->tyenv, Ity_I64);
+      addStmtToIRSB(sb, IRStmt_WrTmp(r_entry[r],
+                                     IRExpr_Get(shadow_base + GPR_LO + 8 * r, Ity_I64)));
+   }
+   return r_entry[r];
+}
+
+/* The tag of register r as the SB sees it now. */
+static Tag reg_read(Int r)
+{
+   if (r < 0)
+      return NO_TAG;
+   if (r_mod[r])
+      return r_tag[r];
+   entry_of(r);
+   Tag t = { -1, (UShort)(1u << r) };
+   return t;
+}
+
+static Tag atom_tag(const IRExpr* e)
+{
+   if (e && e->tag == Iex_RdTmp && e->Iex.RdTmp.tmp < ttag_n)
+      return ttag[e->Iex.RdTmp.tmp];
+   return NO_TAG;
+}
+
+/* The max of the SB-entry shadow tags of the registers in `rm`, as an atom. */
+static IRExpr* mask_value(UShort rm)
+{
+   for (Int i = 0; i < mc_n; i++)
+      if (mc_mask[i] == rm)
+         return IRExpr_RdTmp(mc_tmp[i]);
+   IRTemp cur = IRTemp_INVALID;
+   for (Int r = 0; r < N_GPR; r++) {
+      if (!(rm & (1u << r)))
+         continue;
+      IRTemp e = entry_of(r);
+      if (cur == IRTemp_INVALID) {
+         cur = e;
+         continue;
+      }
+      IRTemp lt = newIRTemp(sb->tyenv, Ity_I1);
+      IRTemp mx = newIRTemp(sb->tyenv, Ity_I64);
+      addStmtToIRSB(sb, IRStmt_WrTmp(lt, IRExpr_Binop(Iop_CmpLT64U, IRExpr_RdTmp(cur),
+                                                         IRExpr_RdTmp(e))));
+      addStmtToIRSB(sb, IRStmt_WrTmp(mx, IRExpr_ITE(IRExpr_RdTmp(lt), IRExpr_RdTmp(e),
+                                                      IRExpr_RdTmp(cur))));
+      cur = mx;
+   }
+   if (mc_n < MASK_CACHE) {
+      mc_mask[mc_n] = rm;
+      mc_tmp[mc_n] = cur;
+      mc_n++;
+   }
+   return IRExpr_RdTmp(cur);
+}
+
 typedef struct {
    IRExpr* addr;
    IRExpr* guard; /* NULL when unconditional */
-   UWord meta;    /* tag << 16 | size (h_acc's encoding) */
+   UWord meta;    /* h_acc's encoding */
+   IRExpr* rtag;  /* atom: the address's register tag, or NULL */
+   Int index;     /* static index of its (first) event */
+   Int size;
 } Ev;
 
 #define MAX_EV 16
 static Ev evs[MAX_EV];
 static Int n_evs = 0;
 
-static IRDirty* acc_call(Ev* e)
+#define META_KIND(m) (((m) >> 40) & 0xff)
+#define META_KIND_MASK (0xffUL << 40)
+
+static IRExpr* rtag_arg(const Ev* e)
 {
-   return unsafeIRDirty_0_N(2, "sp_acc", VG_(fnptr_to_fnentry)(h_acc),
-                            mkIRExprVec_2(e->addr, mkIRExpr_HWord(e->meta)));
+   return e->rtag ? e->rtag : mkIRExpr_HWord(0);
 }
 
-static void flush_evs(IRSB* sb)
+static void flush_evs(void)
 {
    Int i = 0;
    while (i < n_evs) {
@@ -402,11 +613,12 @@ static void flush_evs(IRSB* sb)
       if (e->guard == NULL && i + 1 < n_evs && evs[i + 1].guard == NULL) {
          Ev* f = &evs[i + 1];
          di = unsafeIRDirty_0_N(0, "sp_acc2", VG_(fnptr_to_fnentry)(h_acc2),
-                                mkIRExprVec_4(e->addr, mkIRExpr_HWord(e->meta),
-                                              f->addr, mkIRExpr_HWord(f->meta)));
+                                mkIRExprVec_6(e->addr, mkIRExpr_HWord(e->meta), rtag_arg(e),
+                                              f->addr, mkIRExpr_HWord(f->meta), rtag_arg(f)));
          i += 2;
       } else {
-         di = acc_call(e);
+         di = unsafeIRDirty_0_N(3, "sp_acc", VG_(fnptr_to_fnentry)(h_acc),
+                                mkIRExprVec_3(e->addr, mkIRExpr_HWord(e->meta), rtag_arg(e)));
          if (e->guard)
             di->guard = e->guard;
          i += 1;
@@ -416,26 +628,219 @@ static void flush_evs(IRSB* sb)
    n_evs = 0;
 }
 
-static void add_ev(IRSB* sb, UInt tag, IRExpr* addr, Int size, IRExpr* guard)
+/* Queues an access of the current instruction; returns the static index of its (first) event,
+   -1 for none. A write (or CAS) of the address and size an unguarded read of the same
+   instruction loaded turns that read into one read-modify-write. */
+static Int add_ev(UInt kind, IRExpr* addr, Int size, IRExpr* guard)
 {
    if (size <= 0)
-      return;
-   /* A store to the address just loaded by the same instruction, of the same size, is a
-      read-modify-write: the design's event stream counts it as one write. */
-   if (tag == TAG_WRITE && guard == NULL && n_evs > 0) {
-      Ev* last = &evs[n_evs - 1];
-      if ((last->meta >> 16) == TAG_READ && last->guard == NULL
-          && (last->meta & 0xffff) == (UWord)size && eqIRAtom(last->addr, addr)) {
-         last->meta = (UWord)TAG_WRITE << 16 | (UWord)size;
-         return;
+      return -1;
+   if ((kind == K_WRITE || kind == K_RMW) && guard == NULL) {
+      for (Int i = n_evs - 1; i >= 0; i--) {
+         Ev* e = &evs[i];
+         if (META_KIND(e->meta) == K_READ && e->guard == NULL && e->size == size
+             && eqIRAtom(e->addr, addr)) {
+            e->meta = (e->meta & ~META_KIND_MASK) | ((UWord)K_RMW << 40);
+            return e->index;
+         }
       }
    }
+   Int idx = n_ev;
+   n_ev += size > 64 ? (size + 63) / 64 : 1;
+   /* A guarded access takes no instruction count: if it does not happen, the next one still
+      counts them. */
+   UWord k = 0;
+   if (guard == NULL) {
+      k = c_ins > IPA_CAP ? IPA_CAP : c_ins;
+      c_ins = 0;
+   }
+   Tag t = atom_tag(addr);
+   UWord sdep = 0;
+   IRExpr* rt = NULL;
+   if (t.ld >= 0) {
+      sdep = (UWord)(idx - t.ld);
+      if (sdep > DEP_CAP)
+         sdep = 0;
+   } else if (t.rm) {
+      rt = mask_value(t.rm);
+   }
    if (n_evs == MAX_EV)
-      flush_evs(sb);
-   evs[n_evs].addr = addr;
-   evs[n_evs].guard = guard;
-   evs[n_evs].meta = (UWord)tag << 16 | (UWord)(size & 0xffff);
-   n_evs++;
+      flush_evs();
+   Ev* e = &evs[n_evs++];
+   e->addr = addr;
+   e->guard = guard;
+   e->meta = k | sdep << 16 | (UWord)kind << 40;
+   if (size <= 64)
+      e->meta |= (UWord)size << 32;
+   else
+      e->meta |= (UWord)(size > 0xffff ? 0xffff : size) << 48;
+   e->size = size;
+   e->rtag = rt;
+   e->index = idx;
+   return idx;
+}
+
+/* At an exit (guard = the exit's guard, NULL for the end of the SB): the instructions not yet
+   counted go to g_pending, and the shadow tags of the registers the SB wrote are stored.
+   `last`: nothing after this side exit changes the count or the tags (the usual conditional
+   branch that ends a block), so the end would do the same: count unconditionally here, once. */
+static void at_exit(IRExpr* guard, Bool last)
+{
+   flush_evs();
+   if (last)
+      guard = NULL;
+   if (c_ins > 0) {
+      IRTemp old = newIRTemp(sb->tyenv, Ity_I64);
+      IRTemp sum = newIRTemp(sb->tyenv, Ity_I64);
+      IRExpr* where = mkIRExpr_HWord((HWord)&g_pending);
+      addStmtToIRSB(sb, IRStmt_WrTmp(old, IRExpr_Load(Iend_LE, Ity_I64, where)));
+      addStmtToIRSB(sb, IRStmt_WrTmp(sum, IRExpr_Binop(Iop_Add64, IRExpr_RdTmp(old),
+                                                         IRExpr_Const(IRConst_U64(c_ins)))));
+      if (guard)
+         addStmtToIRSB(sb, IRStmt_StoreG(Iend_LE, mkIRExpr_HWord((HWord)&g_pending),
+                                         IRExpr_RdTmp(sum), guard));
+      else
+         addStmtToIRSB(sb, IRStmt_Store(Iend_LE, mkIRExpr_HWord((HWord)&g_pending),
+                                        IRExpr_RdTmp(sum)));
+      if (last)
+         c_ins = 0;
+   }
+   IRTemp seq = IRTemp_INVALID;
+   for (Int r = 0; r < N_GPR; r++) {
+      if (!r_mod[r])
+         continue;
+      Tag t = r_tag[r];
+      if (r_shw[r]) {
+         if (t.ld == r_wtag[r].ld && t.rm == r_wtag[r].rm)
+            continue;
+      } else if (t.ld < 0 && t.rm == (1u << r)) {
+         continue; /* the shadow still holds the entry tag, which is the one wanted */
+      }
+      IRExpr* v;
+      if (t.ld >= 0) {
+         if (seq == IRTemp_INVALID) {
+            seq = newIRTemp(sb->tyenv, Ity_I64);
+            addStmtToIRSB(sb, IRStmt_WrTmp(seq, IRExpr_Load(Iend_LE, Ity_I64,
+                                                            mkIRExpr_HWord((HWord)&g_seq))));
+         }
+         IRTemp s = newIRTemp(sb->tyenv, Ity_I64);
+         addStmtToIRSB(sb, IRStmt_WrTmp(s, IRExpr_Binop(Iop_Add64, IRExpr_RdTmp(seq),
+                                                          IRExpr_Const(IRConst_U64(
+                                                             (ULong)(Long)(t.ld + 1 - n_ev))))));
+         v = IRExpr_RdTmp(s);
+      } else if (t.rm) {
+         v = mask_value(t.rm);
+      } else {
+         v = IRExpr_Const(IRConst_U64(0));
+      }
+      addStmtToIRSB(sb, IRStmt_Put(shadow_base + GPR_LO + 8 * r, v));
+      r_shw[r] = True;
+      r_wtag[r] = t;
+   }
+}
+
+static void set_tag(IRTemp t, Tag g)
+{
+   if (t != IRTemp_INVALID && t < ttag_n)
+      ttag[t] = g;
+}
+
+/* A write of [off, off + size) of the guest state with a value of tag g (whole: it replaces
+   the register's value; else it merges into it). */
+static void reg_write(Int off, Int size, Tag g, Bool whole)
+{
+   for (Int r = 0; r < N_GPR; r++) {
+      Int lo = GPR_LO + 8 * r;
+      if (off >= lo + 8 || off + size <= lo)
+         continue;
+      Tag t = (whole && off == lo && size == 8) ? g : tag_max(reg_read(r), g);
+      r_mod[r] = True;
+      r_tag[r] = t;
+   }
+}
+
+static Tag expr_tag(const IRExpr* e)
+{
+   switch (e->tag) {
+   case Iex_Get:
+      return reg_read(gpr_of(e->Iex.Get.offset, sizeofIRType(e->Iex.Get.ty)));
+   case Iex_RdTmp:
+      return atom_tag(e);
+   case Iex_Unop:
+      return atom_tag(e->Iex.Unop.arg);
+   case Iex_Binop:
+      return tag_max(atom_tag(e->Iex.Binop.arg1), atom_tag(e->Iex.Binop.arg2));
+   case Iex_Triop: {
+      const IRTriop* t = e->Iex.Triop.details;
+      return tag_max(tag_max(atom_tag(t->arg1), atom_tag(t->arg2)), atom_tag(t->arg3));
+   }
+   case Iex_Qop: {
+      const IRQop* q = e->Iex.Qop.details;
+      return tag_max(tag_max(atom_tag(q->arg1), atom_tag(q->arg2)),
+                     tag_max(atom_tag(q->arg3), atom_tag(q->arg4)));
+   }
+   case Iex_ITE:
+      return tag_max(atom_tag(e->Iex.ITE.cond),
+                     tag_max(atom_tag(e->Iex.ITE.iftrue), atom_tag(e->Iex.ITE.iffalse)));
+   case Iex_CCall: {
+      Tag t = NO_TAG;
+      for (Int i = 0; e->Iex.CCall.args[i]; i++)
+         t = tag_max(t, atom_tag(e->Iex.CCall.args[i]));
+      return t;
+   }
+   default:
+      return NO_TAG;
+   }
+}
+
+static void sb_start(IRSB* out, const IRSB* in, const VexGuestLayout* layout)
+{
+   sb = out;
+   shadow_base = layout->total_sizeB;
+   ttag_n = in->tyenv->types_used;
+   if (ttag_n > ttag_cap) {
+      ttag_cap = ttag_n * 2 + 64;
+      ttag = VG_(realloc)("splab.ttag", ttag, ttag_cap * sizeof(Tag));
+   }
+   for (Int i = 0; i < ttag_n; i++)
+      ttag[i] = NO_TAG;
+   for (Int r = 0; r < N_GPR; r++) {
+      r_mod[r] = False;
+      r_shw[r] = False;
+      r_entry[r] = IRTemp_INVALID;
+   }
+   n_ev = 0;
+   c_ins = 0;
+   n_evs = 0;
+   mc_n = 0;
+}
+
+/* True when the statements from `i` on run no instruction, access nothing and write no
+   general-purpose register. */
+static Bool nothing_after(const IRSB* in, Int i)
+{
+   for (; i < in->stmts_used; i++) {
+      const IRStmt* st = in->stmts[i];
+      if (!st)
+         continue;
+      switch (st->tag) {
+      case Ist_NoOp:
+      case Ist_AbiHint:
+         break;
+      case Ist_Put:
+         if (gpr_of(st->Ist.Put.offset,
+                    sizeofIRType(typeOfIRExpr(in->tyenv, st->Ist.Put.data))) >= 0)
+            return False;
+         break;
+      case Ist_WrTmp:
+         if (st->Ist.WrTmp.data->tag == Iex_Load)
+            return False;
+         break;
+      default:
+         return False;
+      }
+   }
+   return True;
 }
 
 static IRSB* sp_instrument(VgCallbackClosure* closure, IRSB* sbIn, const VexGuestLayout* layout,
@@ -447,51 +852,69 @@ static IRSB* sp_instrument(VgCallbackClosure* closure, IRSB* sbIn, const VexGues
 
    IRSB* sbOut = deepCopyIRSBExceptStmts(sbIn);
    IRTypeEnv* tyenv = sbIn->tyenv;
-   Int i = 0;
-   n_evs = 0;
-   /* Statements before the first IMark belong to no instruction: copy them as they are. */
-   while (i < sbIn->stmts_used && sbIn->stmts[i]->tag != Ist_IMark) {
-      addStmtToIRSB(sbOut, sbIn->stmts[i]);
-      i++;
-   }
-   for (; i < sbIn->stmts_used; i++) {
+   sb_start(sbOut, sbIn, layout);
+   for (Int i = 0; i < sbIn->stmts_used; i++) {
       IRStmt* st = sbIn->stmts[i];
       if (!st || st->tag == Ist_NoOp)
          continue;
       switch (st->tag) {
       case Ist_IMark:
-         flush_evs(sbOut);
+         flush_evs();
+         c_ins++;
          if (clo_ifetch)
-            add_ev(sbOut, TAG_IFETCH, mkIRExpr_HWord((HWord)st->Ist.IMark.addr),
+            add_ev(K_IFETCH, mkIRExpr_HWord((HWord)st->Ist.IMark.addr),
                    (Int)st->Ist.IMark.len, NULL);
          break;
       case Ist_WrTmp: {
          IRExpr* data = st->Ist.WrTmp.data;
+         Tag t;
          if (data->tag == Iex_Load)
-            add_ev(sbOut, TAG_READ, data->Iex.Load.addr, sizeofIRType(data->Iex.Load.ty), NULL);
+            t = load_tag(add_ev(K_READ, data->Iex.Load.addr, sizeofIRType(data->Iex.Load.ty),
+                                NULL));
+         else
+            t = expr_tag(data);
+         set_tag(st->Ist.WrTmp.tmp, t);
+         break;
+      }
+      case Ist_Put: {
+         IRExpr* d = st->Ist.Put.data;
+         Int off = st->Ist.Put.offset, size = sizeofIRType(typeOfIRExpr(tyenv, d));
+         if (gpr_of(off, size) >= 0)
+            reg_write(off, size, atom_tag(d), True);
          break;
       }
       case Ist_Store:
-         add_ev(sbOut, TAG_WRITE, st->Ist.Store.addr,
+         add_ev(K_WRITE, st->Ist.Store.addr,
                 sizeofIRType(typeOfIRExpr(tyenv, st->Ist.Store.data)), NULL);
          break;
       case Ist_StoreG: {
          IRStoreG* sg = st->Ist.StoreG.details;
-         add_ev(sbOut, TAG_WRITE, sg->addr, sizeofIRType(typeOfIRExpr(tyenv, sg->data)),
-                sg->guard);
+         add_ev(K_WRITE, sg->addr, sizeofIRType(typeOfIRExpr(tyenv, sg->data)), sg->guard);
          break;
       }
       case Ist_LoadG: {
          IRLoadG* lg = st->Ist.LoadG.details;
          IRType ty = Ity_INVALID, ty_wide = Ity_INVALID;
          typeOfIRLoadGOp(lg->cvt, &ty_wide, &ty);
-         add_ev(sbOut, TAG_READ, lg->addr, sizeofIRType(ty), lg->guard);
+         Int idx = add_ev(K_READ, lg->addr, sizeofIRType(ty), lg->guard);
+         set_tag(lg->dst, tag_max(load_tag(idx), atom_tag(lg->alt)));
          break;
       }
       case Ist_Dirty: {
          IRDirty* d = st->Ist.Dirty.details;
+         Int idx = -1;
          if (d->mFx != Ifx_None && d->mAddr != NULL)
-            add_ev(sbOut, d->mFx == Ifx_Read ? TAG_READ : TAG_WRITE, d->mAddr, d->mSize, NULL);
+            idx = add_ev(d->mFx == Ifx_Read ? K_READ : d->mFx == Ifx_Write ? K_WRITE : K_RMW,
+                         d->mAddr, d->mSize, NULL);
+         Tag t = d->mFx == Ifx_Write ? NO_TAG : load_tag(idx);
+         set_tag(d->tmp, t);
+         for (Int k = 0; k < d->nFxState; k++) {
+            if (d->fxState[k].fx == Ifx_Read || d->fxState[k].fx == Ifx_None)
+               continue;
+            for (Int j = 0; j <= d->fxState[k].nRepeats; j++)
+               reg_write(d->fxState[k].offset + j * d->fxState[k].repeatLen,
+                         d->fxState[k].size, t, d->fxState[k].fx == Ifx_Write);
+         }
          break;
       }
       case Ist_CAS: {
@@ -499,29 +922,65 @@ static IRSB* sp_instrument(VgCallbackClosure* closure, IRSB* sbIn, const VexGues
          Int sz = sizeofIRType(typeOfIRExpr(tyenv, cas->dataLo));
          if (cas->dataHi != NULL)
             sz *= 2;
-         add_ev(sbOut, TAG_WRITE, cas->addr, sz, NULL);
+         Int idx = add_ev(K_RMW, cas->addr, sz, NULL);
+         set_tag(cas->oldLo, load_tag(idx));
+         set_tag(cas->oldHi, load_tag(idx));
          break;
       }
       case Ist_LLSC: {
-         if (st->Ist.LLSC.storedata == NULL)
-            add_ev(sbOut, TAG_READ, st->Ist.LLSC.addr,
-                   sizeofIRType(typeOfIRTemp(tyenv, st->Ist.LLSC.result)), NULL);
-         else
-            add_ev(sbOut, TAG_WRITE, st->Ist.LLSC.addr,
+         if (st->Ist.LLSC.storedata == NULL) {
+            Int idx = add_ev(K_READ, st->Ist.LLSC.addr,
+                             sizeofIRType(typeOfIRTemp(tyenv, st->Ist.LLSC.result)), NULL);
+            set_tag(st->Ist.LLSC.result, load_tag(idx));
+         } else {
+            add_ev(K_WRITE, st->Ist.LLSC.addr,
                    sizeofIRType(typeOfIRExpr(tyenv, st->Ist.LLSC.storedata)), NULL);
+         }
          break;
       }
       case Ist_Exit:
-         /* A side exit may leave the block: record this instruction's accesses first. */
-         flush_evs(sbOut);
+         /* A side exit may leave the block: account for everything before it first. */
+         at_exit(st->Ist.Exit.guard, nothing_after(sbIn, i + 1));
          break;
       default:
          break;
       }
       addStmtToIRSB(sbOut, st);
    }
-   flush_evs(sbOut);
+   at_exit(NULL, False);
    return sbOut;
+}
+
+/* The core wrote guest registers (a syscall's result, a signal frame, ...): not a load. */
+static void sp_post_reg_write(CorePart part, ThreadId tid, PtrdiffT off, SizeT size)
+{
+   static const UChar zeros[8 * N_GPR];
+   PtrdiffT lo = off > GPR_LO ? off : GPR_LO;
+   PtrdiffT hi = off + (PtrdiffT)size < GPR_LO + 8 * N_GPR ? off + (PtrdiffT)size
+                                                          : GPR_LO + 8 * N_GPR;
+   if (lo < hi)
+      VG_(set_shadow_regs_area)(tid, 1, lo, (SizeT)(hi - lo), zeros);
+}
+
+static void sp_post_reg_write_ccr(ThreadId tid, PtrdiffT off, SizeT size, Addr f)
+{
+   sp_post_reg_write(Vg_CoreClientReq, tid, off, size);
+}
+
+/* g_pending is per thread: threads switch rarely (Valgrind runs one at a time, for long
+   timeslices), so it is swapped here rather than indexed on every access. */
+#define MAX_TIDS 1024
+static ULong pending_of[MAX_TIDS];
+static ThreadId cur_tid = 0;
+
+static void sp_start_client_code(ThreadId tid, ULong blocks)
+{
+   if (tid == cur_tid || tid >= MAX_TIDS)
+      return;
+   if (cur_tid < MAX_TIDS)
+      pending_of[cur_tid] = g_pending;
+   g_pending = pending_of[tid];
+   cur_tid = tid;
 }
 
 /* ---- life cycle ---- */
@@ -573,6 +1032,9 @@ static void sp_pre_clo_init(void)
                                    sp_print_debug_usage);
    VG_(needs_syscall_wrapper)(sp_pre_syscall, sp_post_syscall);
    VG_(atfork)(sp_atfork_pre, NULL, sp_atfork_child);
+   VG_(track_post_reg_write)(sp_post_reg_write);
+   VG_(track_post_reg_write_clientcall_return)(sp_post_reg_write_ccr);
+   VG_(track_start_client_code)(sp_start_client_code);
 }
 
 VG_DETERMINE_INTERFACE_VERSION(sp_pre_clo_init)

@@ -207,12 +207,13 @@ impl Core {
         self.now.max(self.horizon).div_ceil(self.width)
     }
 
-    /// Dispatches `ipa` instructions ending in this access and applies the window limit.
+    /// Dispatches `ipa` instructions ending in this access (0: another access of the previous
+    /// access's instruction) and applies the window limit.
     #[inline]
     fn dispatch(&mut self, ipa: u64) -> u64 {
-        self.instr += ipa.max(1);
-        self.now += ipa.max(1);
-        self.ticks[cause::COMPUTE] += ipa.max(1);
+        self.instr += ipa;
+        self.now += ipa;
+        self.ticks[cause::COMPUTE] += ipa;
         // The instruction `window` older must have retired.
         self.retire_to(self.instr.saturating_sub(self.window));
         self.now

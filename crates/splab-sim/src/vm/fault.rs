@@ -41,7 +41,7 @@ impl AccessStats {
     #[inline]
     fn count(&mut self, a: &Access, n: u64) {
         self.total += n;
-        self.instructions += n * a.ipa.max(1) as u64;
+        self.instructions += n * a.ipa as u64;
         match a.op {
             MemOp::Load => self.reads += n,
             MemOp::Store => self.writes += n,
@@ -229,7 +229,7 @@ impl Os {
                         self.hw.caches.stream_fill(l);
                     }
                     self.acc.streamed_lines += lines;
-                    self.hw.core.stream(n * ipa.max(1) as u64, lines);
+                    self.hw.core.stream(n * ipa as u64, lines);
                     left -= n;
                     va = end;
                 }

@@ -36,8 +36,10 @@
 //!     (`mprotect_gaps`); a `brk` the model refuses because something lies in the way (a page
 //!     mapped lazily) unmaps the way first (`brk_forced`); `madvise` advice the model does not
 //!     know is ignored (`ignored_advice`).
-//! - `Compute` adds its cycles (an instruction counts one cycle) when the current access batch
-//!   is flushed.
+//! - Each access carries the trace's `dep` and `ipa` (version-1 traces: the reader's defaults,
+//!   docs/trace-format.md) to the core model. `Compute` in cycles adds them when the current
+//!   access batch is flushed; `Compute` in instructions adds nothing, since those instructions
+//!   are already in the next access's `ipa`.
 //! - A trace recorded with pages larger than the machine's base page replays; a machine whose
 //!   base page is larger than the trace's (the Alpha's 8KB under a 4KB amd64 trace) is refused
 //!   up front, as is a mapping beyond the machine's user address space (core2's 32 bits).
@@ -243,6 +245,7 @@ fn op_of(k: st::AccessKind) -> MemOp {
         st::AccessKind::Read => MemOp::Load,
         st::AccessKind::Write => MemOp::Store,
         st::AccessKind::Ifetch => MemOp::Ifetch,
+        st::AccessKind::Rmw => MemOp::Rmw,
     }
 }
 
@@ -286,6 +289,8 @@ impl Replayer {
             va,
             kind,
             size,
+            dep,
+            ipa,
         } = *ev
         {
             self.stats.accesses += 1;
@@ -303,11 +308,13 @@ impl Replayer {
             self.batch_pid = p;
             let op = op_of(kind);
             let va = va.0;
-            self.batch.push(Access::new(va, op, 0, 1));
+            self.batch.push(Access::new(va, op, dep, ipa));
             let last = va.wrapping_add(size.max(1) as u64 - 1);
             if (last >> self.shift) != (va >> self.shift) {
+                // The second page of a split access: the same instruction, so no instructions
+                // of its own, and the same address dependence.
                 self.batch
-                    .push(Access::new(last & !(self.bs - 1), op, 0, 1));
+                    .push(Access::new(last & !(self.bs - 1), op, if dep > 0 { dep + 1 } else { 0 }, 0));
                 self.stats.split_accesses += 1;
             }
             if self.batch.len() >= ACCESS_BATCH {
@@ -315,10 +322,14 @@ impl Replayer {
             }
             return Ok(());
         }
-        if let st::TraceEvent::Compute { amount, .. } = *ev {
-            // An instruction counts one cycle. Added at the next flush.
-            self.compute = self.compute.saturating_add(amount);
-            self.stats.compute_cycles = self.stats.compute_cycles.saturating_add(amount);
+        if let st::TraceEvent::Compute { amount, unit, .. } = *ev {
+            // Instructions are already in the next access's `ipa` (the reader folds a version-1
+            // trace's into it, the importers count them), so they add no time of their own;
+            // cycles are added at the next flush.
+            if unit == st::ComputeUnit::Cycles {
+                self.compute = self.compute.saturating_add(amount);
+                self.stats.compute_cycles = self.stats.compute_cycles.saturating_add(amount);
+            }
             return Ok(());
         }
         self.flush(e)?;
