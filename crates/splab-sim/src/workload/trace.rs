@@ -107,8 +107,11 @@ pub struct ReplayStats {
     pub brk_forced: u64,
     /// `madvise` events with advice the model ignores.
     pub ignored_advice: u64,
-    /// Cycles added by `Compute` events.
+    /// Cycles added by `Compute` events in cycles.
     pub compute_cycles: u64,
+    /// Instructions of `Compute` events in instructions (already counted in the next access's
+    /// `ipa`, so they add no time of their own).
+    pub compute_instructions: u64,
 }
 
 impl ReplayStats {
@@ -313,8 +316,12 @@ impl Replayer {
             if (last >> self.shift) != (va >> self.shift) {
                 // The second page of a split access: the same instruction, so no instructions
                 // of its own, and the same address dependence.
-                self.batch
-                    .push(Access::new(last & !(self.bs - 1), op, if dep > 0 { dep + 1 } else { 0 }, 0));
+                self.batch.push(Access::new(
+                    last & !(self.bs - 1),
+                    op,
+                    if dep > 0 { dep + 1 } else { 0 },
+                    0,
+                ));
                 self.stats.split_accesses += 1;
             }
             if self.batch.len() >= ACCESS_BATCH {
@@ -329,6 +336,9 @@ impl Replayer {
             if unit == st::ComputeUnit::Cycles {
                 self.compute = self.compute.saturating_add(amount);
                 self.stats.compute_cycles = self.stats.compute_cycles.saturating_add(amount);
+            } else {
+                self.stats.compute_instructions =
+                    self.stats.compute_instructions.saturating_add(amount);
             }
             return Ok(());
         }
