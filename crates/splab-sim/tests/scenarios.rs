@@ -92,6 +92,8 @@ fn runs_are_deterministic() {
     for (m, w) in [
         ("skylake", "gups:size=64M,updates=200K"),
         ("alpha21264", "tree:nodes=2000,ops=2000"),
+        ("core2", "chase:size=8M,chains=5,hops=100K"),
+        ("pa8000", "seq:size=32M,op=rw,passes=2"),
     ] {
         let mut a = serde_json::to_value(run(m, "base", w)).unwrap();
         let mut b = serde_json::to_value(run(m, "base", w)).unwrap();
