@@ -506,6 +506,22 @@ mod tests {
     }
 
     #[test]
+    fn lines_of_one_set_are_told_apart_by_their_high_bits() {
+        // 2 sets x 2 ways: lines 0, 2^31 and 2^32 + 2 all map to set 0.
+        let mut c = Caches::new(&CachesConfig {
+            levels: vec![level("L1", 4, 2, 4, Replacement::Plru)],
+            dram_latency: 100,
+        });
+        assert_eq!(c.access(0), 1);
+        assert_eq!(c.access(1 << 31), 1, "a different line, not a hit");
+        assert_eq!(c.access(1), 1, "set 1 is separate");
+        assert_eq!(c.access(0), 0);
+        assert_eq!(c.access(1 << 31), 0);
+        assert_eq!(c.access((1 << 32) + 2), 1);
+        c.check_invariants().unwrap();
+    }
+
+    #[test]
     fn round_robin_ignores_hits() {
         let mut c = one(2, Replacement::RoundRobin);
         c.access(1);
