@@ -506,6 +506,52 @@ mod tests {
     }
 
     #[test]
+    fn repeated_plru_touches_keep_a_line_most_recent() {
+        let mut c = one(4, Replacement::Plru);
+        for l in 0..4 {
+            c.access(l);
+        }
+        c.access(0);
+        c.access(0); // touching twice must not undo the first touch
+        assert_eq!(c.access(9), 1);
+        assert_eq!(c.access(0), 0, "the most recently used line survives");
+        assert_eq!(c.access(2), 1, "the tree pointed at way 2");
+    }
+
+    #[test]
+    fn nru_keeps_referenced_ways() {
+        let mut c = one(4, Replacement::Nru);
+        for l in 0..4 {
+            c.access(l); // the fourth fill sets every bit: only its own stays
+        }
+        c.access(0);
+        c.access(1); // reference bits: 0, 1, 3
+        assert_eq!(c.access(7), 1, "evicts the unreferenced way 2");
+        assert_eq!(c.access(0), 0);
+        assert_eq!(c.access(1), 0);
+        assert_eq!(c.access(3), 0);
+        assert_eq!(c.access(2), 1);
+    }
+
+    #[test]
+    fn round_robin_sets_are_independent() {
+        // 2 sets x 2 ways: even lines in set 0, odd lines in set 1.
+        let mut c = Caches::new(&CachesConfig {
+            levels: vec![level("L1", 4, 2, 3, Replacement::RoundRobin)],
+            dram_latency: 100,
+        });
+        for l in 0..4 {
+            assert_eq!(c.access(l), 1);
+        }
+        assert_eq!(c.access(4), 1); // set 0's turn: way 0 (line 0)
+        assert_eq!(c.access(1), 0, "set 1 untouched");
+        assert_eq!(c.access(3), 0);
+        assert_eq!(c.access(2), 0);
+        assert_eq!(c.access(0), 1);
+        c.check_invariants().unwrap();
+    }
+
+    #[test]
     fn lines_of_one_set_are_told_apart_by_their_high_bits() {
         // 2 sets x 2 ways: lines 0, 2^31 and 2^32 + 2 all map to set 0.
         let mut c = Caches::new(&CachesConfig {
