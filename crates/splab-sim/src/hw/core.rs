@@ -154,7 +154,7 @@ pub struct Core {
     /// Accesses issued.
     n: u64,
     /// Retirement-blocking accesses in order: (instruction number, done tick, access number).
-    rob: std::collections::VecDeque<(u64, u64, u64)>,
+    rob: Rob,
     /// Everything older than the front of `rob` retired by this tick.
     retired: u64,
     lives: Box<[Life; RING]>,
@@ -185,7 +185,7 @@ impl Core {
             now: 0,
             instr: 0,
             n: 0,
-            rob: std::collections::VecDeque::with_capacity(RING),
+            rob: Rob::new(),
             retired: 0,
             lives: Box::new([Life::default(); RING]),
             mshr_done: [0; MAX_MSHRS],
@@ -314,7 +314,7 @@ impl Core {
     /// until then is charged to the access that ends it.
     #[inline]
     fn retire_to(&mut self, limit: u64) {
-        while let Some(&(i, done, acc)) = self.rob.front() {
+        while let Some((i, done, acc)) = self.rob.front() {
             if i > limit {
                 break;
             }
@@ -374,7 +374,9 @@ impl Core {
         let mut done = data_start + trip.latency * w;
         if trip.served > 0 && op != MemOp::Ifetch {
             let m = (self.cfg.mshrs.max(1) as usize).min(MAX_MSHRS);
-            if let Some(i) = self.mshr_line[..m].iter().position(|&l| l == trip.line) {
+            let (same, slot, free) =
+                mshr_scan(&self.mshr_line[..m], &self.mshr_done[..m], trip.line);
+            if let Some(i) = same {
                 // Merges with the miss in flight for the same line.
                 if self.mshr_done[i] > data_start {
                     done = self.mshr_done[i].max(data_start + w);
@@ -383,7 +385,6 @@ impl Core {
                     self.mshr_done[i] = done;
                 }
             } else {
-                let (slot, free) = min_slot(&self.mshr_done[..m]);
                 data_start = data_start.max(free);
                 done = data_start + trip.latency * w;
                 self.mshr_done[slot] = done;
@@ -416,7 +417,7 @@ impl Core {
             }
         } else if blocks_until > disp + self.window {
             // Only an access that may outlive `window` dispatch ticks can ever stall dispatch.
-            self.rob.push_back((self.instr, blocks_until, n));
+            self.rob.push_back(self.instr, blocks_until, n);
         }
     }
 
@@ -576,6 +577,56 @@ fn f(n: u64) -> f64 {
 fn floor(x: f64) -> u64 {
     debug_assert!((0.0..9.2e18).contains(&x));
     x as i64 as u64
+}
+
+/// In one pass over the fill buffers: the first one holding `line`, and the first of those that
+/// free first and when.
+#[inline]
+fn mshr_scan(lines: &[u64], done: &[u64], line: u64) -> (Option<usize>, usize, u64) {
+    let mut same = usize::MAX;
+    let (mut best, mut t) = (0, u64::MAX);
+    // Backwards, so that the first match and the first minimum win.
+    for i in (0..lines.len().min(done.len())).rev() {
+        same = if lines[i] == line { i } else { same };
+        let le = done[i] <= t;
+        t = if le { done[i] } else { t };
+        best = if le { i } else { best };
+    }
+    ((same != usize::MAX).then_some(same), best, t)
+}
+
+/// The retirement-blocking accesses in order, in a fixed ring: at most `window <= RING` of them
+/// are in flight (each holds a distinct instruction of the window).
+#[derive(Clone)]
+struct Rob {
+    e: Box<[(u64, u64, u64); RING]>,
+    head: usize,
+    len: usize,
+}
+
+impl Rob {
+    fn new() -> Rob {
+        Rob {
+            e: Box::new([(0, 0, 0); RING]),
+            head: 0,
+            len: 0,
+        }
+    }
+    #[inline(always)]
+    fn front(&self) -> Option<(u64, u64, u64)> {
+        (self.len > 0).then(|| self.e[self.head % RING])
+    }
+    #[inline(always)]
+    fn pop_front(&mut self) {
+        self.head = (self.head + 1) % RING;
+        self.len -= 1;
+    }
+    #[inline(always)]
+    fn push_back(&mut self, instr: u64, done: u64, acc: u64) {
+        assert!(self.len < RING, "reorder window overflow");
+        self.e[(self.head + self.len) % RING] = (instr, done, acc);
+        self.len += 1;
+    }
 }
 
 /// The slot that frees first and when.
