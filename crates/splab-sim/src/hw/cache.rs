@@ -374,7 +374,14 @@ pub struct Caches {
     dram_latency: u64,
     /// Latency of a reference served at each place (levels, then DRAM).
     latency: [u64; 4],
+    /// The levels `prefetch` hints: those whose state is too large to stay in the host's L1
+    /// data cache. The sets of the others are hot anyway.
+    prefetched: Vec<usize>,
 }
+
+/// `Caches::prefetch` skips levels whose tags and replacement state take at most this many host
+/// bytes.
+const PREFETCH_ABOVE: usize = 16 << 10;
 
 impl Caches {
     pub fn new(cfg: &CachesConfig) -> Caches {
@@ -384,7 +391,11 @@ impl Caches {
         for (i, l) in levels.iter().enumerate() {
             latency[i] = l.latency;
         }
+        let prefetched = (0..levels.len())
+            .filter(|&i| 4 * (levels[i].tags.len() + levels[i].repl.len()) > PREFETCH_ABOVE)
+            .collect();
         Caches {
+            prefetched,
             names: cfg.levels.iter().map(|l| l.name.clone()).collect(),
             levels,
             dram_latency: cfg.dram_latency,
@@ -434,11 +445,12 @@ impl Caches {
         }
     }
 
-    /// Hints the host to fetch the sets `line` maps to (no effect on the model).
+    /// Hints the host to fetch the sets `line` maps to in the levels too large to stay in the
+    /// host's L1 cache (no effect on the model).
     #[inline]
     pub fn prefetch(&self, line: u64) {
-        for l in &self.levels {
-            l.prefetch(line);
+        for &i in &self.prefetched {
+            self.levels[i].prefetch(line);
         }
     }
 
