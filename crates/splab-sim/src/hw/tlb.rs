@@ -1229,6 +1229,7 @@ impl Tlb {
 
     /// Fills a walked translation into every level that holds its size. Precondition: the
     /// lookup of `va` just missed every level (so the translation is in none).
+    #[inline]
     pub fn fill(&mut self, asid: u32, va: u64, t: Translation, ifetch: bool) {
         for l in &mut self.lower {
             l.insert(asid, va, t, true);

@@ -240,6 +240,7 @@ impl Walker {
     /// Walks `asid`'s page table for `va`, which is (or would be) mapped by a page of byte shift
     /// `leaf_shift`; `path` holds the frames of the tables on the way. For a fault (nothing
     /// mapped), pass the base page shift: the walk stops at the first level with no table.
+    #[inline]
     pub fn walk(
         &mut self,
         asid: u32,
