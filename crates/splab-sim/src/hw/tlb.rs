@@ -698,7 +698,7 @@ impl Array {
 
     /// Inserts a translation as MRU, evicting the LRU way of its set if needed. `absent`: the
     /// caller knows the translation is not in this array (it just missed here).
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, asid: u32, va: u64, shift: u8, t: Translation, absent: bool) {
         let vpn = va >> shift;
         let set = self.set_of(vpn);
