@@ -167,13 +167,18 @@ impl Level {
         let ways = if W == 0 { self.ways } else { W };
         let (set, tag) = self.locate(line);
         let b = self.off + set * ways;
-        let s = &mut self.tags[b..b + ways];
+        debug_assert!(set < self.repl.len() && b + ways <= self.tags.len());
+        // SAFETY: `set <= set_mask = sets - 1` and `off < 16`, so `b + ways <= sets * ways + 16`,
+        // the length of `tags`, and `set < sets`, the length of `repl` (below). Measured: the
+        // bounds checks were a sixth of a level access (callgrind, skylake GUPS).
+        let s = unsafe { self.tags.get_unchecked_mut(b..b + ways) };
         let hits = if W == 0 {
             masks_any(s, tag)
         } else {
             masks::<W>(s, tag)
         };
-        let r = &mut self.repl[set];
+        // SAFETY: `set < sets`, the length of `repl` (above).
+        let r = unsafe { self.repl.get_unchecked_mut(set) };
         if hits != 0 {
             if P != ROUND_ROBIN {
                 let w = hits.trailing_zeros() as usize;
