@@ -229,7 +229,7 @@ impl Core {
         if amount == 0 {
             return;
         }
-        let life = self.lives[(acc as usize) % RING];
+        let life = &self.lives[(acc as usize) % RING];
         let dep_wait = life.issue.saturating_sub(life.dispatch);
         let total = dep_wait + life.done.saturating_sub(life.issue);
         if total == 0 {
@@ -241,73 +241,11 @@ impl Core {
         } else {
             0
         };
-        self.charge_own(&life, amount - to_dep.min(amount));
+        charge_own(&mut self.ticks, life, amount - to_dep.min(amount));
         if to_dep > 0 {
-            let p = self.lives[((life.producer - 1) as usize) % RING];
-            self.charge_own(&p, to_dep.min(amount));
+            let p = &self.lives[((life.producer - 1) as usize) % RING];
+            charge_own(&mut self.ticks, p, to_dep.min(amount));
         }
-    }
-
-    /// Splits `amount` over the parts of `life` from issue to completion (proportionally; the
-    /// rounding remainder to its data), and its wait for a producer to its data too.
-    fn charge_own(&mut self, life: &Life, amount: u64) {
-        if amount == 0 {
-            return;
-        }
-        let data = cause::DATA + life.served.min(3) as usize;
-        let walk = life.walk_end.saturating_sub(life.walk_start);
-        let parts = [
-            (life.tlb_end.saturating_sub(life.issue), cause::TLB_HIT),
-            (
-                life.walk_start.saturating_sub(life.tlb_end),
-                cause::WALK_QUEUE,
-            ),
-            (
-                life.data_start.saturating_sub(life.walk_end),
-                cause::DATA_QUEUE,
-            ),
-        ];
-        let total = life.done.saturating_sub(life.issue);
-        if total == 0 {
-            self.ticks[data] += amount;
-            return;
-        }
-        // Shares by floating point (IEEE arithmetic: deterministic), rounded down and capped so
-        // that the parts sum to `amount` exactly.
-        let k = f(amount) / f(total);
-        let mut given = 0;
-        for (len, c) in parts {
-            // An empty part gets nothing (0 * k is 0).
-            if len > 0 {
-                let x = floor(f(len) * k).min(amount - given);
-                self.ticks[c] += x;
-                given += x;
-            }
-        }
-        if walk > 0 {
-            let x = floor(f(walk) * k).min(amount - given);
-            let wt: u64 = life.walk_by_level.iter().map(|&c| c as u64).sum();
-            if wt == 0 {
-                self.ticks[cause::WALK_QUEUE] += x;
-            } else {
-                let kw = f(x) / f(wt);
-                let mut g = 0;
-                let mut last = 3;
-                for k in 0..4 {
-                    let c = life.walk_by_level[k];
-                    if c > 0 {
-                        let part = floor(f(c as u64) * kw).min(x - g);
-                        self.ticks[cause::WALK + k] += part;
-                        g += part;
-                        last = k;
-                    }
-                }
-                // The rounding remainder to the slowest level used.
-                self.ticks[cause::WALK + last] += x - g;
-            }
-            given += x;
-        }
-        self.ticks[data] += amount - given;
     }
 
     /// Retires, in order, the blocking accesses up to instruction `limit`; a stall of dispatch
@@ -561,6 +499,68 @@ impl std::fmt::Debug for Core {
             .field("instr", &self.instr)
             .finish()
     }
+}
+
+/// Splits `amount` over the parts of `life` from issue to completion (proportionally; the
+/// rounding remainder to its data), and its wait for a producer to its data too.
+fn charge_own(ticks: &mut [u64; cause::N], life: &Life, amount: u64) {
+    if amount == 0 {
+        return;
+    }
+    let data = cause::DATA + life.served.min(3) as usize;
+    let walk = life.walk_end.saturating_sub(life.walk_start);
+    let parts = [
+        (life.tlb_end.saturating_sub(life.issue), cause::TLB_HIT),
+        (
+            life.walk_start.saturating_sub(life.tlb_end),
+            cause::WALK_QUEUE,
+        ),
+        (
+            life.data_start.saturating_sub(life.walk_end),
+            cause::DATA_QUEUE,
+        ),
+    ];
+    let total = life.done.saturating_sub(life.issue);
+    if total == 0 {
+        ticks[data] += amount;
+        return;
+    }
+    // Shares by floating point (IEEE arithmetic: deterministic), rounded down and capped so
+    // that the parts sum to `amount` exactly.
+    let k = f(amount) / f(total);
+    let mut given = 0;
+    for (len, c) in parts {
+        // An empty part gets nothing (0 * k is 0).
+        if len > 0 {
+            let x = floor(f(len) * k).min(amount - given);
+            ticks[c] += x;
+            given += x;
+        }
+    }
+    if walk > 0 {
+        let x = floor(f(walk) * k).min(amount - given);
+        let wt: u64 = life.walk_by_level.iter().map(|&c| c as u64).sum();
+        if wt == 0 {
+            ticks[cause::WALK_QUEUE] += x;
+        } else {
+            let kw = f(x) / f(wt);
+            let mut g = 0;
+            let mut last = 3;
+            for k in 0..4 {
+                let c = life.walk_by_level[k];
+                if c > 0 {
+                    let part = floor(f(c as u64) * kw).min(x - g);
+                    ticks[cause::WALK + k] += part;
+                    g += part;
+                    last = k;
+                }
+            }
+            // The rounding remainder to the slowest level used.
+            ticks[cause::WALK + last] += x - g;
+        }
+        given += x;
+    }
+    ticks[data] += amount - given;
 }
 
 /// `n as f64`, for `n < 2^63` (every tick count and amount): through the signed conversion, one
