@@ -123,6 +123,7 @@ pub struct Trip {
 }
 
 const RING: usize = 512;
+const _: () = assert!(RING.is_power_of_two());
 const MAX_MSHRS: usize = 32;
 const MAX_WALKERS: usize = 8;
 
@@ -595,11 +596,11 @@ fn mshr_scan(lines: &[u64], done: &[u64], line: u64) -> (Option<usize>, usize, u
     ((same != usize::MAX).then_some(same), best, t)
 }
 
-/// The retirement-blocking accesses in order, in a fixed ring: at most `window <= RING` of them
-/// are in flight (each holds a distinct instruction of the window).
+/// The retirement-blocking accesses in order, in a ring of a power-of-two size that doubles when
+/// full (it rarely is: at most `window` accesses with distinct instructions are in flight).
 #[derive(Clone)]
 struct Rob {
-    e: Box<[(u64, u64, u64); RING]>,
+    e: Vec<(u64, u64, u64)>,
     head: usize,
     len: usize,
 }
@@ -607,25 +608,37 @@ struct Rob {
 impl Rob {
     fn new() -> Rob {
         Rob {
-            e: Box::new([(0, 0, 0); RING]),
+            e: vec![(0, 0, 0); RING],
             head: 0,
             len: 0,
         }
     }
     #[inline(always)]
     fn front(&self) -> Option<(u64, u64, u64)> {
-        (self.len > 0).then(|| self.e[self.head % RING])
+        (self.len > 0).then(|| self.e[self.head & (self.e.len() - 1)])
     }
     #[inline(always)]
     fn pop_front(&mut self) {
-        self.head = (self.head + 1) % RING;
+        self.head = (self.head + 1) & (self.e.len() - 1);
         self.len -= 1;
     }
     #[inline(always)]
     fn push_back(&mut self, instr: u64, done: u64, acc: u64) {
-        assert!(self.len < RING, "reorder window overflow");
-        self.e[(self.head + self.len) % RING] = (instr, done, acc);
+        if self.len == self.e.len() {
+            self.grow();
+        }
+        let n = self.e.len();
+        self.e[(self.head + self.len) & (n - 1)] = (instr, done, acc);
         self.len += 1;
+    }
+    #[cold]
+    fn grow(&mut self) {
+        let n = self.e.len();
+        let mut e = Vec::with_capacity(2 * n);
+        e.extend((0..self.len).map(|k| self.e[(self.head + k) & (n - 1)]));
+        e.resize(2 * n, (0, 0, 0));
+        self.e = e;
+        self.head = 0;
     }
 }
 
@@ -716,6 +729,24 @@ mod tests {
         let b = c.breakdown();
         assert_eq!(b.fault, 1000);
         assert_eq!(b.total(), c.cycles());
+    }
+
+    #[test]
+    fn the_reorder_ring_grows_in_order() {
+        let mut r = Rob::new();
+        for k in 0..3 * RING as u64 + 5 {
+            r.push_back(k, 2 * k, 3 * k);
+            if k % 3 == 0 {
+                r.pop_front();
+            }
+        }
+        let mut k = (3 * RING as u64 + 5).div_ceil(3);
+        while let Some((i, d, a)) = r.front() {
+            assert_eq!((i, d, a), (k, 2 * k, 3 * k));
+            r.pop_front();
+            k += 1;
+        }
+        assert_eq!(k, 3 * RING as u64 + 5);
     }
 
     #[test]
