@@ -55,6 +55,14 @@ pub const LINE_SHIFT: u32 = 6;
 /// Where a reference was served: `0..levels` a cache level, `levels` = DRAM.
 pub type Served = u8;
 
+/// A level's replacement as its access path sees it (`Replacement` resolved against the ways).
+const PLRU: u8 = 0;
+const NRU: u8 = 1;
+const ROUND_ROBIN: u8 = 2;
+
+/// `Level::access` specialised for one associativity and replacement policy, chosen once.
+type AccessFn = fn(&mut Level, u64) -> bool;
+
 #[derive(Clone, Debug)]
 struct Level {
     set_mask: u64,
@@ -65,16 +73,17 @@ struct Level {
     /// ways is one host line.
     tags: Vec<u32>,
     off: usize,
-    /// PLRU tree bits or NRU reference bits, per set.
+    /// PLRU tree bits, NRU reference bits or the round-robin pointer, per set.
     repl: Vec<u32>,
-    plru: bool,
-    round_robin: bool,
+    /// `PLRU` (power-of-two ways only), `NRU` or `ROUND_ROBIN`.
+    policy: u8,
+    access_fn: AccessFn,
     /// Tree PLRU: touching way w sets `repl = (repl & and[w]) | or[w]` (the bits on w's path
     /// pointed away from it), precomputed.
-    plru_and: Vec<u32>,
-    plru_or: Vec<u32>,
+    plru_and: [u32; 32],
+    plru_or: [u32; 32],
     /// Tree PLRU with at most 8 ways: the victim of every tree state, precomputed.
-    plru_victim: Vec<u8>,
+    plru_victim: [u8; 128],
     latency: u64,
     hits: u64,
     misses: u64,
@@ -99,13 +108,20 @@ impl Level {
         } else {
             (64 - misalign) / 4
         };
-        let (plru_and, plru_or) = plru_tables(ways);
-        let plru_victim = if ways.is_power_of_two() && ways <= 8 {
-            (0..1u32 << (ways - 1))
-                .map(|r| plru_walk(ways, r) as u8)
-                .collect()
-        } else {
-            Vec::new()
+        let (and, or) = plru_tables(ways);
+        let (mut plru_and, mut plru_or) = ([u32::MAX; 32], [0u32; 32]);
+        plru_and[..ways].copy_from_slice(&and);
+        plru_or[..ways].copy_from_slice(&or);
+        let mut plru_victim = [0u8; 128];
+        if ways.is_power_of_two() && ways <= 8 {
+            for (r, v) in plru_victim.iter_mut().enumerate() {
+                *v = plru_walk(ways, r as u32 & ((1 << (ways - 1)) - 1)) as u8;
+            }
+        }
+        let policy = match cfg.replacement {
+            Replacement::Plru if ways.is_power_of_two() => PLRU,
+            Replacement::Plru | Replacement::Nru => NRU,
+            Replacement::RoundRobin => ROUND_ROBIN,
         };
         Level {
             plru_and,
@@ -118,8 +134,8 @@ impl Level {
             tags,
             off,
             repl: vec![0; sets as usize],
-            plru: cfg.replacement == Replacement::Plru && ways.is_power_of_two(),
-            round_robin: cfg.replacement == Replacement::RoundRobin,
+            policy,
+            access_fn: access_fn(ways, policy),
             latency: cfg.latency,
             hits: 0,
             misses: 0,
@@ -140,83 +156,63 @@ impl Level {
     }
 
     /// Looks `line` up and, if absent, fills it (an invalid way, else the victim). Either way
-    /// it becomes most recently used. Returns whether it hit.
+    /// it becomes most recently used (round robin: hits change nothing). Returns whether it hit.
     #[inline(always)]
     fn access(&mut self, line: u64) -> bool {
+        (self.access_fn)(self, line)
+    }
+
+    /// `access` for `W` ways (0: any number, read from `ways`) and replacement `P`.
+    fn access_w<const W: usize, const P: u8>(&mut self, line: u64) -> bool {
+        let ways = if W == 0 { self.ways } else { W };
         let (set, tag) = self.locate(line);
-        let s = self.set(set);
-        let (hits, empties) = match self.ways {
-            1 => masks::<1>(s, tag),
-            2 => masks::<2>(s, tag),
-            4 => masks::<4>(s, tag),
-            8 => masks::<8>(s, tag),
-            12 => masks::<12>(s, tag),
-            16 => masks::<16>(s, tag),
-            _ => masks_any(s, tag),
-        };
-        let hit = if hits != 0 {
-            hits.trailing_zeros() as usize
+        let b = self.off + set * ways;
+        debug_assert!(set < self.repl.len() && b + ways <= self.tags.len());
+        // SAFETY: `set <= set_mask = sets - 1` and `off < 16`, so `b + ways <= sets * ways + 16`,
+        // the length of `tags`, and `set < sets`, the length of `repl` (below). Measured: the
+        // bounds checks were a sixth of a level access (callgrind, skylake GUPS).
+        let s = unsafe { self.tags.get_unchecked_mut(b..b + ways) };
+        let hits = if W == 0 {
+            masks_any(s, tag)
         } else {
-            usize::MAX
+            masks::<W>(s, tag)
         };
-        let empty = if empties != 0 {
-            empties.trailing_zeros() as usize
-        } else {
-            usize::MAX
-        };
-        if hit != usize::MAX {
-            if !self.round_robin {
-                self.touch(set, hit);
+        // SAFETY: `set < sets`, the length of `repl` (above).
+        let r = unsafe { self.repl.get_unchecked_mut(set) };
+        if hits != 0 {
+            if P != ROUND_ROBIN {
+                let w = hits.trailing_zeros() as usize;
+                *r = touch::<W, P>(*r, w, ways, &self.plru_and, &self.plru_or);
             }
             return true;
         }
-        if self.round_robin {
-            let w = self.repl[set] as usize;
-            self.tags[self.off + set * self.ways + w] = tag;
-            self.repl[set] = if w + 1 == self.ways { 0 } else { w as u32 + 1 };
-            return false;
-        }
-        let w = if empty != usize::MAX {
-            empty
+        let w = if P == ROUND_ROBIN {
+            let w = *r as usize;
+            *r = if w + 1 == ways { 0 } else { w as u32 + 1 };
+            w
         } else {
-            self.victim(set)
-        };
-        self.tags[self.off + set * self.ways + w] = tag;
-        self.touch(set, w);
-        false
-    }
-
-    /// Marks way `w` of `set` most recently used.
-    #[inline]
-    fn touch(&mut self, set: usize, w: usize) {
-        let r = &mut self.repl[set];
-        if self.plru {
-            *r = (*r & self.plru_and[w]) | self.plru_or[w];
-        } else {
-            *r |= 1 << w;
-            let all = if self.ways == 32 {
-                u32::MAX
+            let empties = if W == 0 {
+                masks_any(s, 0)
             } else {
-                (1u32 << self.ways) - 1
+                masks::<W>(s, 0)
             };
-            if *r & all == all {
-                *r = 1 << w;
-            }
-        }
-    }
-
-    #[inline]
-    fn victim(&self, set: usize) -> usize {
-        let r = self.repl[set];
-        if self.plru {
-            match self.plru_victim.get(r as usize) {
-                Some(&w) => w as usize,
-                None => plru_walk(self.ways, r),
-            }
-        } else {
-            // The first way whose reference bit is clear.
-            (!r).trailing_zeros() as usize
-        }
+            let w = if empties != 0 {
+                empties.trailing_zeros() as usize
+            } else if P == PLRU {
+                if ways <= 8 {
+                    self.plru_victim[*r as usize & 127] as usize
+                } else {
+                    plru_walk(ways, *r)
+                }
+            } else {
+                // NRU: the first way whose reference bit is clear.
+                (!*r).trailing_zeros() as usize
+            };
+            *r = touch::<W, P>(*r, w, ways, &self.plru_and, &self.plru_or);
+            w
+        };
+        s[w] = tag;
+        false
     }
 
     #[inline]
@@ -224,6 +220,51 @@ impl Level {
         let (set, _) = self.locate(line);
         super::prefetch(&self.tags[self.off + set * self.ways]);
         super::prefetch(&self.repl[set]);
+    }
+}
+
+/// The access function of a level of `ways` ways under `policy`.
+fn access_fn(ways: usize, policy: u8) -> AccessFn {
+    macro_rules! pick {
+        ($($w:literal)*) => {
+            match (ways, policy) {
+                $(
+                    ($w, PLRU) => Level::access_w::<$w, PLRU>,
+                    ($w, NRU) => Level::access_w::<$w, NRU>,
+                    ($w, _) => Level::access_w::<$w, ROUND_ROBIN>,
+                )*
+                (_, PLRU) => Level::access_w::<0, PLRU>,
+                (_, NRU) => Level::access_w::<0, NRU>,
+                (_, _) => Level::access_w::<0, ROUND_ROBIN>,
+            }
+        };
+    }
+    pick!(1 2 4 8 12 16)
+}
+
+/// The replacement state `r` after way `w` of a `ways`-way set (`W` if known) was used.
+#[inline(always)]
+fn touch<const W: usize, const P: u8>(
+    r: u32,
+    w: usize,
+    ways: usize,
+    and: &[u32; 32],
+    or: &[u32; 32],
+) -> u32 {
+    if P == PLRU {
+        (r & and[w & 31]) | or[w & 31]
+    } else {
+        let all = if ways >= 32 {
+            u32::MAX
+        } else {
+            (1u32 << ways) - 1
+        };
+        let r = r | 1 << (w & 31);
+        if r & all == all {
+            1 << (w & 31)
+        } else {
+            r
+        }
     }
 }
 
@@ -265,56 +306,61 @@ fn plru_walk(ways: usize, r: u32) -> usize {
     w
 }
 
-/// Bit masks of the ways of a `W`-way set holding `tag`, and of the invalid ways.
+/// Bit mask of the ways of a `W`-way set holding `tag` (0: the invalid ways).
 #[inline(always)]
-fn masks<const W: usize>(s: &[u32], tag: u32) -> (u32, u32) {
+fn masks<const W: usize>(s: &[u32], tag: u32) -> u32 {
     #[cfg(target_arch = "x86_64")]
     if W % 4 == 0 {
-        return masks_sse2(s, tag);
+        return masks_sse2::<W>(s, tag);
     }
     let s: &[u32; W] = s.try_into().expect("cache set of W ways");
     let mut hit = 0u32;
-    let mut empty = 0u32;
     for (i, &t) in s.iter().enumerate() {
         hit |= ((t == tag) as u32) << i;
-        empty |= ((t == 0) as u32) << i;
     }
-    (hit, empty)
+    hit
 }
 
-/// `masks` four ways at a time with SSE2 (part of x86-64's baseline): one compare and one
-/// move-mask per four ways.
+/// `masks` with SSE2 (part of x86-64's baseline): one compare per four ways, the compare
+/// results narrowed to one byte per way and gathered by one move-mask per sixteen ways.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn masks_sse2(s: &[u32], tag: u32) -> (u32, u32) {
+fn masks_sse2<const W: usize>(s: &[u32], tag: u32) -> u32 {
     use std::arch::x86_64::*;
-    let mut hit = 0u32;
-    let mut empty = 0u32;
-    // SAFETY: SSE2 is always available on x86_64; each load reads 4 u32 inside `s` (the
-    // chunks are exact), unaligned loads are allowed.
+    let s: &[u32; W] = s.try_into().expect("cache set of W ways");
+    // SAFETY: SSE2 is always available on x86_64; each load reads 4 u32 inside `s` (W is a
+    // multiple of 4 and each load starts at 4i < W), unaligned loads are allowed.
     unsafe {
         let t = _mm_set1_epi32(tag as i32);
-        let z = _mm_setzero_si128();
-        for (i, c) in s.chunks_exact(4).enumerate() {
-            let v = _mm_loadu_si128(c.as_ptr() as *const __m128i);
-            let h = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v, t))) as u32;
-            let e = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v, z))) as u32;
-            hit |= h << (4 * i);
-            empty |= e << (4 * i);
+        let p = s.as_ptr() as *const __m128i;
+        let q = |i: usize| {
+            if 4 * i < W {
+                _mm_cmpeq_epi32(_mm_loadu_si128(p.add(i)), t)
+            } else {
+                _mm_setzero_si128()
+            }
+        };
+        let mut m = 0u32;
+        for j in 0..W.div_ceil(16) {
+            let lo = _mm_packs_epi32(q(4 * j), q(4 * j + 1));
+            let hi = if 4 * j + 2 < W.div_ceil(4) {
+                _mm_packs_epi32(q(4 * j + 2), q(4 * j + 3))
+            } else {
+                _mm_setzero_si128()
+            };
+            m |= (_mm_movemask_epi8(_mm_packs_epi16(lo, hi)) as u32) << (16 * j);
         }
+        m
     }
-    (hit, empty)
 }
 
 #[inline]
-fn masks_any(s: &[u32], tag: u32) -> (u32, u32) {
+fn masks_any(s: &[u32], tag: u32) -> u32 {
     let mut hit = 0u32;
-    let mut empty = 0u32;
     for (i, &t) in s.iter().enumerate() {
         hit |= ((t == tag) as u32) << i;
-        empty |= ((t == 0) as u32) << i;
     }
-    (hit, empty)
+    hit
 }
 
 /// Hit and miss counts of one cache level, for the report.
@@ -333,7 +379,14 @@ pub struct Caches {
     dram_latency: u64,
     /// Latency of a reference served at each place (levels, then DRAM).
     latency: [u64; 4],
+    /// The levels `prefetch` hints: those whose state is too large to stay in the host's L1
+    /// data cache. The sets of the others are hot anyway.
+    prefetched: Vec<usize>,
 }
+
+/// `Caches::prefetch` skips levels whose tags and replacement state take at most this many host
+/// bytes.
+const PREFETCH_ABOVE: usize = 16 << 10;
 
 impl Caches {
     pub fn new(cfg: &CachesConfig) -> Caches {
@@ -343,7 +396,11 @@ impl Caches {
         for (i, l) in levels.iter().enumerate() {
             latency[i] = l.latency;
         }
+        let prefetched = (0..levels.len())
+            .filter(|&i| 4 * (levels[i].tags.len() + levels[i].repl.len()) > PREFETCH_ABOVE)
+            .collect();
         Caches {
+            prefetched,
             names: cfg.levels.iter().map(|l| l.name.clone()).collect(),
             levels,
             dram_latency: cfg.dram_latency,
@@ -370,19 +427,16 @@ impl Caches {
     /// DRAM). The levels above that place are filled (non-inclusive, fill on miss).
     #[inline]
     pub fn access(&mut self, line: u64) -> Served {
-        let n = self.levels.len();
-        let mut k = 0;
-        while k < n {
-            // Each level is independent: looking up and filling on a miss in one pass is the
-            // same as filling the levels above after the hit is found.
-            if self.levels[k].access(line) {
-                self.levels[k].hits += 1;
-                break;
+        // Each level is independent: looking up and filling on a miss in one pass is the same
+        // as filling the levels above after the hit is found.
+        for (k, l) in self.levels.iter_mut().enumerate() {
+            if l.access(line) {
+                l.hits += 1;
+                return k as Served;
             }
-            self.levels[k].misses += 1;
-            k += 1;
+            l.misses += 1;
         }
-        k as Served
+        self.levels.len() as Served
     }
 
     /// Brings `line` into every level as a prefetcher would (counted as neither hit nor miss):
@@ -396,11 +450,12 @@ impl Caches {
         }
     }
 
-    /// Hints the host to fetch the sets `line` maps to (no effect on the model).
+    /// Hints the host to fetch the sets `line` maps to in the levels too large to stay in the
+    /// host's L1 cache (no effect on the model).
     #[inline]
     pub fn prefetch(&self, line: u64) {
-        for l in &self.levels {
-            l.prefetch(line);
+        for &i in &self.prefetched {
+            self.levels[i].prefetch(line);
         }
     }
 
@@ -426,10 +481,10 @@ impl Caches {
                         return Err(format!("cache {name}: set {set} holds a line twice"));
                     }
                 }
-                let bad = if l.round_robin {
+                let bad = if l.policy == ROUND_ROBIN {
                     l.repl[set] as usize >= l.ways
                 } else {
-                    let bits = if l.plru { l.ways - 1 } else { l.ways };
+                    let bits = if l.policy == PLRU { l.ways - 1 } else { l.ways };
                     bits < 32 && l.repl[set] >> bits != 0
                 };
                 if bad {

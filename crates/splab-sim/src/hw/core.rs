@@ -123,6 +123,7 @@ pub struct Trip {
 }
 
 const RING: usize = 512;
+const _: () = assert!(RING.is_power_of_two());
 const MAX_MSHRS: usize = 32;
 const MAX_WALKERS: usize = 8;
 
@@ -154,7 +155,7 @@ pub struct Core {
     /// Accesses issued.
     n: u64,
     /// Retirement-blocking accesses in order: (instruction number, done tick, access number).
-    rob: std::collections::VecDeque<(u64, u64, u64)>,
+    rob: Rob,
     /// Everything older than the front of `rob` retired by this tick.
     retired: u64,
     lives: Box<[Life; RING]>,
@@ -185,7 +186,7 @@ impl Core {
             now: 0,
             instr: 0,
             n: 0,
-            rob: std::collections::VecDeque::with_capacity(RING),
+            rob: Rob::new(),
             retired: 0,
             lives: Box::new([Life::default(); RING]),
             mshr_done: [0; MAX_MSHRS],
@@ -230,7 +231,7 @@ impl Core {
         if amount == 0 {
             return;
         }
-        let life = self.lives[(acc as usize) % RING];
+        let life = &self.lives[(acc as usize) % RING];
         let dep_wait = life.issue.saturating_sub(life.dispatch);
         let total = dep_wait + life.done.saturating_sub(life.issue);
         if total == 0 {
@@ -238,81 +239,22 @@ impl Core {
             return;
         }
         let to_dep = if life.producer > 0 {
-            (amount as f64 * dep_wait as f64 / total as f64) as u64
+            floor(f(amount) * f(dep_wait) / f(total))
         } else {
             0
         };
-        self.charge_own(&life, amount - to_dep.min(amount));
+        charge_own(&mut self.ticks, life, amount - to_dep.min(amount));
         if to_dep > 0 {
-            let p = self.lives[((life.producer - 1) as usize) % RING];
-            self.charge_own(&p, to_dep.min(amount));
+            let p = &self.lives[((life.producer - 1) as usize) % RING];
+            charge_own(&mut self.ticks, p, to_dep.min(amount));
         }
-    }
-
-    /// Splits `amount` over the parts of `life` from issue to completion (proportionally; the
-    /// rounding remainder to its data), and its wait for a producer to its data too.
-    fn charge_own(&mut self, life: &Life, amount: u64) {
-        if amount == 0 {
-            return;
-        }
-        let data = cause::DATA + life.served.min(3) as usize;
-        let walk = life.walk_end.saturating_sub(life.walk_start);
-        let parts = [
-            (life.tlb_end.saturating_sub(life.issue), cause::TLB_HIT),
-            (
-                life.walk_start.saturating_sub(life.tlb_end),
-                cause::WALK_QUEUE,
-            ),
-            (
-                life.data_start.saturating_sub(life.walk_end),
-                cause::DATA_QUEUE,
-            ),
-        ];
-        let total = life.done.saturating_sub(life.issue);
-        if total == 0 {
-            self.ticks[data] += amount;
-            return;
-        }
-        // Shares by floating point (IEEE arithmetic: deterministic), rounded down and capped so
-        // that the parts sum to `amount` exactly.
-        let k = amount as f64 / total as f64;
-        let mut given = 0;
-        for (len, c) in parts {
-            let x = ((len as f64 * k) as u64).min(amount - given);
-            self.ticks[c] += x;
-            given += x;
-        }
-        if walk > 0 {
-            let x = ((walk as f64 * k) as u64).min(amount - given);
-            let wt: u64 = life.walk_by_level.iter().map(|&c| c as u64).sum();
-            if wt == 0 {
-                self.ticks[cause::WALK_QUEUE] += x;
-            } else {
-                let kw = x as f64 / wt as f64;
-                let mut g = 0;
-                let mut last = 3;
-                for k in 0..4 {
-                    let c = life.walk_by_level[k];
-                    if c > 0 {
-                        let part = ((c as f64 * kw) as u64).min(x - g);
-                        self.ticks[cause::WALK + k] += part;
-                        g += part;
-                        last = k;
-                    }
-                }
-                // The rounding remainder to the slowest level used.
-                self.ticks[cause::WALK + last] += x - g;
-            }
-            given += x;
-        }
-        self.ticks[data] += amount - given;
     }
 
     /// Retires, in order, the blocking accesses up to instruction `limit`; a stall of dispatch
     /// until then is charged to the access that ends it.
     #[inline]
     fn retire_to(&mut self, limit: u64) {
-        while let Some(&(i, done, acc)) = self.rob.front() {
+        while let Some((i, done, acc)) = self.rob.front() {
             if i > limit {
                 break;
             }
@@ -372,7 +314,9 @@ impl Core {
         let mut done = data_start + trip.latency * w;
         if trip.served > 0 && op != MemOp::Ifetch {
             let m = (self.cfg.mshrs.max(1) as usize).min(MAX_MSHRS);
-            if let Some(i) = self.mshr_line[..m].iter().position(|&l| l == trip.line) {
+            let (same, slot, free) =
+                mshr_scan(&self.mshr_line[..m], &self.mshr_done[..m], trip.line);
+            if let Some(i) = same {
                 // Merges with the miss in flight for the same line.
                 if self.mshr_done[i] > data_start {
                     done = self.mshr_done[i].max(data_start + w);
@@ -381,7 +325,6 @@ impl Core {
                     self.mshr_done[i] = done;
                 }
             } else {
-                let (slot, free) = min_slot(&self.mshr_done[..m]);
                 data_start = data_start.max(free);
                 done = data_start + trip.latency * w;
                 self.mshr_done[slot] = done;
@@ -414,7 +357,7 @@ impl Core {
             }
         } else if blocks_until > disp + self.window {
             // Only an access that may outlive `window` dispatch ticks can ever stall dispatch.
-            self.rob.push_back((self.instr, blocks_until, n));
+            self.rob.push_back(self.instr, blocks_until, n);
         }
     }
 
@@ -560,6 +503,146 @@ impl std::fmt::Debug for Core {
     }
 }
 
+/// Splits `amount` over the parts of `life` from issue to completion (proportionally; the
+/// rounding remainder to its data), and its wait for a producer to its data too.
+fn charge_own(ticks: &mut [u64; cause::N], life: &Life, amount: u64) {
+    if amount == 0 {
+        return;
+    }
+    let data = cause::DATA + life.served.min(3) as usize;
+    let walk = life.walk_end.saturating_sub(life.walk_start);
+    let parts = [
+        (life.tlb_end.saturating_sub(life.issue), cause::TLB_HIT),
+        (
+            life.walk_start.saturating_sub(life.tlb_end),
+            cause::WALK_QUEUE,
+        ),
+        (
+            life.data_start.saturating_sub(life.walk_end),
+            cause::DATA_QUEUE,
+        ),
+    ];
+    let total = life.done.saturating_sub(life.issue);
+    if total == 0 {
+        ticks[data] += amount;
+        return;
+    }
+    // Shares by floating point (IEEE arithmetic: deterministic), rounded down and capped so
+    // that the parts sum to `amount` exactly.
+    let k = f(amount) / f(total);
+    let mut given = 0;
+    for (len, c) in parts {
+        // An empty part gets nothing (0 * k is 0).
+        if len > 0 {
+            let x = floor(f(len) * k).min(amount - given);
+            ticks[c] += x;
+            given += x;
+        }
+    }
+    if walk > 0 {
+        let x = floor(f(walk) * k).min(amount - given);
+        let wt: u64 = life.walk_by_level.iter().map(|&c| c as u64).sum();
+        if wt == 0 {
+            ticks[cause::WALK_QUEUE] += x;
+        } else {
+            let kw = f(x) / f(wt);
+            let mut g = 0;
+            let mut last = 3;
+            for k in 0..4 {
+                let c = life.walk_by_level[k];
+                if c > 0 {
+                    let part = floor(f(c as u64) * kw).min(x - g);
+                    ticks[cause::WALK + k] += part;
+                    g += part;
+                    last = k;
+                }
+            }
+            // The rounding remainder to the slowest level used.
+            ticks[cause::WALK + last] += x - g;
+        }
+        given += x;
+    }
+    ticks[data] += amount - given;
+}
+
+/// `n as f64`, for `n < 2^63` (every tick count and amount): through the signed conversion, one
+/// x86-64 instruction where the unsigned one takes several; the value is the same.
+#[inline(always)]
+fn f(n: u64) -> f64 {
+    debug_assert!(n < 1 << 63);
+    n as i64 as f64
+}
+
+/// `x as u64` for `0 <= x < 2^63` (shares of an amount below 2^63): through the signed
+/// conversion, which is cheaper on x86-64 and gives the same value in that range.
+#[inline(always)]
+fn floor(x: f64) -> u64 {
+    debug_assert!((0.0..9.2e18).contains(&x));
+    x as i64 as u64
+}
+
+/// In one pass over the fill buffers: the first one holding `line`, and the first of those that
+/// free first and when.
+#[inline]
+fn mshr_scan(lines: &[u64], done: &[u64], line: u64) -> (Option<usize>, usize, u64) {
+    let mut same = usize::MAX;
+    let (mut best, mut t) = (0, u64::MAX);
+    // Backwards, so that the first match and the first minimum win.
+    for i in (0..lines.len().min(done.len())).rev() {
+        same = if lines[i] == line { i } else { same };
+        let le = done[i] <= t;
+        t = if le { done[i] } else { t };
+        best = if le { i } else { best };
+    }
+    ((same != usize::MAX).then_some(same), best, t)
+}
+
+/// The retirement-blocking accesses in order, in a ring of a power-of-two size that doubles when
+/// full (it rarely is: at most `window` accesses with distinct instructions are in flight).
+#[derive(Clone)]
+struct Rob {
+    e: Vec<(u64, u64, u64)>,
+    head: usize,
+    len: usize,
+}
+
+impl Rob {
+    fn new() -> Rob {
+        Rob {
+            e: vec![(0, 0, 0); RING],
+            head: 0,
+            len: 0,
+        }
+    }
+    #[inline(always)]
+    fn front(&self) -> Option<(u64, u64, u64)> {
+        (self.len > 0).then(|| self.e[self.head & (self.e.len() - 1)])
+    }
+    #[inline(always)]
+    fn pop_front(&mut self) {
+        self.head = (self.head + 1) & (self.e.len() - 1);
+        self.len -= 1;
+    }
+    #[inline(always)]
+    fn push_back(&mut self, instr: u64, done: u64, acc: u64) {
+        if self.len == self.e.len() {
+            self.grow();
+        }
+        let n = self.e.len();
+        self.e[(self.head + self.len) & (n - 1)] = (instr, done, acc);
+        self.len += 1;
+    }
+    #[cold]
+    fn grow(&mut self) {
+        let n = self.e.len();
+        let mut e = Vec::with_capacity(2 * n);
+        e.extend((0..self.len).map(|k| self.e[(self.head + k) & (n - 1)]));
+        e.resize(2 * n, (0, 0, 0));
+        self.e = e;
+        self.head = 0;
+    }
+}
+
 /// The slot that frees first and when.
 #[inline]
 fn min_slot(s: &[u64]) -> (usize, u64) {
@@ -647,6 +730,24 @@ mod tests {
         let b = c.breakdown();
         assert_eq!(b.fault, 1000);
         assert_eq!(b.total(), c.cycles());
+    }
+
+    #[test]
+    fn the_reorder_ring_grows_in_order() {
+        let mut r = Rob::new();
+        for k in 0..3 * RING as u64 + 5 {
+            r.push_back(k, 2 * k, 3 * k);
+            if k % 3 == 0 {
+                r.pop_front();
+            }
+        }
+        let mut k = (3 * RING as u64 + 5).div_ceil(3);
+        while let Some((i, d, a)) = r.front() {
+            assert_eq!((i, d, a), (k, 2 * k, 3 * k));
+            r.pop_front();
+            k += 1;
+        }
+        assert_eq!(k, 3 * RING as u64 + 5);
     }
 
     #[test]

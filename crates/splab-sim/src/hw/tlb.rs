@@ -305,32 +305,38 @@ impl Small {
         (self.sets[set].h[SIZES] >> (4 * w) & 0xF) as usize
     }
 
-    /// Fills a way of `set` with `tag` (of size index `size`) as the most recently used, and
-    /// returns it with the size index of the entry it evicted, if any: the lowest invalid way,
-    /// else the least recently used. Reads the header line only.
+    /// Fills a way of `set` with `tag` (of size index `size`) translating to `t`, as the most
+    /// recently used, and returns the size index of the entry it evicted, if any: the lowest
+    /// invalid way, else the least recently used. The header is read and written once.
     #[inline(always)]
-    fn replace(&mut self, set: usize, tag: u64, size: usize) -> (usize, Option<usize>) {
+    fn fill(&mut self, set: usize, tag: u64, size: usize, t: Translation) -> Option<usize> {
         let way_mask = self.way_mask;
         let (lru_shift, perm_mask) = (self.lru_shift, self.perm_mask);
         let s = &mut self.sets[set];
-        let free = !(s.h[BITS] as u32) & way_mask;
-        let (w, evicted) = if free != 0 {
+        let (bits, perm, sizes) = (s.h[BITS], s.h[PERM], s.h[SIZES]);
+        let free = !(bits as u32) & way_mask;
+        let (w, evicted, perm) = if free != 0 {
             let w = free.trailing_zeros() as usize;
-            s.h[PERM] = promote(s.h[PERM], w);
-            s.h[BITS] |= 1 << w;
-            (w, None)
+            (w, None, promote(perm, w))
         } else {
             // The LRU way is the last nibble: rotate it to the front.
-            let perm = s.h[PERM];
             let w = (perm >> lru_shift) as usize & 0xF;
-            s.h[PERM] = ((perm << 4) | w as u64) & perm_mask;
-            (w, Some((s.h[SIZES] >> (4 * w) & 0xF) as usize))
+            let old = (sizes >> (4 * w) & 0xF) as usize;
+            (w, Some(old), ((perm << 4) | w as u64) & perm_mask)
         };
-        s.g[(w >> 2) & 3][w & 3] = tag;
-        let sh = 16 * (w & 3);
-        s.h[w >> 2 & 3] = (s.h[w >> 2 & 3] & !(0xFFFF << sh)) | (hint(tag) as u64) << sh;
-        s.h[SIZES] = (s.h[SIZES] & !(0xF << (4 * w))) | (size as u64) << (4 * w);
-        (w, evicted)
+        s.h[PERM] = perm;
+        let one = 1u64 << w;
+        s.h[BITS] = (bits & !((one << WRITABLE) | (one << DIRTY)))
+            | one
+            | (t.writable as u64) << (WRITABLE + w)
+            | (t.dirty as u64) << (DIRTY + w);
+        s.h[SIZES] = (sizes & !(0xF << (4 * w))) | (size as u64) << (4 * w);
+        let (g, k) = ((w >> 2) & 3, w & 3);
+        s.g[g][k] = tag;
+        s.g[g][4 + k] = t.pfn.0;
+        let sh = 16 * k;
+        s.h[g] = (s.h[g] & !(0xFFFF << sh)) | (hint(tag) as u64) << sh;
+        evicted
     }
 
     #[inline(always)]
@@ -692,7 +698,7 @@ impl Array {
 
     /// Inserts a translation as MRU, evicting the LRU way of its set if needed. `absent`: the
     /// caller knows the translation is not in this array (it just missed here).
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, asid: u32, va: u64, shift: u8, t: Translation, absent: bool) {
         let vpn = va >> shift;
         let set = self.set_of(vpn);
@@ -712,13 +718,12 @@ impl Array {
                         w
                     }
                     None => {
-                        let (w, evicted) = s.replace(set, tag, new);
-                        match evicted {
+                        match s.fill(set, tag, new, t) {
                             None => self.valid += 1,
                             Some(old) => self.sizes.valid[old] -= 1,
                         }
                         self.sizes.valid[new] += 1;
-                        w
+                        return;
                     }
                 };
                 s.set_data(set, w, t);
@@ -1046,7 +1051,7 @@ impl Level {
         None
     }
 
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, asid: u32, va: u64, t: Translation, absent: bool) {
         if let Some(&(a, shift)) = self.insert_to.get(t.size.0 as usize) {
             if a != u8::MAX {
@@ -1224,6 +1229,7 @@ impl Tlb {
 
     /// Fills a walked translation into every level that holds its size. Precondition: the
     /// lookup of `va` just missed every level (so the translation is in none).
+    #[inline]
     pub fn fill(&mut self, asid: u32, va: u64, t: Translation, ifetch: bool) {
         for l in &mut self.lower {
             l.insert(asid, va, t, true);

@@ -101,14 +101,14 @@ impl Pwc {
             return false;
         }
         let b = self.base(index);
-        for i in b..b + self.ways {
-            if self.keys[i] == key {
+        match super::find_key(&self.keys[b..b + self.ways], key) {
+            Some(i) => {
                 self.clock += 1;
-                self.stamps[i] = self.clock;
-                return true;
+                self.stamps[b + i] = self.clock;
+                true
             }
+            None => false,
         }
-        false
     }
     /// Inserts `key`, known to be absent, replacing the least recently used way of its set.
     #[inline]
@@ -160,6 +160,9 @@ pub struct Walker {
     /// and for a software refill its handler cycles and references.
     shifts: [u8; 4],
     levels: usize,
+    /// The level that maps a page of each byte shift: the last level whose entries have that
+    /// shift, else the last level.
+    leaf_of: [u8; 64],
     pte_bytes: u64,
     software: Option<(u64, u32)>,
     pwcs: Vec<Pwc>,
@@ -182,7 +185,13 @@ impl Walker {
         for (i, &x) in cfg.level_shifts().iter().take(4).enumerate() {
             shifts[i] = x;
         }
+        let levels = cfg.level_shifts().len().min(4);
+        let mut leaf_of = [levels.saturating_sub(1) as u8; 64];
+        for (i, &x) in shifts[..levels].iter().enumerate() {
+            leaf_of[x as usize & 63] = i as u8;
+        }
         Walker {
+            leaf_of,
             base_shift,
             entry_bits: entries.trailing_zeros() as u8,
             shifts,
@@ -231,6 +240,7 @@ impl Walker {
     /// Walks `asid`'s page table for `va`, which is (or would be) mapped by a page of byte shift
     /// `leaf_shift`; `path` holds the frames of the tables on the way. For a fault (nothing
     /// mapped), pass the base page shift: the walk stops at the first level with no table.
+    #[inline]
     pub fn walk(
         &mut self,
         asid: u32,
@@ -256,12 +266,11 @@ impl Walker {
             return cost;
         }
         let shifts = self.shifts;
-        let mut leaf = n - 1;
-        for (i, &s) in shifts[..n].iter().enumerate() {
-            if s == leaf_shift {
-                leaf = i;
-            }
-        }
+        let leaf = if leaf_shift < 64 {
+            self.leaf_of[leaf_shift as usize] as usize
+        } else {
+            n - 1
+        };
         // The deepest non-leaf level whose entry a page-walk cache holds: the walk starts
         // below it (Intel SDM vol. 3 4.10.3, paging-structure caches).
         let mut start = 0;

@@ -239,7 +239,8 @@ impl Os {
         Ok(())
     }
 
-    #[cold]
+    // Not `#[cold]`: under random access (GUPS) most accesses come here, and a cold caller gets
+    // less inlined into it.
     #[inline(never)]
     fn access_slow(&mut self, pid: Pid, a: Access) -> Result<()> {
         let kind = a.op.kind();
