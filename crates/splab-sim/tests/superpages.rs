@@ -488,3 +488,42 @@ fn unmap_demotes_incrementally_under_navarro_only() {
     assert_eq!(r.pages.promotions_by_size["2M"].as_u64(), Some(32));
     assert_eq!(r.pages.demotions_by_size["2M"].as_u64(), Some(0));
 }
+
+/// Page-table pages are allocated all or nothing: when memory runs out for the third of the
+/// four tables a first touch needs, the two already taken go back, the fault fails with an
+/// out-of-memory error, and every invariant holds (a half-built path once left tables with
+/// children that did not exist).
+#[test]
+fn running_out_of_memory_for_page_tables_changes_nothing() {
+    // Three free frames: the data page and two of the four tables.
+    let (mut e, pid) = engine_free("skylake:mem=1G", "base", 3 << 12);
+    let a = map(&mut e, pid, 1 << 20);
+    let free = e.os.phys.buddy.free_frames;
+    let err = e.access(pid, a, AccessKind::Write).unwrap_err();
+    assert!(matches!(err, splab_sim::SimError::OutOfMemory(_)), "{err}");
+    e.os.check_invariants().unwrap();
+    assert_eq!(e.os.stats.pt.pages, 0, "no table kept");
+    // The data frame stays with the object (allocated before the tables), nothing else.
+    assert_eq!(e.os.phys.buddy.free_frames, free - 1);
+}
+
+/// A fork that runs out of memory for the child's page tables fails as Linux's does, and the
+/// half-built child is torn down: nothing leaks and every invariant holds (it once left a
+/// child with page-table entries but no map entries, then one whose frames were never freed).
+#[test]
+fn fork_out_of_memory_tears_the_child_down() {
+    // Exactly enough for 8 data pages and the parent's 4 page-table pages.
+    let (mut e, pid) = engine_free("skylake:mem=1G", "base", 12 << 12);
+    let a = map(&mut e, pid, 1 << 20);
+    touch_pages(&mut e, pid, a, 8, AccessKind::Write);
+    assert_eq!(e.os.phys.buddy.free_frames, 0);
+    let procs = e.os.procs.len();
+    let err = e.fork(pid).unwrap_err();
+    assert!(matches!(err, splab_sim::SimError::OutOfMemory(_)), "{err}");
+    e.os.check_invariants().unwrap();
+    assert_eq!(e.os.procs.len(), procs, "the child is gone");
+    e.exit(pid).unwrap();
+    assert_eq!(e.os.phys.used_frames, 0);
+    assert_eq!(e.os.stats.pt.pages, 0);
+    assert_eq!(e.os.phys.buddy.free_frames, 12);
+}

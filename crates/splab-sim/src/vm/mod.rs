@@ -721,13 +721,19 @@ impl Os {
             }
             self.stats.cycles_kernel += n * self.machine.cost.pte_write_cycles;
         }
-        for (vpn, pfn, prot) in child_ptes {
-            self.pmap_enter(child, vpn, pfn, prot)?;
-        }
+        // The child's map entries first, then its page-table entries. Entering them allocates
+        // page-table pages; if memory runs out, fork fails as Linux's does (ENOMEM): the
+        // half-built child is torn down, giving back what it took.
         let c = self.proc_mut(child)?;
         c.vmas = child_vmas;
         c.brk_start = brk_start;
         c.brk_end = brk_end;
+        for (vpn, pfn, prot) in child_ptes {
+            if let Err(e) = self.pmap_enter(child, vpn, pfn, prot) {
+                self.exit(child)?;
+                return Err(e);
+            }
+        }
         Ok(child)
     }
 

@@ -88,7 +88,8 @@ impl Os {
     }
 
     /// Takes a reference on every table of the path to `vpn`'s chunk, allocating the missing
-    /// ones; returns the path.
+    /// ones; returns the path. All or nothing: if memory runs out for one of the missing
+    /// tables, the ones already allocated are given back and nothing changes.
     fn pt_attach(&mut self, pid: Pid, vpn: u64) -> Result<PtPath> {
         let mut path = [NO_TABLE; 4];
         let levels = self.machine.walk.level_shifts().len().min(4);
@@ -96,36 +97,48 @@ impl Os {
             return Ok(path);
         }
         let va = vpn << self.base_shift();
-        // From the leaf up: a table that exists takes one more child and ends the climb.
-        let mut lvl = levels;
-        let mut climbing = true;
-        while lvl > 0 {
-            lvl -= 1;
-            let key = (lvl as u8, self.pt_index(lvl, va));
-            let existing = self.proc(pid)?.pt.tables.get(&key).copied();
-            match existing {
-                Some((pfn, children)) => {
-                    if climbing {
-                        self.proc_mut(pid)?
-                            .pt
-                            .tables
-                            .insert(key, (pfn, children + 1));
-                        climbing = false;
+        // From the leaf up: the tables that are missing, until the first that exists (it takes
+        // one more child).
+        let keys: Vec<(u8, u64)> = (0..levels)
+            .map(|lvl| (lvl as u8, self.pt_index(lvl, va)))
+            .collect();
+        let mut missing: Vec<(u8, u64)> = Vec::new();
+        let mut first_present = None;
+        for &key in keys.iter().rev() {
+            if self.proc(pid)?.pt.tables.contains_key(&key) {
+                first_present = Some(key);
+                break;
+            }
+            missing.push(key);
+        }
+        let mut frames = Vec::with_capacity(missing.len());
+        for _ in &missing {
+            match self.alloc_kernel_frame() {
+                Ok(pfn) => frames.push(pfn),
+                Err(e) => {
+                    for pfn in frames {
+                        self.phys.buddy.free(pfn, Order(0));
                     }
-                    path[lvl] = pfn.0;
-                }
-                None => {
-                    debug_assert!(climbing, "pt_attach: a table exists below a missing one");
-                    let pfn = self.alloc_kernel_frame()?;
-                    self.proc_mut(pid)?.pt.tables.insert(key, (pfn, 1));
-                    self.phys.wired_frames += 1;
-                    let s = &mut self.stats.pt;
-                    s.pages += 1;
-                    s.allocated += 1;
-                    s.peak_pages = s.peak_pages.max(s.pages);
-                    path[lvl] = pfn.0;
+                    return Err(e);
                 }
             }
+        }
+        let p = self.procs.get_mut(&pid.0).expect("pt_attach: pid");
+        if let Some(key) = first_present {
+            p.pt.tables.get_mut(&key).expect("pt_attach: present").1 += 1;
+        }
+        for (&key, &pfn) in missing.iter().zip(&frames) {
+            p.pt.tables.insert(key, (pfn, 1));
+        }
+        let n = frames.len() as u64;
+        self.phys.wired_frames += n;
+        let st = &mut self.stats.pt;
+        st.pages += n;
+        st.allocated += n;
+        st.peak_pages = st.peak_pages.max(st.pages);
+        let p = self.procs.get(&pid.0).expect("pt_attach: pid");
+        for (slot, key) in path.iter_mut().zip(&keys) {
+            *slot = p.pt.tables[key].0 .0;
         }
         Ok(path)
     }
