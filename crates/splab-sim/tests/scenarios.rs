@@ -1,25 +1,10 @@
 //! Scenario tests: a small workload on a machine, and the counts the mechanism makes exact (or
 //! the paper's ratio). One helper, `run`, so each test reads as a question and its answer.
 
-use splab_sim::report::Report;
 use splab_sim::{RunSpec, SimError};
 
-fn run(machine: &str, policy: &str, workload: &str) -> Report {
-    try_run(machine, policy, workload)
-        .unwrap_or_else(|e| panic!("{workload} on {machine} with {policy}: {e}"))
-}
-
-fn try_run(machine: &str, policy: &str, workload: &str) -> Result<Report, SimError> {
-    splab_sim::run(&RunSpec {
-        machine: machine.into(),
-        policy: policy.into(),
-        workload: workload.into(),
-        seed: 1,
-        check: false,
-        free_bytes: None,
-        dump_reservations: false,
-    })
-}
+mod common;
+use common::{run, try_run};
 
 /// Seed 000 6.3: Matrix "produces one TLB miss for every two memory accesses".
 #[test]

@@ -3,20 +3,9 @@
 //! difference of two runs that differ only in length, so set-up and first-touch faults cancel.
 
 use splab_sim::report::Report;
-use splab_sim::RunSpec;
 
-fn run(machine: &str, policy: &str, workload: &str) -> Report {
-    splab_sim::run(&RunSpec {
-        machine: machine.into(),
-        policy: policy.into(),
-        workload: workload.into(),
-        seed: 1,
-        check: false,
-        free_bytes: None,
-        dump_reservations: false,
-    })
-    .unwrap_or_else(|e| panic!("{workload} on {machine} with {policy}: {e}"))
-}
+mod common;
+use common::run;
 
 /// Cycles per unit of the steady state: (cycles of `long` - cycles of `short`) / `units`.
 fn steady(machine: &str, policy: &str, short: &str, long: &str, units: u64) -> f64 {
