@@ -1,7 +1,8 @@
 //! The access path (TLB, walk, fault) and the page-fault handler.
 //!
-//! Hot path contract: an access that hits the entry the previous data access used touches
-//! nothing but two counters (`Tlb::last`); any TLB invalidation clears that record.
+//! Hot path contract: an access that hits the entry the previous data access used does no TLB
+//! lookup (`Tlb::last`, with the page's physical offset in `Os::pa_delta`): it is counted and
+//! goes to the data caches and the core. Any TLB invalidation clears that record.
 
 use super::pmap::Walked;
 use super::{ObjId, ObjKind, Os, Vma};
