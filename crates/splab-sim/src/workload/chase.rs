@@ -58,6 +58,15 @@ impl super::Workload for Chase {
     }
 
     fn run(&mut self, e: &mut Engine, rng: &mut Rng) -> Result<()> {
+        // The list is written in full: it must fit (checked before the host builds its
+        // permutation, 4 bytes a line).
+        if self.size > e.os.machine.mem_bytes {
+            return Err(SimError::BadInput(format!(
+                "workload 'chase': size={} is larger than the machine's memory ({})",
+                fmt_size(self.size),
+                fmt_size(e.os.machine.mem_bytes)
+            )));
+        }
         let pid = e.spawn();
         let base = map_anon(e, pid, self.size)?;
         let n = (self.size / LINE) as usize;
