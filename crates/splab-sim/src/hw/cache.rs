@@ -376,7 +376,6 @@ pub struct CacheStats {
 pub struct Caches {
     levels: Vec<Level>,
     names: Vec<String>,
-    dram_latency: u64,
     /// Latency of a reference served at each place (levels, then DRAM).
     latency: [u64; 4],
     /// The levels `prefetch` hints: those whose state is too large to stay in the host's L1
@@ -403,7 +402,6 @@ impl Caches {
             prefetched,
             names: cfg.levels.iter().map(|l| l.name.clone()).collect(),
             levels,
-            dram_latency: cfg.dram_latency,
             latency,
         }
     }
@@ -417,10 +415,6 @@ impl Caches {
     #[inline]
     pub fn latency(&self, s: Served) -> u64 {
         self.latency[s as usize]
-    }
-
-    pub fn dram_latency(&self) -> u64 {
-        self.dram_latency
     }
 
     /// References physical line `line`: returns where it was served (a level, or `levels()` for

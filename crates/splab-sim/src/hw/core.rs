@@ -144,6 +144,7 @@ struct Life {
     producer: u64,
 }
 
+#[derive(Clone)]
 pub struct Core {
     cfg: CoreConfig,
     width: u64,
@@ -197,10 +198,6 @@ impl Core {
             stream_frac: 0,
             stream_ticks_per_line_1024: stream,
         }
-    }
-
-    pub fn config(&self) -> &CoreConfig {
-        &self.cfg
     }
 
     /// The clock, in cycles: when everything issued so far will have completed.
@@ -414,7 +411,7 @@ impl Core {
     /// The attribution so far, in cycles; the parts sum to `cycles()` (the tail still in flight
     /// is charged as its accesses' segments).
     pub fn breakdown(&self) -> Breakdown {
-        let mut c = self.clone_for_finish();
+        let mut c = self.clone();
         c.drain();
         let w = self.width;
         let t = &c.ticks;
@@ -459,38 +456,6 @@ impl Core {
             io: parts[cause::IO],
             kernel: parts[cause::KERNEL],
         }
-    }
-
-    fn clone_for_finish(&self) -> Core {
-        Core {
-            cfg: self.cfg.clone(),
-            width: self.width,
-            window: self.window,
-            now: self.now,
-            instr: self.instr,
-            n: self.n,
-            rob: self.rob.clone(),
-            retired: self.retired,
-            lives: self.lives.clone(),
-            mshr_done: self.mshr_done,
-            mshr_line: self.mshr_line,
-            walker_done: self.walker_done,
-            horizon: self.horizon,
-            ticks: self.ticks,
-            stream_frac: self.stream_frac,
-            stream_ticks_per_line_1024: self.stream_ticks_per_line_1024,
-        }
-    }
-
-    /// Instructions dispatched so far.
-    pub fn instructions(&self) -> u64 {
-        self.instr
-    }
-}
-
-impl Clone for Core {
-    fn clone(&self) -> Core {
-        self.clone_for_finish()
     }
 }
 

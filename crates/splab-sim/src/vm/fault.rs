@@ -218,11 +218,11 @@ impl Os {
                         end.wrapping_add(self.pa_delta) >> LINE_SHIFT,
                     );
                     let lines = l0.abs_diff(l1).min(n);
-                    let step = if stride > 0 { 1i64 } else { -1 };
+                    // Lines advance by the stride's lines, or by one for strides within a line.
                     let every = if stride.unsigned_abs() >= 1 << LINE_SHIFT {
                         stride >> LINE_SHIFT
                     } else {
-                        step
+                        stride.signum()
                     };
                     let mut l = l0;
                     for _ in 0..lines {

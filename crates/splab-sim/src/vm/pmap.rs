@@ -137,9 +137,9 @@ pub struct Pmap {
     chunks: FxHashMap<u64, Chunk>,
     /// Valid base entries per size class.
     pub counts: [u64; 16],
-    /// Chunks that `remove` emptied and dropped, with their paths, for the OS to release their
+    /// Keys of the chunks that `remove` emptied and dropped, for the OS to release their
     /// page-table pages (`Os::pt_reap`).
-    pub freed: Vec<(u64, PtPath)>,
+    pub freed: Vec<u64>,
 }
 
 impl Pmap {
@@ -204,11 +204,6 @@ impl Pmap {
     /// Keys (vpn >> CHUNK_SHIFT) of the chunks that exist.
     pub fn chunk_keys(&self) -> impl Iterator<Item = u64> + '_ {
         self.chunks.keys().copied()
-    }
-
-    /// Number of chunks (leaf runs) that exist.
-    pub fn chunk_count(&self) -> usize {
-        self.chunks.len()
     }
 
     /// The entry mapping base page `vpn`, if valid.
@@ -321,9 +316,8 @@ impl Pmap {
                     }
                 }
                 if c.iter().all(|&s| s == 0) {
-                    let path = c.path;
                     self.chunks.remove(&key);
-                    self.freed.push((key, path));
+                    self.freed.push(key);
                 }
             }
             vpn = chunk_end;

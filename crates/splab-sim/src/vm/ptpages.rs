@@ -33,10 +33,6 @@ impl PtDir {
     pub fn is_empty(&self) -> bool {
         self.tables.is_empty()
     }
-    /// Frames of every table, for invariant checks.
-    pub fn frames(&self) -> impl Iterator<Item = Pfn> + '_ {
-        self.tables.values().map(|&(p, _)| p)
-    }
 }
 
 /// Page-table page counters (the report's `memory.page_table_*`).
@@ -44,8 +40,6 @@ impl PtDir {
 pub struct PtStats {
     pub pages: u64,
     pub peak_pages: u64,
-    pub allocated: u64,
-    pub freed: u64,
 }
 
 impl Os {
@@ -134,7 +128,6 @@ impl Os {
         self.phys.wired_frames += n;
         let st = &mut self.stats.pt;
         st.pages += n;
-        st.allocated += n;
         st.peak_pages = st.peak_pages.max(st.pages);
         let p = self.procs.get(&pid.0).expect("pt_attach: pid");
         for (slot, key) in path.iter_mut().zip(&keys) {
@@ -155,7 +148,7 @@ impl Os {
         let levels = self.machine.walk.level_shifts().len().min(4);
         let bs = self.base_shift();
         let mut any = false;
-        for (key, _path) in freed {
+        for key in freed {
             if levels == 0 {
                 continue;
             }
@@ -175,7 +168,6 @@ impl Os {
                 self.phys.wired_frames -= 1;
                 self.phys.buddy.free(pfn, Order(0));
                 self.stats.pt.pages -= 1;
-                self.stats.pt.freed += 1;
                 any = true;
             }
         }
