@@ -18,6 +18,7 @@ mod fault;
 mod mremap;
 pub mod ptpages;
 mod reserve;
+mod simplify;
 
 pub use fault::AccessStats;
 
@@ -335,20 +336,31 @@ impl Os {
         Ok((addr, end))
     }
 
-    /// Finds a free range of `len` bytes below `mmap_top`, aligned to `align`, first fit from
-    /// the top.
-    fn find_gap(&self, p: &Process, len: u64, align: u64) -> Option<u64> {
+    /// Finds a free range of `len` bytes below `mmap_top` whose address is `phase` modulo
+    /// `align` (a power of two; `phase < align`), first fit from the top.
+    fn find_gap(&self, p: &Process, len: u64, align: u64, phase: u64) -> Option<u64> {
+        // The highest address <= hi - len that is congruent to `phase`.
+        let place = |hi: u64| -> Option<u64> {
+            let top = hi.checked_sub(len)?;
+            let cand = (top & !(align - 1)) | phase;
+            if cand <= top {
+                Some(cand)
+            } else {
+                cand.checked_sub(align)
+            }
+        };
         let mut hi = self.mmap_top;
         for (_, v) in p.vmas.range(..self.mmap_top).rev() {
             if v.end <= hi {
-                let cand = hi.checked_sub(len)? & !(align - 1);
-                if cand >= v.end {
-                    return Some(cand);
+                if let Some(cand) = place(hi) {
+                    if cand >= v.end {
+                        return Some(cand);
+                    }
                 }
             }
             hi = hi.min(v.start);
         }
-        let cand = hi.checked_sub(len)? & !(align - 1);
+        let cand = place(hi)?;
         (cand >= p.brk_end.max(self.heap_base) + (1 << 30).min(self.mmap_top / 4)).then_some(cand)
     }
 
@@ -381,15 +393,34 @@ impl Os {
                         Some(r) => r.classes.iter().map(|&c| sizes[c as usize]).collect(),
                         None => sizes[1..].to_vec(),
                     };
+                    // The mapping must hold a whole superpage of the object: for a file mapped
+                    // at `offset`, one that starts at a superpage boundary of the file
+                    // (pmap_align_superpage skips sizes the mapping cannot hold after it).
+                    let off = if req.flags.has(MapFlags::FILE) {
+                        req.offset
+                    } else {
+                        0
+                    };
                     allowed
                         .into_iter()
-                        .filter(|&s| s <= len)
+                        .filter(|&s| {
+                            let lead = (s - (off & (s - 1))) & (s - 1);
+                            len.checked_sub(lead).is_some_and(|rest| rest >= s)
+                        })
                         .max()
                         .unwrap_or(bs)
                 }
             };
+            // A file mapping's pages line up with the object's superpage-aligned page runs only
+            // if the address is congruent to the file offset modulo the superpage size
+            // (FreeBSD pmap_align_superpage, called by vm_map_find for VMFS_SUPER_SPACE).
+            let phase = if req.flags.has(MapFlags::FILE) {
+                req.offset & (align - 1)
+            } else {
+                0
+            };
             let p = self.proc(pid)?;
-            self.find_gap(p, len, align).ok_or_else(|| {
+            self.find_gap(p, len, align, phase).ok_or_else(|| {
                 SimError::OutOfMemory(format!(
                     "mmap: no {len:#x}-byte gap left in the address space of pid {}",
                     pid.0
@@ -542,7 +573,8 @@ impl Os {
         }
         if covered < end {
             // Linux: ENOMEM when part of the range is unmapped; nothing changes in our model
-            // beyond the splits, which are harmless.
+            // beyond the splits, which are undone.
+            self.simplify_entries(pid, start, end)?;
             return Err(SimError::InvalidEvent(format!(
                 "mprotect: [{start:#x}, {end:#x}) is not entirely mapped in pid {}",
                 pid.0
@@ -559,6 +591,8 @@ impl Os {
             }
             self.stats.cycles_kernel += changed * self.machine.cost.pte_write_cycles;
         }
+        // FreeBSD vm_map_protect ends with vm_map_simplify_entry on each entry it changed.
+        self.simplify_entries(pid, start, end)?;
         Ok(())
     }
 
@@ -580,6 +614,10 @@ impl Os {
                 Advice::Collapse => {}
             }
         }
+        // The range was split to apply the advice; FreeBSD's vm_map_madvise does not split for
+        // DONTNEED / FREE and simplifies the entries whose behaviour it set: the pieces that
+        // are alike again become one entry.
+        self.simplify_entries(pid, start, end)?;
         Ok(())
     }
 
