@@ -121,6 +121,27 @@ fn out_of_memory_is_an_error() {
     assert!(e.to_string().contains("alpha21264"), "{e}");
 }
 
+/// When `--free` wired most of memory, the out-of-memory error says so and advises raising
+/// `--free`, not a bigger machine (issue 10, review defect 8).
+#[test]
+fn out_of_memory_under_free_names_free() {
+    let e = splab_sim::run(&RunSpec {
+        machine: "skylake".into(),
+        policy: "navarro".into(),
+        workload: "seq:size=256M,op=write".into(),
+        seed: 1,
+        check: false,
+        free_bytes: Some(128 << 20),
+        dump_reservations: false,
+    })
+    .unwrap_err();
+    assert!(matches!(e, SimError::OutOfMemory(_)), "{e}");
+    let m = e.to_string();
+    assert!(m.contains("only 128.00 MiB free (--free)"), "{m}");
+    assert!(m.contains("raise --free"), "{m}");
+    assert!(!m.contains("mem=..."), "{m}");
+}
+
 /// Every workload passes under every policy with every invariant checked after every event.
 #[test]
 fn check_passes_on_every_workload() {

@@ -92,12 +92,35 @@ impl Os {
         }
     }
 
+    /// The out-of-memory error: where the frames are, and what would give the run more.
     fn oom(&self) -> SimError {
+        let size = |frames: u64| crate::report::human(frames << self.base_shift());
+        let total = self.phys.frames();
+        let pt = self.stats.pt.pages;
+        let setup = self.phys.wired_frames.saturating_sub(pt);
+        let used = self.phys.used_frames;
+        let free = self.phys.buddy.free_frames;
+        let reserved = total.saturating_sub(free + used + self.phys.wired_frames);
+        let advice = if setup > 0 {
+            // `--free` wired the rest of memory at set-up: that, not the machine, is the limit.
+            format!(
+                "the run was given only {} free (--free); raise --free (up to the machine's {}) or drop it",
+                size(total - setup),
+                crate::units::fmt_size(self.machine.mem_bytes)
+            )
+        } else {
+            format!(
+                "give the machine more memory (e.g. -m {}:mem=...)",
+                self.machine.name
+            )
+        };
         SimError::OutOfMemory(format!(
-            "all {} frames of {} of modelled memory are in use or reserved and nothing can be reclaimed; give the machine more memory (e.g. -m {}:mem=...)",
-            self.phys.frames(),
+            "no frame of the {} of modelled memory is free or reclaimable: {} hold pages, {} are reserved for pages not yet touched, {} hold page tables, {} are wired at set-up; {advice}",
             crate::units::fmt_size(self.machine.mem_bytes),
-            self.machine.name
+            size(used),
+            size(reserved),
+            size(pt),
+            size(setup),
         ))
     }
 
