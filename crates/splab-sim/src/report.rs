@@ -95,6 +95,10 @@ pub struct Memory {
     /// Page-table pages (wired frames) at the end and at the peak.
     pub page_table_bytes: u64,
     pub page_table_peak_bytes: u64,
+    /// Frames reserved for pages not yet touched (held by reservations, used by no page), at
+    /// the end and at the peak; 0 without reservations.
+    pub reserved_unpopulated_bytes: u64,
+    pub reserved_unpopulated_peak_bytes: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -292,6 +296,14 @@ impl Report {
                 contiguity_end: os.phys.buddy.contiguity(&superpage_orders),
                 page_table_bytes: st.pt.pages << m.base_shift(),
                 page_table_peak_bytes: st.pt.peak_pages << m.base_shift(),
+                reserved_unpopulated_bytes: os
+                    .reserv
+                    .as_ref()
+                    .map_or(0, |r| r.unpopulated_frames << m.base_shift()),
+                reserved_unpopulated_peak_bytes: os
+                    .reserv
+                    .as_ref()
+                    .map_or(0, |r| r.unpopulated_peak_frames << m.base_shift()),
             },
             time: Time {
                 cycles_total,
@@ -457,6 +469,14 @@ impl Report {
             human(m.io_read_bytes),
             m.contiguity_end
         );
+        if m.reserved_unpopulated_peak_bytes > 0 {
+            let _ = writeln!(
+                s,
+                "                reserved for untouched pages: peak {}, end {}",
+                human(m.reserved_unpopulated_peak_bytes),
+                human(m.reserved_unpopulated_bytes)
+            );
+        }
         let t = &self.time;
         let pct = |x: u64| {
             if t.cycles_total > 0 {

@@ -107,6 +107,10 @@ pub struct Reservs {
     frame_resv: Vec<u32>,
     clock: u64,
     pub stats: ReservStats,
+    /// Frames reserved for pages not yet populated (sum of `2^order - popcnt`), now and at
+    /// their peak: memory the reservations hold that no page uses.
+    pub unpopulated_frames: u64,
+    pub unpopulated_peak_frames: u64,
 }
 
 impl Reservs {
@@ -125,6 +129,8 @@ impl Reservs {
             frame_resv: vec![NONE; frames as usize],
             clock: 0,
             stats: ReservStats::default(),
+            unpopulated_frames: 0,
+            unpopulated_peak_frames: 0,
         }
     }
 
@@ -318,6 +324,7 @@ impl Reservs {
         for f in pfn.0..pfn.0 + (1 << order) {
             self.frame_resv[f as usize] = id;
         }
+        self.unpopulated_frames += 1 << order;
         self.stats.created += 1;
         id
     }
@@ -350,6 +357,10 @@ impl Reservs {
         if full {
             self.stats.fully_populated += 1;
         }
+        self.unpopulated_frames -= 1;
+        // The peak is taken after the first page of a new reservation is populated (the
+        // caller always populates it next), so it never counts a reservation with none.
+        self.note_unpopulated_peak();
         self.requeue(id, false);
         full
     }
@@ -366,6 +377,7 @@ impl Reservs {
         debug_assert!(r.is_set(i), "Reservs::depopulate: slot {i} not populated");
         r.bits[(i / 64) as usize] &= !(1 << (i % 64));
         r.popcnt -= 1;
+        self.unpopulated_frames += 1;
         for c in 0..r.class as usize {
             let n = 1u64 << orders[c];
             if r.range_empty(i & !(n - 1), n) {
@@ -398,6 +410,7 @@ impl Reservs {
         let r = self.slab[id as usize]
             .take()
             .expect("Reservs::destroy: dangling id");
+        self.unpopulated_frames -= (1u64 << r.order) - r.popcnt;
         for f in r.pfn.0..r.pfn.0 + (1 << r.order) {
             self.frame_resv[f as usize] = NONE;
         }
@@ -445,14 +458,22 @@ impl Reservs {
         }
         r.popcnt = populated.len() as u64;
         r.last = last;
+        let populated_now = r.popcnt;
         for c in 0..class as usize {
             let n = 1u64 << orders[c];
             r.free_extents[c] = (0..(1u64 << r.order) / n)
                 .filter(|k| r.range_empty(k * n, n))
                 .count() as u64;
         }
+        self.unpopulated_frames -= populated_now;
+        self.note_unpopulated_peak();
         self.requeue(id, true);
         id
+    }
+
+    #[inline]
+    fn note_unpopulated_peak(&mut self) {
+        self.unpopulated_peak_frames = self.unpopulated_peak_frames.max(self.unpopulated_frames);
     }
 
     /// Dissolves `id` entirely (FreeBSD `vm_reserv_break`): returns it for the caller to free its
@@ -501,6 +522,16 @@ impl Reservs {
                     ));
                 }
             }
+        }
+        let unpopulated: u64 = self
+            .ids()
+            .map(|id| (1u64 << self.get(id).order) - self.get(id).popcnt)
+            .sum();
+        if unpopulated != self.unpopulated_frames {
+            return Err(format!(
+                "reservations: {unpopulated} unpopulated reserved frames, counter {}",
+                self.unpopulated_frames
+            ));
         }
         let owned = self.frame_resv.iter().filter(|&&r| r != NONE).count() as u64;
         let total: u64 = self.ids().map(|id| 1u64 << self.get(id).order).sum();
