@@ -16,7 +16,8 @@ mod reference {
     #![allow(dead_code)]
     use rustc_hash::FxHashMap;
     use splab_sim::hw::tlb::{
-        ArrayConfig, LastHit, LevelConfig, LevelStats, Lookup, TlbConfig, Translation,
+        ArrayConfig, LastHit, LevelConfig, LevelStats, Lookup, TlbConfig, TlbReplacement,
+        Translation,
     };
     use splab_sim::units::SizeClass;
 
@@ -60,6 +61,7 @@ mod reference {
         index: Option<FxHashMap<u64, u32>>,
         /// Coverage counters (test only; not part of the copied model's state).
         pub cov: Cov,
+        touch_on_hit: bool,
     }
 
     /// What the random operations reached in one array (test only).
@@ -120,6 +122,7 @@ mod reference {
                     None
                 },
                 cov: Cov::default(),
+                touch_on_hit: cfg.replacement == TlbReplacement::Lru,
             }
         }
 
@@ -154,8 +157,10 @@ mod reference {
                 let vpn = va >> shift;
                 let base = self.set_of(vpn);
                 if let Some(slot) = self.find(make_tag(asid, vpn, class), base) {
-                    self.clock += 1;
-                    self.stamps[slot] = self.clock;
+                    if self.touch_on_hit {
+                        self.clock += 1;
+                        self.stamps[slot] = self.clock;
+                    }
                     self.cov.hits += 1;
                     return Some(slot);
                 }
@@ -181,8 +186,8 @@ mod reference {
                 !absent || self.find(tag, base).is_none(),
                 "Array::insert: translation said absent is present"
             );
-            let slot = match found {
-                Some(s) => s,
+            let (slot, new_entry) = match found {
+                Some(s) => (s, false),
                 None => {
                     // An invalid way if there is one, else the least recently used.
                     let full = self.valid as usize == self.tags.len();
@@ -210,11 +215,14 @@ mod reference {
                     if let Some(ix) = &mut self.index {
                         ix.insert(tag, (victim - base) as u32);
                     }
-                    victim
+                    (victim, true)
                 }
             };
-            self.clock += 1;
-            self.stamps[slot] = self.clock;
+            // LRU: every use stamps the entry; round robin: only its fill (FIFO order).
+            if new_entry || self.touch_on_hit {
+                self.clock += 1;
+                self.stamps[slot] = self.clock;
+            }
             self.data[slot] = t;
         }
 
@@ -583,7 +591,9 @@ mod reference {
 use std::collections::HashMap;
 
 use splab_sim::hw::machine;
-use splab_sim::hw::tlb::{ArrayConfig, LastHit, LevelConfig, Lookup, Tlb, TlbConfig, Translation};
+use splab_sim::hw::tlb::{
+    ArrayConfig, LastHit, LevelConfig, Lookup, Tlb, TlbConfig, TlbReplacement, Translation,
+};
 use splab_sim::rng::Rng;
 use splab_sim::units::{Pfn, SizeClass};
 
@@ -1055,19 +1065,29 @@ fn arr(sizes: &[u8], entries: u32, ways: u32) -> ArrayConfig {
         sizes: sizes.to_vec(),
         entries,
         ways,
+        replacement: TlbReplacement::Lru,
     }
 }
 
 /// Odd shapes no preset has: sets that are not a power of two (6, 25), 1-way, 3-way, 6-way,
 /// 16-way, 32 ways in 2 sets (the hashed path with more than one set), a size held by two
 /// arrays of a level (inserts go to the first), a size held by no array of a level, and two
-/// lower levels.
+/// lower levels. Round robin (FIFO) replacement on a set-associative array and on the hashed
+/// path (32 ways in 2 sets).
 #[test]
 fn odd_shapes_match_reference() {
+    let rr = |a: ArrayConfig| ArrayConfig {
+        replacement: TlbReplacement::RoundRobin,
+        ..a
+    };
     let cfg = TlbConfig {
         l1d: LevelConfig {
             name: "L1D".into(),
-            arrays: vec![arr(&[0, 1], 24, 4), arr(&[1, 2], 20, 20), arr(&[3], 6, 3)],
+            arrays: vec![
+                rr(arr(&[0, 1], 24, 4)),
+                arr(&[1, 2], 20, 20),
+                arr(&[3], 6, 3),
+            ],
             hit_cycles: 1,
         },
         l1i: Some(LevelConfig {
@@ -1078,7 +1098,7 @@ fn odd_shapes_match_reference() {
         lower: vec![
             LevelConfig {
                 name: "L2".into(),
-                arrays: vec![arr(&[0, 1, 2], 96, 6), arr(&[0, 3], 64, 32)],
+                arrays: vec![arr(&[0, 1, 2], 96, 6), rr(arr(&[0, 3], 64, 32))],
                 hit_cycles: 5,
             },
             LevelConfig {

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::cache::{CacheLevelConfig, CachesConfig, Replacement};
 use super::core::CoreConfig;
-use super::tlb::{ArrayConfig, LevelConfig, TlbConfig};
+use super::tlb::{ArrayConfig, LevelConfig, TlbConfig, TlbReplacement};
 use super::walk::WalkConfig;
 use crate::error::{Result, SimError};
 use crate::spec::Spec;
@@ -129,6 +129,7 @@ fn fa(sizes: &[u8], entries: u32) -> ArrayConfig {
         sizes: sizes.to_vec(),
         entries,
         ways: entries,
+        replacement: TlbReplacement::Lru,
     }
 }
 fn cl(
@@ -151,6 +152,14 @@ fn sa(sizes: &[u8], entries: u32, ways: u32) -> ArrayConfig {
         sizes: sizes.to_vec(),
         entries,
         ways,
+        replacement: TlbReplacement::Lru,
+    }
+}
+/// A fully associative array with round-robin allocation.
+fn fa_round_robin(sizes: &[u8], entries: u32) -> ArrayConfig {
+    ArrayConfig {
+        replacement: TlbReplacement::RoundRobin,
+        ..fa(sizes, entries)
     }
 }
 
@@ -169,8 +178,11 @@ pub fn alpha21264() -> Machine {
         tlb: TlbConfig {
             // seed 000 6.1: fully associative, 128 entries for data and 128 for instructions,
             // each entry any of the four page sizes (21264 Hardware Reference Manual 2.1.2.2).
-            l1d: LevelConfig { name: "DTB".into(), arrays: vec![fa(&[0, 1, 2, 3], 128)], hit_cycles: 0 },
-            l1i: Some(LevelConfig { name: "ITB".into(), arrays: vec![fa(&[0, 1, 2, 3], 128)], hit_cycles: 0 }),
+            // 21264/EV68A HRM 2.1.1.3 (ITB) and 2.1.6.4 (DTB): 128 entries, fully associative,
+            // "The allocation scheme is round-robin."
+            // (https://manualsdump.com/en/manuals/compaq-ev68a/128831/33 and .../41)
+            l1d: LevelConfig { name: "DTB".into(), arrays: vec![fa_round_robin(&[0, 1, 2, 3], 128)], hit_cycles: 0 },
+            l1i: Some(LevelConfig { name: "ITB".into(), arrays: vec![fa_round_robin(&[0, 1, 2, 3], 128)], hit_cycles: 0 }),
             lower: vec![],
         },
         // seed 000 6.1: "software page tables, with firmware-based TLB loader"; one PTE load per

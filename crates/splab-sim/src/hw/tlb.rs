@@ -29,6 +29,21 @@ pub struct ArrayConfig {
     pub entries: u32,
     /// Ways per set; `ways == entries` is fully associative.
     pub ways: u32,
+    /// Which entry a fill replaces.
+    pub replacement: TlbReplacement,
+}
+
+/// Replacement policy of a TLB array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TlbReplacement {
+    /// Least recently used.
+    Lru,
+    /// Round-robin allocation: entries are replaced in the order they were filled, and a hit
+    /// changes nothing (the Alpha 21264's ITB and DTB). Modelled as FIFO: an invalid entry is
+    /// filled first, where the hardware's pointer would move on regardless; the two differ only
+    /// after a single-entry invalidation.
+    RoundRobin,
 }
 
 /// One level of the hierarchy (e.g. L1 DTLB, or the shared STLB).
@@ -584,6 +599,8 @@ enum Store {
 #[derive(Clone, Debug)]
 struct Array {
     sizes: Sizes,
+    /// Hits and refills make an entry most recently used (LRU); not under round robin.
+    touch_on_hit: bool,
     sets: u64,
     /// `sets - 1` when `sets` is a power of two (every preset), so the set index is a mask.
     set_mask: Option<u64>,
@@ -600,6 +617,7 @@ impl Array {
         let sets = (cfg.entries as u64 / ways as u64).max(1);
         Array {
             sizes: Sizes::new(&cfg.sizes, shifts),
+            touch_on_hit: cfg.replacement == TlbReplacement::Lru,
             sets,
             set_mask: sets.is_power_of_two().then(|| sets - 1),
             ways,
@@ -648,13 +666,17 @@ impl Array {
             match &mut self.store {
                 Store::Small(s) => {
                     if let Some(w) = s.find(set, tag) {
-                        s.touch(set, w);
+                        if self.touch_on_hit {
+                            s.touch(set, w);
+                        }
                         return Some(s.translation(set, w, class));
                     }
                 }
                 Store::Big(b) => {
                     if let Some(slot) = b.get(tag) {
-                        b.touch(set, slot);
+                        if self.touch_on_hit {
+                            b.touch(set, slot);
+                        }
                         return Some(b.translation(slot, class));
                     }
                 }
@@ -714,7 +736,9 @@ impl Array {
                 let w = match found {
                     Some(slot) => {
                         let w = slot - set * self.ways;
-                        s.touch(set, w);
+                        if self.touch_on_hit {
+                            s.touch(set, w);
+                        }
                         w
                     }
                     None => {
@@ -731,7 +755,9 @@ impl Array {
             Store::Big(b) => {
                 let slot = match found {
                     Some(slot) => {
-                        b.touch(set, slot);
+                        if self.touch_on_hit {
+                            b.touch(set, slot);
+                        }
                         slot
                     }
                     None => {
@@ -1320,6 +1346,7 @@ mod tests {
                     sizes: vec![0, 1],
                     entries: l1.0,
                     ways: l1.1,
+                    replacement: TlbReplacement::Lru,
                 }],
                 hit_cycles: 0,
             },
@@ -1332,6 +1359,7 @@ mod tests {
                             sizes: vec![0, 1],
                             entries: e,
                             ways: w,
+                            replacement: TlbReplacement::Lru,
                         }],
                         hit_cycles: 7,
                     }]

@@ -5,7 +5,7 @@
 
 use super::{map_anon, Batch};
 use crate::engine::Engine;
-use crate::error::Result;
+use crate::error::{Result, SimError};
 use crate::rng::Rng;
 use crate::spec::Spec;
 use crate::units::{fmt_size, Access, MemOp};
@@ -17,31 +17,78 @@ const MATRIX_IPA: u16 = 3;
 pub struct Matrix {
     n: u64,
     elem: u64,
+    /// Where the two matrices come from: the brk heap, one after the other (`brk`), or one
+    /// anonymous mmap each (`mmap`).
+    heap: bool,
+    /// Fill A in row order before the transpose (a program transposes data it has written).
+    init: bool,
 }
 
 impl Matrix {
     pub fn parse(spec: &mut Spec) -> Result<Matrix> {
         let n = spec.take_count("n", 1000, 1, 1 << 20)?;
         let elem = spec.take_size("elem", 8, 1, 4096)?;
-        Ok(Matrix { n, elem })
+        // seed 000's FreeBSD 4.x malloc (phkmalloc, lib/libc/stdlib/malloc.c: map_pages() moves
+        // the break with brk()) takes every allocation from the brk heap, so the paper's two
+        // malloc'ed matrices lie one after the other in one growable object. Reservations of
+        // a growable object may reach past its end (seed 000 4.2), which is what lets 4MB
+        // superpages cover both.
+        let heap = spec.take_choice("alloc", "brk", &["brk", "mmap"])? == "brk";
+        let init = spec.take_bool("init", true)?;
+        Ok(Matrix {
+            n,
+            elem,
+            heap,
+            init,
+        })
     }
 }
 
 impl super::Workload for Matrix {
     fn describe(&self) -> String {
-        format!("matrix:n={},elem={}", self.n, fmt_size(self.elem))
+        format!(
+            "matrix:n={},elem={},alloc={},init={}",
+            self.n,
+            fmt_size(self.elem),
+            if self.heap { "brk" } else { "mmap" },
+            self.init
+        )
     }
 
     fn expected_accesses(&self) -> Option<u64> {
-        Some(2 * self.n * self.n)
+        Some((2 + self.init as u64) * self.n * self.n)
     }
 
     fn run(&mut self, e: &mut Engine, _rng: &mut Rng) -> Result<()> {
         let pid = e.spawn();
         let bytes = self.n * self.n * self.elem;
-        let a = map_anon(e, pid, bytes)?;
-        let b = map_anon(e, pid, bytes)?;
+        let (a, b) = if self.heap {
+            // Two page-rounded chunks from the break, as phkmalloc hands out large requests.
+            let page = e.os.machine.base_size();
+            let chunk = bytes.div_ceil(page) * page;
+            let start = e.current_brk(pid)?.div_ceil(page) * page;
+            let want = start + 2 * chunk;
+            if e.brk(pid, want)? < want {
+                return Err(SimError::OutOfMemory(format!(
+                    "matrix: brk to {want:#x} refused (two {bytes}-byte matrices)"
+                )));
+            }
+            (start, start + chunk)
+        } else {
+            (map_anon(e, pid, bytes)?, map_anon(e, pid, bytes)?)
+        };
         let row = self.n * self.elem;
+        if self.init {
+            // A[i][j] = value: a sequential store run, one store and ~3 instructions per element.
+            e.access_run(
+                pid,
+                a,
+                self.elem as i64,
+                self.n * self.n,
+                MemOp::Store,
+                MATRIX_IPA,
+            )?;
+        }
         let mut batch = Batch::new(pid);
         for i in 0..self.n {
             for j in 0..self.n {
