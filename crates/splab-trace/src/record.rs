@@ -108,6 +108,77 @@ pub struct RecordSummary {
     pub wall: Duration,
     /// The program's exit code (None if killed by a signal).
     pub exit_code: Option<i32>,
+    /// How the program ended, as a shell would say it.
+    pub status: ProgramStatus,
+}
+
+/// How a recorded program (valgrind, which exits as its client does) ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgramStatus {
+    Exited(i32),
+    /// Killed by this signal.
+    Signaled(i32),
+}
+
+impl ProgramStatus {
+    pub fn from_exit(s: std::process::ExitStatus) -> ProgramStatus {
+        use std::os::unix::process::ExitStatusExt;
+        match (s.code(), s.signal()) {
+            (Some(c), _) => ProgramStatus::Exited(c),
+            (None, Some(sig)) => ProgramStatus::Signaled(sig),
+            (None, None) => ProgramStatus::Exited(1),
+        }
+    }
+
+    pub fn success(self) -> bool {
+        self == ProgramStatus::Exited(0)
+    }
+
+    /// The status a shell reports for it: the exit code, or 128 + the signal number.
+    pub fn shell_code(self) -> u8 {
+        match self {
+            ProgramStatus::Exited(c) => c as u8,
+            ProgramStatus::Signaled(s) => 128u8.wrapping_add(s as u8),
+        }
+    }
+}
+
+impl std::fmt::Display for ProgramStatus {
+    /// "exit status 127 (command not found)", "killed by signal 9 (SIGKILL)".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            ProgramStatus::Exited(c) => {
+                write!(f, "exit status {c}")?;
+                // The shell's conventions, which valgrind follows when it cannot start the program.
+                match c {
+                    126 => write!(f, " (not executable)"),
+                    127 => write!(f, " (command not found)"),
+                    _ => Ok(()),
+                }
+            }
+            ProgramStatus::Signaled(s) => {
+                let name = match s {
+                    libc::SIGHUP => "SIGHUP",
+                    libc::SIGINT => "SIGINT",
+                    libc::SIGQUIT => "SIGQUIT",
+                    libc::SIGILL => "SIGILL",
+                    libc::SIGABRT => "SIGABRT",
+                    libc::SIGBUS => "SIGBUS",
+                    libc::SIGFPE => "SIGFPE",
+                    libc::SIGKILL => "SIGKILL",
+                    libc::SIGSEGV => "SIGSEGV",
+                    libc::SIGPIPE => "SIGPIPE",
+                    libc::SIGTERM => "SIGTERM",
+                    _ => "",
+                };
+                if name.is_empty() {
+                    write!(f, "killed by signal {s}")
+                } else {
+                    write!(f, "killed by signal {s} ({name})")
+                }
+            }
+        }
+    }
 }
 
 impl RecordSummary {
@@ -134,8 +205,8 @@ impl std::fmt::Display for RecordSummary {
             self.bytes,
             self.bytes_per_access()
         )?;
-        if let Some(c) = self.exit_code.filter(|&c| c != 0) {
-            write!(f, "; the program exited with status {c}")?;
+        if !self.status.success() {
+            write!(f, "; the program ended with {}", self.status)?;
         }
         Ok(())
     }
@@ -158,6 +229,9 @@ pub enum RecordError {
     ToolNotBuilt,
     #[error("cannot find Valgrind's library folder (the one holding memcheck-amd64-linux); set VALGRIND_LIB to it")]
     NoValgrindLib,
+    /// The trace file cannot be created (checked before the program starts).
+    #[error("{0}")]
+    Output(std::io::Error),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -168,10 +242,8 @@ pub enum RecordError {
     Trace(#[from] TraceError),
     #[error("the capture stream from the Valgrind tool is corrupt at byte {offset}: {msg}")]
     Wire { offset: u64, msg: String },
-    #[error(
-        "valgrind stopped before recording anything (exit status {0:?}); its messages are above"
-    )]
-    ValgrindFailed(Option<i32>),
+    #[error("valgrind stopped before recording anything ({0}); its messages are above")]
+    ValgrindFailed(ProgramStatus),
 }
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RecordError {
@@ -302,7 +374,9 @@ pub fn record(
         Backend::Auto => Backend::Lackey,
         b => b,
     };
-    let file = File::create(out).map_err(io_err(format!("creating {}", out.display())))?;
+    // Written under a temporary name and renamed at the end: a recording that fails leaves no
+    // partial trace (and keeps an older file of that name).
+    let (file, guard) = crate::atomic::AtomicOutput::create(out).map_err(RecordError::Output)?;
     let header = TraceHeader {
         page_size_hint: 4096,
         source: match backend {
@@ -317,10 +391,14 @@ pub fn record(
         &header,
         opts.zstd_level,
     )?;
-    match backend {
+    let summary = match backend {
         Backend::Lackey => record_lackey(opts, cmd, w, &mut progress),
         _ => record_tool(opts, cmd, w, &mut progress),
-    }
+    }?;
+    guard
+        .commit()
+        .map_err(io_err(format!("writing {}", out.display())))?;
+    Ok(summary)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -710,16 +788,11 @@ fn record_tool<W: std::io::Write>(
     let status = child.wait().map_err(io_err("waiting for valgrind"))?;
     result?;
     if conv.live.is_empty() && conv.w.events() == 0 {
-        return Err(RecordError::ValgrindFailed(status.code()));
+        return Err(RecordError::ValgrindFailed(ProgramStatus::from_exit(
+            status,
+        )));
     }
-    finish(
-        conv.w,
-        conv.live,
-        Backend::Tool,
-        start,
-        status.code(),
-        progress,
-    )
+    finish(conv.w, conv.live, Backend::Tool, start, status, progress)
 }
 
 fn finish<W: std::io::Write>(
@@ -727,7 +800,7 @@ fn finish<W: std::io::Write>(
     live: HashMap<u32, bool>,
     backend: Backend,
     start: Instant,
-    exit_code: Option<i32>,
+    status: std::process::ExitStatus,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<RecordSummary, RecordError> {
     let mut still: Vec<u32> = live
@@ -757,7 +830,8 @@ fn finish<W: std::io::Write>(
         accesses: t.accesses,
         bytes,
         wall,
-        exit_code,
+        exit_code: status.code(),
+        status: ProgramStatus::from_exit(status),
     })
 }
 
@@ -797,7 +871,12 @@ fn record_lackey<W: std::io::Write>(
     let res = convert_lackey_logs(&logs, opts.ifetch, &mut w);
     let _ = std::fs::remove_dir_all(&logs);
     let live = res?;
-    finish(w, live, Backend::Lackey, start, status.code(), progress)
+    if live.is_empty() && w.events() == 0 {
+        return Err(RecordError::ValgrindFailed(ProgramStatus::from_exit(
+            status,
+        )));
+    }
+    finish(w, live, Backend::Lackey, start, status, progress)
 }
 
 /// Converts lackey's per-process logs: the first process's log, then its children's (each at

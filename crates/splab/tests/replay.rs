@@ -1035,3 +1035,208 @@ fn recorded_chase_replay_time_responds_to_dep() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+// ---------------------------------------------------------------------------------------------
+// issue 9: the rough edges a new user hit
+
+/// `workload_stats` (what the replay could not follow exactly) is in the text summary when one
+/// of its counters is non-zero; it was only in the JSON.
+#[test]
+fn issue9_workload_stats_in_the_text_summary() {
+    let dir = workdir("wstats");
+    let spt = dir.join("lazy.spt");
+    write_trace(&spt, |w| {
+        w.write(&mmap(P, 0x10_0000, 4 * PAGE, Prot::RW, MmapFlags::ANON))
+            .unwrap();
+        touch(w, P, 0x10_0000, 4 * PAGE, AccessKind::Write);
+        // Three pages no event mapped: mapped lazily, counted.
+        touch(w, P, 0x80_0000, 3 * PAGE, AccessKind::Read);
+        w.write(&TraceEvent::Exit { pid: P }).unwrap();
+    });
+    let out = splab()
+        .args(["run", "-w"])
+        .arg(format!("trace:path={}", spt.display()))
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = s
+        .lines()
+        .find(|l| l.trim_start().starts_with("workload"))
+        .unwrap_or_else(|| panic!("{s}"));
+    assert!(line.contains("lazy_pages 3"), "{line}");
+    assert!(
+        !line.contains(" 0,") && !line.ends_with(" 0"),
+        "zero counters listed: {line}"
+    );
+    // A synthetic workload has none: no line.
+    let out = splab().args(["run", "-w", "seq:size=1M"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("  workload "));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `trace info` listed every region (427 lines for cc); it now lists 20 and says how many more.
+#[test]
+fn issue9_trace_info_limits_the_region_list() {
+    let dir = workdir("infolimit");
+    let spt = dir.join("many.spt");
+    write_trace(&spt, |w| {
+        for i in 0..30u64 {
+            w.write(&mmap(
+                P,
+                0x100_0000 + i * 4 * PAGE,
+                PAGE,
+                Prot::RW,
+                MmapFlags::ANON,
+            ))
+            .unwrap();
+        }
+    });
+    let region_lines = |args: &[&str]| {
+        let out = splab()
+            .args(["trace", "info"])
+            .arg(&spt)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let s = String::from_utf8_lossy(&out.stdout).into_owned();
+        (s.lines().filter(|l| l.contains("0x0000010")).count(), s)
+    };
+    let (n, s) = region_lines(&[]);
+    assert_eq!(n, 20, "{s}");
+    assert!(s.contains("regions     30") && s.contains("10 more"), "{s}");
+    let (n, s) = region_lines(&["--regions", "100"]);
+    assert_eq!(n, 30, "{s}");
+    assert!(!s.contains("more"), "{s}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `trace:path=-` and a FIFO are refused with one line saying the trace must be a seekable
+/// file (exit 2), by the replay and by the trace commands; nothing blocks on the pipe.
+#[test]
+fn issue9_trace_from_a_pipe_is_refused_clearly() {
+    let dir = workdir("fifo");
+    let fifo = dir.join("t.fifo");
+    let ok = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success());
+    let mut paths = vec!["-".to_string()];
+    if ok {
+        paths.push(fifo.display().to_string());
+    }
+    for p in &paths {
+        for args in [
+            vec!["run".to_string(), "-w".into(), format!("trace:path={p}")],
+            vec!["trace".into(), "info".into(), p.clone()],
+            vec!["trace".into(), "cat".into(), p.clone()],
+        ] {
+            let out = splab()
+                .args(&args)
+                .timeout(std::time::Duration::from_secs(30))
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+            assert!(err.contains("seekable file"), "{args:?}: {err}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A failed import leaves no partial trace (and keeps the file that was there).
+#[test]
+fn issue9_failed_import_leaves_no_partial_trace() {
+    let dir = workdir("importatomic");
+    let input = dir.join("bad.champsim");
+    // One record and a half: the importer fails at the end, after writing blocks.
+    std::fs::write(&input, vec![0u8; 64 * 1000 + 10]).unwrap();
+    let spt = dir.join("out.spt");
+    std::fs::write(&spt, "previous").unwrap();
+    let out = splab()
+        .args(["trace", "import-champsim"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&spt)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("ends inside a record"), "{err}");
+    assert_eq!(std::fs::read_to_string(&spt).unwrap(), "previous");
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        2,
+        "a temporary file was left"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `splab record` exits with the program's own status and says how it ended in words; a
+/// program that cannot start leaves no trace; `--valgrind-arg` reaches Valgrind.
+#[test]
+fn issue9_record_exit_status_and_valgrind_args() {
+    if !can_record("issue9_record_exit_status_and_valgrind_args") {
+        return;
+    }
+    let dir = workdir("recordstatus");
+    let spt = dir.join("x.spt");
+    // The program fails with status 3: the trace is kept, splab exits 3.
+    let out = splab()
+        .args(["record", "-q", "-o"])
+        .arg(&spt)
+        .args(["--", "sh", "-c", "exit 3"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("exit status 3"), "{err}");
+    assert!(splab_trace::read_header_and_trailer(&spt).is_ok());
+    // A command that does not exist: 127, said in words, no trace and no temporary file.
+    std::fs::remove_file(&spt).unwrap();
+    let out = splab()
+        .args(["record", "-q", "-o"])
+        .arg(&spt)
+        .args(["--", "/no/such/program"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(127), "{err}");
+    assert!(err.contains("exit status 127 (command not found)"), "{err}");
+    assert!(!err.contains("Some("), "{err}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "{err}");
+    // --valgrind-arg: an option Valgrind rejects proves it got there.
+    let out = splab()
+        .args([
+            "record",
+            "-q",
+            "--valgrind-arg=--no-such-valgrind-option",
+            "-o",
+        ])
+        .arg(&spt)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--no-such-valgrind-option"), "{err}");
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    // ... and one it accepts records as usual.
+    let out = splab()
+        .args(["record", "-q", "--valgrind-arg", "--fair-sched=yes", "-o"])
+        .arg(&spt)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
