@@ -425,7 +425,10 @@ mod wire {
     pub const TAG_MPROTECT: u64 = 0x13;
     pub const TAG_MADVISE: u64 = 0x14;
     pub const TAG_BRK: u64 = 0x15;
+    /// a = parent pid; then the clone flags (an older tool sends none: a fork).
     pub const TAG_FORK: u64 = 0x16;
+    /// Linux's CLONE_VM (include/uapi/linux/sched.h).
+    pub const CLONE_VM: u64 = 0x100;
     pub const TAG_HELLO: u64 = 0x17;
     pub const TAG_EXIT: u64 = 0x18;
     pub const TAG_FILENAME: u64 = 0x19;
@@ -515,10 +518,16 @@ impl<W: std::io::Write> Converter<W> {
                 }
                 wire::TAG_FORK => {
                     need(1)?;
-                    self.w.write(&TraceEvent::Fork {
-                        parent: Pid(a[0] as u32),
-                        child: p,
-                    })?;
+                    let parent = Pid(a[0] as u32);
+                    // The clone flags the program asked for (Valgrind ran it as a fork
+                    // either way, see sp_tool.c): CLONE_VM means the child shares the
+                    // parent's memory until it execs or exits (vfork, posix_spawn).
+                    let flags = a.get(1).copied().unwrap_or(0);
+                    if flags & wire::CLONE_VM != 0 {
+                        self.w.write(&TraceEvent::Vfork { parent, child: p })?;
+                    } else {
+                        self.w.write(&TraceEvent::Fork { parent, child: p })?;
+                    }
                     self.live.insert(pid, true);
                 }
                 wire::TAG_EXIT => {

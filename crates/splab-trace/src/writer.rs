@@ -410,6 +410,11 @@ impl<W: Write> TraceWriter<W> {
                 let n = c.maps.len();
                 self.n_regions += n;
             }
+            Vfork { parent, child } => {
+                // The child has no regions of its own: it runs in the parent's until its exec.
+                let c = self.proc_mut(*child);
+                c.info.parent = Some(*parent);
+            }
             Exec { pid } => {
                 let p = self.proc_mut(*pid);
                 p.info.execs += 1;
