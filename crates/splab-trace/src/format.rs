@@ -329,6 +329,10 @@ pub struct Trailer {
     /// True when more regions existed than the writer keeps (`writer::MAX_REGIONS`).
     pub regions_truncated: bool,
     pub files: Vec<FileInfo>,
+    /// Version 3: `brk` calls the recorder saw refused although a native kernel would have
+    /// granted them (Valgrind caps the heap at 8 MiB): the recording's heap is not the
+    /// program's native heap. 0 in older versions and for other sources.
+    pub brk_refused: u64,
 }
 
 fn put_process(b: &mut Vec<u8>, p: &ProcessInfo) {
@@ -454,6 +458,8 @@ impl Trailer {
         for v in [self.rmws, self.instructions, self.dependent] {
             put_varint(&mut b, v);
         }
+        // Version 3 appends its own.
+        put_varint(&mut b, self.brk_refused);
         b
     }
 
@@ -516,6 +522,9 @@ impl Trailer {
             t.rmws = c.varint("the read-modify-write count")?;
             t.instructions = c.varint("the instruction count")?;
             t.dependent = c.varint("the dependent-access count")?;
+        }
+        if version >= 3 {
+            t.brk_refused = c.varint("the refused-brk count")?;
         }
         Ok(t)
     }

@@ -144,6 +144,13 @@ fn print_trailer(
     } else if t.accesses > 0 {
         ooo_line(t.instructions, t.dependent, t.accesses, out)?;
     }
+    if t.brk_refused > 0 {
+        writeln!(
+            out,
+            "WARNING     Valgrind refused {} brk calls (its 8 MiB heap cap): the heap is not the native one",
+            t.brk_refused
+        )?;
+    }
     writeln!(out, "blocks      {}", t.blocks)?;
     if t.accesses > 0 {
         writeln!(

@@ -110,6 +110,9 @@ pub struct RecordSummary {
     pub exit_code: Option<i32>,
     /// How the program ended, as a shell would say it.
     pub status: ProgramStatus,
+    /// `brk` calls Valgrind refused (its 8 MiB heap cap, see valgrind/sp_tool.c) that a native
+    /// kernel would have granted: when not 0, the recorded heap is not the native one.
+    pub brk_refused: u64,
 }
 
 /// How a recorded program (valgrind, which exits as its client does) ended.
@@ -435,6 +438,8 @@ mod wire {
     pub const TAG_HEAPSTART: u64 = 0x1a;
     pub const TAG_STACK: u64 = 0x1b;
     pub const TAG_ACCESS_LONG: u64 = 0x1c;
+    /// a = the break the program asked for; the break Valgrind left.
+    pub const TAG_BRK_REFUSED: u64 = 0x1d;
 }
 
 /// Turns the tool's chunks into trace events.
@@ -624,6 +629,9 @@ impl<W: std::io::Write> Converter<W> {
                         len: a[1],
                         advice: Advice::from_linux(a[2]),
                     })?;
+                }
+                wire::TAG_BRK_REFUSED => {
+                    self.w.note_brk_refused();
                 }
                 wire::TAG_ACCESS_LONG => {
                     need(3)?;
@@ -840,6 +848,7 @@ fn finish<W: std::io::Write>(
         bytes,
         wall,
         exit_code: status.code(),
+        brk_refused: t.brk_refused,
         status: ProgramStatus::from_exit(status),
     })
 }

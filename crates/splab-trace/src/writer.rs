@@ -482,6 +482,12 @@ impl<W: Write> TraceWriter<W> {
         }
     }
 
+    /// Notes that the recorder saw a `brk` refused that a native kernel would have granted
+    /// (`Trailer::brk_refused`): the recording's heap departs from the native one.
+    pub fn note_brk_refused(&mut self) {
+        self.trailer.brk_refused += 1;
+    }
+
     /// Writes the last block, the trailer and the footer, flushes, and returns the trailer.
     pub fn finish(mut self) -> Result<Finished<W>, TraceError> {
         self.flush_run()?;

@@ -73,6 +73,7 @@
 #define TAG_FILENAME  0x19 /* a=dev; ino, file_size, name_len, name bytes (padded to 8) */
 #define TAG_HEAPSTART 0x1a /* a=heap start (initial break) */
 #define TAG_STACK     0x1b /* a=lowest address, extra: end (the initial stack segment) */
+#define TAG_BRK_REFUSED 0x1d /* a=requested end; the end Valgrind left (see sp_post_syscall) */
 
 #define SPC_MAGIC 0x32435053u /* "SPC2" */
 
@@ -443,9 +444,22 @@ static void sp_post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nArgs, S
       emit_rec(TAG_MADVISE, args[0], e, 2);
       break;
    }
-   case __NR_brk:
-      emit_rec(TAG_BRK, (ULong)sr_Res(res), NULL, 0);
+   case __NR_brk: {
+      /* Valgrind emulates brk inside a data segment it sizes at start-up: RLIMIT_DATA clamped
+         to [1 MiB, 8 MiB] (coregrind/m_initimg/initimg-linux.c, VG_(ii_create_image), "Setup
+         client data (brk) segment"; no command-line option changes it, the manual's
+         "Limitations" says to recompile Valgrind). Growth beyond it fails in do_brk
+         (coregrind/m_syswrap/syswrap-generic.c), which returns the old end as a success, so
+         glibc's malloc falls back to mmap and the recorded program is not the native one.
+         Say so: the converter warns, and the trace's trailer counts it. */
+      ULong got = (ULong)sr_Res(res);
+      if (args[0] > got) {
+         ULong e[1] = { got };
+         emit_rec(TAG_BRK_REFUSED, args[0], e, 1);
+      }
+      emit_rec(TAG_BRK, got, NULL, 0);
       break;
+   }
    default:
       break;
    }

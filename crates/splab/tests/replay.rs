@@ -1432,3 +1432,84 @@ fn issue9_posix_spawn_keeps_the_speedup() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+const SMALLOBJ: &str = r#"
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    int n = atoi(argv[1]);
+    char **v = malloc(sizeof(char *) * n);
+    for (int i = 0; i < n; i++) {
+        v[i] = malloc(100);
+        v[i][0] = (char)i;
+    }
+    long s = 0;
+    for (int i = 0; i < n; i++) s += v[i][0];
+    return s == 42 ? 3 : 0;
+}
+"#;
+
+/// Issue 9 silent error 1: Valgrind caps the program break at 8 MiB, so a program whose heap
+/// grows past it (400,000 malloc(100): ~44 MiB natively, one brk heap) is recorded with
+/// glibc's mmap fallback instead. Until the recorder can give the program its native heap, the
+/// recording must say so, loudly, everywhere: `record`, `trace info`, the replay's summary.
+/// A program whose heap stays small gets no warning.
+#[test]
+fn issue9_valgrind_heap_cap_is_reported_loudly() {
+    if !can_record("issue9_valgrind_heap_cap_is_reported_loudly") {
+        return;
+    }
+    let dir = workdir("brkcap");
+    let c = dir.join("smallobj.c");
+    let exe = dir.join("smallobj");
+    std::fs::write(&c, SMALLOBJ).unwrap();
+    assert!(Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .status()
+        .unwrap()
+        .success());
+    let record = |n: &str| {
+        let spt = dir.join(format!("smallobj-{n}.spt"));
+        let out = splab()
+            .args(["record", "-q", "-o"])
+            .arg(&spt)
+            .arg("--")
+            .arg(&exe)
+            .arg(n)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        (spt, err)
+    };
+    let (big, err) = record("400000");
+    assert!(
+        err.contains("WARNING") && err.contains("8 MiB") && err.contains("brk"),
+        "{err}"
+    );
+    let out = splab().args(["trace", "info"]).arg(&big).output().unwrap();
+    let info = String::from_utf8_lossy(&out.stdout);
+    assert!(info.contains("WARNING") && info.contains("brk"), "{info}");
+    let out = splab()
+        .args(["run", "-w"])
+        .arg(format!("trace:path={}", big.display()))
+        .output()
+        .unwrap();
+    let run = String::from_utf8_lossy(&out.stdout);
+    let line = run
+        .lines()
+        .find(|l| l.trim_start().starts_with("workload"))
+        .unwrap_or_else(|| panic!("{run}"));
+    assert!(line.contains("recording_brk_refused"), "{line}");
+    // 4,000 objects (~450 KiB) fit under the cap: no warning anywhere.
+    let (small, err) = record("4000");
+    assert!(!err.contains("WARNING"), "{err}");
+    let out = splab()
+        .args(["trace", "info"])
+        .arg(&small)
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("WARNING"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -116,6 +116,9 @@ pub struct ReplayStats {
     /// Instructions of `Compute` events in instructions (already counted in the next access's
     /// `ipa`, so they add no time of their own).
     pub compute_instructions: u64,
+    /// `brk` calls the recorder saw refused by Valgrind's 8 MiB heap cap (the trailer's
+    /// `brk_refused`): when not 0, the replayed heap is not the program's native heap.
+    pub recording_brk_refused: u64,
 }
 
 impl ReplayStats {
@@ -224,6 +227,7 @@ pub fn replay(e: &mut Engine, path: &Path) -> Result<ReplayStats> {
         }
     }
     r.flush(e)?;
+    r.stats.recording_brk_refused = reader.trailer().map_or(0, |t| t.brk_refused);
     Ok(r.stats)
 }
 

@@ -120,6 +120,17 @@ pub fn record(
         s.bytes_per_access(),
         output.display()
     );
+    if s.brk_refused > 0 {
+        eprintln!(
+            "splab record: WARNING: the recording is not the native program. Valgrind refused {} \
+             brk call{} growing the heap past its 8 MiB data-segment cap (a hard limit of \
+             Valgrind's, no option changes it), so glibc's malloc fell back to mmap: the trace's \
+             heap layout, and so its superpages, differ from a native run. docs/replay.md \
+             \"Valgrind's heap cap\" says what to do.",
+            group(s.brk_refused),
+            if s.brk_refused == 1 { "" } else { "s" }
+        );
+    }
     if s.status.success() {
         return Ok(ExitCode::SUCCESS);
     }
