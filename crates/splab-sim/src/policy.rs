@@ -150,6 +150,16 @@ impl Policy {
                         })
                         .collect::<Result<Vec<u64>>>()?,
                 };
+                if let Some(d) = sizes
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, b)| sizes[..i].contains(b).then_some(*b))
+                {
+                    return Err(SimError::BadInput(format!(
+                        "policy 'navarro': size {} is given twice in sizes; list each size once, e.g. sizes=64K+4M",
+                        fmt_size(d)
+                    )));
+                }
                 Policy {
                     name: "navarro".into(),
                     spec: String::new(),
@@ -268,6 +278,11 @@ mod tests {
         let e = p.resolve(&m).unwrap_err().to_string();
         assert!(e.contains("2M") && e.contains("64K, 512K, 4M"), "{e}");
         assert!(Policy::from_spec("navarro:sizes=64K+x").is_err());
+        // A repeated size is a typo, not a request: refused with the size named.
+        let e = Policy::from_spec("navarro:sizes=64K+64K")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("64K") && e.contains("twice"), "{e}");
         let mut p = Policy::from_spec("navarro").unwrap();
         p.resolve(&crate::hw::machine::skylake()).unwrap();
         assert_eq!(p.reserv().unwrap().classes, vec![1, 2]);

@@ -367,6 +367,20 @@ impl Report {
         }
     }
 
+    /// The non-zero counters of `workload_stats` (what a replay could not follow exactly), as
+    /// "lazy_pages 3, skipped_protection 1"; None when there are none.
+    pub fn workload_stats_line(&self) -> Option<String> {
+        let m = self.workload_stats.as_ref()?.as_object()?;
+        let parts: Vec<String> = m
+            .iter()
+            .filter_map(|(k, v)| {
+                let n = v.as_u64()?;
+                (n > 0).then(|| format!("{k} {}", group(n)))
+            })
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
     /// The readable summary printed by `splab run`.
     pub fn to_text(&self) -> String {
         use std::fmt::Write;
@@ -393,10 +407,15 @@ impl Report {
             } else {
                 0.0
             };
+            // A level named "TLB" (pa8000's one unified TLB) is not "TLB TLB".
+            let label = if l.name.starts_with("TLB") {
+                l.name.clone()
+            } else {
+                format!("TLB {}", l.name)
+            };
             let _ = writeln!(
                 s,
-                "  TLB {:<9} {:>16} hits {:>16} misses ({rate:.2}% miss)",
-                l.name,
+                "  {label:<13} {:>16} hits {:>16} misses ({rate:.2}% miss)",
                 group(l.hits),
                 group(l.misses)
             );
@@ -530,6 +549,9 @@ impl Report {
             human(self.memory.page_table_bytes),
             human(self.memory.page_table_peak_bytes)
         );
+        if let Some(line) = self.workload_stats_line() {
+            let _ = writeln!(s, "  workload      {line}");
+        }
         let l = &t.fault_latency_ns;
         let _ = writeln!(
             s,
@@ -644,6 +666,43 @@ impl Comparison {
     }
 }
 
+impl Comparison {
+    /// The table of `to_text` as CSV (RFC 4180; a header line, one row per policy, numbers
+    /// unformatted in base units: seconds, bytes, counts, percent).
+    pub fn to_csv(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::from(
+            "policy,est_time_s,speedup,walk_share_pct,walks,walk_reduction_pct,faults,footprint_peak_bytes,footprint_ratio,superpage_peak_bytes\n",
+        );
+        for (row, r) in self.rows.iter().zip(&self.reports) {
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{},{},{},{},{},{}",
+                csv_field(&row.policy),
+                r.time.seconds,
+                row.speedup,
+                100.0 * row.walk_share,
+                r.tlb.walks,
+                row.tlb_miss_reduction_pct,
+                r.faults.total,
+                r.memory.footprint_peak_bytes,
+                row.footprint_ratio,
+                r.memory.superpage_peak_bytes
+            );
+        }
+        s
+    }
+}
+
+/// A CSV field, quoted when it holds a comma, a quote or a line break (policy specs have commas).
+fn csv_field(v: &str) -> String {
+    if v.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", v.replace('"', "\"\""))
+    } else {
+        v.to_string()
+    }
+}
+
 fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 {
         if a == 0 {
@@ -703,5 +762,11 @@ mod tests {
         assert_eq!(group(12), "12");
         assert_eq!(human(1 << 30), "1.00 GiB");
         assert_eq!(human(100), "100 B");
+        assert_eq!(
+            csv_field("navarro:sizes=64K,x=1"),
+            "\"navarro:sizes=64K,x=1\""
+        );
+        assert_eq!(csv_field("a\"b"), "\"a\"\"b\"");
+        assert_eq!(csv_field("base"), "base");
     }
 }

@@ -93,6 +93,11 @@ pub enum ImportError {
     },
     #[error("reading the ChampSim trace: {0}")]
     Read(String),
+    /// The output cannot be created (before anything is read).
+    #[error("{0}")]
+    Output(std::io::Error),
+    #[error("writing the trace: {0}")]
+    Write(std::io::Error),
     #[error(
         "the ChampSim trace ends inside a record: {extra} bytes after record {records} (at decompressed \
          byte offset {offset}); expected 64-byte records"
@@ -271,10 +276,8 @@ pub fn import_champsim(
         source: e,
     })?;
     let mut src = BufReader::with_capacity(1 << 20, f);
-    let o = File::create(out).map_err(|e| ImportError::Open {
-        path: out.display().to_string(),
-        source: e,
-    })?;
+    // Renamed into place at the end: a failed import leaves no partial trace.
+    let (o, guard) = crate::atomic::AtomicOutput::create(out).map_err(ImportError::Output)?;
     let header = TraceHeader {
         page_size_hint: 4096,
         source: "champsim".into(),
@@ -345,6 +348,8 @@ pub fn import_champsim(
     let inferred = sink.infer.inferred;
     w.write(&TraceEvent::Exit { pid })?;
     let fin = w.finish()?;
+    drop(fin.out);
+    guard.commit().map_err(ImportError::Write)?;
     Ok(ImportSummary {
         records,
         events: fin.trailer.events,

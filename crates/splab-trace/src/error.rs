@@ -24,6 +24,12 @@ pub enum TraceError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "{path} is not a regular file (a pipe, FIFO, standard input or device): a trace must be \
+         a seekable file (its trailer is read first, and a replay reads it twice); save it to a \
+         file first"
+    )]
+    NotSeekable { path: PathBuf },
     #[error("not a splab trace: the file starts with {found:?}, expected the magic \"SPLTRACE\"")]
     BadMagic { found: String },
     #[error(

@@ -313,6 +313,14 @@ pub enum TraceEvent {
         parent: Pid,
         child: Pid,
     },
+    /// `child` was created by vfork (or `clone(CLONE_VM | CLONE_VFORK)`, as glibc's posix_spawn
+    /// does): it runs in `parent`'s address space, the parent suspended, until the child's
+    /// `Exec` (which gives it an address space of its own) or `Exit` (which leaves the
+    /// parent's untouched). Version 3.
+    Vfork {
+        parent: Pid,
+        child: Pid,
+    },
     /// `pid` replaced its image: its address space is now empty; Mmap events follow.
     Exec {
         pid: Pid,
@@ -351,7 +359,7 @@ impl TraceEvent {
             | Exec { pid }
             | Exit { pid }
             | Compute { pid, .. } => Some(*pid),
-            Fork { parent, .. } => Some(*parent),
+            Fork { parent, .. } | Vfork { parent, .. } => Some(*parent),
             FileOpen { .. } => None,
         }
     }
@@ -417,6 +425,7 @@ impl fmt::Display for TraceEvent {
             }
             Brk { pid, new_end } => write!(f, "{pid} brk {new_end}"),
             Fork { parent, child } => write!(f, "{parent} fork {child}"),
+            Vfork { parent, child } => write!(f, "{parent} vfork {child}"),
             Exec { pid } => write!(f, "{pid} exec"),
             Exit { pid } => write!(f, "{pid} exit"),
             FileOpen { file, size, name } => {

@@ -12,7 +12,7 @@ use crate::event::*;
 pub const MAGIC: &[u8; 8] = b"SPLTRACE";
 pub const FOOTER_MAGIC: &[u8; 8] = b"SPLTEND1";
 /// The version this build writes. It reads 1 ..= VERSION.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 
 /// What a version-1 trace's data accesses get as `ipa` when nothing in the trace says better
 /// (docs/trace-format.md, "Reading version 1"): the instructions per access of real programs
@@ -111,6 +111,8 @@ pub const OP_EXEC: u8 = 0x48;
 pub const OP_EXIT: u8 = 0x49;
 pub const OP_FILE_OPEN: u8 = 0x4a;
 pub const OP_COMPUTE: u8 = 0x4b;
+/// Version 3: a vfork (the child shares the parent's address space until exec or exit).
+pub const OP_VFORK: u8 = 0x4c;
 
 // ---------------------------------------------------------------------------------------------
 // varints (LEB128, at most 10 bytes for a u64) and zigzag
@@ -327,6 +329,10 @@ pub struct Trailer {
     /// True when more regions existed than the writer keeps (`writer::MAX_REGIONS`).
     pub regions_truncated: bool,
     pub files: Vec<FileInfo>,
+    /// Version 3: `brk` calls the recorder saw refused although a native kernel would have
+    /// granted them (Valgrind caps the heap at 8 MiB): the recording's heap is not the
+    /// program's native heap. 0 in older versions and for other sources.
+    pub brk_refused: u64,
 }
 
 fn put_process(b: &mut Vec<u8>, p: &ProcessInfo) {
@@ -452,6 +458,8 @@ impl Trailer {
         for v in [self.rmws, self.instructions, self.dependent] {
             put_varint(&mut b, v);
         }
+        // Version 3 appends its own.
+        put_varint(&mut b, self.brk_refused);
         b
     }
 
@@ -514,6 +522,9 @@ impl Trailer {
             t.rmws = c.varint("the read-modify-write count")?;
             t.instructions = c.varint("the instruction count")?;
             t.dependent = c.varint("the dependent-access count")?;
+        }
+        if version >= 3 {
+            t.brk_refused = c.varint("the refused-brk count")?;
         }
         Ok(t)
     }
@@ -780,6 +791,10 @@ impl BlockEncoder {
             }
             Fork { child, .. } => {
                 b.push(OP_FORK);
+                put_varint(b, child.0 as u64);
+            }
+            Vfork { child, .. } => {
+                b.push(OP_VFORK);
                 put_varint(b, child.0 as u64);
             }
             Exec { .. } => b.push(OP_EXEC),
@@ -1269,6 +1284,10 @@ impl BlockDecoder {
                 new_end: Vaddr(c.varint("a brk end")?),
             },
             OP_FORK => TraceEvent::Fork {
+                parent: self.pid(at)?,
+                child: Pid(c.u32v("a child pid")?),
+            },
+            OP_VFORK => TraceEvent::Vfork {
                 parent: self.pid(at)?,
                 child: Pid(c.u32v("a child pid")?),
             },

@@ -24,11 +24,17 @@ pub enum InfoError {
 /// Uses the trailer through the footer (instant) when the file has one; otherwise (a
 /// recording cut short) reads the blocks to count what is there, then reports where it ends.
 pub fn info(path: &Path, out: &mut dyn Write) -> Result<(), InfoError> {
+    info_limited(path, out, usize::MAX)
+}
+
+/// [`info`], listing at most `max_regions` regions (the count is always printed, and how to
+/// see the rest: a compiler's trace has hundreds).
+pub fn info_limited(path: &Path, out: &mut dyn Write, max_regions: usize) -> Result<(), InfoError> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     match read_summary(path) {
         Ok((h, t, version)) => {
             print_header(&h, version, size, out)?;
-            print_trailer(&t, version, size, out)?;
+            print_trailer(&t, version, size, max_regions, out)?;
             Ok(())
         }
         Err(_) => {
@@ -65,7 +71,7 @@ pub fn info(path: &Path, out: &mut dyn Write) -> Result<(), InfoError> {
                 }
             };
             if let Some(t) = r.trailer() {
-                return Ok(print_trailer(t, version, size, out)?);
+                return Ok(print_trailer(t, version, size, max_regions, out)?);
             }
             let total: u64 = acc.iter().sum();
             writeln!(
@@ -117,7 +123,13 @@ fn print_header(
     Ok(())
 }
 
-fn print_trailer(t: &Trailer, version: u16, size: u64, out: &mut dyn Write) -> std::io::Result<()> {
+fn print_trailer(
+    t: &Trailer,
+    version: u16,
+    size: u64,
+    max_regions: usize,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     writeln!(out, "events      {}", t.events)?;
     writeln!(
         out,
@@ -131,6 +143,13 @@ fn print_trailer(t: &Trailer, version: u16, size: u64, out: &mut dyn Write) -> s
         )?;
     } else if t.accesses > 0 {
         ooo_line(t.instructions, t.dependent, t.accesses, out)?;
+    }
+    if t.brk_refused > 0 {
+        writeln!(
+            out,
+            "WARNING     Valgrind refused {} brk calls (its 8 MiB heap cap): the heap is not the native one",
+            t.brk_refused
+        )?;
     }
     writeln!(out, "blocks      {}", t.blocks)?;
     if t.accesses > 0 {
@@ -174,7 +193,7 @@ fn print_trailer(t: &Trailer, version: u16, size: u64, out: &mut dyn Write) -> s
             ""
         }
     )?;
-    for r in &t.regions {
+    for r in t.regions.iter().take(max_regions) {
         let what = if r.heap {
             "heap".to_string()
         } else {
@@ -200,6 +219,13 @@ fn print_trailer(t: &Trailer, version: u16, size: u64, out: &mut dyn Write) -> s
             r.len / 1024,
             r.prot,
             what
+        )?;
+    }
+    if t.regions.len() > max_regions {
+        writeln!(
+            out,
+            "  ... {} more (--regions N lists more)",
+            t.regions.len() - max_regions
         )?;
     }
     Ok(())

@@ -47,6 +47,7 @@
 //! Architecture Invariant: the reader never panics and never allocates beyond the format's
 //! limits, whatever bytes it is given (property tests in `tests/robustness.rs`).
 
+pub mod atomic;
 pub mod champsim;
 pub mod error;
 pub mod event;
@@ -57,13 +58,15 @@ pub mod reader;
 pub mod record;
 pub mod writer;
 
+pub use atomic::AtomicOutput;
 pub use champsim::{import_champsim, ChampSimOptions, ImportError, ImportSummary};
 pub use error::TraceError;
 pub use event::*;
 pub use format::{FileInfo, ProcessInfo, Region, TraceHeader, Trailer};
-pub use info::{cat, info, InfoError};
+pub use info::{cat, info, info_limited, InfoError};
 pub use reader::{read_header_and_trailer, TraceReader};
 pub use record::{
-    record, tool_available, Backend, Progress, RecordError, RecordOptions, RecordSummary,
+    record, tool_available, Backend, ProgramStatus, Progress, RecordError, RecordOptions,
+    RecordSummary,
 };
 pub use writer::{Finished, TraceWriter, DEFAULT_ZSTD_LEVEL};

@@ -42,6 +42,7 @@ pub struct TraceReader<R: Read> {
 impl TraceReader<BufReader<File>> {
     /// Opens a trace file and reads its header.
     pub fn open(path: &Path) -> Result<Self, TraceError> {
+        check_seekable(path)?;
         let f = File::open(path).map_err(|e| TraceError::Open {
             path: path.to_owned(),
             source: e,
@@ -373,6 +374,22 @@ impl<R: Read> Iterator for TraceReader<R> {
     }
 }
 
+/// Refuses what is not a regular file (`-`, a FIFO, `/dev/stdin`) before opening it: opening
+/// would consume or block on a pipe, and every reader of a trace needs to seek or re-read.
+/// A path that does not exist is left to `File::open` (its message names the OS error).
+fn check_seekable(path: &Path) -> Result<(), TraceError> {
+    let not = || TraceError::NotSeekable {
+        path: path.to_owned(),
+    };
+    if path.as_os_str() == "-" && !path.exists() {
+        return Err(not());
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() && !m.is_dir() => Err(not()),
+        _ => Ok(()),
+    }
+}
+
 /// Reads only the header and trailer of a trace file, using the footer to jump to the trailer
 /// (no decoding of blocks). Fails when the file has no valid footer (a cut-short recording):
 /// read it with `TraceReader` then, which reports where it ends.
@@ -382,6 +399,7 @@ pub fn read_header_and_trailer(path: &Path) -> Result<(TraceHeader, Trailer), Tr
 
 /// [`read_header_and_trailer`], and the trace's format version.
 pub(crate) fn read_summary(path: &Path) -> Result<(TraceHeader, Trailer, u16), TraceError> {
+    check_seekable(path)?;
     let f = File::open(path).map_err(|e| TraceError::Open {
         path: path.to_owned(),
         source: e,

@@ -108,6 +108,80 @@ pub struct RecordSummary {
     pub wall: Duration,
     /// The program's exit code (None if killed by a signal).
     pub exit_code: Option<i32>,
+    /// How the program ended, as a shell would say it.
+    pub status: ProgramStatus,
+    /// `brk` calls Valgrind refused (its 8 MiB heap cap, see valgrind/sp_tool.c) that a native
+    /// kernel would have granted: when not 0, the recorded heap is not the native one.
+    pub brk_refused: u64,
+}
+
+/// How a recorded program (valgrind, which exits as its client does) ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgramStatus {
+    Exited(i32),
+    /// Killed by this signal.
+    Signaled(i32),
+}
+
+impl ProgramStatus {
+    pub fn from_exit(s: std::process::ExitStatus) -> ProgramStatus {
+        use std::os::unix::process::ExitStatusExt;
+        match (s.code(), s.signal()) {
+            (Some(c), _) => ProgramStatus::Exited(c),
+            (None, Some(sig)) => ProgramStatus::Signaled(sig),
+            (None, None) => ProgramStatus::Exited(1),
+        }
+    }
+
+    pub fn success(self) -> bool {
+        self == ProgramStatus::Exited(0)
+    }
+
+    /// The status a shell reports for it: the exit code, or 128 + the signal number.
+    pub fn shell_code(self) -> u8 {
+        match self {
+            ProgramStatus::Exited(c) => c as u8,
+            ProgramStatus::Signaled(s) => 128u8.wrapping_add(s as u8),
+        }
+    }
+}
+
+impl std::fmt::Display for ProgramStatus {
+    /// "exit status 127 (command not found)", "killed by signal 9 (SIGKILL)".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            ProgramStatus::Exited(c) => {
+                write!(f, "exit status {c}")?;
+                // The shell's conventions, which valgrind follows when it cannot start the program.
+                match c {
+                    126 => write!(f, " (not executable)"),
+                    127 => write!(f, " (command not found)"),
+                    _ => Ok(()),
+                }
+            }
+            ProgramStatus::Signaled(s) => {
+                let name = match s {
+                    libc::SIGHUP => "SIGHUP",
+                    libc::SIGINT => "SIGINT",
+                    libc::SIGQUIT => "SIGQUIT",
+                    libc::SIGILL => "SIGILL",
+                    libc::SIGABRT => "SIGABRT",
+                    libc::SIGBUS => "SIGBUS",
+                    libc::SIGFPE => "SIGFPE",
+                    libc::SIGKILL => "SIGKILL",
+                    libc::SIGSEGV => "SIGSEGV",
+                    libc::SIGPIPE => "SIGPIPE",
+                    libc::SIGTERM => "SIGTERM",
+                    _ => "",
+                };
+                if name.is_empty() {
+                    write!(f, "killed by signal {s}")
+                } else {
+                    write!(f, "killed by signal {s} ({name})")
+                }
+            }
+        }
+    }
 }
 
 impl RecordSummary {
@@ -134,8 +208,8 @@ impl std::fmt::Display for RecordSummary {
             self.bytes,
             self.bytes_per_access()
         )?;
-        if let Some(c) = self.exit_code.filter(|&c| c != 0) {
-            write!(f, "; the program exited with status {c}")?;
+        if !self.status.success() {
+            write!(f, "; the program ended with {}", self.status)?;
         }
         Ok(())
     }
@@ -158,6 +232,9 @@ pub enum RecordError {
     ToolNotBuilt,
     #[error("cannot find Valgrind's library folder (the one holding memcheck-amd64-linux); set VALGRIND_LIB to it")]
     NoValgrindLib,
+    /// The trace file cannot be created (checked before the program starts).
+    #[error("{0}")]
+    Output(std::io::Error),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -168,10 +245,8 @@ pub enum RecordError {
     Trace(#[from] TraceError),
     #[error("the capture stream from the Valgrind tool is corrupt at byte {offset}: {msg}")]
     Wire { offset: u64, msg: String },
-    #[error(
-        "valgrind stopped before recording anything (exit status {0:?}); its messages are above"
-    )]
-    ValgrindFailed(Option<i32>),
+    #[error("valgrind stopped before recording anything ({0}); its messages are above")]
+    ValgrindFailed(ProgramStatus),
 }
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RecordError {
@@ -302,7 +377,9 @@ pub fn record(
         Backend::Auto => Backend::Lackey,
         b => b,
     };
-    let file = File::create(out).map_err(io_err(format!("creating {}", out.display())))?;
+    // Written under a temporary name and renamed at the end: a recording that fails leaves no
+    // partial trace (and keeps an older file of that name).
+    let (file, guard) = crate::atomic::AtomicOutput::create(out).map_err(RecordError::Output)?;
     let header = TraceHeader {
         page_size_hint: 4096,
         source: match backend {
@@ -317,10 +394,14 @@ pub fn record(
         &header,
         opts.zstd_level,
     )?;
-    match backend {
+    let summary = match backend {
         Backend::Lackey => record_lackey(opts, cmd, w, &mut progress),
         _ => record_tool(opts, cmd, w, &mut progress),
-    }
+    }?;
+    guard
+        .commit()
+        .map_err(io_err(format!("writing {}", out.display())))?;
+    Ok(summary)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -347,13 +428,18 @@ mod wire {
     pub const TAG_MPROTECT: u64 = 0x13;
     pub const TAG_MADVISE: u64 = 0x14;
     pub const TAG_BRK: u64 = 0x15;
+    /// a = parent pid; then the clone flags (an older tool sends none: a fork).
     pub const TAG_FORK: u64 = 0x16;
+    /// Linux's CLONE_VM (include/uapi/linux/sched.h).
+    pub const CLONE_VM: u64 = 0x100;
     pub const TAG_HELLO: u64 = 0x17;
     pub const TAG_EXIT: u64 = 0x18;
     pub const TAG_FILENAME: u64 = 0x19;
     pub const TAG_HEAPSTART: u64 = 0x1a;
     pub const TAG_STACK: u64 = 0x1b;
     pub const TAG_ACCESS_LONG: u64 = 0x1c;
+    /// a = the break the program asked for; the break Valgrind left.
+    pub const TAG_BRK_REFUSED: u64 = 0x1d;
 }
 
 /// Turns the tool's chunks into trace events.
@@ -437,10 +523,16 @@ impl<W: std::io::Write> Converter<W> {
                 }
                 wire::TAG_FORK => {
                     need(1)?;
-                    self.w.write(&TraceEvent::Fork {
-                        parent: Pid(a[0] as u32),
-                        child: p,
-                    })?;
+                    let parent = Pid(a[0] as u32);
+                    // The clone flags the program asked for (Valgrind ran it as a fork
+                    // either way, see sp_tool.c): CLONE_VM means the child shares the
+                    // parent's memory until it execs or exits (vfork, posix_spawn).
+                    let flags = a.get(1).copied().unwrap_or(0);
+                    if flags & wire::CLONE_VM != 0 {
+                        self.w.write(&TraceEvent::Vfork { parent, child: p })?;
+                    } else {
+                        self.w.write(&TraceEvent::Fork { parent, child: p })?;
+                    }
                     self.live.insert(pid, true);
                 }
                 wire::TAG_EXIT => {
@@ -537,6 +629,9 @@ impl<W: std::io::Write> Converter<W> {
                         len: a[1],
                         advice: Advice::from_linux(a[2]),
                     })?;
+                }
+                wire::TAG_BRK_REFUSED => {
+                    self.w.note_brk_refused();
                 }
                 wire::TAG_ACCESS_LONG => {
                     need(3)?;
@@ -710,16 +805,11 @@ fn record_tool<W: std::io::Write>(
     let status = child.wait().map_err(io_err("waiting for valgrind"))?;
     result?;
     if conv.live.is_empty() && conv.w.events() == 0 {
-        return Err(RecordError::ValgrindFailed(status.code()));
+        return Err(RecordError::ValgrindFailed(ProgramStatus::from_exit(
+            status,
+        )));
     }
-    finish(
-        conv.w,
-        conv.live,
-        Backend::Tool,
-        start,
-        status.code(),
-        progress,
-    )
+    finish(conv.w, conv.live, Backend::Tool, start, status, progress)
 }
 
 fn finish<W: std::io::Write>(
@@ -727,7 +817,7 @@ fn finish<W: std::io::Write>(
     live: HashMap<u32, bool>,
     backend: Backend,
     start: Instant,
-    exit_code: Option<i32>,
+    status: std::process::ExitStatus,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<RecordSummary, RecordError> {
     let mut still: Vec<u32> = live
@@ -757,7 +847,9 @@ fn finish<W: std::io::Write>(
         accesses: t.accesses,
         bytes,
         wall,
-        exit_code,
+        exit_code: status.code(),
+        brk_refused: t.brk_refused,
+        status: ProgramStatus::from_exit(status),
     })
 }
 
@@ -797,7 +889,12 @@ fn record_lackey<W: std::io::Write>(
     let res = convert_lackey_logs(&logs, opts.ifetch, &mut w);
     let _ = std::fs::remove_dir_all(&logs);
     let live = res?;
-    finish(w, live, Backend::Lackey, start, status.code(), progress)
+    if live.is_empty() && w.events() == 0 {
+        return Err(RecordError::ValgrindFailed(ProgramStatus::from_exit(
+            status,
+        )));
+    }
+    finish(w, live, Backend::Lackey, start, status, progress)
 }
 
 /// Converts lackey's per-process logs: the first process's log, then its children's (each at

@@ -410,6 +410,11 @@ impl<W: Write> TraceWriter<W> {
                 let n = c.maps.len();
                 self.n_regions += n;
             }
+            Vfork { parent, child } => {
+                // The child has no regions of its own: it runs in the parent's until its exec.
+                let c = self.proc_mut(*child);
+                c.info.parent = Some(*parent);
+            }
             Exec { pid } => {
                 let p = self.proc_mut(*pid);
                 p.info.execs += 1;
@@ -475,6 +480,12 @@ impl<W: Write> TraceWriter<W> {
                 self.n_regions += 1;
             }
         }
+    }
+
+    /// Notes that the recorder saw a `brk` refused that a native kernel would have granted
+    /// (`Trailer::brk_refused`): the recording's heap departs from the native one.
+    pub fn note_brk_refused(&mut self) {
+        self.trailer.brk_refused += 1;
     }
 
     /// Writes the last block, the trailer and the footer, flushes, and returns the trailer.

@@ -47,6 +47,7 @@ fn arb_event() -> impl Strategy<Value = TraceEvent> {
         1 => (arb_pid(), any::<u64>(), any::<u64>(), advice).prop_map(|(pid, a, len, advice)| TraceEvent::Madvise { pid, addr: Vaddr(a), len, advice }),
         1 => (arb_pid(), any::<u64>()).prop_map(|(pid, e)| TraceEvent::Brk { pid, new_end: Vaddr(e) }),
         1 => (arb_pid(), arb_pid()).prop_map(|(parent, child)| TraceEvent::Fork { parent, child }),
+        1 => (arb_pid(), arb_pid()).prop_map(|(parent, child)| TraceEvent::Vfork { parent, child }),
         1 => arb_pid().prop_map(|pid| TraceEvent::Exec { pid }),
         1 => arb_pid().prop_map(|pid| TraceEvent::Exit { pid }),
         1 => (1u32.., any::<u64>(), proptest::option::of("[a-z/._é]{0,20}")).prop_map(|(f, size, name)| TraceEvent::FileOpen { file: FileId(f), size, name: name.map(|s| s.into_boxed_str()) }),

@@ -13,7 +13,8 @@
  *   - the address space at start (after exec too): every client segment of Valgrind's address
  *     space manager, with the file it maps, and the heap (brk) start;
  *   - the memory syscalls with their real results: mmap, munmap, mremap, mprotect, madvise, brk;
- *   - fork (from the child: its first record names its parent), exec (a new tool instance
+ *   - fork (from the child: its first record names its parent and the clone flags the client
+ *     asked for, so that a vfork / posix_spawn is told from a fork), exec (a new tool instance
  *     starts in the same pid and says HELLO), exit.
  *
  * Wire format (tool -> splab, little endian, documented in docs/trace-format.md "Capture wire"):
@@ -66,12 +67,13 @@
 #define TAG_MPROTECT  0x13 /* a=addr; len, prot */
 #define TAG_MADVISE   0x14 /* a=addr; len, advice */
 #define TAG_BRK       0x15 /* a=new_end */
-#define TAG_FORK      0x16 /* a=parent pid (the chunk's pid is the child) */
+#define TAG_FORK      0x16 /* a=parent pid (the chunk's pid is the child); clone flags */
 #define TAG_HELLO     0x17 /* a=0: a tool instance starts (first process, or after exec) */
 #define TAG_EXIT      0x18 /* a=exit code */
 #define TAG_FILENAME  0x19 /* a=dev; ino, file_size, name_len, name bytes (padded to 8) */
 #define TAG_HEAPSTART 0x1a /* a=heap start (initial break) */
 #define TAG_STACK     0x1b /* a=lowest address, extra: end (the initial stack segment) */
+#define TAG_BRK_REFUSED 0x1d /* a=requested end; the end Valgrind left (see sp_post_syscall) */
 
 #define SPC_MAGIC 0x32435053u /* "SPC2" */
 
@@ -376,9 +378,32 @@ static void emit_startup(ThreadId tid)
 }
 
 /* ---- syscalls ---- */
+
+/* The clone flags of the fork the client is making. Valgrind runs every vfork as a fork:
+   __NR_vfork is wrapped by sys_fork, and PRE(sys_clone) clears CLONE_VM from
+   CLONE_VFORK | CLONE_VM before ML_(do_fork_clone), since the child's Valgrind must not share
+   the parent's host memory (coregrind/m_syswrap/syswrap-amd64-linux.c, syscall table entry
+   for __NR_vfork; syswrap-linux.c, PRE(sys_clone) and ML_(do_fork_clone)). glibc's
+   posix_spawn calls clone3 first, which Valgrind 3.19 answers ENOSYS (sys_ni_syscall), then
+   clone(CLONE_VM | CLONE_VFORK | SIGCHLD). The tool's pre-syscall hook runs before the
+   wrapper (syswrap-main.c, VG_(client_syscall)), so the flags are known by the time the
+   child's atfork hook runs, and the child reports what the program asked for. */
+#define L_CLONE_VM    0x00000100
+#define L_CLONE_VFORK 0x00004000
+static ULong fork_flags = 0;
+
 static void sp_pre_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nArgs)
 {
    switch (sysno) {
+   case __NR_clone:
+      fork_flags = args[0];
+      break;
+   case __NR_vfork:
+      fork_flags = L_CLONE_VM | L_CLONE_VFORK;
+      break;
+   case __NR_fork:
+      fork_flags = 0;
+      break;
    case __NR_execve:
    case __NR_execveat:
    case __NR_exit_group:
@@ -419,9 +444,22 @@ static void sp_post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nArgs, S
       emit_rec(TAG_MADVISE, args[0], e, 2);
       break;
    }
-   case __NR_brk:
-      emit_rec(TAG_BRK, (ULong)sr_Res(res), NULL, 0);
+   case __NR_brk: {
+      /* Valgrind emulates brk inside a data segment it sizes at start-up: RLIMIT_DATA clamped
+         to [1 MiB, 8 MiB] (coregrind/m_initimg/initimg-linux.c, VG_(ii_create_image), "Setup
+         client data (brk) segment"; no command-line option changes it, the manual's
+         "Limitations" says to recompile Valgrind). Growth beyond it fails in do_brk
+         (coregrind/m_syswrap/syswrap-generic.c), which returns the old end as a success, so
+         glibc's malloc falls back to mmap and the recorded program is not the native one.
+         Say so: the converter warns, and the trace's trailer counts it. */
+      ULong got = (ULong)sr_Res(res);
+      if (args[0] > got) {
+         ULong e[1] = { got };
+         emit_rec(TAG_BRK_REFUSED, args[0], e, 1);
+      }
+      emit_rec(TAG_BRK, got, NULL, 0);
       break;
+   }
    default:
       break;
    }
@@ -441,7 +479,7 @@ static void sp_atfork_child(ThreadId tid)
    nw = HDR_WORDS;
    run_count = 0;
    my_pid = VG_(getpid)();
-   emit_rec(TAG_FORK, (ULong)(UInt)parent, NULL, 0);
+   emit_rec(TAG_FORK, (ULong)(UInt)parent, &fork_flags, 1);
 }
 
 /* ---- instrumentation ----

@@ -11,6 +11,15 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use splab_sim::report::{Comparison, Report};
 use splab_sim::{hw, policy, workload, RunSpec, SimError};
+use splab_trace::AtomicOutput;
+
+/// The exit statuses, the same for every command (README "Exit status").
+const EXIT_STATUS: &str = "Exit status: 0 success; 1 a run or recording that failed (the workload \
+    faulted, modelled memory ran out, a trace is truncated or corrupt, an output could not be \
+    written); 2 bad input (a bad name, parameter or flag, a missing or unreadable input file, an \
+    output path that cannot be created), reported before any long work starts. `splab record` \
+    exits with the recorded program's own status when the program ran (the trace is kept), or \
+    128+N when a signal N killed it.";
 
 #[derive(Parser)]
 #[command(
@@ -20,8 +29,10 @@ use splab_sim::{hw, policy, workload, RunSpec, SimError};
     long_about = "splab models an operating system's memory subsystem (buddy allocator, reservations, page tables \
                   with mixed page sizes, TLBs, page walks) and replays workloads on it, reporting TLB misses, page \
                   walks, faults, superpages, bloat, fragmentation, latency and estimated run time.\n\n\
-                  Names take parameters: NAME:key=value,key=value (sizes accept K/M/G suffixes).\n\
-                  Try: splab demo"
+                  Names take parameters: NAME:key=value,key=value (sizes accept K/M/G/T suffixes, binary: \
+                  4K = 4096; counts accept K/M/G, decimal: 10M = 10,000,000).\n\
+                  Try: splab demo",
+    after_help = EXIT_STATUS
 )]
 struct Cli {
     #[command(subcommand)]
@@ -71,6 +82,9 @@ enum Cmd {
         /// Policies, comma-separated or repeated (the first is the baseline), e.g. -p base,navarro.
         #[arg(short, long, required = true)]
         policy: Vec<String>,
+        /// Also write the comparison table as CSV to PATH ("-" for standard output).
+        #[arg(long, value_name = "PATH")]
+        csv: Option<String>,
         #[command(flatten)]
         args: RunArgs,
     },
@@ -109,6 +123,9 @@ enum Cmd {
         /// The Valgrind launcher to run.
         #[arg(long, value_name = "PATH", default_value = "valgrind")]
         valgrind: PathBuf,
+        /// Pass ARG to Valgrind, before the program (repeatable), e.g. --valgrind-arg=--fair-sched=yes.
+        #[arg(long = "valgrind-arg", value_name = "ARG", allow_hyphen_values = true)]
+        valgrind_args: Vec<String>,
         /// No progress line.
         #[arg(short, long)]
         quiet: bool,
@@ -137,6 +154,9 @@ enum TraceCmd {
     Info {
         /// The trace file.
         file: PathBuf,
+        /// List at most N regions (0: none; the count is always printed).
+        #[arg(long, value_name = "N", default_value_t = 20)]
+        regions: usize,
     },
     /// The events of a trace as text, one a line.
     Cat {
@@ -165,7 +185,7 @@ enum TraceCmd {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match dispatch(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             let bad_input = e
                 .downcast_ref::<SimError>()
@@ -180,10 +200,12 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn dispatch(cli: Cli) -> Result<()> {
+fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.cmd {
         Cmd::Run { policy, args } => cmd_run(&policy, &args),
-        Cmd::Compare { policy, args } => cmd_compare(&split_policies(&policy), &args),
+        Cmd::Compare { policy, csv, args } => {
+            cmd_compare(&split_policies(&policy)?, csv.as_deref(), &args)
+        }
         Cmd::List { what } => {
             cmd_list(&what);
             Ok(())
@@ -195,11 +217,22 @@ fn dispatch(cli: Cli) -> Result<()> {
             lackey,
             ifetch,
             valgrind,
+            valgrind_args,
             quiet,
             cmd,
-        } => trace_cmd::record(&output, lackey, ifetch, valgrind, quiet, &cmd),
+        } => {
+            return trace_cmd::record(
+                &output,
+                lackey,
+                ifetch,
+                valgrind,
+                valgrind_args,
+                quiet,
+                &cmd,
+            )
+        }
         Cmd::Trace { cmd } => match cmd {
-            TraceCmd::Info { file } => trace_cmd::info(&file),
+            TraceCmd::Info { file, regions } => trace_cmd::info(&file, regions),
             TraceCmd::Cat { file, limit } => trace_cmd::cat(&file, limit),
             TraceCmd::ImportChampsim {
                 input,
@@ -209,14 +242,22 @@ fn dispatch(cli: Cli) -> Result<()> {
             } => trace_cmd::import_champsim(&input, &output, !no_ifetch, max_records),
         },
     }
+    .map(|()| ExitCode::SUCCESS)
 }
 
 /// Splits "base,navarro:sizes=64K,x=1,linux" into policies: a comma-separated piece with an
-/// '=' but no ':' continues the previous policy's parameters.
-fn split_policies(args: &[String]) -> Vec<String> {
+/// '=' but no ':' continues the previous policy's parameters. An empty piece ("base,", ",",
+/// "") is bad input: it is a typo, not a request for fewer policies.
+fn split_policies(args: &[String]) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for a in args {
-        for piece in a.split(',').filter(|p| !p.is_empty()) {
+        for piece in a.split(',') {
+            if piece.trim().is_empty() {
+                return Err(SimError::BadInput(format!(
+                    "-p '{a}': empty policy name; give policies separated by commas, e.g. -p base,navarro"
+                ))
+                .into());
+            }
             match out.last_mut() {
                 Some(prev) if piece.contains('=') && !piece.contains(':') && prev.contains(':') => {
                     prev.push(',');
@@ -226,7 +267,7 @@ fn split_policies(args: &[String]) -> Vec<String> {
             }
         }
     }
-    out
+    Ok(out)
 }
 
 fn parse_free(free: &Option<String>) -> Result<Option<u64>> {
@@ -324,14 +365,48 @@ fn run_one(spec: &RunSpec, quiet: bool) -> Result<Report> {
     })
 }
 
-fn write_json(path: &str, value: &impl serde::Serialize) -> Result<()> {
-    let text = serde_json::to_string_pretty(value)?;
-    if path == "-" {
-        println!("{text}");
-    } else {
-        std::fs::write(path, text + "\n").with_context(|| format!("writing {path}"))?;
+/// An output file named by a flag (`--json`, `--csv`): "-" is standard output; a file is
+/// created (under a temporary name) before the run starts, so that a path that cannot be
+/// written is reported at once, and it appears only whole (splab_trace::AtomicOutput).
+enum Output {
+    Stdout,
+    File(std::fs::File, AtomicOutput),
+}
+
+impl Output {
+    fn open(flag: &str, path: Option<&str>) -> Result<Option<Output>> {
+        match path {
+            None => Ok(None),
+            Some("-") => Ok(Some(Output::Stdout)),
+            Some(p) => {
+                let (f, g) = AtomicOutput::create(Path::new(p))
+                    .map_err(|e| SimError::BadInput(format!("{flag} {p}: {e}")))?;
+                Ok(Some(Output::File(f, g)))
+            }
+        }
     }
-    Ok(())
+
+    fn write(self, text: &str) -> Result<()> {
+        match self {
+            Output::Stdout => {
+                print!("{text}");
+                Ok(())
+            }
+            Output::File(mut f, g) => {
+                let dest = g.dest().display().to_string();
+                f.write_all(text.as_bytes())
+                    .and_then(|()| f.flush())
+                    .with_context(|| format!("writing {dest}"))?;
+                drop(f);
+                g.commit()?;
+                Ok(())
+            }
+        }
+    }
+}
+
+fn json_text(value: &impl serde::Serialize) -> Result<String> {
+    Ok(serde_json::to_string_pretty(value)? + "\n")
 }
 
 fn say(to_stderr: bool, text: &str) {
@@ -344,32 +419,51 @@ fn say(to_stderr: bool, text: &str) {
 
 fn cmd_run(policy: &str, a: &RunArgs) -> Result<()> {
     let spec = spec_for(policy, a)?;
+    spec.prepare()?;
+    let json = Output::open("--json", a.json.as_deref())?;
     let report = run_one(&spec, a.quiet)?;
     let json_stdout = a.json.as_deref() == Some("-");
     say(json_stdout, &report.to_text());
     if let Some(d) = &report.dump {
         say(json_stdout, d);
     }
-    if let Some(p) = &a.json {
-        write_json(p, &report)?;
+    if let Some(o) = json {
+        o.write(&json_text(&report)?)?;
     }
     Ok(())
 }
 
-fn cmd_compare(policies: &[String], a: &RunArgs) -> Result<()> {
-    // Validate every policy before running any.
+fn cmd_compare(policies: &[String], csv: Option<&str>, a: &RunArgs) -> Result<()> {
+    if policies.is_empty() {
+        return Err(SimError::BadInput(
+            "-p: no policy given; e.g. -p base,navarro (the first is the baseline)".into(),
+        )
+        .into());
+    }
+    if a.json.as_deref() == Some("-") && csv == Some("-") {
+        return Err(SimError::BadInput(
+            "--json - and --csv -: only one of them can go to standard output".into(),
+        )
+        .into());
+    }
+    // Validate every policy and output before running any.
     for p in policies {
         spec_for(p, a)?.prepare()?;
     }
+    let json = Output::open("--json", a.json.as_deref())?;
+    let csv_out = Output::open("--csv", csv)?;
     let mut reports = Vec::new();
     for p in policies {
         reports.push(run_one(&spec_for(p, a)?, a.quiet)?);
     }
     let cmp = Comparison::new(reports);
-    let json_stdout = a.json.as_deref() == Some("-");
-    say(json_stdout, &cmp.to_text());
-    if let Some(p) = &a.json {
-        write_json(p, &cmp)?;
+    let to_stderr = a.json.as_deref() == Some("-") || csv == Some("-");
+    say(to_stderr, &cmp.to_text());
+    if let Some(o) = json {
+        o.write(&json_text(&cmp)?)?;
+    }
+    if let Some(o) = csv_out {
+        o.write(&cmp.to_csv())?;
     }
     Ok(())
 }
@@ -476,7 +570,12 @@ fn cmd_demo(out: &Path) -> Result<()> {
         println!("{}", cmp.to_text());
         let name = format!("{}-{}.json", machine, w.split(':').next().unwrap_or(w));
         let path = out.join(name);
-        write_json(path.to_str().context("non-UTF-8 output path")?, &cmp)?;
+        Output::open(
+            "--out",
+            Some(path.to_str().context("non-UTF-8 output path")?),
+        )?
+        .context("an output file")?
+        .write(&json_text(&cmp)?)?;
         println!("  -> {}\n", path.display());
     }
     Ok(())
@@ -491,7 +590,8 @@ mod tests {
         let v = split_policies(&[
             "base,navarro:sizes=64K,x=1,linux".into(),
             "hpux:hint=4M".into(),
-        ]);
+        ])
+        .unwrap();
         assert_eq!(
             v,
             vec!["base", "navarro:sizes=64K,x=1", "linux", "hpux:hint=4M"]

@@ -1035,3 +1035,481 @@ fn recorded_chase_replay_time_responds_to_dep() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+// ---------------------------------------------------------------------------------------------
+// issue 9: the rough edges a new user hit
+
+/// `workload_stats` (what the replay could not follow exactly) is in the text summary when one
+/// of its counters is non-zero; it was only in the JSON.
+#[test]
+fn issue9_workload_stats_in_the_text_summary() {
+    let dir = workdir("wstats");
+    let spt = dir.join("lazy.spt");
+    write_trace(&spt, |w| {
+        w.write(&mmap(P, 0x10_0000, 4 * PAGE, Prot::RW, MmapFlags::ANON))
+            .unwrap();
+        touch(w, P, 0x10_0000, 4 * PAGE, AccessKind::Write);
+        // Three pages no event mapped: mapped lazily, counted.
+        touch(w, P, 0x80_0000, 3 * PAGE, AccessKind::Read);
+        w.write(&TraceEvent::Exit { pid: P }).unwrap();
+    });
+    let out = splab()
+        .args(["run", "-w"])
+        .arg(format!("trace:path={}", spt.display()))
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = s
+        .lines()
+        .find(|l| l.trim_start().starts_with("workload"))
+        .unwrap_or_else(|| panic!("{s}"));
+    assert!(line.contains("lazy_pages 3"), "{line}");
+    assert!(
+        !line.contains(" 0,") && !line.ends_with(" 0"),
+        "zero counters listed: {line}"
+    );
+    // A synthetic workload has none: no line.
+    let out = splab().args(["run", "-w", "seq:size=1M"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("  workload "));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `trace info` listed every region (427 lines for cc); it now lists 20 and says how many more.
+#[test]
+fn issue9_trace_info_limits_the_region_list() {
+    let dir = workdir("infolimit");
+    let spt = dir.join("many.spt");
+    write_trace(&spt, |w| {
+        for i in 0..30u64 {
+            w.write(&mmap(
+                P,
+                0x100_0000 + i * 4 * PAGE,
+                PAGE,
+                Prot::RW,
+                MmapFlags::ANON,
+            ))
+            .unwrap();
+        }
+    });
+    let region_lines = |args: &[&str]| {
+        let out = splab()
+            .args(["trace", "info"])
+            .arg(&spt)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let s = String::from_utf8_lossy(&out.stdout).into_owned();
+        (s.lines().filter(|l| l.contains("0x0000010")).count(), s)
+    };
+    let (n, s) = region_lines(&[]);
+    assert_eq!(n, 20, "{s}");
+    assert!(s.contains("regions     30") && s.contains("10 more"), "{s}");
+    let (n, s) = region_lines(&["--regions", "100"]);
+    assert_eq!(n, 30, "{s}");
+    assert!(!s.contains("more"), "{s}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `trace:path=-` and a FIFO are refused with one line saying the trace must be a seekable
+/// file (exit 2), by the replay and by the trace commands; nothing blocks on the pipe.
+#[test]
+fn issue9_trace_from_a_pipe_is_refused_clearly() {
+    let dir = workdir("fifo");
+    let fifo = dir.join("t.fifo");
+    let ok = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success());
+    let mut paths = vec!["-".to_string()];
+    if ok {
+        paths.push(fifo.display().to_string());
+    }
+    for p in &paths {
+        for args in [
+            vec!["run".to_string(), "-w".into(), format!("trace:path={p}")],
+            vec!["trace".into(), "info".into(), p.clone()],
+            vec!["trace".into(), "cat".into(), p.clone()],
+        ] {
+            let out = splab()
+                .args(&args)
+                .timeout(std::time::Duration::from_secs(30))
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+            assert!(err.contains("seekable file"), "{args:?}: {err}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A failed import leaves no partial trace (and keeps the file that was there).
+#[test]
+fn issue9_failed_import_leaves_no_partial_trace() {
+    let dir = workdir("importatomic");
+    let input = dir.join("bad.champsim");
+    // One record and a half: the importer fails at the end, after writing blocks.
+    std::fs::write(&input, vec![0u8; 64 * 1000 + 10]).unwrap();
+    let spt = dir.join("out.spt");
+    std::fs::write(&spt, "previous").unwrap();
+    let out = splab()
+        .args(["trace", "import-champsim"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&spt)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("ends inside a record"), "{err}");
+    assert_eq!(std::fs::read_to_string(&spt).unwrap(), "previous");
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        2,
+        "a temporary file was left"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `splab record` exits with the program's own status and says how it ended in words; a
+/// program that cannot start leaves no trace; `--valgrind-arg` reaches Valgrind.
+#[test]
+fn issue9_record_exit_status_and_valgrind_args() {
+    if !can_record("issue9_record_exit_status_and_valgrind_args") {
+        return;
+    }
+    let dir = workdir("recordstatus");
+    let spt = dir.join("x.spt");
+    // The program fails with status 3: the trace is kept, splab exits 3.
+    let out = splab()
+        .args(["record", "-q", "-o"])
+        .arg(&spt)
+        .args(["--", "sh", "-c", "exit 3"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("exit status 3"), "{err}");
+    assert!(splab_trace::read_header_and_trailer(&spt).is_ok());
+    // A command that does not exist: 127, said in words, no trace and no temporary file.
+    std::fs::remove_file(&spt).unwrap();
+    let out = splab()
+        .args(["record", "-q", "-o"])
+        .arg(&spt)
+        .args(["--", "/no/such/program"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(127), "{err}");
+    assert!(err.contains("exit status 127 (command not found)"), "{err}");
+    assert!(!err.contains("Some("), "{err}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "{err}");
+    // --valgrind-arg: an option Valgrind rejects proves it got there.
+    let out = splab()
+        .args([
+            "record",
+            "-q",
+            "--valgrind-arg=--no-such-valgrind-option",
+            "-o",
+        ])
+        .arg(&spt)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--no-such-valgrind-option"), "{err}");
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    // ... and one it accepts records as usual.
+    let out = splab()
+        .args(["record", "-q", "--valgrind-arg", "--fair-sched=yes", "-o"])
+        .arg(&spt)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Version 3 added `Vfork`; a version-2 trace (the same bytes with version 2 in the file
+/// header: version 3 changed nothing else) still reads and replays identically.
+#[test]
+fn issue9_version_2_traces_still_replay() {
+    let dir = workdir("v2compat");
+    let v3 = dir.join("v3.spt");
+    write_trace(&v3, |w| {
+        w.write(&mmap(P, 0x40_0000, 64 * PAGE, Prot::RW, MmapFlags::ANON))
+            .unwrap();
+        touch(w, P, 0x40_0000, 64 * PAGE, AccessKind::Write);
+        w.write(&TraceEvent::Fork {
+            parent: P,
+            child: C,
+        })
+        .unwrap();
+        touch(w, C, 0x40_0000, 8 * PAGE, AccessKind::Write);
+        w.write(&TraceEvent::Exit { pid: C }).unwrap();
+        w.write(&TraceEvent::Exit { pid: P }).unwrap();
+    });
+    let mut bytes = std::fs::read(&v3).unwrap();
+    assert_eq!(
+        u16::from_le_bytes([bytes[8], bytes[9]]),
+        3,
+        "the writer writes version 3"
+    );
+    bytes[8..10].copy_from_slice(&2u16.to_le_bytes());
+    let v2 = dir.join("v2.spt");
+    std::fs::write(&v2, &bytes).unwrap();
+    let events = |p: &Path| {
+        splab_trace::TraceReader::open(p)
+            .unwrap()
+            .map(|e| e.unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(events(&v2), events(&v3));
+    let (a, b) = (run_trace(&v2, false), run_trace(&v3, false));
+    assert_eq!(a.faults.cow, b.faults.cow);
+    assert!(a.faults.cow >= 8, "{:?}", a.faults);
+    assert_eq!(a.time.cycles_total, b.time.cycles_total);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A vfork child runs in its parent's address space until its exec or exit: its accesses
+/// touch the parent's pages (no copy), the parent's superpages survive, and the child's exec
+/// gives it an empty address space of its own.
+#[test]
+fn issue9_vfork_shares_the_parent_space_until_exec() {
+    let dir = workdir("vfork");
+    let spt = dir.join("vfork.spt");
+    let heap = 0x4000_0000u64; // 2MB aligned
+    let big = 8u64 << 20;
+    let write = |vfork: bool| {
+        let p = dir.join(format!("t-{vfork}.spt"));
+        write_trace(&p, |w| {
+            w.write(&mmap(P, heap, big, Prot::RW, MmapFlags::ANON))
+                .unwrap();
+            touch(w, P, heap, big, AccessKind::Write);
+            let ev = if vfork {
+                TraceEvent::Vfork {
+                    parent: P,
+                    child: C,
+                }
+            } else {
+                TraceEvent::Fork {
+                    parent: P,
+                    child: C,
+                }
+            };
+            w.write(&ev).unwrap();
+            // The child writes one word of the shared memory (posix_spawn's child writes its
+            // own stack, in the parent's space), then execs and runs a small image.
+            touch(w, C, heap, PAGE, AccessKind::Write);
+            w.write(&TraceEvent::Exec { pid: C }).unwrap();
+            w.write(&mmap(C, 0x1000_0000, 4 * PAGE, Prot::RW, MmapFlags::ANON))
+                .unwrap();
+            touch(w, C, 0x1000_0000, 4 * PAGE, AccessKind::Write);
+            w.write(&TraceEvent::Exit { pid: C }).unwrap();
+            touch(w, P, heap, big, AccessKind::Write);
+            w.write(&TraceEvent::Exit { pid: P }).unwrap();
+        });
+        p
+    };
+    let (vf, f) = (write(true), write(false));
+    std::fs::copy(&vf, &spt).unwrap();
+    let navarro = |p: &Path| {
+        splab_sim::run(&RunSpec {
+            machine: "skylake:mem=1G".into(),
+            policy: "navarro".into(),
+            workload: format!("trace:path={}", p.display()),
+            seed: 1,
+            check: true,
+            free_bytes: None,
+            dump_reservations: false,
+        })
+        .unwrap()
+    };
+    let rv = navarro(&vf);
+    let rf = navarro(&f);
+    // vfork: no copy-on-write anywhere, the 8MB stay superpages after the child is gone.
+    assert_eq!(rv.faults.cow, 0, "{:?}", rv.faults);
+    assert_eq!(rv.memory.copied_bytes, 0);
+    // fork: the child's write and the parent's later writes copy.
+    assert!(rf.faults.cow > 0, "{:?}", rf.faults);
+    assert!(
+        rv.tlb.walks < rf.tlb.walks,
+        "{} vs {}",
+        rv.tlb.walks,
+        rf.tlb.walks
+    );
+    let ws = rv.workload_stats.as_ref().unwrap();
+    assert_eq!(ws["vforks"], 1);
+    assert_eq!(ws["forks"], 0);
+    assert_eq!(ws["processes"], 2);
+    // `trace cat` names it.
+    let out = splab().args(["trace", "cat"]).arg(&spt).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("vfork"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+const SPAWN: &str = r#"
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+extern char **environ;
+int main(int argc, char **argv) {
+    size_t n = 256 << 20;
+    char *a = malloc(n);
+    for (size_t i = 0; i < n; i += 4096) a[i] = 1; /* (memset under Valgrind is a byte loop) */
+    if (argc > 1) {
+        pid_t pid;
+        char *args[] = {"true", NULL};
+        if (posix_spawn(&pid, "/bin/true", NULL, NULL, args, environ) != 0) return 2;
+        waitpid(pid, NULL, 0);
+    }
+    /* A dependent random read-modify-write walk: each address needs the previous load, so
+       every TLB miss is on the critical path (what superpages remove). */
+    unsigned long x = 1;
+    for (int i = 0; i < 6000000; i++) {
+        size_t j = (x >> 17) % n;
+        x = x * 6364136223846793005UL + 1442695040888963407UL + a[j];
+        a[j] = (char)x; /* after a fork, the first write to each page would copy it */
+    }
+    return x == 42 ? 3 : 0; /* uses x, so the loop stays */
+}
+"#;
+
+/// Issue 9 acceptance: a program that posix_spawns `true` once gets the same speedup under
+/// `navarro` as without the spawn (within 5%). Before, the spawn was replayed as a fork: the
+/// parent's memory became copy-on-write, its reservations broken, and the speedup went to 1.00x.
+#[test]
+fn issue9_posix_spawn_keeps_the_speedup() {
+    if !can_record("issue9_posix_spawn_keeps_the_speedup") {
+        return;
+    }
+    let dir = workdir("spawn");
+    let plain = build_and_record(&dir, "spawn", SPAWN, &[]);
+    let spawned = build_and_record(&dir, "spawn", SPAWN, &["spawn"]);
+    let run = |p: &Path, policy: &str| {
+        splab_sim::run(&RunSpec {
+            machine: "skylake".into(),
+            policy: policy.into(),
+            workload: format!("trace:path={}", p.display()),
+            seed: 1,
+            check: false,
+            free_bytes: None,
+            dump_reservations: false,
+        })
+        .unwrap()
+    };
+    let speedup = |p: &Path| {
+        let (b, n) = (run(p, "base"), run(p, "navarro"));
+        (b.time.cycles_total as f64 / n.time.cycles_total as f64, n)
+    };
+    let (s_plain, _) = speedup(&plain);
+    let (s_spawn, n) = speedup(&spawned);
+    eprintln!(
+        "posix_spawn: navarro speedup {s_plain:.3}x without the spawn, {s_spawn:.3}x with it"
+    );
+    let ws = n.workload_stats.as_ref().unwrap();
+    assert_eq!(ws["vforks"], 1, "{ws}");
+    assert_eq!(ws["forks"], 0, "{ws}");
+    assert!(
+        s_plain > 1.05,
+        "the workload must gain from superpages: {s_plain:.3}x"
+    );
+    assert!(
+        (s_spawn / s_plain - 1.0).abs() <= 0.05,
+        "{s_spawn:.3}x with the spawn against {s_plain:.3}x without"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+const SMALLOBJ: &str = r#"
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    int n = atoi(argv[1]);
+    char **v = malloc(sizeof(char *) * n);
+    for (int i = 0; i < n; i++) {
+        v[i] = malloc(100);
+        v[i][0] = (char)i;
+    }
+    long s = 0;
+    for (int i = 0; i < n; i++) s += v[i][0];
+    return s == 42 ? 3 : 0;
+}
+"#;
+
+/// Issue 9 silent error 1: Valgrind caps the program break at 8 MiB, so a program whose heap
+/// grows past it (400,000 malloc(100): ~44 MiB natively, one brk heap) is recorded with
+/// glibc's mmap fallback instead. Until the recorder can give the program its native heap, the
+/// recording must say so, loudly, everywhere: `record`, `trace info`, the replay's summary.
+/// A program whose heap stays small gets no warning.
+#[test]
+fn issue9_valgrind_heap_cap_is_reported_loudly() {
+    if !can_record("issue9_valgrind_heap_cap_is_reported_loudly") {
+        return;
+    }
+    let dir = workdir("brkcap");
+    let c = dir.join("smallobj.c");
+    let exe = dir.join("smallobj");
+    std::fs::write(&c, SMALLOBJ).unwrap();
+    assert!(Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .status()
+        .unwrap()
+        .success());
+    let record = |n: &str| {
+        let spt = dir.join(format!("smallobj-{n}.spt"));
+        let out = splab()
+            .args(["record", "-q", "-o"])
+            .arg(&spt)
+            .arg("--")
+            .arg(&exe)
+            .arg(n)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        (spt, err)
+    };
+    let (big, err) = record("400000");
+    assert!(
+        err.contains("WARNING") && err.contains("8 MiB") && err.contains("brk"),
+        "{err}"
+    );
+    let out = splab().args(["trace", "info"]).arg(&big).output().unwrap();
+    let info = String::from_utf8_lossy(&out.stdout);
+    assert!(info.contains("WARNING") && info.contains("brk"), "{info}");
+    let out = splab()
+        .args(["run", "-w"])
+        .arg(format!("trace:path={}", big.display()))
+        .output()
+        .unwrap();
+    let run = String::from_utf8_lossy(&out.stdout);
+    let line = run
+        .lines()
+        .find(|l| l.trim_start().starts_with("workload"))
+        .unwrap_or_else(|| panic!("{run}"));
+    assert!(line.contains("recording_brk_refused"), "{line}");
+    // 4,000 objects (~450 KiB) fit under the cap: no warning anywhere.
+    let (small, err) = record("4000");
+    assert!(!err.contains("WARNING"), "{err}");
+    let out = splab()
+        .args(["trace", "info"])
+        .arg(&small)
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("WARNING"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

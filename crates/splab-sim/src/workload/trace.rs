@@ -10,6 +10,8 @@
 //!   constant whatever the trace's length.
 //! - Trace pids map to engine pids: the first process seen is `Engine::spawn`ed, a `Fork` is
 //!   `Engine::fork` of the parent's engine pid, the child's trace pid then maps to the new one.
+//!   A `Vfork` child's trace pid maps to its parent's engine pid (one address space) until its
+//!   `Exec`, which gives it a new, empty engine process, or its `Exit`, which ends nothing.
 //!   A pid that appears without a `Fork` (a trace that starts with several processes) is
 //!   spawned with an empty address space.
 //! - Mappings keep the program's addresses: `Mmap` is a `MAP_FIXED` mmap at the recorded
@@ -83,6 +85,8 @@ pub struct ReplayStats {
     /// Processes replayed (spawned or forked).
     pub processes: u64,
     pub forks: u64,
+    /// Vforks (children that ran in their parent's address space until exec or exit).
+    pub vforks: u64,
     pub execs: u64,
     pub exits: u64,
     pub mmaps: u64,
@@ -112,6 +116,9 @@ pub struct ReplayStats {
     /// Instructions of `Compute` events in instructions (already counted in the next access's
     /// `ipa`, so they add no time of their own).
     pub compute_instructions: u64,
+    /// `brk` calls the recorder saw refused by Valgrind's 8 MiB heap cap (the trailer's
+    /// `brk_refused`): when not 0, the replayed heap is not the program's native heap.
+    pub recording_brk_refused: u64,
 }
 
 impl ReplayStats {
@@ -220,6 +227,7 @@ pub fn replay(e: &mut Engine, path: &Path) -> Result<ReplayStats> {
         }
     }
     r.flush(e)?;
+    r.stats.recording_brk_refused = reader.trailer().map_or(0, |t| t.brk_refused);
     Ok(r.stats)
 }
 
@@ -227,6 +235,9 @@ struct ProcState {
     pid: Pid,
     /// The heap start was set by this image's first `Brk`.
     heap_set: bool,
+    /// A vfork child before its exec or exit: `pid` is its parent's engine process, whose
+    /// address space it runs in (it owns no engine process of its own).
+    vfork_shared: bool,
 }
 
 struct Replayer {
@@ -279,6 +290,7 @@ impl Replayer {
             ProcState {
                 pid,
                 heap_set: false,
+                vfork_shared: false,
             },
         );
         pid
@@ -571,12 +583,55 @@ impl Replayer {
                 }
                 let c = e.fork(pp)?;
                 let heap_set = self.procs.get(&parent.0).is_some_and(|s| s.heap_set);
-                self.procs.insert(child.0, ProcState { pid: c, heap_set });
+                self.procs.insert(
+                    child.0,
+                    ProcState {
+                        pid: c,
+                        heap_set,
+                        vfork_shared: false,
+                    },
+                );
+                self.stats.processes += 1;
+                self.cache = None;
+            }
+            T::Vfork { parent, child } => {
+                // The child runs in the parent's address space (CLONE_VM): its trace pid maps
+                // to the parent's engine process until its exec or exit. Nothing is copied or
+                // write-protected, so the parent's reservations and superpages are untouched,
+                // as under a real vfork (Linux copy_mm with CLONE_VM shares the mm).
+                self.stats.vforks += 1;
+                let pp = self.pid(e, parent);
+                if let Some(old) = self.procs.remove(&child.0) {
+                    if !old.vfork_shared {
+                        e.exit(old.pid)?;
+                    }
+                }
+                let heap_set = self.procs.get(&parent.0).is_some_and(|s| s.heap_set);
+                self.procs.insert(
+                    child.0,
+                    ProcState {
+                        pid: pp,
+                        heap_set,
+                        vfork_shared: true,
+                    },
+                );
                 self.stats.processes += 1;
                 self.cache = None;
             }
             T::Exec { pid } => {
                 self.stats.execs += 1;
+                let shared = self.procs.get(&pid.0).is_some_and(|s| s.vfork_shared);
+                if shared {
+                    // A vfork child's exec leaves the parent's address space to the parent and
+                    // gives the child an empty one of its own.
+                    let c = e.spawn();
+                    let s = self.procs.get_mut(&pid.0).expect("exec: vfork child");
+                    s.pid = c;
+                    s.vfork_shared = false;
+                    s.heap_set = false;
+                    self.cache = None;
+                    return Ok(());
+                }
                 let p = self.pid(e, pid);
                 e.exec(p)?;
                 if let Some(s) = self.procs.get_mut(&pid.0) {
@@ -586,7 +641,14 @@ impl Replayer {
             T::Exit { pid } => {
                 if let Some(s) = self.procs.remove(&pid.0) {
                     self.stats.exits += 1;
-                    e.exit(s.pid)?;
+                    // A vfork child that exits without exec leaves the parent's space alone.
+                    if !s.vfork_shared {
+                        e.exit(s.pid)?;
+                        // Vfork children still in this space (a trace that shows the parent
+                        // ending first) lose it: a later event of theirs spawns them afresh.
+                        self.procs
+                            .retain(|_, c| !(c.vfork_shared && c.pid == s.pid));
+                    }
                 }
                 self.cache = None;
             }

@@ -8,6 +8,7 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use anyhow::{anyhow, Result};
 use splab_sim::report::group;
@@ -32,7 +33,10 @@ fn fail(bad_input: bool, msg: String) -> anyhow::Error {
 fn is_bad_input(e: &TraceError) -> bool {
     match e {
         TraceError::File { source, .. } => is_bad_input(source),
-        TraceError::Open { .. } | TraceError::BadMagic { .. } | TraceError::Version { .. } => true,
+        TraceError::Open { .. }
+        | TraceError::NotSeekable { .. }
+        | TraceError::BadMagic { .. }
+        | TraceError::Version { .. } => true,
         _ => false,
     }
 }
@@ -50,14 +54,17 @@ fn info_fail(e: InfoError) -> anyhow::Error {
     }
 }
 
+/// Records `cmd`; the exit status is the program's own (README "Exit status"), or 1 / 2 when
+/// the recording itself fails.
 pub fn record(
     output: &Path,
     lackey: bool,
     ifetch: bool,
     valgrind: PathBuf,
+    valgrind_args: Vec<String>,
     quiet: bool,
     cmd: &[String],
-) -> Result<()> {
+) -> Result<ExitCode> {
     let opts = RecordOptions {
         backend: if lackey {
             Backend::Lackey
@@ -66,6 +73,7 @@ pub fn record(
         },
         ifetch,
         valgrind,
+        valgrind_args,
         ..Default::default()
     };
     let tty = !quiet && std::io::stderr().is_terminal();
@@ -78,16 +86,26 @@ pub fn record(
     if tty {
         eprint!("\r\x1b[K");
     }
-    let s = res.map_err(|e| {
-        let bad = matches!(
-            e,
-            RecordError::NoCommand
-                | RecordError::ValgrindMissing(_)
-                | RecordError::ToolNotBuilt
-                | RecordError::NoValgrindLib
-        );
-        fail(bad, format!("splab record: {e}"))
-    })?;
+    let s = match res {
+        Ok(s) => s,
+        // The program could not start (valgrind says why, e.g. "command not found"): no trace,
+        // and the shell's status for it.
+        Err(RecordError::ValgrindFailed(st)) => {
+            eprintln!("error: splab record: the program did not run ({st}); no trace was written");
+            return Ok(ExitCode::from(st.shell_code().max(1)));
+        }
+        Err(e) => {
+            let bad = matches!(
+                e,
+                RecordError::NoCommand
+                    | RecordError::ValgrindMissing(_)
+                    | RecordError::ToolNotBuilt
+                    | RecordError::NoValgrindLib
+                    | RecordError::Output(_)
+            );
+            return Err(fail(bad, format!("splab record: {e}")));
+        }
+    };
     let plural = |n: usize| if n == 1 { "" } else { "es" };
     eprintln!(
         "splab record: {} process{}, {} events, {} accesses in {:.2} s ({:.1}M accesses/s); \
@@ -102,18 +120,31 @@ pub fn record(
         s.bytes_per_access(),
         output.display()
     );
-    match s.exit_code {
-        Some(0) => {}
-        Some(c) => eprintln!("splab record: the program exited with status {c}"),
-        None => eprintln!("splab record: the program was killed by a signal"),
+    if s.brk_refused > 0 {
+        eprintln!(
+            "splab record: WARNING: the recording is not the native program. Valgrind refused {} \
+             brk call{} growing the heap past its 8 MiB data-segment cap (a hard limit of \
+             Valgrind's, no option changes it), so glibc's malloc fell back to mmap: the trace's \
+             heap layout, and so its superpages, differ from a native run. docs/replay.md \
+             \"Valgrind's heap cap\" says what to do.",
+            group(s.brk_refused),
+            if s.brk_refused == 1 { "" } else { "s" }
+        );
     }
-    Ok(())
+    if s.status.success() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!(
+        "splab record: the program failed ({}); the trace records it up to there",
+        s.status
+    );
+    Ok(ExitCode::from(s.status.shell_code()))
 }
 
-pub fn info(file: &Path) -> Result<()> {
+pub fn info(file: &Path, max_regions: usize) -> Result<()> {
     let complete = splab_trace::read_header_and_trailer(file).is_ok();
     let mut out = std::io::stdout().lock();
-    splab_trace::info(file, &mut out).map_err(info_fail)?;
+    splab_trace::info_limited(file, &mut out, max_regions).map_err(info_fail)?;
     out.flush().ok();
     if complete {
         return Ok(());
@@ -154,7 +185,7 @@ pub fn import_champsim(
         ..Default::default()
     };
     let s = splab_trace::import_champsim(input, output, &opts).map_err(|e| {
-        let bad = matches!(e, ImportError::Open { .. });
+        let bad = matches!(e, ImportError::Open { .. } | ImportError::Output(_));
         fail(bad, format!("splab trace import-champsim: {e}"))
     })?;
     eprintln!(
