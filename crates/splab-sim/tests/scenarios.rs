@@ -96,7 +96,7 @@ fn runs_are_deterministic() {
         policy: "base".into(),
         workload: "gups:size=64M,updates=200K".into(),
         seed: 2,
-        check: false,
+        check: false.into(),
         free_bytes: None,
         dump_reservations: false,
     })
@@ -147,7 +147,7 @@ fn check_passes_on_every_workload() {
                     policy: (*p).into(),
                     workload: w.into(),
                     seed: 3,
-                    check: true,
+                    check: true.into(),
                     free_bytes: None,
                     dump_reservations: false,
                 };

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use splab_sim::engine::CheckMode;
 use splab_sim::report::{Comparison, Report};
 use splab_sim::{hw, policy, workload, RunSpec, SimError};
 
@@ -39,9 +40,11 @@ struct RunArgs {
     /// Seed of the workload's random choices (runs are deterministic given the seed).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Check every invariant of the model after every event (slow; for debugging and tests).
-    #[arg(long)]
-    check: bool,
+    /// Check the model's invariants: after every event what it touched, and everything every
+    /// 1024 events and at the end (--check, or --check=incremental); or everything after every
+    /// event (--check=full: O(memory) per event, for tests and for finding the event at fault).
+    #[arg(long, value_name = "MODE", num_args = 0..=1, require_equals = true, default_missing_value = "incremental")]
+    check: Option<String>,
     /// Start with only SIZE of memory free and contiguous; the rest is wired (e.g. --free 4M).
     #[arg(long, value_name = "SIZE")]
     free: Option<String>,
@@ -247,7 +250,10 @@ fn spec_for(policy: &str, a: &RunArgs) -> Result<RunSpec> {
         policy: policy.to_string(),
         workload: a.workload.clone(),
         seed: a.seed,
-        check: a.check,
+        check: match &a.check {
+            None => CheckMode::Off,
+            Some(m) => CheckMode::parse(m)?,
+        },
         free_bytes: parse_free(&a.free)?,
         dump_reservations: a.dump_reservations,
     })
@@ -417,7 +423,7 @@ fn cmd_bench(quick: bool) -> Result<()> {
                 policy: policy.into(),
                 workload: w.clone(),
                 seed: 1,
-                check: false,
+                check: CheckMode::Off,
                 free_bytes: None,
                 dump_reservations: false,
             };
@@ -466,7 +472,7 @@ fn cmd_demo(out: &Path) -> Result<()> {
                 policy: p.clone(),
                 workload: w.into(),
                 seed: 1,
-                check: false,
+                check: CheckMode::Off,
                 free_bytes: None,
                 dump_reservations: false,
             };

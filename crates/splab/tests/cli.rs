@@ -155,3 +155,38 @@ fn demo_writes_json_beside_the_tables() {
     assert!(n >= 4, "{n} JSON files");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--check` takes an optional mode: incremental (the default) or full; anything else is bad
+/// input naming the flag and the valid modes.
+#[test]
+fn check_modes() {
+    for mode in ["--check", "--check=incremental", "--check=full"] {
+        let out = splab()
+            .args([
+                "run",
+                "-m",
+                "skylake:mem=1G",
+                "-w",
+                "seq:size=1M,op=rw",
+                "-q",
+                mode,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = splab()
+        .args(["run", "-w", "seq:size=1M", "--check=bogus"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    for n in ["--check=bogus", "'bogus'", "incremental", "full"] {
+        assert!(err.contains(n), "'{n}' not in: {err}");
+    }
+}

@@ -39,7 +39,7 @@ fn run_trace(path: &Path, check: bool) -> Report {
         policy: "base".into(),
         workload: format!("trace:path={}", path.display()),
         seed: 1,
-        check,
+        check: check.into(),
         free_bytes: None,
         dump_reservations: false,
     })
@@ -865,7 +865,7 @@ fn real_program_figures() {
                 policy: policy.into(),
                 workload: format!("trace:path={}", spt.display()),
                 seed: 1,
-                check: false,
+                check: false.into(),
                 free_bytes: None,
                 dump_reservations: false,
             }) else {
