@@ -74,6 +74,9 @@ enum Cmd {
         /// Policies, comma-separated or repeated (the first is the baseline), e.g. -p base,navarro.
         #[arg(short, long, required = true)]
         policy: Vec<String>,
+        /// Run at most N policies at once (default: one per core). Results do not depend on it.
+        #[arg(short, long, value_name = "N")]
+        jobs: Option<usize>,
         #[command(flatten)]
         args: RunArgs,
     },
@@ -186,7 +189,7 @@ pub fn main() -> ExitCode {
 fn dispatch(cli: Cli) -> Result<()> {
     match cli.cmd {
         Cmd::Run { policy, args } => cmd_run(&policy, &args),
-        Cmd::Compare { policy, args } => cmd_compare(&split_policies(&policy), &args),
+        Cmd::Compare { policy, jobs, args } => cmd_compare(&split_policies(&policy), jobs, &args),
         Cmd::List { what } => {
             cmd_list(&what);
             Ok(())
@@ -362,15 +365,26 @@ fn cmd_run(policy: &str, a: &RunArgs) -> Result<()> {
     Ok(())
 }
 
-fn cmd_compare(policies: &[String], a: &RunArgs) -> Result<()> {
+fn cmd_compare(policies: &[String], jobs: Option<usize>, a: &RunArgs) -> Result<()> {
     // Validate every policy before running any.
     for p in policies {
         spec_for(p, a)?.prepare()?;
     }
-    let mut reports = Vec::new();
-    for p in policies {
-        reports.push(run_one(&spec_for(p, a)?, a.quiet)?);
-    }
+    let jobs = match jobs {
+        Some(0) => {
+            return Err(SimError::BadInput(
+                "--jobs 0: must run at least one policy at a time".into(),
+            )
+            .into())
+        }
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let specs = policies
+        .iter()
+        .map(|p| spec_for(p, a))
+        .collect::<Result<Vec<_>>>()?;
+    let reports = run_policies(&specs, jobs, a.quiet)?;
     let cmp = Comparison::new(reports);
     let json_stdout = a.json.as_deref() == Some("-");
     say(json_stdout, &cmp.to_text());
@@ -378,6 +392,159 @@ fn cmd_compare(policies: &[String], a: &RunArgs) -> Result<()> {
         write_json(p, &cmp)?;
     }
     Ok(())
+}
+
+/// What `compare`'s progress line knows: per policy, accesses done and expected, and whether
+/// it has finished.
+struct CompareProgress {
+    start: Instant,
+    names: Vec<String>,
+    done: Vec<u64>,
+    expected: Vec<Option<u64>>,
+    finished: Vec<bool>,
+    running: Vec<bool>,
+}
+
+impl CompareProgress {
+    /// "splab compare: 1 of 3 done, running navarro (2 of 3), freebsd (3 of 3); 41% ETA 12s".
+    fn draw(&self) {
+        let n = self.names.len();
+        let finished = self.finished.iter().filter(|&&f| f).count();
+        let running: Vec<String> = (0..n)
+            .filter(|&i| self.running[i])
+            .map(|i| format!("{} ({} of {n})", self.names[i], i + 1))
+            .collect();
+        let secs = self.start.elapsed().as_secs_f64();
+        // The fraction of the work done: accesses where the workload says how many it makes,
+        // else finished runs.
+        let frac = if self.expected.iter().all(|e| e.is_some_and(|e| e > 0)) {
+            let total: u64 = self.expected.iter().map(|e| e.unwrap_or(0)).sum();
+            let done: u64 = (0..n)
+                .map(|i| {
+                    if self.finished[i] {
+                        self.expected[i].unwrap_or(0)
+                    } else {
+                        self.done[i].min(self.expected[i].unwrap_or(0))
+                    }
+                })
+                .sum();
+            done as f64 / total as f64
+        } else {
+            finished as f64 / n as f64
+        };
+        let eta = if frac > 0.0 && secs >= 1.0 {
+            format!(" ETA {:.0}s", secs * (1.0 - frac) / frac)
+        } else {
+            String::new()
+        };
+        eprint!(
+            "\rsplab compare: {finished} of {n} done, running {}; {:.0}%{eta}  {secs:.0}s\x1b[K",
+            running.join(", "),
+            100.0 * frac
+        );
+        let _ = std::io::stderr().flush();
+    }
+}
+
+/// Runs one spec per policy on up to `jobs` threads and returns the reports in the order of
+/// `specs`. Each run is a deterministic function of its spec and shares nothing with the
+/// others, so the reports do not depend on `jobs` (apart from `sim`, the wall time). Progress
+/// goes to stderr when it is a terminal and not `quiet`. On failure, the error of the first
+/// failing policy in `specs` order; policies not yet started are not started.
+fn run_policies(specs: &[RunSpec], jobs: usize, quiet: bool) -> Result<Vec<Report>> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    let n = specs.len();
+    let show = !quiet && std::io::stderr().is_terminal();
+    let progress = Arc::new(Mutex::new(CompareProgress {
+        start: Instant::now(),
+        names: specs.iter().map(|s| s.policy.clone()).collect(),
+        done: vec![0; n],
+        expected: vec![None; n],
+        finished: vec![false; n],
+        running: vec![false; n],
+    }));
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let results: Mutex<Vec<Option<Result<Report>>>> = Mutex::new((0..n).map(|_| None).collect());
+    let worker = || loop {
+        let i = next.fetch_add(1, Ordering::SeqCst);
+        if i >= n || failed.load(Ordering::SeqCst) {
+            return;
+        }
+        let r = run_compared(&specs[i], i, &progress, show);
+        if r.is_err() {
+            failed.store(true, Ordering::SeqCst);
+        }
+        {
+            let mut p = progress.lock().unwrap();
+            p.running[i] = false;
+            p.finished[i] = true;
+            if show {
+                p.draw();
+            }
+        }
+        results.lock().unwrap()[i] = Some(r);
+    };
+    std::thread::scope(|s| {
+        for _ in 0..jobs.min(n).max(1) {
+            s.spawn(worker);
+        }
+    });
+    if show {
+        eprint!("\r\x1b[K");
+    }
+    let mut reports = Vec::with_capacity(n);
+    for r in results.into_inner().unwrap() {
+        match r {
+            Some(r) => reports.push(r?),
+            None => anyhow::bail!("compare: a run was not started after an earlier one failed"),
+        }
+    }
+    Ok(reports)
+}
+
+/// One policy of `compare`: run_one, reporting progress to the shared line.
+fn run_compared(
+    spec: &RunSpec,
+    i: usize,
+    progress: &std::sync::Arc<std::sync::Mutex<CompareProgress>>,
+    show: bool,
+) -> Result<Report> {
+    let prepared = spec.prepare()?;
+    let p: Option<splab_sim::engine::ProgressFn> = if show {
+        let shared = progress.clone();
+        {
+            let mut s = shared.lock().unwrap();
+            s.expected[i] = prepared.workload.expected_accesses();
+            s.running[i] = true;
+            s.draw();
+        }
+        let mut last = Instant::now();
+        Some(Box::new(move |done: u64, _cycles: u64| {
+            let mut s = shared.lock().unwrap();
+            s.done[i] = done;
+            if last.elapsed().as_millis() >= 200 {
+                last = Instant::now();
+                s.draw();
+            }
+        }))
+    } else {
+        None
+    };
+    prepared
+        .run(p)
+        .with_context(|| {
+            format!(
+                "run of {} under policy {} on {}",
+                spec.workload, spec.policy, spec.machine
+            )
+        })
+        .map_err(|e| match e.downcast::<SimError>() {
+            // Keep bad-input errors recognisable for the exit status.
+            Ok(s) => anyhow::Error::new(s),
+            Err(e) => e,
+        })
 }
 
 fn cmd_list(what: &str) {
