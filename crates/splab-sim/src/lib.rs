@@ -35,8 +35,8 @@ pub struct RunSpec {
     pub policy: String,
     pub workload: String,
     pub seed: u64,
-    /// Check every invariant after every event.
-    pub check: bool,
+    /// Invariant checks (`--check`): off, incremental or full.
+    pub check: engine::CheckMode,
     /// Start with only this many bytes free (the rest wired, clustered).
     pub free_bytes: Option<u64>,
     /// Keep a dump of the reservation lists at the end in the report (`Report::dump`).
@@ -97,9 +97,7 @@ impl Prepared {
         let mut rng = rng::Rng::new(self.spec.seed);
         self.workload.run(&mut e, &mut rng)?;
         e.finish();
-        if self.spec.check {
-            e.os.check_invariants()?;
-        }
+        e.final_check()?;
         let config = report::Config {
             machine: if self.spec.machine.contains(':') {
                 self.spec.machine.clone()

@@ -5,6 +5,10 @@
 //! `cycles_tlb` is now the critical-path cycles of TLB hits and walks, and `breakdown` says what
 //! every cycle of `cycles_total` waited for (docs/timing.md).
 //! Everything outside `sim` is a deterministic function of machine, policy, workload and seed.
+//! docs/report.schema.json describes every field with its unit (crates/splab/tests/schema.rs
+//! checks real reports against it): a field added here must be added there.
+//! `splab.compare.v2` rows gained `walk_reduction_pct`; `tlb_miss_reduction_pct`, the same value
+//! under a misleading name, stays as a deprecated alias until v3.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -575,7 +579,11 @@ pub struct CompareRow {
     pub policy: String,
     /// Baseline estimated time / this policy's estimated time.
     pub speedup: f64,
-    /// Reduction of page walks (TLB misses of every level) against the baseline, in percent.
+    /// Reduction of page walks (accesses that missed every TLB level) against the baseline, in
+    /// percent.
+    pub walk_reduction_pct: f64,
+    /// Deprecated alias of `walk_reduction_pct` (same value), kept so that v2 readers keep
+    /// working: despite its name it never counted per-level TLB misses. Remove in v3.
     pub tlb_miss_reduction_pct: f64,
     /// This policy's peak footprint / the baseline's.
     pub footprint_ratio: f64,
@@ -598,19 +606,23 @@ impl Comparison {
         let base = &reports[0];
         let rows = reports
             .iter()
-            .map(|r| CompareRow {
-                policy: r.config.policy.clone(),
-                speedup: ratio(base.time.cycles_total, r.time.cycles_total),
-                tlb_miss_reduction_pct: if base.tlb.walks > 0 {
+            .map(|r| {
+                let walk_reduction_pct = if base.tlb.walks > 0 {
                     100.0 * (1.0 - r.tlb.walks as f64 / base.tlb.walks as f64)
                 } else {
                     0.0
-                },
-                footprint_ratio: ratio(
-                    r.memory.footprint_peak_bytes,
-                    base.memory.footprint_peak_bytes,
-                ),
-                walk_share: r.time.walk_share,
+                };
+                CompareRow {
+                    policy: r.config.policy.clone(),
+                    speedup: ratio(base.time.cycles_total, r.time.cycles_total),
+                    walk_reduction_pct,
+                    tlb_miss_reduction_pct: walk_reduction_pct,
+                    footprint_ratio: ratio(
+                        r.memory.footprint_peak_bytes,
+                        base.memory.footprint_peak_bytes,
+                    ),
+                    walk_share: r.time.walk_share,
+                }
             })
             .collect();
         Comparison {
@@ -655,7 +667,7 @@ impl Comparison {
                 row.speedup,
                 100.0 * row.walk_share,
                 group(r.tlb.walks),
-                row.tlb_miss_reduction_pct,
+                row.walk_reduction_pct,
                 group(r.faults.total),
                 human(r.memory.footprint_peak_bytes),
                 row.footprint_ratio,

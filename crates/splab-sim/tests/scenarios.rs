@@ -97,7 +97,7 @@ fn runs_are_deterministic() {
         policy: "base".into(),
         workload: "gups:size=64M,updates=200K".into(),
         seed: 2,
-        check: false,
+        check: false.into(),
         free_bytes: None,
         dump_reservations: false,
     })
@@ -131,7 +131,7 @@ fn out_of_memory_under_free_names_free() {
         policy: "navarro".into(),
         workload: "seq:size=256M,op=write".into(),
         seed: 1,
-        check: false,
+        check: false.into(),
         free_bytes: Some(128 << 20),
         dump_reservations: false,
     })
@@ -169,7 +169,7 @@ fn check_passes_on_every_workload() {
                     policy: (*p).into(),
                     workload: w.into(),
                     seed: 3,
-                    check: true,
+                    check: true.into(),
                     free_bytes: None,
                     dump_reservations: false,
                 };

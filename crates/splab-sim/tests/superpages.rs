@@ -15,7 +15,7 @@ fn run(machine: &str, policy: &str, workload: &str, free: Option<u64>) -> Report
         policy: policy.into(),
         workload: workload.into(),
         seed: 1,
-        check: false,
+        check: false.into(),
         free_bytes: free,
         dump_reservations: false,
     };

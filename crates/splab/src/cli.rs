@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use splab_sim::engine::CheckMode;
 use splab_sim::report::{Comparison, Report};
 use splab_sim::{hw, policy, workload, RunSpec, SimError};
 use splab_trace::AtomicOutput;
@@ -50,9 +51,11 @@ struct RunArgs {
     /// Seed of the workload's random choices (runs are deterministic given the seed).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Check every invariant of the model after every event (slow; for debugging and tests).
-    #[arg(long)]
-    check: bool,
+    /// Check the model's invariants: after every event what it touched, and everything every
+    /// 1024 events and at the end (--check, or --check=incremental); or everything after every
+    /// event (--check=full: O(memory) per event, for tests and for finding the event at fault).
+    #[arg(long, value_name = "MODE", num_args = 0..=1, require_equals = true, default_missing_value = "incremental")]
+    check: Option<String>,
     /// Start with only SIZE of memory free and contiguous; the rest is wired (e.g. --free 4M).
     #[arg(long, value_name = "SIZE")]
     free: Option<String>,
@@ -85,6 +88,9 @@ enum Cmd {
         /// Also write the comparison table as CSV to PATH ("-" for standard output).
         #[arg(long, value_name = "PATH")]
         csv: Option<String>,
+        /// Run at most N policies at once (default: one per core). Results do not depend on it.
+        #[arg(short, long, value_name = "N")]
+        jobs: Option<usize>,
         #[command(flatten)]
         args: RunArgs,
     },
@@ -203,9 +209,12 @@ pub fn main() -> ExitCode {
 fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.cmd {
         Cmd::Run { policy, args } => cmd_run(&policy, &args),
-        Cmd::Compare { policy, csv, args } => {
-            cmd_compare(&split_policies(&policy)?, csv.as_deref(), &args)
-        }
+        Cmd::Compare {
+            policy,
+            csv,
+            jobs,
+            args,
+        } => cmd_compare(&split_policies(&policy)?, csv.as_deref(), jobs, &args),
         Cmd::List { what } => {
             cmd_list(&what);
             Ok(())
@@ -288,7 +297,10 @@ fn spec_for(policy: &str, a: &RunArgs) -> Result<RunSpec> {
         policy: policy.to_string(),
         workload: a.workload.clone(),
         seed: a.seed,
-        check: a.check,
+        check: match &a.check {
+            None => CheckMode::Off,
+            Some(m) => CheckMode::parse(m)?,
+        },
         free_bytes: parse_free(&a.free)?,
         dump_reservations: a.dump_reservations,
     })
@@ -433,7 +445,12 @@ fn cmd_run(policy: &str, a: &RunArgs) -> Result<()> {
     Ok(())
 }
 
-fn cmd_compare(policies: &[String], csv: Option<&str>, a: &RunArgs) -> Result<()> {
+fn cmd_compare(
+    policies: &[String],
+    csv: Option<&str>,
+    jobs: Option<usize>,
+    a: &RunArgs,
+) -> Result<()> {
     if policies.is_empty() {
         return Err(SimError::BadInput(
             "-p: no policy given; e.g. -p base,navarro (the first is the baseline)".into(),
@@ -450,12 +467,23 @@ fn cmd_compare(policies: &[String], csv: Option<&str>, a: &RunArgs) -> Result<()
     for p in policies {
         spec_for(p, a)?.prepare()?;
     }
+    let jobs = match jobs {
+        Some(0) => {
+            return Err(SimError::BadInput(
+                "--jobs 0: must run at least one policy at a time".into(),
+            )
+            .into())
+        }
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
     let json = Output::open("--json", a.json.as_deref())?;
     let csv_out = Output::open("--csv", csv)?;
-    let mut reports = Vec::new();
-    for p in policies {
-        reports.push(run_one(&spec_for(p, a)?, a.quiet)?);
-    }
+    let specs = policies
+        .iter()
+        .map(|p| spec_for(p, a))
+        .collect::<Result<Vec<_>>>()?;
+    let reports = run_policies(&specs, jobs, a.quiet)?;
     let cmp = Comparison::new(reports);
     let to_stderr = a.json.as_deref() == Some("-") || csv == Some("-");
     say(to_stderr, &cmp.to_text());
@@ -466,6 +494,159 @@ fn cmd_compare(policies: &[String], csv: Option<&str>, a: &RunArgs) -> Result<()
         o.write(&cmp.to_csv())?;
     }
     Ok(())
+}
+
+/// What `compare`'s progress line knows: per policy, accesses done and expected, and whether
+/// it has finished.
+struct CompareProgress {
+    start: Instant,
+    names: Vec<String>,
+    done: Vec<u64>,
+    expected: Vec<Option<u64>>,
+    finished: Vec<bool>,
+    running: Vec<bool>,
+}
+
+impl CompareProgress {
+    /// "splab compare: 1 of 3 done, running navarro (2 of 3), freebsd (3 of 3); 41% ETA 12s".
+    fn draw(&self) {
+        let n = self.names.len();
+        let finished = self.finished.iter().filter(|&&f| f).count();
+        let running: Vec<String> = (0..n)
+            .filter(|&i| self.running[i])
+            .map(|i| format!("{} ({} of {n})", self.names[i], i + 1))
+            .collect();
+        let secs = self.start.elapsed().as_secs_f64();
+        // The fraction of the work done: accesses where the workload says how many it makes,
+        // else finished runs.
+        let frac = if self.expected.iter().all(|e| e.is_some_and(|e| e > 0)) {
+            let total: u64 = self.expected.iter().map(|e| e.unwrap_or(0)).sum();
+            let done: u64 = (0..n)
+                .map(|i| {
+                    if self.finished[i] {
+                        self.expected[i].unwrap_or(0)
+                    } else {
+                        self.done[i].min(self.expected[i].unwrap_or(0))
+                    }
+                })
+                .sum();
+            done as f64 / total as f64
+        } else {
+            finished as f64 / n as f64
+        };
+        let eta = if frac > 0.0 && secs >= 1.0 {
+            format!(" ETA {:.0}s", secs * (1.0 - frac) / frac)
+        } else {
+            String::new()
+        };
+        eprint!(
+            "\rsplab compare: {finished} of {n} done, running {}; {:.0}%{eta}  {secs:.0}s\x1b[K",
+            running.join(", "),
+            100.0 * frac
+        );
+        let _ = std::io::stderr().flush();
+    }
+}
+
+/// Runs one spec per policy on up to `jobs` threads and returns the reports in the order of
+/// `specs`. Each run is a deterministic function of its spec and shares nothing with the
+/// others, so the reports do not depend on `jobs` (apart from `sim`, the wall time). Progress
+/// goes to stderr when it is a terminal and not `quiet`. On failure, the error of the first
+/// failing policy in `specs` order; policies not yet started are not started.
+fn run_policies(specs: &[RunSpec], jobs: usize, quiet: bool) -> Result<Vec<Report>> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    let n = specs.len();
+    let show = !quiet && std::io::stderr().is_terminal();
+    let progress = Arc::new(Mutex::new(CompareProgress {
+        start: Instant::now(),
+        names: specs.iter().map(|s| s.policy.clone()).collect(),
+        done: vec![0; n],
+        expected: vec![None; n],
+        finished: vec![false; n],
+        running: vec![false; n],
+    }));
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let results: Mutex<Vec<Option<Result<Report>>>> = Mutex::new((0..n).map(|_| None).collect());
+    let worker = || loop {
+        let i = next.fetch_add(1, Ordering::SeqCst);
+        if i >= n || failed.load(Ordering::SeqCst) {
+            return;
+        }
+        let r = run_compared(&specs[i], i, &progress, show);
+        if r.is_err() {
+            failed.store(true, Ordering::SeqCst);
+        }
+        {
+            let mut p = progress.lock().unwrap();
+            p.running[i] = false;
+            p.finished[i] = true;
+            if show {
+                p.draw();
+            }
+        }
+        results.lock().unwrap()[i] = Some(r);
+    };
+    std::thread::scope(|s| {
+        for _ in 0..jobs.min(n).max(1) {
+            s.spawn(worker);
+        }
+    });
+    if show {
+        eprint!("\r\x1b[K");
+    }
+    let mut reports = Vec::with_capacity(n);
+    for r in results.into_inner().unwrap() {
+        match r {
+            Some(r) => reports.push(r?),
+            None => anyhow::bail!("compare: a run was not started after an earlier one failed"),
+        }
+    }
+    Ok(reports)
+}
+
+/// One policy of `compare`: run_one, reporting progress to the shared line.
+fn run_compared(
+    spec: &RunSpec,
+    i: usize,
+    progress: &std::sync::Arc<std::sync::Mutex<CompareProgress>>,
+    show: bool,
+) -> Result<Report> {
+    let prepared = spec.prepare()?;
+    let p: Option<splab_sim::engine::ProgressFn> = if show {
+        let shared = progress.clone();
+        {
+            let mut s = shared.lock().unwrap();
+            s.expected[i] = prepared.workload.expected_accesses();
+            s.running[i] = true;
+            s.draw();
+        }
+        let mut last = Instant::now();
+        Some(Box::new(move |done: u64, _cycles: u64| {
+            let mut s = shared.lock().unwrap();
+            s.done[i] = done;
+            if last.elapsed().as_millis() >= 200 {
+                last = Instant::now();
+                s.draw();
+            }
+        }))
+    } else {
+        None
+    };
+    prepared
+        .run(p)
+        .with_context(|| {
+            format!(
+                "run of {} under policy {} on {}",
+                spec.workload, spec.policy, spec.machine
+            )
+        })
+        .map_err(|e| match e.downcast::<SimError>() {
+            // Keep bad-input errors recognisable for the exit status.
+            Ok(s) => anyhow::Error::new(s),
+            Err(e) => e,
+        })
 }
 
 fn cmd_list(what: &str) {
@@ -511,7 +692,7 @@ fn cmd_bench(quick: bool) -> Result<()> {
                 policy: policy.into(),
                 workload: w.clone(),
                 seed: 1,
-                check: false,
+                check: CheckMode::Off,
                 free_bytes: None,
                 dump_reservations: false,
             };
@@ -560,7 +741,7 @@ fn cmd_demo(out: &Path) -> Result<()> {
                 policy: p.clone(),
                 workload: w.into(),
                 seed: 1,
-                check: false,
+                check: CheckMode::Off,
                 free_bytes: None,
                 dump_reservations: false,
             };

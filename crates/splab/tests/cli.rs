@@ -356,3 +356,90 @@ fn issue9_compare_writes_csv() {
         &["standard output"],
     );
 }
+
+/// `--check` takes an optional mode: incremental (the default) or full; anything else is bad
+/// input naming the flag and the valid modes.
+#[test]
+fn check_modes() {
+    for mode in ["--check", "--check=incremental", "--check=full"] {
+        let out = splab()
+            .args([
+                "run",
+                "-m",
+                "skylake:mem=1G",
+                "-w",
+                "seq:size=1M,op=rw",
+                "-q",
+                mode,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = splab()
+        .args(["run", "-w", "seq:size=1M", "--check=bogus"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    for n in ["--check=bogus", "'bogus'", "incremental", "full"] {
+        assert!(err.contains(n), "'{n}' not in: {err}");
+    }
+}
+
+/// `compare` runs its policies in parallel; the output must not depend on it. Only each
+/// report's `sim` section (wall time) may differ, so it is removed before comparing bytes.
+#[test]
+fn compare_in_parallel_gives_the_sequential_output() {
+    let run = |jobs: &str, json: bool| {
+        let mut args = vec![
+            "compare",
+            "-m",
+            "alpha21264",
+            "-p",
+            "base,navarro,freebsd",
+            "-w",
+            "tree:ops=300",
+            "--jobs",
+            jobs,
+            "-q",
+        ];
+        if json {
+            args.extend(["--json", "-"]);
+        }
+        let out = splab().args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let strip = |bytes: Vec<u8>| {
+        let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        for r in v["reports"].as_array_mut().unwrap() {
+            r.as_object_mut()
+                .unwrap()
+                .remove("sim")
+                .expect("a sim section");
+        }
+        serde_json::to_string_pretty(&v).unwrap()
+    };
+    let seq = strip(run("1", true));
+    let par = strip(run("3", true));
+    assert!(seq.contains("\"navarro"), "{seq}");
+    assert_eq!(seq, par, "--jobs 3 and --jobs 1 differ");
+    assert_eq!(run("1", false), run("3", false), "the tables differ");
+    let out = splab()
+        .args(["compare", "-p", "base", "-w", "seq:size=1M", "--jobs", "0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--jobs 0"), "{err}");
+}

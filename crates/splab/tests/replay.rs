@@ -39,7 +39,7 @@ fn run_trace(path: &Path, check: bool) -> Report {
         policy: "base".into(),
         workload: format!("trace:path={}", path.display()),
         seed: 1,
-        check,
+        check: check.into(),
         free_bytes: None,
         dump_reservations: false,
     })
@@ -865,7 +865,7 @@ fn real_program_figures() {
                 policy: policy.into(),
                 workload: format!("trace:path={}", spt.display()),
                 seed: 1,
-                check: false,
+                check: false.into(),
                 free_bytes: None,
                 dump_reservations: false,
             }) else {
@@ -1331,7 +1331,7 @@ fn issue9_vfork_shares_the_parent_space_until_exec() {
             policy: "navarro".into(),
             workload: format!("trace:path={}", p.display()),
             seed: 1,
-            check: true,
+            check: true.into(),
             free_bytes: None,
             dump_reservations: false,
         })
@@ -1404,7 +1404,7 @@ fn issue9_posix_spawn_keeps_the_speedup() {
             policy: policy.into(),
             workload: format!("trace:path={}", p.display()),
             seed: 1,
-            check: false,
+            check: false.into(),
             free_bytes: None,
             dump_reservations: false,
         })

@@ -30,6 +30,10 @@ pub struct Buddy {
     /// Number of blocks on each order's list.
     pub free_blocks: Vec<u64>,
     pub free_frames: u64,
+    /// Blocks (head, order) handed out or freed, and frames whose hold count changed, since the
+    /// last `take_touched`; `None` unless an incremental `--check` asked for them. Debugging
+    /// aid only: nothing in the model reads it.
+    touched: Option<Vec<(u32, u8)>>,
 }
 
 impl Buddy {
@@ -54,6 +58,7 @@ impl Buddy {
             heads: vec![NIL; max_order as usize + 1],
             free_blocks: vec![0; max_order as usize + 1],
             free_frames: 0,
+            touched: None,
         };
         // Insert in decreasing address order so that, LIFO, the lowest block is handed out first.
         let step = 1u64 << max_order;
@@ -70,6 +75,31 @@ impl Buddy {
     }
     pub fn max_order(&self) -> u8 {
         self.max_order
+    }
+
+    /// Starts (or stops) recording the blocks and frames each event touches, for the
+    /// incremental check (`Os::check_touched`).
+    pub fn track_touched(&mut self, on: bool) {
+        self.touched = on.then(Vec::new);
+    }
+
+    /// Records that `[pfn, pfn + 2^order)` changed state, when tracking.
+    #[inline]
+    pub fn note_touched(&mut self, pfn: u64, order: u8) {
+        if let Some(t) = &mut self.touched {
+            t.push((pfn as u32, order));
+        }
+    }
+
+    /// The blocks recorded since the last call (empty when not tracking).
+    pub fn take_touched(&mut self) -> Vec<(Pfn, Order)> {
+        match &mut self.touched {
+            Some(t) => t
+                .drain(..)
+                .map(|(p, o)| (Pfn(p as u64), Order(o)))
+                .collect(),
+            None => Vec::new(),
+        }
     }
 
     #[inline]
@@ -122,6 +152,7 @@ impl Buddy {
             }
         }
         let pfn = self.heads[o as usize];
+        self.note_touched(pfn as u64, want);
         self.unlink(pfn);
         // Split: keep the lower half, free the upper halves.
         while o > want {
@@ -143,6 +174,7 @@ impl Buddy {
             pfn.0 + order.pages() <= self.frames,
             "Buddy::free: {pfn:?} beyond memory"
         );
+        self.note_touched(pfn.0, order.0);
         let mut p = pfn.0 as u32;
         let mut o = order.0;
         while o < self.max_order {
@@ -185,6 +217,7 @@ impl Buddy {
         if horder.0 < order.0 {
             return false;
         }
+        self.note_touched(pfn.0, order.0);
         self.unlink(head.0 as u32);
         // Split the block down towards `pfn`, freeing the halves that do not contain it.
         let mut base = head.0;
@@ -235,6 +268,84 @@ impl Buddy {
             score += self.free_blocks[o as usize] as u128 * (1u128 << o) * points;
         }
         score as f64 / (self.frames as u128 * orders.len() as u128) as f64
+    }
+
+    /// The checks of `check_invariants` that cost O(orders): the counters agree with each other
+    /// and every list head has no predecessor.
+    pub fn check_counters(&self) -> Result<(), String> {
+        let mut total = 0u64;
+        for o in 0..=self.max_order {
+            total += self.free_blocks[o as usize] << o;
+            let h = self.heads[o as usize];
+            if (h == NIL) != (self.free_blocks[o as usize] == 0) {
+                return Err(format!(
+                    "buddy: order-{o} list head {h} but counter says {} blocks",
+                    self.free_blocks[o as usize]
+                ));
+            }
+            if h != NIL && (self.prev[h as usize] != NIL || self.head_order[h as usize] != o) {
+                return Err(format!(
+                    "buddy: head {h} of the order-{o} list is not a head"
+                ));
+            }
+        }
+        if total != self.free_frames {
+            return Err(format!(
+                "buddy: block counters give {total} free frames, counter {}",
+                self.free_frames
+            ));
+        }
+        Ok(())
+    }
+
+    /// The checks of `check_invariants` around one frame, in O(orders): if it is free, its
+    /// block is aligned, linked both ways on the list of its order, holds no other block head,
+    /// and is not coalescable with its buddy. Returns the block, if the frame is free.
+    pub fn check_frame(&self, pfn: Pfn) -> Result<Option<(Pfn, Order)>, String> {
+        if pfn.0 >= self.frames {
+            return Err(format!("buddy: frame {} beyond memory", pfn.0));
+        }
+        let Some((head, o)) = self.free_block_of(pfn) else {
+            return Ok(None);
+        };
+        let (h, o8) = (head.0 as usize, o.0);
+        if head.0 + (1 << o8) > self.frames {
+            return Err(format!(
+                "buddy: block {} of order {o8} out of range",
+                head.0
+            ));
+        }
+        if pfn != head && self.head_order[pfn.0 as usize] != NOT_HEAD {
+            return Err(format!("buddy: frame {} in two free blocks", pfn.0));
+        }
+        let (p, n) = (self.prev[h], self.next[h]);
+        let linked_in = if p == NIL {
+            self.heads[o8 as usize] == head.0 as u32
+        } else {
+            self.next[p as usize] == head.0 as u32 && self.head_order[p as usize] == o8
+        };
+        let linked_out = n == NIL
+            || (self.prev[n as usize] == head.0 as u32 && self.head_order[n as usize] == o8);
+        if !linked_in || !linked_out {
+            return Err(format!(
+                "buddy: broken links at block {} of order {o8}",
+                head.0
+            ));
+        }
+        if o8 < self.max_order && self.head_order[h ^ (1 << o8)] == o8 {
+            return Err(format!(
+                "buddy: blocks {} and {} of order {o8} are free but not coalesced",
+                head.0,
+                head.0 ^ (1 << o8)
+            ));
+        }
+        Ok(Some((head, o)))
+    }
+
+    /// Test hook: points the back link of block head `pfn` at `to`, as a list bug would.
+    #[cfg(test)]
+    pub(crate) fn corrupt_prev(&mut self, pfn: Pfn, to: Pfn) {
+        self.prev[pfn.0 as usize] = to.0 as u32;
     }
 
     pub fn check_invariants(&self) -> Result<(), String> {

@@ -47,6 +47,7 @@ impl PhysMem {
     /// A frame becomes held by one more object.
     #[inline]
     pub fn hold(&mut self, pfn: Pfn) {
+        self.buddy.note_touched(pfn.0, 0);
         let r = &mut self.refs[pfn.0 as usize];
         if *r == 0 {
             self.used_frames += 1;
@@ -58,6 +59,7 @@ impl PhysMem {
     /// caller then hands it back through the deallocation policy).
     #[inline]
     pub fn release(&mut self, pfn: Pfn) -> bool {
+        self.buddy.note_touched(pfn.0, 0);
         let r = &mut self.refs[pfn.0 as usize];
         debug_assert!(*r > 0, "PhysMem::release: frame {} is not held", pfn.0);
         *r -= 1;

@@ -484,6 +484,42 @@ impl Reservs {
         r
     }
 
+    /// The checks of `check_invariants` that concern reservation `id` alone and cost
+    /// O(its bitmap words + size classes): aligned, `popcnt` agrees with the bitmap, on the list it
+    /// belongs on, and its first and last frames recorded as its own. For the incremental
+    /// `--check`.
+    pub fn check_one(&self, id: u32) -> Result<(), String> {
+        let Some(Some(r)) = self.slab.get(id as usize) else {
+            return Err(format!("reservation {id}: dangling id"));
+        };
+        let n = 1u64 << r.order;
+        if !r.pfn.is_aligned(crate::units::Order(r.order)) || r.cbase % n != 0 {
+            return Err(format!("reservation {id}: misaligned"));
+        }
+        let ones: u64 = r.bits.iter().map(|w| w.count_ones() as u64).sum();
+        if ones != r.popcnt || r.popcnt == 0 {
+            return Err(format!(
+                "reservation {id}: popcnt {} but {ones} bits set",
+                r.popcnt
+            ));
+        }
+        if r.list != self.list_for(r) {
+            return Err(format!(
+                "reservation {id}: on list {} but belongs on {}",
+                r.list,
+                self.list_for(r)
+            ));
+        }
+        for f in [r.pfn.0, r.pfn.0 + n - 1] {
+            if self.frame_resv[f as usize] != id {
+                return Err(format!(
+                    "reservation {id}: frame {f} not recorded as its own"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub fn check_invariants(&self) -> Result<(), String> {
         for id in self.ids() {
             let r = self.get(id);

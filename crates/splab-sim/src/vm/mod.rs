@@ -14,12 +14,14 @@ pub mod object;
 pub mod pmap;
 pub mod stats;
 
+mod check;
 mod fault;
 mod mremap;
 pub mod ptpages;
 mod reserve;
 mod simplify;
 
+pub use check::Touched;
 pub use fault::AccessStats;
 
 use std::collections::BTreeMap;
@@ -849,7 +851,6 @@ impl Os {
         self.hw.caches.check_invariants().map_err(inv)?;
         self.check_page_tables().map_err(inv)?;
         self.check_reservations()?;
-        let bs = self.base_shift();
         // Object reference counts and frame holds.
         let mut refs: FxHashMap<u32, u32> = FxHashMap::default();
         let mut holds: FxHashMap<u64, u32> = FxHashMap::default();
@@ -857,19 +858,8 @@ impl Os {
             *refs.entry(f.obj.0).or_default() += 1;
         }
         for p in self.procs.values() {
-            let mut prev_end = 0;
-            for (&s, v) in &p.vmas {
-                crate::ensure_inv!(
-                    s == v.start && v.start < v.end && v.start >= prev_end,
-                    "pid {}: map entries overlap or are empty at {s:#x}",
-                    p.pid.0
-                );
-                crate::ensure_inv!(
-                    v.start % (1 << bs) == 0 && v.end % (1 << bs) == 0,
-                    "pid {}: map entry {s:#x} not page aligned",
-                    p.pid.0
-                );
-                prev_end = v.end;
+            self.check_map_entries(p)?;
+            for v in p.vmas.values() {
                 *refs.entry(v.obj.0).or_default() += 1;
                 if let Some(sh) = v.shadow {
                     *refs.entry(sh.0).or_default() += 1;
@@ -880,32 +870,7 @@ impl Os {
                 .map_err(|e| SimError::Invariant(format!("pid {}: {e}", p.pid.0)))?;
             // Every mapping is backed by a frame of the object it maps.
             for (vpn, pte) in p.pmap.entries() {
-                let va = vpn << bs;
-                let v = p.vma_at(va).ok_or_else(|| {
-                    SimError::Invariant(format!(
-                        "pid {}: page {va:#x} mapped outside any map entry",
-                        p.pid.0
-                    ))
-                })?;
-                let pi = v.pgoff + ((va - v.start) >> bs);
-                let backing = v
-                    .shadow
-                    .and_then(|s| self.obj(s).pages.get(pi))
-                    .or_else(|| self.obj(v.obj).pages.get(pi));
-                crate::ensure_inv!(
-                    backing == Some(pte.pfn()),
-                    "pid {}: page {va:#x} maps frame {} but its object holds {:?}",
-                    p.pid.0,
-                    pte.pfn().0,
-                    backing
-                );
-                crate::ensure_inv!(
-                    pte.prot().0 & !v.prot.0 == 0,
-                    "pid {}: page {va:#x} has more permission ({}) than its map entry ({})",
-                    p.pid.0,
-                    pte.prot(),
-                    v.prot
-                );
+                self.check_mapping(p, vpn, pte)?;
             }
         }
         for (i, o) in self.objects.iter().enumerate() {
@@ -935,24 +900,6 @@ impl Os {
             self.phys.used_frames
         );
         // TLB entries never translate what the page table does not.
-        for (asid, va, t) in self.hw.tlb.entries() {
-            let p = self.procs.get(&asid).ok_or_else(|| {
-                SimError::Invariant(format!("TLB entry for {va:#x} of dead pid {asid}"))
-            })?;
-            let pte = p.pmap.lookup(va >> bs).ok_or_else(|| {
-                SimError::Invariant(format!(
-                    "TLB translates {va:#x} of pid {asid}, the page table does not"
-                ))
-            })?;
-            crate::ensure_inv!(
-                pte.size() == t.size && pte.pfn() == t.pfn,
-                "TLB entry for {va:#x} of pid {asid} disagrees with the page table"
-            );
-            crate::ensure_inv!(
-                !t.writable || pte.prot().writable(),
-                "TLB entry for {va:#x} of pid {asid} allows writes the page table does not"
-            );
-        }
-        Ok(())
+        self.check_tlb_entries()
     }
 }

@@ -432,7 +432,7 @@ mod tests {
             policy: "navarro".into(),
             workload: "seq".into(),
             seed: 1,
-            check: true,
+            check: true.into(),
             free_bytes: None,
             dump_reservations: false,
         };

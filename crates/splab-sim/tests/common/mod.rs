@@ -9,7 +9,7 @@ pub fn try_run(machine: &str, policy: &str, workload: &str) -> Result<Report, Si
         policy: policy.into(),
         workload: workload.into(),
         seed: 1,
-        check: false,
+        check: false.into(),
         free_bytes: None,
         dump_reservations: false,
     })

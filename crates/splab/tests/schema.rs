@@ -1,0 +1,158 @@
+//! Is docs/report.schema.json the contract real reports keep? Real `run --json` and
+//! `compare --json` output of several machines, workloads and policies must validate against
+//! it; the schema forbids fields it does not describe, so a field added to the report without
+//! its description fails here.
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn schema() -> Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/report.schema.json");
+    let text = std::fs::read_to_string(path).expect("docs/report.schema.json");
+    serde_json::from_str(&text).expect("the schema is JSON")
+}
+
+/// The JSON `splab ARGS --json -` prints.
+fn json_of(args: &[&str]) -> Value {
+    let out = Command::cargo_bin("splab")
+        .unwrap()
+        .args(args)
+        .args(["-q", "--json", "-"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON: {e}"))
+}
+
+fn errors(v: &jsonschema::Validator, doc: &Value) -> Vec<String> {
+    v.iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect()
+}
+
+#[test]
+fn real_reports_validate_against_the_schema() {
+    let v = jsonschema::draft202012::new(&schema()).expect("a valid draft 2020-12 schema");
+    let cases: &[&[&str]] = &[
+        &["run", "-m", "alpha21264", "-w", "matrix:n=200"],
+        &[
+            "run",
+            "-m",
+            "skylake:mem=1G",
+            "-p",
+            "freebsd",
+            "-w",
+            "gups:size=64M,updates=20K",
+        ],
+        &[
+            "run",
+            "-m",
+            "pa8000:mem=256M",
+            "-p",
+            "navarro",
+            "-w",
+            "seq:size=8M,op=rw",
+        ],
+        &[
+            "run",
+            "-m",
+            "core2:mem=512M",
+            "-p",
+            "navarro",
+            "-w",
+            "chase:size=16M,chains=4",
+            "--free",
+            "64M",
+        ],
+        &[
+            "compare",
+            "-m",
+            "alpha21264",
+            "-p",
+            "base,navarro,freebsd",
+            "-w",
+            "tree:ops=100",
+        ],
+        &[
+            "compare",
+            "-m",
+            "skylake:mem=1G",
+            "-p",
+            "base,navarro:sizes=2M",
+            "-w",
+            "stride:size=64M,stride=2M",
+        ],
+    ];
+    for args in cases {
+        let doc = json_of(args);
+        let errs = errors(&v, &doc);
+        assert!(errs.is_empty(), "{args:?}:\n{}", errs.join("\n"));
+    }
+    // A trace replay, whose report carries `workload_stats`.
+    let trace = format!(
+        "trace:path={}/../splab-trace/tests/fixtures/v1-synthetic.spt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let doc = json_of(&["run", "-m", "skylake:mem=1G", "-w", &trace]);
+    assert!(doc["workload_stats"]["events"].as_u64() > Some(0), "{doc}");
+    let errs = errors(&v, &doc);
+    assert!(errs.is_empty(), "trace replay:\n{}", errs.join("\n"));
+}
+
+/// The schema is strict: an undescribed field, a missing one, or a wrong unit type fails.
+#[test]
+fn the_schema_rejects_what_it_does_not_describe() {
+    let v = jsonschema::draft202012::new(&schema()).unwrap();
+    let good = json_of(&[
+        "compare",
+        "-m",
+        "alpha21264",
+        "-p",
+        "base,navarro",
+        "-w",
+        "matrix:n=100",
+    ]);
+    assert!(errors(&v, &good).is_empty());
+    let mut extra = good.clone();
+    extra["reports"][1]["memory"]["bloat_bytes"] = Value::from(1);
+    assert!(
+        !errors(&v, &extra).is_empty(),
+        "an undescribed field passed"
+    );
+    let mut missing = good.clone();
+    missing["rows"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("walk_reduction_pct");
+    assert!(!errors(&v, &missing).is_empty(), "a missing field passed");
+    let mut wrong = good;
+    wrong["reports"][0]["time"]["cycles_total"] = Value::from(-1);
+    assert!(
+        !errors(&v, &wrong).is_empty(),
+        "a negative cycle count passed"
+    );
+}
+
+/// `walk_reduction_pct` is what the rows count; the old name is its alias until v3.
+#[test]
+fn walk_reduction_keeps_its_v2_alias() {
+    let c = json_of(&[
+        "compare",
+        "-m",
+        "alpha21264",
+        "-p",
+        "base,navarro",
+        "-w",
+        "matrix:n=200",
+    ]);
+    let row = &c["rows"][1];
+    let walks = |i: usize| c["reports"][i]["tlb"]["walks"].as_f64().unwrap();
+    let want = 100.0 * (1.0 - walks(1) / walks(0));
+    assert!((row["walk_reduction_pct"].as_f64().unwrap() - want).abs() < 1e-9);
+    assert_eq!(row["walk_reduction_pct"], row["tlb_miss_reduction_pct"]);
+    assert_eq!(c["schema"], "splab.compare.v2");
+}
