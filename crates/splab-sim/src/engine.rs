@@ -2,7 +2,7 @@
 //! clock, wakes daemons, samples time series, and checks invariants when asked.
 //!
 //! Workloads (synthetic generators and the trace replayer) call the event methods below; every
-//! call is one event of design.md's stream (a batch of accesses counts as one event). The clock
+//! call is one event of docs/design.md's stream (a batch of accesses counts as one event). The clock
 //! is derived from the cost counters, so there is one source of truth for time.
 
 use crate::error::Result;

@@ -1,6 +1,6 @@
 //! Reports: the `splab.report.v2` JSON document, the readable text summary, and comparisons.
 //!
-//! The field names under `schema` are a contract (design.md); fields may be added, never renamed
+//! The field names under `schema` are a contract (docs/design.md); fields may be added, never renamed
 //! within a version. v2 (the out-of-order time model) changed `time`: `cycles_access` is gone,
 //! `cycles_tlb` is now the critical-path cycles of TLB hits and walks, and `breakdown` says what
 //! every cycle of `cycles_total` waited for (docs/timing.md).

@@ -1,5 +1,5 @@
 //! GUPS (HPCC RandomAccess): random read-modify-write updates of 8-byte words of a table.
-//! Each update is one read-modify-write access (counted once as a write, design.md), independent
+//! Each update is one read-modify-write access (counted once as a write, docs/design.md), independent
 //! of the others (the index comes from a register-held random sequence, not from memory).
 //! No initialisation pass: the table is first touched by the updates themselves.
 //!
