@@ -13,7 +13,8 @@
 //! Usage: `cargo run --release -p splab-trace --example trace-bench [-- scan|chase|gzip|all|
 //! gzip4m|sort|python|size] [--lackey] [--level=N] [--runs=N] [--keep=DIR]` (N: the zstd level;
 //! runs: recordings per workload, the capture rate printed is their median; keep: write the
-//! traces to DIR and keep them).
+//! traces to DIR and keep them). `trace-bench read FILE...` measures only the reader on existing
+//! traces.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -149,12 +150,16 @@ fn measure(name: &str, cmd: Vec<String>, dir: &Path, backend: Backend, level: i3
         s.bytes_per_access(),
         s.processes
     );
-    // Reader: best of 3.
+    read_speed(name, &out);
+}
+
+/// Reader throughput of a trace: best of 3 reads.
+fn read_speed(name: &str, out: &Path) {
     let mut best = f64::MAX;
     let mut events = 0u64;
     for _ in 0..3 {
         let t = Instant::now();
-        let mut r = TraceReader::open(&out).expect("opening the trace");
+        let mut r = TraceReader::open(out).expect("opening the trace");
         let mut buf: Vec<TraceEvent> = Vec::with_capacity(8192);
         let mut n = 0u64;
         loop {
@@ -177,6 +182,12 @@ fn measure(name: &str, cmd: Vec<String>, dir: &Path, backend: Backend, level: i3
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("read") {
+        for f in &args[1..] {
+            read_speed(f, Path::new(f));
+        }
+        return;
+    }
     let which = args
         .iter()
         .find(|a| !a.starts_with("--"))
