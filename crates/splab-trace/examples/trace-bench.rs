@@ -14,7 +14,8 @@
 //! gzip4m|sort|python|size] [--lackey] [--level=N] [--runs=N] [--keep=DIR]` (N: the zstd level;
 //! runs: recordings per workload, the capture rate printed is their median; keep: write the
 //! traces to DIR and keep them). `trace-bench read FILE...` measures only the reader on existing
-//! traces.
+//! traces; `trace-bench recode FILE` the writer (the converter's encoding and zstd) on the first
+//! 50M events of one.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -153,6 +154,40 @@ fn measure(name: &str, cmd: Vec<String>, dir: &Path, backend: Backend, level: i3
     read_speed(name, &out);
 }
 
+/// The converter's share of capture: rewrites a trace's events with this build's writer at
+/// `record`'s zstd level, timing only the writer (best of 3).
+fn recode(input: &Path) {
+    let mut events = Vec::new();
+    let mut r = TraceReader::open(input).expect("opening the trace");
+    let header = r.header().clone();
+    let mut buf: Vec<TraceEvent> = Vec::with_capacity(8192);
+    while r.read_batch(&mut buf, 8192).expect("reading the trace") > 0 {
+        events.append(&mut buf);
+        if events.len() >= 50_000_000 {
+            break;
+        }
+    }
+    let level = RecordOptions::default().zstd_level;
+    let mut best = f64::MAX;
+    let mut bytes = 0;
+    for _ in 0..3 {
+        let t = Instant::now();
+        let mut w = splab_trace::TraceWriter::new(std::io::sink(), &header, level).expect("writer");
+        for e in &events {
+            w.write(e).expect("writing");
+        }
+        bytes = w.finish().expect("finishing").file_bytes;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    println!(
+        "{}: writer {:.1}M events/s ({} events in {best:.3} s), {:.3} bytes/event",
+        input.display(),
+        events.len() as f64 / best / 1e6,
+        events.len(),
+        bytes as f64 / events.len() as f64
+    );
+}
+
 /// Reader throughput of a trace: best of 3 reads.
 fn read_speed(name: &str, out: &Path) {
     let mut best = f64::MAX;
@@ -182,6 +217,10 @@ fn read_speed(name: &str, out: &Path) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("recode") {
+        recode(Path::new(&args[1]));
+        return;
+    }
     if args.first().map(String::as_str) == Some("read") {
         for f in &args[1..] {
             read_speed(f, Path::new(f));
