@@ -5,11 +5,17 @@
 //! per second through `read_batch`, one core). Workloads: `scan` (a C program summing a 64MB
 //! array 4 times after filling it: the sequential-scan case of the budgets), `chase` (a C program
 //! following a shuffled linked list of 4MB, `p = p->next`: the pointer-chasing case) and `gzip`
-//! (the system's gzip on a generated 2MB text file: a real program).
+//! (the system's gzip on a generated 2MB text file: a real program). The trace-size workloads
+//! (docs/trace-format.md, "Trace size"), not in `all`: `gzip4m` (gzip of the 4MB text of
+//! mixed compressibility that `scripts/mixed-text.py 4M` writes), `sort` (sort of that text) and
+//! `python` (python3 building a dict of 200,000 string keys); `size` runs the three.
 //!
-//! Usage: `cargo run --release -p splab-trace --example trace-bench [-- scan|chase|gzip|all]
-//! [--lackey] [--level=N] [--runs=N]` (N: the zstd level; runs: recordings per workload, the
-//! capture rate printed is their median).
+//! Usage: `cargo run --release -p splab-trace --example trace-bench [-- scan|chase|gzip|all|
+//! gzip4m|sort|python|size] [--lackey] [--level=N] [--runs=N] [--keep=DIR]` (N: the zstd level;
+//! runs: recordings per workload, the capture rate printed is their median; keep: write the
+//! traces to DIR and keep them). `trace-bench read FILE...` measures only the reader on existing
+//! traces; `trace-bench recode FILE` the writer (the converter's encoding and zstd) on the first
+//! 50M events of one.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -145,12 +151,50 @@ fn measure(name: &str, cmd: Vec<String>, dir: &Path, backend: Backend, level: i3
         s.bytes_per_access(),
         s.processes
     );
-    // Reader: best of 3.
+    read_speed(name, &out);
+}
+
+/// The converter's share of capture: rewrites a trace's events with this build's writer at
+/// `record`'s zstd level, timing only the writer (best of 3).
+fn recode(input: &Path) {
+    let mut events = Vec::new();
+    let mut r = TraceReader::open(input).expect("opening the trace");
+    let header = r.header().clone();
+    let mut buf: Vec<TraceEvent> = Vec::with_capacity(8192);
+    while r.read_batch(&mut buf, 8192).expect("reading the trace") > 0 {
+        events.append(&mut buf);
+        if events.len() >= 50_000_000 {
+            break;
+        }
+    }
+    let level = RecordOptions::default().zstd_level;
+    let mut best = f64::MAX;
+    let mut bytes = 0;
+    for _ in 0..3 {
+        let t = Instant::now();
+        let mut w = splab_trace::TraceWriter::new(std::io::sink(), &header, level).expect("writer");
+        for e in &events {
+            w.write(e).expect("writing");
+        }
+        bytes = w.finish().expect("finishing").file_bytes;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    println!(
+        "{}: writer {:.1}M events/s ({} events in {best:.3} s), {:.3} bytes/event",
+        input.display(),
+        events.len() as f64 / best / 1e6,
+        events.len(),
+        bytes as f64 / events.len() as f64
+    );
+}
+
+/// Reader throughput of a trace: best of 3 reads.
+fn read_speed(name: &str, out: &Path) {
     let mut best = f64::MAX;
     let mut events = 0u64;
     for _ in 0..3 {
         let t = Instant::now();
-        let mut r = TraceReader::open(&out).expect("opening the trace");
+        let mut r = TraceReader::open(out).expect("opening the trace");
         let mut buf: Vec<TraceEvent> = Vec::with_capacity(8192);
         let mut n = 0u64;
         loop {
@@ -173,6 +217,16 @@ fn measure(name: &str, cmd: Vec<String>, dir: &Path, backend: Backend, level: i3
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("recode") {
+        recode(Path::new(&args[1]));
+        return;
+    }
+    if args.first().map(String::as_str) == Some("read") {
+        for f in &args[1..] {
+            read_speed(f, Path::new(f));
+        }
+        return;
+    }
     let which = args
         .iter()
         .find(|a| !a.starts_with("--"))
@@ -193,8 +247,41 @@ fn main() {
         .find_map(|a| a.strip_prefix("--runs="))
         .and_then(|l| l.parse().ok())
         .unwrap_or(1);
-    let dir = std::env::temp_dir().join(format!("splab-trace-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("creating a temporary folder");
+    let keep = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--keep="))
+        .map(PathBuf::from);
+    let dir = keep.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("splab-trace-bench-{}", std::process::id()))
+    });
+    std::fs::create_dir_all(&dir).expect("creating the output folder");
+    let size = which == "size";
+    if which == "gzip4m" || which == "sort" || size {
+        let input = dir.join("mixed4m.txt");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/mixed-text.py");
+        let ok = Command::new("python3")
+            .arg(&script)
+            .arg("4M")
+            .arg(&input)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "python3 {} failed", script.display());
+        let inp = input.display().to_string();
+        if which == "gzip4m" || size {
+            let cmd = vec!["gzip".into(), "-k".into(), "-f".into(), inp.clone()];
+            measure("gzip4m", cmd, &dir, backend, level, runs);
+        }
+        if which == "sort" || size {
+            let out = dir.join("sorted.txt").display().to_string();
+            let cmd = vec!["sort".into(), "-o".into(), out, inp];
+            measure("sort", cmd, &dir, backend, level, runs);
+        }
+    }
+    if which == "python" || size {
+        let prog = "d = {}\nfor i in range(200000): d[str(i)] = i\nprint(len(d))";
+        let cmd = vec!["python3".into(), "-c".into(), prog.into()];
+        measure("python", cmd, &dir, backend, level, runs);
+    }
     if which == "scan" || which == "all" {
         let exe = compile(&dir, "scan", SCAN_C);
         let mb = if backend == Backend::Lackey {
@@ -251,5 +338,7 @@ fn main() {
             runs,
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    if keep.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -7,8 +7,10 @@
 //! events, with runs**. Every block restarts the delta state (current pid, last address per
 //! pid), so a reader needs one block in memory (constant memory whatever the trace's length),
 //! a corrupt block is reported with its byte offset and cannot poison the next one, and blocks
-//! could be decoded in parallel. Addresses are zigzag varint deltas from the same pid's previous
-//! access; consecutive accesses of one kind, size, dep and ipa at a constant stride are one run
+//! could be decoded in parallel. Addresses (format version 3) are coded against a per-block table
+//! of stride and offset predictions indexed by the access's context, VPC3-style (a code for the
+//! prediction that held, else a delta from the better base; docs/trace-format.md, "Addresses
+//! (version 3)"); consecutive accesses of one kind, size, dep and ipa at a constant stride are one run
 //! event (start, count, stride), which is what makes a sequential scan cost far less than a byte
 //! per access. Each access's dep and ipa (what an out-of-order core model needs, format version
 //! 2) cost nothing when a per-block table predicts them from the pid's last two pairs, which it
