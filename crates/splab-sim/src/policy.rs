@@ -10,7 +10,6 @@ use serde::Serialize;
 
 use crate::error::{Result, SimError};
 use crate::hw::Machine;
-use crate::reserv::ListScheme;
 use crate::spec::Spec;
 use crate::units::fmt_size;
 
@@ -59,6 +58,17 @@ pub enum CleanWrite {
     /// FreeBSD pmap_promote_pde: clean writable PTEs are write-protected before promotion; an
     /// all-clean run becomes a read-only superpage, whose first write faults and demotes.
     WriteProtect,
+}
+
+/// How partially populated reservations are kept for preemption (a policy choice, read by the
+/// reservation layer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ListScheme {
+    /// seed 000 4.8: one list per size but the largest, keyed by the largest yieldable extent.
+    MultiList,
+    /// FreeBSD: one LRU queue of partially populated reservations.
+    Partpopq,
 }
 
 /// Options of reservation-based allocation.

@@ -167,3 +167,9 @@ pub fn fmt_size(bytes: u64) -> String {
     }
     format!("{bytes}")
 }
+
+/// Index of a memory object in the OS's object table (a unit, so that the reservation layer can
+/// name objects without depending on the VM).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(transparent)]
+pub struct ObjId(pub u32);

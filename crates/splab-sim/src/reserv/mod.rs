@@ -24,20 +24,11 @@ pub mod popmap;
 
 use serde::Serialize;
 
-use crate::units::Pfn;
-use crate::vm::ObjId;
+pub use crate::policy::ListScheme;
+use crate::units::{ObjId, Pfn};
 
 pub const NONE: u32 = u32::MAX;
 pub const NO_LIST: u8 = u8::MAX;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ListScheme {
-    /// seed 000 4.8: one list per size but the largest, keyed by the largest yieldable extent.
-    MultiList,
-    /// FreeBSD: one LRU queue of partially populated reservations.
-    Partpopq,
-}
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ReservStats {

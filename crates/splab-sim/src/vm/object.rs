@@ -14,10 +14,7 @@ use crate::units::Pfn;
 const CHUNK_SHIFT: u32 = 9;
 const CHUNK: usize = 1 << CHUNK_SHIFT;
 
-/// Index of an object in the OS's object table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(transparent)]
-pub struct ObjId(pub u32);
+pub use crate::units::ObjId;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ObjKind {
