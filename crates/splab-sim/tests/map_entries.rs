@@ -153,3 +153,49 @@ fn file_mapping_is_placed_congruent_to_its_offset() {
     // and [64K, 512K) as seven 64KB pages; [8K, 64K) stays in base pages.
     assert_eq!(e.os.superpage_bytes(), len - (64 << 10) + off);
 }
+
+/// The brk heap is an ordinary entry: split by mprotect and made alike again, it is one entry;
+/// a stack entry (grows down) is never merged (FreeBSD's no-merge mask).
+#[test]
+fn heap_merges_again_and_a_stack_never_does() {
+    let (mut e, pid) = engine("alpha21264", "navarro");
+    let page = e.os.machine.base_size();
+    let start = e.current_brk(pid).unwrap();
+    e.brk(pid, start + 64 * page).unwrap();
+    let heap_entries = |e: &Engine| {
+        let p = e.os.proc(pid).unwrap();
+        p.vmas.range(start..start + 64 * page).count()
+    };
+    assert_eq!(heap_entries(&e), 1);
+    e.mprotect(pid, start + 8 * page, page, Prot::READ).unwrap();
+    assert_eq!(heap_entries(&e), 3);
+    e.mprotect(pid, start + 8 * page, page, Prot::RW).unwrap();
+    assert_eq!(heap_entries(&e), 1, "the heap is whole again");
+    // The heap still grows in place afterwards.
+    e.brk(pid, start + 96 * page).unwrap();
+    assert_eq!(
+        e.os.proc(pid)
+            .unwrap()
+            .vmas
+            .range(start..start + 96 * page)
+            .count(),
+        1
+    );
+    let s = e
+        .mmap(
+            pid,
+            MmapReq {
+                addr: 0,
+                len: 32 * page,
+                prot: Prot::RW,
+                flags: MapFlags::STACK,
+                file: 0,
+                offset: 0,
+            },
+        )
+        .unwrap();
+    let before = entries(&e, pid);
+    e.mprotect(pid, s + 4 * page, page, Prot::READ).unwrap();
+    e.mprotect(pid, s + 4 * page, page, Prot::RW).unwrap();
+    assert_eq!(entries(&e, pid), before + 2, "stack pieces stay apart");
+}

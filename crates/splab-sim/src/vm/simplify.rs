@@ -7,8 +7,8 @@
 //! The rule is FreeBSD's (sys/vm/vm_map.c, `vm_map_simplify_entry` and
 //! `vm_map_mergeable_neighbors`): two entries merge when they are adjacent, map the same object
 //! at contiguous offsets, and agree on everything else an entry carries (protection, flags,
-//! copy-on-write shadow, advice); entries that grow (stacks, the heap: FreeBSD's
-//! `MAP_ENTRY_GROWS_DOWN | MAP_ENTRY_GROWS_UP` are in its no-merge mask) never merge. The merged
+//! copy-on-write shadow, advice); stack entries, which grow down, never merge (FreeBSD's
+//! `MAP_ENTRY_GROWS_DOWN | MAP_ENTRY_GROWS_UP` are in its no-merge mask). The merged
 //! entry's neighbour releases its references to the objects, as `vm_map_merged_neighbor_dispose`
 //! does. FreeBSD simplifies after `vm_map_protect` and `vm_map_madvise`; so does splab.
 
@@ -18,10 +18,11 @@ use crate::units::Pid;
 
 /// Whether `next` can be merged into `prev` (FreeBSD `vm_map_mergeable_neighbors`).
 fn mergeable(prev: &Vma, next: &Vma, base_shift: u8) -> bool {
-    let grows = |v: &Vma| v.flags.has(MapFlags::GROWABLE) || v.flags.has(MapFlags::STACK);
+    // FreeBSD's no-merge mask has the grow-down (stack) entries; the brk heap is an ordinary
+    // entry there (obreak extends it like any other), so `GROWABLE` alone does not stop a merge.
     prev.end == next.start
-        && !grows(prev)
-        && !grows(next)
+        && !prev.flags.has(MapFlags::STACK)
+        && !next.flags.has(MapFlags::STACK)
         && prev.obj == next.obj
         && prev.pgoff + ((prev.end - prev.start) >> base_shift) == next.pgoff
         && prev.shadow == next.shadow
