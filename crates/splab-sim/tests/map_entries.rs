@@ -199,3 +199,29 @@ fn heap_merges_again_and_a_stack_never_does() {
     e.mprotect(pid, s + 4 * page, page, Prot::RW).unwrap();
     assert_eq!(entries(&e, pid), before + 2, "stack pieces stay apart");
 }
+
+/// An madvise over a range that spans a gap splits the entries at both ends and applies the
+/// advice; the pieces on both sides of the gap are alike again and merge back.
+#[test]
+fn madvise_across_a_gap_leaves_each_mapping_whole() {
+    let (mut e, pid) = engine("alpha21264", "navarro");
+    let page = e.os.machine.base_size();
+    let a = map(&mut e, pid, 64 * page, Prot::RW);
+    let mid = map(&mut e, pid, 64 * page, Prot::RW);
+    let b = map(&mut e, pid, 64 * page, Prot::RW);
+    e.munmap(pid, mid, 64 * page).unwrap();
+    let (lo, hi) = (a.min(b), a.max(b));
+    assert!(hi > lo + 64 * page, "a gap between the two mappings");
+    write_pages(&mut e, pid, lo, 64 * page);
+    write_pages(&mut e, pid, hi, 64 * page);
+    assert_eq!(entries(&e, pid), 2);
+    // From the middle of the lower mapping to the middle of the upper one.
+    e.madvise(
+        pid,
+        lo + 32 * page,
+        hi + 32 * page - (lo + 32 * page),
+        Advice::DontNeed,
+    )
+    .unwrap();
+    assert_eq!(entries(&e, pid), 2, "both mappings whole again");
+}

@@ -33,18 +33,16 @@ fn mergeable(prev: &Vma, next: &Vma, base_shift: u8) -> bool {
 
 impl Os {
     /// Merges compatible neighbours among the map entries of `pid` that overlap
-    /// `[start, end)`, and those entries with the entries just outside it. Returns how many
-    /// entries were merged away.
-    pub(crate) fn simplify_entries(&mut self, pid: Pid, start: u64, end: u64) -> Result<u64> {
+    /// `[start, end)`, and those entries with the entries just outside it.
+    pub(crate) fn simplify_entries(&mut self, pid: Pid, start: u64, end: u64) -> Result<()> {
         let bs = self.base_shift();
-        let mut merged = 0;
         let p = self.proc(pid)?;
         // The entry ending at or containing `start`, else the first one after it.
         let mut cur = match p.vmas.range(..start).next_back() {
             Some((&s, v)) if v.end >= start => s,
             _ => match p.vmas.range(start..).next() {
                 Some((&s, _)) => s,
-                None => return Ok(0),
+                None => return Ok(()),
             },
         };
         loop {
@@ -72,11 +70,10 @@ impl Os {
                     self.unref_object(s);
                 }
                 self.unref_object(next.obj);
-                merged += 1;
             } else {
                 cur = next_start;
             }
         }
-        Ok(merged)
+        Ok(())
     }
 }
