@@ -736,3 +736,58 @@ fn fully_populated_pieces_stay_reserved_after_a_preemption() {
     );
     assert_eq!(e.os.proc(pid).unwrap().pmap.counts[1], 8);
 }
+
+/// seed 000 4.3/4.8: the lists are sorted by the time of the most recent page *allocation*; a
+/// page freed inside a reservation that stays on its list does not make it recent. X is
+/// allocated from before Y, then frees a page: X is still the least recently allocated.
+#[test]
+fn a_free_does_not_make_a_reservation_recent() {
+    let (mut e, pid) = engine_free("alpha21264:mem=16M", "navarro", 8 * M + 64 * K);
+    let a = map(&mut e, pid, 8 * M);
+    let (x, y) = (a, a + 4 * M);
+    touch(&mut e, pid, x, AccessKind::Write);
+    touch(&mut e, pid, x + 8 * K, AccessKind::Write);
+    touch(&mut e, pid, y, AccessKind::Write);
+    e.munmap(pid, x + 8 * K, 8 * K).unwrap();
+    let r = |e: &Engine, va| resv_at(e, pid, va);
+    assert_eq!((r(&e, x), r(&e, y)), (Some((3, 1, 2)), Some((3, 1, 2))));
+    let b = map(&mut e, pid, M);
+    touch(&mut e, pid, b, AccessKind::Write);
+    assert_eq!(
+        r(&e, x),
+        Some((2, 1, 1)),
+        "X, least recently allocated, is preempted"
+    );
+    assert_eq!(r(&e, y), Some((3, 1, 2)), "Y is kept");
+}
+
+/// FreeBSD vm_reserv_depopulate: a reservation that loses a page moves to the tail of
+/// partpopq, so vm_reserv_reclaim_inactive takes the other one. R1 is created and populated
+/// before R2, then frees a page: R2 is at the head and is reclaimed.
+#[test]
+fn freebsd_depopulate_moves_to_the_tail_of_partpopq() {
+    // 4MB for two 2MB reservations, and 5 pages for page tables: the 4-level path of the
+    // first 2MB, and the leaf table of the second (one leaf table maps 2MB).
+    let (mut e, pid) = engine_free("skylake:mem=1G", "freebsd", (4 << 20) + (5 << 12));
+    let a = map(&mut e, pid, 64 << 20);
+    touch(&mut e, pid, a, AccessKind::Write);
+    touch(&mut e, pid, a + 4 * K, AccessKind::Write);
+    touch(&mut e, pid, a + 2 * M, AccessKind::Write);
+    e.munmap(pid, a + 4 * K, 4 * K).unwrap();
+    let rs = e.os.reserv.as_ref().unwrap();
+    assert_eq!((rs.ids().count(), e.os.phys.buddy.free_frames), (2, 0));
+    // Neither size is free: the base page for a + 4MB comes from reclaiming the head.
+    touch(&mut e, pid, a + 4 * M, AccessKind::Write);
+    let frame = |e: &Engine, va: u64| e.os.proc(pid).unwrap().pmap.lookup(va >> 12).unwrap().pfn();
+    let rs = e.os.reserv.as_ref().unwrap();
+    assert_eq!(rs.stats.preempted, 1);
+    assert!(
+        rs.of_frame(frame(&e, a)).is_some(),
+        "R1, requeued at the tail, is kept"
+    );
+    assert_eq!(
+        rs.of_frame(frame(&e, a + 2 * M)),
+        None,
+        "R2, at the head, is reclaimed"
+    );
+}
