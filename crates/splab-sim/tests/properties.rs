@@ -436,6 +436,11 @@ fn run_policy_stats(
             )));
         }
     }
+    // What the events reached (before the teardown, which demotes every superpage left).
+    reach.events = ops.len() as u64;
+    reach.promotions = e.os.stats.promotions.clone();
+    reach.demotions = e.os.stats.demotions.clone();
+    (reach.preempted_total, reach.broken) = resv_counts(&e);
     // Tearing everything down returns every frame.
     for (pid, _) in procs {
         e.exit(pid).unwrap();
@@ -466,11 +471,6 @@ fn run_policy_stats(
     if file_pages == 0 {
         prop_assert_eq!(reserved, 0, "no reservation outlives its object");
     }
-    let st = &e.os.stats;
-    reach.events = ops.len() as u64;
-    reach.promotions = st.promotions.clone();
-    reach.demotions = st.demotions.clone();
-    (reach.preempted_total, reach.broken) = resv_counts(&e);
     Ok(reach)
 }
 
