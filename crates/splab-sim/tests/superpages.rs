@@ -311,7 +311,13 @@ fn reservation_frames_return_when_the_reservation_empties() {
     // The reservation's 512 frames, and the three page-table pages (root, middle, leaf of the
     // Alpha's three-level table) that the last unmap emptied.
     assert_eq!(e.os.phys.buddy.free_frames, free_before + 512 + 3);
-    assert_eq!(e.os.reserv.as_ref().unwrap().ids().count(), 0);
+    let rs = e.os.reserv.as_ref().unwrap();
+    assert_eq!(rs.ids().count(), 0);
+    assert_eq!(
+        (rs.stats.created, rs.stats.broken, rs.stats.preempted),
+        (1, 1, 0),
+        "emptied, hence broken (not preempted)"
+    );
 }
 
 /// Fork shares frames copy-on-write, so it breaks the parent's reservations of that memory;
