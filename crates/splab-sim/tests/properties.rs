@@ -59,6 +59,15 @@ enum Op {
         count: u64,
         write: bool,
     },
+    /// Touches `pages` consecutive pages, one access each, from a 64-page boundary of the
+    /// region (fills whole superpage-sized extents, so the largest sizes get promoted).
+    Fill {
+        proc: usize,
+        region: usize,
+        page: u64,
+        pages: u64,
+        write: bool,
+    },
     Fork {
         proc: usize,
     },
@@ -67,18 +76,25 @@ enum Op {
     },
 }
 
+/// Region sizes and page numbers reach past 4MB (512 pages on the Alpha) so that every size class
+/// is reserved and promoted; `Fill` populates whole extents; page numbers are reduced modulo the
+/// region's size, so a number up to 2048 can name any page of the largest region.
 fn op() -> impl Strategy<Value = Op> {
     let p = 0usize..4;
     let r = 0usize..8;
+    let pages = prop_oneof![3 => 1u64..80, 2 => 64u64..1100];
+    let page = prop_oneof![1 => Just(0u64), 1 => 0u64..2048];
+    let fill = prop_oneof![1 => 1u64..1100, 1 => Just(1100u64)];
     prop_oneof![
-        3 => (p.clone(), 1u64..80, 0u8..8, any::<bool>(), prop::option::weighted(0.3, 0u32..3), 0u64..16)
+        3 => (p.clone(), pages, 0u8..8, any::<bool>(), prop::option::weighted(0.3, 0u32..3), 0u64..16)
             .prop_map(|(proc, pages, prot, shared, file, file_page)| Op::Mmap { proc, pages, prot, shared, file, file_page }),
         1 => (p.clone(), r.clone(), 0u64..64, 1u64..40).prop_map(|(proc, region, off, pages)| Op::Munmap { proc, region, off, pages }),
         1 => (p.clone(), r.clone(), 0u64..64, 1u64..40, 0u8..8).prop_map(|(proc, region, off, pages, prot)| Op::Mprotect { proc, region, off, pages, prot }),
         1 => (p.clone(), r.clone(), 0u64..64, 1u64..40).prop_map(|(proc, region, off, pages)| Op::Madvise { proc, region, off, pages }),
         1 => (p.clone(), -40i64..80).prop_map(|(proc, delta)| Op::Brk { proc, delta }),
-        8 => (p.clone(), r.clone(), 0u64..80, any::<bool>()).prop_map(|(proc, region, page, write)| Op::Access { proc, region, page, write }),
-        2 => (p.clone(), r.clone(), 0u64..80, 1u64..2000, any::<bool>()).prop_map(|(proc, region, page, count, write)| Op::Run { proc, region, page, count, write }),
+        8 => (p.clone(), r.clone(), 0u64..2048, any::<bool>()).prop_map(|(proc, region, page, write)| Op::Access { proc, region, page, write }),
+        2 => (p.clone(), r.clone(), 0u64..2048, 1u64..2000, any::<bool>()).prop_map(|(proc, region, page, count, write)| Op::Run { proc, region, page, count, write }),
+        3 => (p.clone(), r.clone(), page, fill, any::<bool>()).prop_map(|(proc, region, page, pages, write)| Op::Fill { proc, region, page, pages, write }),
         1 => p.clone().prop_map(|proc| Op::Fork { proc }),
         1 => p.prop_map(|proc| Op::Exit { proc }),
     ]
@@ -105,19 +121,115 @@ fn run_policy(
     run_policy_stats(machine, policy, free, ops).map(|_| ())
 }
 
-/// (promotions, demotions, preemptions) of one run.
+/// What a run reached, per size class where it has one (index = class). Counted from the
+/// reservations live before and after each event: a reservation that appears over frames no
+/// reservation held is a new one (pieces of a split lie inside their parent); one that
+/// disappears in an event that preempted and broke none is a preempted one. A reservation made
+/// and preempted within one event is not seen, so the per-class counts are lower bounds.
+#[derive(Clone, Debug, Default)]
+struct Reach {
+    events: u64,
+    /// Events that failed with out-of-memory.
+    ooms: u64,
+    created: Vec<u64>,
+    promotions: Vec<u64>,
+    demotions: Vec<u64>,
+    /// Preemptions by the class of the preempted reservation.
+    preempted: Vec<u64>,
+    /// All preemptions (`ReservStats::preempted`), and reservations dissolved otherwise.
+    preempted_total: u64,
+    broken: u64,
+}
+
+impl Reach {
+    fn add(&mut self, o: &Reach) {
+        let sum = |a: &mut Vec<u64>, b: &Vec<u64>| {
+            a.resize(a.len().max(b.len()), 0);
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+        };
+        self.events += o.events;
+        self.ooms += o.ooms;
+        sum(&mut self.created, &o.created);
+        sum(&mut self.promotions, &o.promotions);
+        sum(&mut self.demotions, &o.demotions);
+        sum(&mut self.preempted, &o.preempted);
+        self.preempted_total += o.preempted_total;
+        self.broken += o.broken;
+    }
+}
+
+/// The live reservations, keyed by (object, first page, class, first frame), and their frame
+/// ranges by first frame.
+type Snapshot = (
+    std::collections::HashSet<(u32, u64, u8, u64)>,
+    std::collections::BTreeMap<u64, u64>,
+);
+
+fn snapshot(e: &Engine) -> Snapshot {
+    let mut keys = std::collections::HashSet::new();
+    let mut ranges = std::collections::BTreeMap::new();
+    if let Some(rs) = e.os.reserv.as_ref() {
+        for id in rs.ids() {
+            let r = rs.get(id);
+            keys.insert((r.obj.0, r.cbase, r.class, r.pfn.0));
+            ranges.insert(r.pfn.0, r.pfn.0 + (1u64 << r.order));
+        }
+    }
+    (keys, ranges)
+}
+
+/// Counts what happened to the reservations between two snapshots (see `Reach`).
+fn note_reservations(
+    reach: &mut Reach,
+    before: &Snapshot,
+    after: &Snapshot,
+    preempted: u64,
+    broken: u64,
+) {
+    for k in after.0.difference(&before.0) {
+        let inside_old = before
+            .1
+            .range(..=k.3)
+            .next_back()
+            .is_some_and(|(_, &end)| k.3 < end);
+        if !inside_old {
+            reach.created[k.2 as usize] += 1;
+        }
+    }
+    if preempted > 0 && broken == 0 {
+        for k in before.0.difference(&after.0) {
+            reach.preempted[k.2 as usize] += 1;
+        }
+    }
+}
+
+/// Runs `ops` with every invariant checked after each event, and says what the run reached.
 fn run_policy_stats(
     machine: &str,
     policy: &str,
     free: Option<u64>,
     ops: &[Op],
-) -> Result<(u64, u64, u64), TestCaseError> {
+) -> Result<Reach, TestCaseError> {
     let m = Machine::from_spec(machine).unwrap();
     let mut pol = Policy::from_spec(policy).unwrap();
     pol.resolve(&m).unwrap();
     let page = m.base_size();
+    let classes = m.page_shifts.len();
     let mut e = Engine::new(m, pol, false, free);
     let first = e.spawn();
+    let mut reach = Reach {
+        created: vec![0; classes],
+        preempted: vec![0; classes],
+        ..Reach::default()
+    };
+    let resv_counts = |e: &Engine| {
+        e.os.reserv
+            .as_ref()
+            .map(|r| (r.stats.preempted, r.stats.broken))
+            .unwrap_or((0, 0))
+    };
     // Live processes and, per process, the regions it mapped (start, pages).
     let mut procs: Vec<(Pid, Vec<(u64, u64)>)> = vec![(first, Vec::new())];
     for (i, op) in ops.iter().enumerate() {
@@ -133,6 +245,8 @@ fn run_policy_stats(
                 AccessKind::Read
             }
         };
+        let before = snapshot(&e);
+        let counts_before = resv_counts(&e);
         let res: Result<(), SimError> = match *op {
             Op::Mmap {
                 proc,
@@ -260,6 +374,29 @@ fn run_policy_stats(
                     None => Ok(()),
                 }
             }
+            Op::Fill {
+                proc,
+                region,
+                page: pg,
+                pages,
+                write,
+            } => {
+                let k = pick(&procs, proc);
+                match region_of(&procs, k, region) {
+                    Some((a, n)) => {
+                        let first = (pg % n) & !63;
+                        e.access_run(
+                            procs[k].0,
+                            a + first * page,
+                            page as i64,
+                            pages.min(n - first),
+                            MemOp::of_kind(kind_of(write)),
+                            1,
+                        )
+                    }
+                    None => Ok(()),
+                }
+            }
             Op::Fork { proc } => {
                 let k = pick(&procs, proc);
                 if procs.len() < 6 {
@@ -281,13 +418,29 @@ fn run_policy_stats(
         };
         if let Err(err) = &res {
             prop_assert!(tolerated(err), "event {i} {op:?} failed: {err}");
+            if matches!(err, SimError::OutOfMemory(_)) {
+                reach.ooms += 1;
+            }
         }
+        let counts_after = resv_counts(&e);
+        note_reservations(
+            &mut reach,
+            &before,
+            &snapshot(&e),
+            counts_after.0 - counts_before.0,
+            counts_after.1 - counts_before.1,
+        );
         if let Err(err) = e.os.check_invariants() {
             return Err(TestCaseError::fail(format!(
                 "after event {i} {op:?}: {err}"
             )));
         }
     }
+    // What the events reached (before the teardown, which demotes every superpage left).
+    reach.events = ops.len() as u64;
+    reach.promotions = e.os.stats.promotions.clone();
+    reach.demotions = e.os.stats.demotions.clone();
+    (reach.preempted_total, reach.broken) = resv_counts(&e);
     // Tearing everything down returns every frame.
     for (pid, _) in procs {
         e.exit(pid).unwrap();
@@ -318,39 +471,95 @@ fn run_policy_stats(
     if file_pages == 0 {
         prop_assert_eq!(reserved, 0, "no reservation outlives its object");
     }
-    let st = &e.os.stats;
-    let preempted = e.os.reserv.as_ref().map(|r| r.stats.preempted).unwrap_or(0);
-    Ok((
-        st.promotions.iter().sum(),
-        st.demotions.iter().sum(),
-        preempted,
-    ))
+    Ok(reach)
 }
 
-/// The random sequences do reach the mechanisms the properties are about: over a fixed sample,
-/// promotions, demotions and preemptions all happen (else the properties would hold vacuously).
-#[test]
-fn random_sequences_exercise_promotion_demotion_and_preemption() {
+/// The reach of `n` sequences of `len` events drawn from `op()` with a fixed seed, run on
+/// `machine` with `policy`, `free` picked per sequence from `frees` in turn.
+fn reach_of(
+    machine: &str,
+    policy: &str,
+    frees: &[u64],
+    n: usize,
+    len: std::ops::Range<usize>,
+) -> Reach {
     use proptest::strategy::ValueTree;
-    use proptest::test_runner::{Config, TestRng, TestRunner};
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
     let mut runner = TestRunner::new_with_rng(
         Config::default(),
-        TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha),
+        TestRng::deterministic_rng(RngAlgorithm::ChaCha),
     );
-    let strategy = prop::collection::vec(op(), 60..150);
-    let (mut pro, mut dem, mut pre) = (0, 0, 0);
-    for _ in 0..60 {
+    let strategy = prop::collection::vec(op(), len);
+    let mut total = Reach::default();
+    for k in 0..n {
         let ops = strategy.new_tree(&mut runner).unwrap().current();
-        let (a, b, c) =
-            run_policy_stats("alpha21264:mem=8M", "navarro", Some(2 << 20), &ops).unwrap();
-        pro += a;
-        dem += b;
-        pre += c;
+        let free = frees[k % frees.len()];
+        let r = run_policy_stats(machine, policy, Some(free), &ops)
+            .unwrap_or_else(|e| panic!("sequence {k}: {e}"));
+        total.add(&r);
     }
+    total
+}
+
+/// Free memory for seed 000's system under pressure on a 16MB Alpha: from 3MB (less than one
+/// 4MB extent: preemption and out-of-memory) to 12MB (room for 4MB reservations to fill up).
+const PRESSURE_FREE_MB: [u64; 5] = [3, 5, 6, 9, 12];
+
+/// The random sequences reach the states the properties are about (issue 10, defect 6): over a
+/// fixed sample of the generator the pressure property draws from, every superpage size (64KB,
+/// 512KB, 4MB) is reserved, promoted, demoted and preempted, events run out of memory, and
+/// reservations are broken. Before the generator made large regions and filled whole extents,
+/// 6,244 events reached no out-of-memory, no 4MB reservation and no 512KB or 4MB promotion.
+#[test]
+fn random_sequences_reach_every_size_preemption_and_out_of_memory() {
+    let frees: Vec<u64> = PRESSURE_FREE_MB.iter().map(|m| m << 20).collect();
+    let r = reach_of("alpha21264:mem=16M", "navarro", &frees, 60, 60..150);
+    for (c, size) in [(1, "64KB"), (2, "512KB"), (3, "4MB")] {
+        assert!(
+            r.created[c] > 0 && r.promotions[c] > 0 && r.demotions[c] > 0 && r.preempted[c] > 0,
+            "{size}: not every mechanism reached: {r:?}"
+        );
+    }
+    assert!(r.ooms > 0 && r.broken > 0, "{r:?}");
     assert!(
-        pro > 0 && dem > 0 && pre > 0,
-        "promotions {pro}, demotions {dem}, preemptions {pre}"
+        r.preempted.iter().sum::<u64>() <= r.preempted_total,
+        "{r:?}"
     );
+}
+
+/// FreeBSD's reservations under the same pressure: reclaimed (vm_reserv_reclaim_inactive),
+/// promoted, and out of memory.
+#[test]
+fn random_sequences_reach_freebsd_reclaim_and_out_of_memory() {
+    let frees: Vec<u64> = PRESSURE_FREE_MB.iter().map(|m| m << 20).collect();
+    let r = reach_of("alpha21264:mem=16M", "freebsd", &frees, 30, 60..150);
+    assert!(
+        r.created[1] > 0 && r.promotions[1] > 0 && r.preempted[1] > 0 && r.ooms > 0,
+        "{r:?}"
+    );
+}
+
+/// Prints the reach of the sample each property below draws from (not a check: run with
+/// `cargo test -p splab-sim --test properties -- --ignored --nocapture reach_report`).
+#[test]
+#[ignore]
+fn reach_report() {
+    let mb = |v: &[u64]| v.iter().map(|m| m << 20).collect::<Vec<_>>();
+    for (machine, policy, frees) in [
+        ("alpha21264:mem=8M", "navarro", mb(&[2])),
+        ("alpha21264:mem=8M", "navarro", mb(&[1, 2, 3, 4, 5])),
+        ("alpha21264:mem=8M", "freebsd", mb(&[1, 2, 3, 4, 5])),
+        ("alpha21264:mem=16M", "navarro", mb(&[3, 5, 6, 9, 12])),
+        ("alpha21264:mem=16M", "navarro:sizes=64K+4M", mb(&[6])),
+        ("alpha21264:mem=16M", "freebsd", mb(&[3, 5, 6, 9, 12])),
+    ] {
+        let t = std::time::Instant::now();
+        let r = reach_of(machine, policy, &frees, 60, 60..150);
+        eprintln!(
+            "{machine} {policy} free {frees:?}: {r:?} ({:?})",
+            t.elapsed()
+        );
+    }
 }
 
 proptest! {
@@ -372,16 +581,21 @@ proptest! {
         run_ops("alpha21264:mem=4M", &ops)?;
     }
 
-    /// seed 000's system with memory nearly full, so that reservations are preempted, broken
-    /// into pieces, promoted and demoted while the events run.
+    /// seed 000's system with memory nearly full, so that reservations of every size are
+    /// preempted, broken into pieces, promoted and demoted while the events run (the reach of
+    /// this generator and memory is asserted above).
     #[test]
-    fn navarro_keeps_invariants_under_pressure(ops in prop::collection::vec(op(), 1..150), free_mb in 1u64..6) {
-        run_policy("alpha21264:mem=8M", "navarro", Some(free_mb << 20), &ops)?;
+    fn navarro_keeps_invariants_under_pressure(
+        ops in prop::collection::vec(op(), 1..150),
+        free_mb in prop::sample::select(PRESSURE_FREE_MB.to_vec()),
+    ) {
+        run_policy("alpha21264:mem=16M", "navarro", Some(free_mb << 20), &ops)?;
     }
 
+    /// Only 64KB and 4MB: a 4MB reservation is preempted straight into 64KB pieces.
     #[test]
     fn navarro_with_restricted_sizes_keeps_invariants(ops in prop::collection::vec(op(), 1..150)) {
-        run_policy("alpha21264:mem=8M", "navarro:sizes=64K+4M", Some(3 << 20), &ops)?;
+        run_policy("alpha21264:mem=16M", "navarro:sizes=64K+4M", Some(6 << 20), &ops)?;
     }
 
     #[test]
@@ -391,7 +605,10 @@ proptest! {
 
     /// FreeBSD's reservations with reclaim_inactive when memory runs out.
     #[test]
-    fn freebsd_keeps_invariants_under_pressure(ops in prop::collection::vec(op(), 1..150), free_mb in 1u64..6) {
-        run_policy("alpha21264:mem=8M", "freebsd", Some(free_mb << 20), &ops)?;
+    fn freebsd_keeps_invariants_under_pressure(
+        ops in prop::collection::vec(op(), 1..150),
+        free_mb in prop::sample::select(PRESSURE_FREE_MB.to_vec()),
+    ) {
+        run_policy("alpha21264:mem=16M", "freebsd", Some(free_mb << 20), &ops)?;
     }
 }

@@ -5,6 +5,7 @@ use splab_sim::engine::Engine;
 use splab_sim::hw::Machine;
 use splab_sim::policy::Policy;
 use splab_sim::report::Report;
+use splab_sim::reserv::NO_LIST;
 use splab_sim::units::{AccessKind, MemOp, Pid, Prot};
 use splab_sim::vm::{MapFlags, MmapReq};
 use splab_sim::RunSpec;
@@ -318,7 +319,13 @@ fn reservation_frames_return_when_the_reservation_empties() {
     // The reservation's 512 frames, and the three page-table pages (root, middle, leaf of the
     // Alpha's three-level table) that the last unmap emptied.
     assert_eq!(e.os.phys.buddy.free_frames, free_before + 512 + 3);
-    assert_eq!(e.os.reserv.as_ref().unwrap().ids().count(), 0);
+    let rs = e.os.reserv.as_ref().unwrap();
+    assert_eq!(rs.ids().count(), 0);
+    assert_eq!(
+        (rs.stats.created, rs.stats.broken, rs.stats.preempted),
+        (1, 1, 0),
+        "emptied, hence broken (not preempted)"
+    );
 }
 
 /// Fork shares frames copy-on-write, so it breaks the parent's reservations of that memory;
@@ -564,4 +571,247 @@ fn reserved_unpopulated_memory_is_counted() {
     assert!(rep.memory.reserved_unpopulated_peak_bytes > 0);
     let base = run("alpha21264", "base", "tree:ops=2000", None);
     assert_eq!(base.memory.reserved_unpopulated_peak_bytes, 0);
+}
+
+// ---- the multi-list reservation scheme (seed 000 4.3, 4.8), issue 10 defect 6 ----
+//
+// Each test sets memory up so that the buddy allocator has no extent of the size asked for and
+// one rule of 4.8 alone decides which reservation is preempted; the pages it touches pin the
+// outcome exactly; `created` counts reservations made for faults, not the pieces a preemption
+// keeps (they are the same reservation, smaller). Free memory is the low `--free` bytes: the 4MB / 512KB extents the test
+// reserves, plus a separate 64KB block from which the page-table pages come (the buddy
+// allocator serves a base page from its smallest block), so no page-table page needs a
+// preemption.
+
+const K: u64 = 1 << 10;
+const M: u64 = 1 << 20;
+
+/// The reservation holding the frame `va` of `pid` is mapped to: (size class, populated pages,
+/// list), or None if the frame is in no reservation.
+fn resv_at(e: &Engine, pid: Pid, va: u64) -> Option<(u8, u64, u8)> {
+    let pfn = e.os.proc(pid).unwrap().pmap.lookup(va >> 13)?.pfn();
+    let rs = e.os.reserv.as_ref().unwrap();
+    let r = rs.get(rs.of_frame(pfn)?);
+    Some((r.class, r.popcnt, r.list))
+}
+
+fn touch(e: &mut Engine, pid: Pid, va: u64, kind: AccessKind) {
+    e.access(pid, va, kind).unwrap();
+}
+
+/// seed 000 4.3: "the reservation is preempted whose most recent page allocation occurred least
+/// recently"; 4.8: lists sorted by that time, preemption takes the head. X is created before Y
+/// but allocated from after it, so Y is the one preempted.
+#[test]
+fn preemption_takes_the_least_recently_allocated_reservation() {
+    let (mut e, pid) = engine_free("alpha21264:mem=16M", "navarro", 8 * M + 64 * K);
+    let a = map(&mut e, pid, 8 * M);
+    assert_eq!(a % (4 * M), 0);
+    let (x, y) = (a, a + 4 * M);
+    touch(&mut e, pid, x, AccessKind::Write); // X: 4MB reservation
+    touch(&mut e, pid, y, AccessKind::Write); // Y: 4MB reservation
+    touch(&mut e, pid, x + 8 * K, AccessKind::Write); // X allocated again, after Y
+    let r = |e: &Engine, va| resv_at(e, pid, va);
+    // Both on the 512KB list (list 2), Y at its head.
+    assert_eq!((r(&e, x), r(&e, y)), (Some((3, 2, 2)), Some((3, 1, 2))));
+    assert_eq!(
+        e.os.phys.buddy.largest_free_order(),
+        Some(2),
+        "no 512KB extent free"
+    );
+    // A 1MB object prefers 512KB (4.2): the buddy allocator has none, so the head of the 512KB
+    // list is preempted.
+    let b = map(&mut e, pid, M);
+    touch(&mut e, pid, b, AccessKind::Write);
+    assert_eq!(
+        r(&e, x),
+        Some((3, 2, 2)),
+        "X, allocated from most recently, is kept"
+    );
+    assert_eq!(
+        r(&e, y),
+        Some((2, 1, 1)),
+        "Y is broken into 512KB pieces; its populated one goes to the 64KB list"
+    );
+    assert_eq!(r(&e, b), Some((2, 1, 1)), "b gets a 512KB reservation");
+    let st = &e.os.reserv.as_ref().unwrap().stats;
+    assert_eq!(
+        (st.created, st.preempted, st.extents_freed, st.extents_kept),
+        (3, 1, 7, 1)
+    );
+}
+
+/// seed 000 4.8: "If the 64KB list is empty, the system will try the 512KB list." With only a
+/// 4MB reservation (on the 512KB list) and no free 64KB extent, a fault that prefers 64KB
+/// preempts it and still gets a 64KB reservation.
+#[test]
+fn preemption_tries_the_lists_of_larger_extents() {
+    let (mut e, pid) = engine_free("alpha21264:mem=16M", "navarro", 4 * M + 64 * K);
+    let x = map(&mut e, pid, 4 * M);
+    touch(&mut e, pid, x, AccessKind::Write);
+    let r = |e: &Engine, va| resv_at(e, pid, va);
+    assert_eq!(r(&e, x), Some((3, 1, 2)));
+    assert_eq!(
+        e.os.phys.buddy.largest_free_order(),
+        Some(2),
+        "no 64KB extent free"
+    );
+    // A 128KB object prefers 64KB (4.2); the 64KB list is empty.
+    let c = map(&mut e, pid, 128 * K);
+    touch(&mut e, pid, c, AccessKind::Write);
+    assert_eq!(r(&e, c), Some((1, 1, 0)), "a 64KB reservation for c");
+    assert_eq!(r(&e, x), Some((2, 1, 1)), "X preempted into 512KB pieces");
+    let st = &e.os.reserv.as_ref().unwrap().stats;
+    assert_eq!(
+        (st.created, st.preempted, st.extents_freed, st.extents_kept),
+        (2, 1, 7, 1)
+    );
+}
+
+/// seed 000 4.8: after a preemption "the ones that are partially populated are inserted at the
+/// head" of their list, ahead of reservations already there, whatever their allocation times.
+/// P (512KB) is on the 64KB list before X (4MB) is preempted; X's populated piece then goes to
+/// the head of the 64KB list, so the next preemption from that list takes the piece, not P.
+#[test]
+fn preempted_pieces_go_to_the_head_of_their_list() {
+    let (mut e, pid) = engine_free("alpha21264:mem=16M", "navarro", 4 * M + 512 * K + 64 * K);
+    let p = map(&mut e, pid, M);
+    touch(&mut e, pid, p, AccessKind::Write); // P: 512KB, on the 64KB list
+    let x = map(&mut e, pid, 4 * M);
+    touch(&mut e, pid, x, AccessKind::Write); // X: 4MB, on the 512KB list
+    let r = |e: &Engine, va| resv_at(e, pid, va);
+    assert_eq!((r(&e, p), r(&e, x)), (Some((2, 1, 1)), Some((3, 1, 2))));
+    // b prefers 512KB: none free, so X (head of the 512KB list) is preempted.
+    let b = map(&mut e, pid, M);
+    touch(&mut e, pid, b, AccessKind::Write);
+    assert_eq!(
+        r(&e, x),
+        Some((2, 1, 1)),
+        "X's populated piece, on the 64KB list"
+    );
+    // Fill the 6 free 512KB extents with fully populated reservations (on no list).
+    let f = map(&mut e, pid, 3 * M);
+    touch_pages(&mut e, pid, f, 384, AccessKind::Write);
+    assert_eq!(
+        e.os.phys.buddy.largest_free_order(),
+        Some(2),
+        "no 64KB extent free"
+    );
+    // c prefers 64KB: the head of the 64KB list is preempted.
+    let c = map(&mut e, pid, 128 * K);
+    touch(&mut e, pid, c, AccessKind::Write);
+    assert_eq!(r(&e, c), Some((1, 1, 0)));
+    assert_eq!(
+        r(&e, x),
+        Some((1, 1, 0)),
+        "X's piece, at the head, is preempted"
+    );
+    assert_eq!(r(&e, p), Some((2, 1, 1)), "P, behind it, is kept");
+    assert_eq!(e.os.reserv.as_ref().unwrap().stats.preempted, 2);
+}
+
+/// seed 000 4.8: "Fully populated extents are not reinserted into the reservation lists", but
+/// they stay reserved: a fully populated piece whose pages are not uniformly dirty is promoted
+/// once its last clean page is written (4.5, 4.7 "repromote later if all the base pages are
+/// dirtied"), which needs its reservation (4.9: promotion inside a reservation).
+#[test]
+fn fully_populated_pieces_stay_reserved_after_a_preemption() {
+    let (mut e, pid) = engine_free("alpha21264:mem=16M", "navarro", 512 * K + 64 * K);
+    let q = map(&mut e, pid, M);
+    touch(&mut e, pid, q, AccessKind::Read); // clean
+    touch_pages(&mut e, pid, q + 8 * K, 8, AccessKind::Write); // rest of the first 64KB, and one more
+    let r = |e: &Engine, va| resv_at(e, pid, va);
+    assert_eq!(
+        r(&e, q),
+        Some((2, 9, 1)),
+        "Q: 512KB, 9 pages, on the 64KB list"
+    );
+    assert_eq!(
+        e.os.stats.promotions[1], 0,
+        "clean and dirty pages: no promotion"
+    );
+    assert_eq!(
+        e.os.phys.buddy.largest_free_order(),
+        Some(2),
+        "no 64KB extent free"
+    );
+    let c = map(&mut e, pid, 128 * K);
+    touch(&mut e, pid, c, AccessKind::Write);
+    assert_eq!(r(&e, c), Some((1, 1, 0)));
+    let st = &e.os.reserv.as_ref().unwrap().stats;
+    assert_eq!(
+        (st.created, st.preempted, st.extents_freed, st.extents_kept),
+        (2, 1, 6, 2)
+    );
+    assert_eq!(
+        r(&e, q),
+        Some((1, 8, NO_LIST)),
+        "the full piece: reserved, on no list"
+    );
+    assert_eq!(
+        r(&e, q + 64 * K),
+        Some((1, 1, 0)),
+        "the partial piece: on the 8KB list"
+    );
+    touch(&mut e, pid, q, AccessKind::Write);
+    assert_eq!(
+        e.os.stats.promotions[1], 1,
+        "every page dirty: promoted to 64KB"
+    );
+    assert_eq!(e.os.proc(pid).unwrap().pmap.counts[1], 8);
+}
+
+/// seed 000 4.3/4.8: the lists are sorted by the time of the most recent page *allocation*; a
+/// page freed inside a reservation that stays on its list does not make it recent. X is
+/// allocated from before Y, then frees a page: X is still the least recently allocated.
+#[test]
+fn a_free_does_not_make_a_reservation_recent() {
+    let (mut e, pid) = engine_free("alpha21264:mem=16M", "navarro", 8 * M + 64 * K);
+    let a = map(&mut e, pid, 8 * M);
+    let (x, y) = (a, a + 4 * M);
+    touch(&mut e, pid, x, AccessKind::Write);
+    touch(&mut e, pid, x + 8 * K, AccessKind::Write);
+    touch(&mut e, pid, y, AccessKind::Write);
+    e.munmap(pid, x + 8 * K, 8 * K).unwrap();
+    let r = |e: &Engine, va| resv_at(e, pid, va);
+    assert_eq!((r(&e, x), r(&e, y)), (Some((3, 1, 2)), Some((3, 1, 2))));
+    let b = map(&mut e, pid, M);
+    touch(&mut e, pid, b, AccessKind::Write);
+    assert_eq!(
+        r(&e, x),
+        Some((2, 1, 1)),
+        "X, least recently allocated, is preempted"
+    );
+    assert_eq!(r(&e, y), Some((3, 1, 2)), "Y is kept");
+}
+
+/// FreeBSD vm_reserv_depopulate: a reservation that loses a page moves to the tail of
+/// partpopq, so vm_reserv_reclaim_inactive takes the other one. R1 is created and populated
+/// before R2, then frees a page: R2 is at the head and is reclaimed.
+#[test]
+fn freebsd_depopulate_moves_to_the_tail_of_partpopq() {
+    // 4MB for two 2MB reservations, and 5 pages for page tables: the 4-level path of the
+    // first 2MB, and the leaf table of the second (one leaf table maps 2MB).
+    let (mut e, pid) = engine_free("skylake:mem=1G", "freebsd", (4 << 20) + (5 << 12));
+    let a = map(&mut e, pid, 64 << 20);
+    touch(&mut e, pid, a, AccessKind::Write);
+    touch(&mut e, pid, a + 4 * K, AccessKind::Write);
+    touch(&mut e, pid, a + 2 * M, AccessKind::Write);
+    e.munmap(pid, a + 4 * K, 4 * K).unwrap();
+    let rs = e.os.reserv.as_ref().unwrap();
+    assert_eq!((rs.ids().count(), e.os.phys.buddy.free_frames), (2, 0));
+    // Neither size is free: the base page for a + 4MB comes from reclaiming the head.
+    touch(&mut e, pid, a + 4 * M, AccessKind::Write);
+    let frame = |e: &Engine, va: u64| e.os.proc(pid).unwrap().pmap.lookup(va >> 12).unwrap().pfn();
+    let rs = e.os.reserv.as_ref().unwrap();
+    assert_eq!(rs.stats.preempted, 1);
+    assert!(
+        rs.of_frame(frame(&e, a)).is_some(),
+        "R1, requeued at the tail, is kept"
+    );
+    assert_eq!(
+        rs.of_frame(frame(&e, a + 2 * M)),
+        None,
+        "R2, at the head, is reclaimed"
+    );
 }
