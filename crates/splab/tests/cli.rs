@@ -443,3 +443,19 @@ fn compare_in_parallel_gives_the_sequential_output() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--jobs 0"), "{err}");
 }
+
+/// Issue 9: windows that would record nothing are bad input (status 2) with a message that
+/// says why, before anything runs.
+#[test]
+fn issue9_record_max_accesses_0_is_refused() {
+    let out = std::env::temp_dir().join(format!("splab-cli-max0-{}.spt", std::process::id()));
+    let a = splab()
+        .args(["record", "--max-accesses", "0", "-o"])
+        .arg(&out)
+        .args(["--", "true"])
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&a.get_output().stderr).into_owned();
+    assert!(err.contains("--max-accesses 0"), "{err}");
+    assert!(!out.exists(), "no trace written");
+}
