@@ -130,7 +130,7 @@ enum Cmd {
         /// instruction fetch per code page, the first time each process runs it).
         #[arg(long, conflicts_with = "ifetch")]
         no_code_pages: bool,
-        /// Record no access before the program's first SPLAB_START() (valgrind/splab.h,
+        /// Record no access before the program's first SPLAB_START() (crates/splab-trace/valgrind/splab.h,
         /// docs/replay.md "Regions of interest").
         #[arg(long)]
         roi: bool,
