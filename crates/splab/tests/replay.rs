@@ -1581,3 +1581,59 @@ fn issue9_replay_skip_and_limit_replay_exact_counts() {
     assert!(err.contains("limit"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Issue 9, silent error 3: a default recording's replay reads the program's text from its
+/// files: each code-page fetch is a file page read (4 KiB of I/O) that a recording without
+/// code pages never makes, and the footprint grows by as much.
+#[test]
+fn issue9_replay_maps_and_reads_the_code_pages() {
+    if !can_record("issue9_replay_maps_and_reads_the_code_pages") {
+        return;
+    }
+    let dir = workdir("codepages");
+    let c = dir.join("p.c");
+    std::fs::write(
+        &c,
+        "#include <stdio.h>\nint main(void) { puts(\"hi\"); return 0; }\n",
+    )
+    .unwrap();
+    let exe = dir.join("p");
+    assert!(Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .status()
+        .unwrap()
+        .success());
+    let rec = |code_pages: bool| {
+        let spt = dir.join(format!("p-{code_pages}.spt"));
+        let opts = splab_trace::RecordOptions {
+            code_pages,
+            ..Default::default()
+        };
+        splab_trace::record(&opts, &[exe.display().to_string()], &spt, |_| {}).unwrap();
+        let (_, t) = splab_trace::read_header_and_trailer(&spt).unwrap();
+        (run_trace(&spt, false), t.ifetches)
+    };
+    let (with, pages) = rec(true);
+    let (without, none) = rec(false);
+    assert_eq!(none, 0);
+    assert!(
+        pages >= 10,
+        "the loader's, libc's and main's code: {pages} pages"
+    );
+    let read = with.memory.io_read_bytes - without.memory.io_read_bytes;
+    // Every code page is read once (here: 75 pages, 300 KiB, all of them pages the program
+    // never read as data; allow a tenth for a loader that reads some of its own).
+    let all = pages * 4096;
+    assert!(
+        read >= all * 9 / 10 && read <= all,
+        "{read} more bytes read for {pages} code pages"
+    );
+    let grew = with.memory.footprint_peak_bytes - without.memory.footprint_peak_bytes;
+    assert!(
+        grew >= read * 9 / 10,
+        "footprint +{grew} for {read} bytes of text"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
