@@ -42,6 +42,20 @@ pub struct RecordOptions {
     pub backend: Backend,
     /// Record instruction fetches too (one `Ifetch` per instruction; ~3x more events).
     pub ifetch: bool,
+    /// Without `ifetch`: record one `Ifetch` per code page, the first time a process runs code
+    /// from it (splab's tool only; lackey records no instructions without `ifetch`), so that a
+    /// replay maps and faults the program's text. valgrind/sp_tool.c, "code pages".
+    pub code_pages: bool,
+    /// Record no access before the program's first `SPLAB_START()` (valgrind/splab.h; splab's
+    /// tool only). Without it the recording of accesses starts on, and `SPLAB_STOP()` /
+    /// `SPLAB_START()` turn it off and on.
+    pub roi: bool,
+    /// Leave out the first N accesses recorded (after the region's gating, across all processes
+    /// in trace order); address-space events are kept.
+    pub start_after: u64,
+    /// Keep at most N accesses (after `start_after`); the program still runs to its end and its
+    /// address-space events are kept. `Some(0)` is refused.
+    pub max_accesses: Option<u64>,
     /// The `valgrind` launcher to run.
     pub valgrind: PathBuf,
     /// zstd level of the trace's blocks.
@@ -59,6 +73,10 @@ impl Default for RecordOptions {
         RecordOptions {
             backend: Backend::Auto,
             ifetch: false,
+            code_pages: true,
+            roi: false,
+            start_after: 0,
+            max_accesses: None,
             valgrind: PathBuf::from("valgrind"),
             // Level 2, not the writer's default 3: the converter, not Valgrind, bounds the capture
             // rate, and level 2 is ~35% faster for ~7% more bytes (docs/trace-format.md).
@@ -247,6 +265,9 @@ pub enum RecordError {
     Wire { offset: u64, msg: String },
     #[error("valgrind stopped before recording anything ({0}); its messages are above")]
     ValgrindFailed(ProgramStatus),
+    /// Options that cannot go together or a value out of range.
+    #[error("{0}")]
+    BadOption(String),
 }
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RecordError {
@@ -371,12 +392,31 @@ pub fn record(
     if cmd.is_empty() {
         return Err(RecordError::NoCommand);
     }
+    if opts.max_accesses == Some(0) {
+        return Err(RecordError::BadOption(
+            "--max-accesses 0 would record no access: give at least 1 (or leave it out to \
+             record them all)"
+                .into(),
+        ));
+    }
     check_valgrind(opts)?;
     let backend = match opts.backend {
         Backend::Auto if tool_available() => Backend::Tool,
         Backend::Auto => Backend::Lackey,
         b => b,
     };
+    if backend == Backend::Lackey && (opts.start_after > 0 || opts.max_accesses.is_some()) {
+        return Err(RecordError::BadOption(
+            "--start-after and --max-accesses need splab's own Valgrind tool, not lackey".into(),
+        ));
+    }
+    if opts.roi && backend == Backend::Lackey {
+        return Err(RecordError::BadOption(
+            "--roi needs splab's own Valgrind tool (SPLAB_START/SPLAB_STOP are its client \
+             requests); lackey cannot record a region"
+                .into(),
+        ));
+    }
     // Written under a temporary name and renamed at the end: a recording that fails leaves no
     // partial trace (and keeps an older file of that name).
     let (file, guard) = crate::atomic::AtomicOutput::create(out).map_err(RecordError::Output)?;
@@ -442,9 +482,75 @@ mod wire {
     pub const TAG_BRK_REFUSED: u64 = 0x1d;
 }
 
+/// `start_after` / `max_accesses`: which of the recorded accesses are written.
+///
+/// Counts every access the tool sends, in trace order, but the code-page fetches (recording
+/// without `ifetch`: one `Ifetch` per code page, valgrind/sp_tool.c "code pages"), which are
+/// kept wherever they fall, like address-space events, and count toward neither limit: a code
+/// page first run before the window must still be mapped and faulted in the window.
+struct Window {
+    /// Accesses still to leave out.
+    skip: u64,
+    /// Accesses still to keep.
+    left: u64,
+    /// Ifetch accesses are code-page fetches (recording without `ifetch`).
+    code_pages: bool,
+    /// Accesses kept per pid since the window opened (the skip done), up to DEP_CAP + 1: a
+    /// kept access whose dep reaches further back than that depended on a load that was left
+    /// out (its dep becomes 0). Within the window nothing is left out, so the tool's distances
+    /// hold there.
+    kept: HashMap<u32, u64>,
+}
+
+impl Window {
+    const DEP_CAP: u64 = 1023;
+
+    fn all(code_pages: bool) -> Window {
+        Window {
+            skip: 0,
+            left: u64::MAX,
+            code_pages,
+            kept: HashMap::new(),
+        }
+    }
+
+    /// Of `count` accesses, how many to leave out first and how many to keep after them.
+    #[inline]
+    fn admit(&mut self, kind: AccessKind, count: u64) -> (u64, u64) {
+        if self.code_pages && kind == AccessKind::Ifetch {
+            return (0, count);
+        }
+        let skip = self.skip.min(count);
+        self.skip -= skip;
+        let keep = self.left.min(count - skip);
+        if self.left != u64::MAX {
+            self.left -= keep;
+        }
+        (skip, keep)
+    }
+
+    /// The dep of a kept access of `pid` (0 when its load was left out), noting `count` kept.
+    fn dep(&mut self, pid: u32, dep: u16, count: u64) -> u16 {
+        if self.skip > 0 {
+            // Still skipping: a code-page fetch (dep 0), kept before the window opens.
+            return dep;
+        }
+        let k = self.kept.entry(pid).or_insert(0);
+        let d = if dep as u64 > *k { 0 } else { dep };
+        *k = (*k + count).min(Self::DEP_CAP + 1);
+        d
+    }
+
+    /// Nothing left out so far, nothing will be: the common case, with no bookkeeping.
+    fn is_everything(&self) -> bool {
+        self.skip == 0 && self.left == u64::MAX && self.kept.is_empty()
+    }
+}
+
 /// Turns the tool's chunks into trace events.
 struct Converter<W: std::io::Write> {
     w: TraceWriter<W>,
+    window: Window,
     /// pid -> still running
     live: HashMap<u32, bool>,
     files: HashMap<(u64, u64), FileId>,
@@ -458,6 +564,38 @@ impl<W: std::io::Write> Converter<W> {
             offset: self.offset + at as u64,
             msg: msg.into(),
         }
+    }
+
+    /// Writes `count` accesses at `va`, `va + stride`, ... that the window admits.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn access(
+        &mut self,
+        p: Pid,
+        va: Vaddr,
+        kind: AccessKind,
+        size: u32,
+        dep: u16,
+        ipa: u16,
+        stride: i64,
+        count: u64,
+    ) -> Result<(), RecordError> {
+        if self.window.is_everything() {
+            self.w
+                .access_run_with(p, va, kind, size, dep, ipa, stride, count)?;
+            return Ok(());
+        }
+        let (skip, keep) = self.window.admit(kind, count);
+        if keep == 0 {
+            return Ok(());
+        }
+        let dep = self.window.dep(p.0, dep, keep);
+        let va = Vaddr(va.0.wrapping_add((stride as u64).wrapping_mul(skip)));
+        // The first kept access of a cut run is not the run's first: it has no instructions of
+        // its own beyond the run's (ipa as recorded), and keeps the run's dep.
+        self.w
+            .access_run_with(p, va, kind, size, dep, ipa, stride, keep)?;
+        Ok(())
     }
 
     /// Converts one chunk's payload (records of 64-bit words).
@@ -483,11 +621,10 @@ impl<W: std::io::Write> Converter<W> {
                         return Err(self.bad(i * 8, "a run's second word"));
                     };
                     let stride = (w1 & 0xffff) as u16 as i16 as i64;
-                    self.w
-                        .access_run_with(p, va, kind, 1 << sc, a_dep, a_ipa, stride, w1 >> 16)?;
+                    self.access(p, va, kind, 1 << sc, a_dep, a_ipa, stride, w1 >> 16)?;
                     i += 2;
                 } else {
-                    self.w.access_with(p, va, kind, 1 << sc, a_dep, a_ipa)?;
+                    self.access(p, va, kind, 1 << sc, a_dep, a_ipa, 0, 1)?;
                     i += 1;
                 }
                 continue;
@@ -638,7 +775,7 @@ impl<W: std::io::Write> Converter<W> {
                     let kind = AccessKind::from_code((((a[2] >> 8) & 7) as u8).wrapping_sub(1))
                         .unwrap_or(AccessKind::Read);
                     let stride = (a[1] & 0xffff) as u16 as i16 as i64;
-                    self.w.access_run_with(
+                    self.access(
                         p,
                         Vaddr(a[0]),
                         kind,
@@ -704,6 +841,11 @@ fn record_tool<W: std::io::Write>(
             "--sp-ifetch={}",
             if opts.ifetch { "yes" } else { "no" }
         ))
+        .arg(format!(
+            "--sp-code-pages={}",
+            if opts.code_pages { "yes" } else { "no" }
+        ))
+        .arg(format!("--sp-roi={}", if opts.roi { "yes" } else { "no" }))
         .args(&opts.valgrind_args)
         .args(cmd);
     // SAFETY: runs in the forked child before exec; fcntl is async-signal-safe. The write end
@@ -731,6 +873,11 @@ fn record_tool<W: std::io::Write>(
     let mut pipe = File::from(rd);
     let mut conv = Converter {
         w,
+        window: Window {
+            skip: opts.start_after,
+            left: opts.max_accesses.unwrap_or(u64::MAX),
+            ..Window::all(opts.code_pages && !opts.ifetch)
+        },
         live: HashMap::new(),
         files: HashMap::new(),
         names: HashMap::new(),

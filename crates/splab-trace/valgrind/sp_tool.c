@@ -12,7 +12,11 @@
  *     the previous access); see "instrumentation" below;
  *   - the address space at start (after exec too): every client segment of Valgrind's address
  *     space manager, with the file it maps, and the heap (brk) start;
- *   - the memory syscalls with their real results: mmap, munmap, mremap, mprotect, madvise, brk;
+ *   - the code pages each process runs: one ifetch access per page, the first time (see "code
+     pages"; --sp-code-pages=no turns it off, --sp-ifetch=yes replaces it);
+   - regions of interest: SPLAB_START() / SPLAB_STOP() (valgrind/splab.h) turn the recording
+     of accesses on and off; --sp-roi=yes starts with it off;
+   - the memory syscalls with their real results: mmap, munmap, mremap, mprotect, madvise, brk;
  *   - fork (from the child: its first record names its parent and the clone flags the client
  *     asked for, so that a vfork / posix_spawn is told from a fork), exec (a new tool instance
  *     starts in the same pid and says HELLO), exit.
@@ -48,6 +52,7 @@
 #include "pub_tool_vki.h"
 #include "pub_tool_vkiscnums.h"
 #include "pub_tool_mallocfree.h"
+#include "pub_tool_clreq.h"
 #include "libvex_guest_amd64.h"
 
 /* ---- record tags (keep in sync with src/record.rs, module `wire`) ---- */
@@ -89,6 +94,16 @@
 /* ---- options ---- */
 static Long clo_fd = -1;
 static Bool clo_ifetch = False;
+static Bool clo_code_pages = True; /* --sp-code-pages: one ifetch per new code page (below) */
+static Bool clo_roi = False;        /* --sp-roi: record no access before SPLAB_START() */
+
+/* Regions of interest (valgrind/splab.h, whose codes these must equal): the client's
+   SPLAB_START() / SPLAB_STOP() are tool client requests (valgrind.h, VG_USERREQ_TOOL_BASE and
+   VG_IS_TOOL_USERREQ; handled by sp_client_request). While g_on is False no access is recorded;
+   address-space records and code pages still are. */
+#define SPLAB_USERREQ_START (VG_USERREQ_TOOL_BASE('S', 'P'))
+#define SPLAB_USERREQ_STOP  (VG_USERREQ_TOOL_BASE('S', 'P') + 1)
+static Bool g_on = True;
 
 /* ---- the output chunk ---- */
 #define CHUNK_WORDS (4096 / 8)
@@ -232,6 +247,10 @@ static __attribute__((noinline)) void big_access(Addr a, ULong key, UWord size)
 
 static VG_REGPARM(3) void h_acc(Addr a, UWord meta, UWord rtag)
 {
+   if (UNLIKELY(!g_on)) {
+      g_pending = 0; /* the region's first access counts its own instructions only */
+      return;
+   }
    ULong ipa = g_pending + (meta & 0xffff);
    g_pending = 0;
    if (UNLIKELY(ipa > IPA_CAP))
@@ -254,6 +273,108 @@ static void h_acc2(Addr a1, UWord m1, UWord r1, Addr a2, UWord m2, UWord r2)
 {
    h_acc(a1, m1, r1);
    h_acc(a2, m2, r2);
+}
+
+/* One ifetch of the code page at `a` (see "code pages"): an access event like any other (it takes
+   a sequence number, so the register tags' distances count it), with ipa 0 (the instructions
+   before it stay pending for the next data access) and dep 0. */
+static void emit_code_touch(Addr a)
+{
+   g_seq++;
+   one_access(a, (ULong)K_IFETCH << 40 | 1ULL << 32);
+}
+
+/* ---- code pages ----
+
+   Without --sp-ifetch the program's code would be invisible: its text pages (file-backed, of
+   the executable and the libraries) would never be touched in a replay, and footprints would
+   count data only. Instead, the first time a translation of a code page is made in a process,
+   one ifetch access (1 byte, at the first byte of the page the block uses; dep 0, ipa 0) is
+   emitted, before the block runs. Valgrind translates a superblock (SB) once, on its first
+   execution, and caches it (coregrind/m_translate.c, VG_(translate); m_transtab.c), so this costs
+   nothing per executed block: one lookup per translation, one event per page. The pages an SB
+   spans are its guest extents (VexGuestExtents: up to 3 ranges when the front end chases
+   branches), as Cachegrind's and Callgrind's instrumenters see them.
+
+   `cp` is the set of code pages noted in this process: 2 MiB regions with a 512-bit map of
+   their 4 KiB pages. A fork's child inherits it, as it inherits the parent's translations; an
+   exec starts a new tool instance, hence an empty set. munmap, mremap and mmap clear their range
+   (Valgrind discards the translations of unmapped code, VG_(discard_translations), so new code
+   mapped there is translated, and noted, again). Pages outside the client's segments (the
+   tool's own trampoline page) are noted but not emitted. */
+#define CP_REGION_SHIFT 21
+typedef struct {
+   Addr region;   /* address >> CP_REGION_SHIFT */
+   ULong bits[8]; /* one bit per 4 KiB page of the region */
+} CodeRegion;
+static CodeRegion* cp = NULL;
+static Int cp_n = 0, cp_cap = 0, cp_last = 0;
+
+static CodeRegion* cp_region(Addr a)
+{
+   Addr r = a >> CP_REGION_SHIFT;
+   if (cp_last < cp_n && cp[cp_last].region == r)
+      return &cp[cp_last];
+   for (Int i = 0; i < cp_n; i++)
+      if (cp[i].region == r) {
+         cp_last = i;
+         return &cp[i];
+      }
+   if (cp_n == cp_cap) {
+      cp_cap = cp_cap ? cp_cap * 2 : 64;
+      cp = VG_(realloc)("splab.codepages", cp, cp_cap * sizeof(CodeRegion));
+   }
+   VG_(memset)(&cp[cp_n], 0, sizeof(CodeRegion));
+   cp[cp_n].region = r;
+   cp_last = cp_n;
+   return &cp[cp_n++];
+}
+
+/* Forgets the code pages of [a, a + len): code mapped there later is new code. */
+static void cp_forget(Addr a, SizeT len)
+{
+   if (len == 0 || cp_n == 0)
+      return;
+   Addr lo = a >> 12, hi = (a + len - 1) >> 12; /* pages, inclusive */
+   for (Int i = 0; i < cp_n; i++) {
+      Addr first = cp[i].region << (CP_REGION_SHIFT - 12), last = first + 511;
+      if (last < lo || first > hi)
+         continue;
+      for (Addr p = lo > first ? lo : first; p <= hi && p <= last; p++)
+         cp[i].bits[(p - first) >> 6] &= ~(1ULL << ((p - first) & 63));
+   }
+}
+
+static Bool is_client_code(Addr a)
+{
+   NSegment const* seg = VG_(am_find_nsegment)(a);
+   if (!seg || (seg->kind != SkFileC && seg->kind != SkAnonC && seg->kind != SkShmC))
+      return False;
+   if (seg->kind == SkFileC) {
+      const HChar* name = VG_(am_get_filename)(seg);
+      if (name && VG_(strstr)(name, "/splab-amd64-linux"))
+         return False;
+   }
+   return True;
+}
+
+/* An SB with these guest extents is about to run for the first time: note its code pages. */
+static void note_code(const VexGuestExtents* vge)
+{
+   for (UInt i = 0; i < vge->n_used; i++) {
+      Addr a = (Addr)vge->base[i], end = a + vge->len[i];
+      while (a < end) {
+         CodeRegion* r = cp_region(a);
+         UInt pg = (UInt)((a >> 12) & 511);
+         ULong bit = 1ULL << (pg & 63);
+         if (!(r->bits[pg >> 6] & bit)) {
+            r->bits[pg >> 6] |= bit;
+            if (is_client_code(a))
+               emit_code_touch(a);
+         }
+         a = (a | 0xfff) + 1;
+      }
+   }
 }
 
 /* ---- other records ---- */
@@ -422,14 +543,18 @@ static void sp_post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nArgs, S
       return;
    switch (sysno) {
    case __NR_mmap:
+      cp_forget((Addr)sr_Res(res), args[1]);
       emit_mmap((Addr)sr_Res(res), args[1], args[2], args[3], args[5], (Int)args[4]);
       break;
    case __NR_munmap: {
+      cp_forget(args[0], args[1]);
       ULong e[1] = { args[1] };
       emit_rec(TAG_MUNMAP, args[0], e, 1);
       break;
    }
    case __NR_mremap: {
+      cp_forget(args[0], args[1]);
+      cp_forget((Addr)sr_Res(res), args[2]);
       ULong e[3] = { args[1], (ULong)sr_Res(res), args[2] };
       emit_rec(TAG_MREMAP, args[0], e, 3);
       break;
@@ -887,6 +1012,9 @@ static IRSB* sp_instrument(VgCallbackClosure* closure, IRSB* sbIn, const VexGues
 {
    if (!started)
       emit_startup(closure->tid);
+   /* With --sp-ifetch every instruction is an access already. */
+   if (clo_code_pages && !clo_ifetch)
+      note_code(vge);
 
    IRSB* sbOut = deepCopyIRSBExceptStmts(sbIn);
    IRTypeEnv* tyenv = sbIn->tyenv;
@@ -1021,11 +1149,38 @@ static void sp_start_client_code(ThreadId tid, ULong blocks)
    cur_tid = tid;
 }
 
+/* SPLAB_START() / SPLAB_STOP() (valgrind/splab.h). Toggles happen between superblocks (a client
+   request ends its block), so every access of a block run is in or out. At a start, the sequence
+   numbers jump past DEP_CAP: register tags of loads before the region are too old to give a dep
+   (those loads are not in the trace). */
+static Bool sp_client_request(ThreadId tid, UWord* arg, UWord* ret)
+{
+   if (!VG_IS_TOOL_USERREQ('S', 'P', arg[0]))
+      return False;
+   switch (arg[0]) {
+   case SPLAB_USERREQ_START:
+      if (!g_on)
+         g_seq += DEP_CAP + 1;
+      g_on = True;
+      break;
+   case SPLAB_USERREQ_STOP:
+      emit_run();
+      g_on = False;
+      break;
+   default:
+      return False;
+   }
+   *ret = 0;
+   return True;
+}
+
 /* ---- life cycle ---- */
 static Bool sp_process_cmd_line_option(const HChar* arg)
 {
    if VG_INT_CLO(arg, "--sp-fd", clo_fd) {}
    else if VG_BOOL_CLO(arg, "--sp-ifetch", clo_ifetch) {}
+   else if VG_BOOL_CLO(arg, "--sp-code-pages", clo_code_pages) {}
+   else if VG_BOOL_CLO(arg, "--sp-roi", clo_roi) {}
    else
       return False;
    return True;
@@ -1034,7 +1189,9 @@ static Bool sp_process_cmd_line_option(const HChar* arg)
 static void sp_print_usage(void)
 {
    VG_(printf)("    --sp-fd=N                 write the splab capture stream to fd N\n"
-               "    --sp-ifetch=no|yes        also record instruction fetches [no]\n");
+               "    --sp-ifetch=no|yes        also record instruction fetches [no]\n"
+               "    --sp-code-pages=no|yes    one ifetch per code page first run [yes]\n"
+               "    --sp-roi=no|yes           record no access before SPLAB_START() [no]\n");
 }
 
 static void sp_print_debug_usage(void)
@@ -1047,6 +1204,7 @@ static void sp_post_clo_init(void)
    if (clo_fd < 0)
       VG_(fmsg_bad_option)("--sp-fd", "splab's tool needs --sp-fd=N (it is started by `splab record`)\n");
    out_fd = (Int)clo_fd;
+   g_on = !clo_roi;
    my_pid = VG_(getpid)();
 }
 
@@ -1073,6 +1231,7 @@ static void sp_pre_clo_init(void)
    VG_(track_post_reg_write)(sp_post_reg_write);
    VG_(track_post_reg_write_clientcall_return)(sp_post_reg_write_ccr);
    VG_(track_start_client_code)(sp_start_client_code);
+   VG_(needs_client_requests)(sp_client_request);
 }
 
 VG_DETERMINE_INTERFACE_VERSION(sp_pre_clo_init)

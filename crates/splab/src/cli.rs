@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand};
 use splab_sim::engine::CheckMode;
 use splab_sim::report::{Comparison, Report};
 use splab_sim::{hw, policy, workload, RunSpec, SimError};
-use splab_trace::AtomicOutput;
+use splab_trace::{AtomicOutput, Backend, RecordOptions};
 
 /// The exit statuses, the same for every command (README "Exit status").
 const EXIT_STATUS: &str = "Exit status: 0 success; 1 a run or recording that failed (the workload \
@@ -126,6 +126,20 @@ enum Cmd {
         /// Record instruction fetches too (about 3x more events).
         #[arg(long)]
         ifetch: bool,
+        /// Without --ifetch, do not record the code pages the program runs (by default one
+        /// instruction fetch per code page, the first time each process runs it).
+        #[arg(long, conflicts_with = "ifetch")]
+        no_code_pages: bool,
+        /// Record no access before the program's first SPLAB_START() (crates/splab-trace/valgrind/splab.h,
+        /// docs/replay.md "Regions of interest").
+        #[arg(long)]
+        roi: bool,
+        /// Leave out the first N accesses (address-space events are still recorded).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        start_after: u64,
+        /// Record at most N accesses (after --start-after); the program still runs to its end.
+        #[arg(long, value_name = "N")]
+        max_accesses: Option<u64>,
         /// The Valgrind launcher to run.
         #[arg(long, value_name = "PATH", default_value = "valgrind")]
         valgrind: PathBuf,
@@ -225,6 +239,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             output,
             lackey,
             ifetch,
+            no_code_pages,
+            roi,
+            start_after,
+            max_accesses,
             valgrind,
             valgrind_args,
             quiet,
@@ -232,10 +250,21 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         } => {
             return trace_cmd::record(
                 &output,
-                lackey,
-                ifetch,
-                valgrind,
-                valgrind_args,
+                RecordOptions {
+                    backend: if lackey {
+                        Backend::Lackey
+                    } else {
+                        Backend::Auto
+                    },
+                    ifetch,
+                    code_pages: !no_code_pages,
+                    roi,
+                    start_after,
+                    max_accesses,
+                    valgrind,
+                    valgrind_args,
+                    ..Default::default()
+                },
                 quiet,
                 &cmd,
             )

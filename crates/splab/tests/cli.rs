@@ -443,3 +443,72 @@ fn compare_in_parallel_gives_the_sequential_output() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--jobs 0"), "{err}");
 }
+
+/// Issue 9: windows that would record nothing are bad input (status 2) with a message that
+/// says why, before anything runs.
+#[test]
+fn issue9_record_max_accesses_0_is_refused() {
+    let out = std::env::temp_dir().join(format!("splab-cli-max0-{}.spt", std::process::id()));
+    let a = splab()
+        .args(["record", "--max-accesses", "0", "-o"])
+        .arg(&out)
+        .args(["--", "true"])
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&a.get_output().stderr).into_owned();
+    assert!(err.contains("--max-accesses 0"), "{err}");
+    assert!(!out.exists(), "no trace written");
+}
+
+/// Issue 9: a replay window that skips past the trace's end is bad input (status 2).
+#[test]
+fn issue9_replay_skip_beyond_the_trace_is_refused() {
+    let dir = std::env::temp_dir().join(format!("splab-cli-skip-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("t.spt");
+    let h = splab_trace::TraceHeader {
+        page_size_hint: 4096,
+        source: "test".into(),
+        command: "synthetic".into(),
+        processes: Vec::new(),
+    };
+    let mut w =
+        splab_trace::TraceWriter::new(std::fs::File::create(&path).unwrap(), &h, 3).unwrap();
+    let p = splab_trace::Pid(1);
+    w.write(&splab_trace::TraceEvent::Mmap {
+        pid: p,
+        addr: splab_trace::Vaddr(0x7000_0000),
+        len: 1 << 16,
+        prot: splab_trace::Prot::RW,
+        flags: splab_trace::MmapFlags::ANON,
+        file: None,
+        offset: 0,
+    })
+    .unwrap();
+    w.access_run(
+        p,
+        splab_trace::Vaddr(0x7000_0000),
+        splab_trace::AccessKind::Read,
+        8,
+        8,
+        100,
+    )
+    .unwrap();
+    w.finish().unwrap();
+    let a = splab()
+        .args(["run", "-m", "skylake", "-w"])
+        .arg(format!("trace:path={},skip=100", path.display()))
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&a.get_output().stderr).into_owned();
+    assert!(
+        err.contains("skip=100 is beyond the trace's 100 accesses"),
+        "{err}"
+    );
+    splab()
+        .args(["run", "-m", "skylake", "-w"])
+        .arg(format!("trace:path={},skip=99,limit=1", path.display()))
+        .assert()
+        .success();
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -45,6 +45,10 @@
 //! - A trace recorded with pages larger than the machine's base page replays; a machine whose
 //!   base page is larger than the trace's (the Alpha's 8KB under a 4KB amd64 trace) is refused
 //!   up front, as is a mapping beyond the machine's user address space (core2's 32 bits).
+//! - `skip=N,limit=N` ([`Window`]): the first N accesses are not replayed (counted in
+//!   `skipped_window`; the address-space events among them are replayed, so the window starts
+//!   with the program's mappings and heap, but not with the pages those accesses touched), then
+//!   at most `limit` accesses are, and the replay stops there.
 //! - Errors of the trace reader (a truncated or corrupt file) become `SimError::Trace` with the
 //!   reader's message (file, byte offset, what was expected) after the events before the error
 //!   have been replayed; errors of the model name the trace event that caused them.
@@ -66,10 +70,28 @@ const READ_BATCH: usize = 1 << 14;
 /// Accesses handed to the engine per event.
 const ACCESS_BATCH: usize = 4096;
 
+/// Which accesses of a trace a replay runs (`trace:path=F,skip=N,limit=N`): the first `skip`
+/// accesses are not replayed (the address-space events among them are), then at most `limit`
+/// accesses are, and the replay ends there. Counts are the trace's accesses (`trace info`), all
+/// kinds, across processes in trace order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub skip: u64,
+    pub limit: u64,
+}
+
+impl Window {
+    pub const ALL: Window = Window {
+        skip: 0,
+        limit: u64::MAX,
+    };
+}
+
 /// The replay workload.
 pub struct TraceReplay {
     path: PathBuf,
     expected: Option<u64>,
+    window: Window,
     /// What the last `run` did (zero before).
     pub stats: ReplayStats,
 }
@@ -116,6 +138,9 @@ pub struct ReplayStats {
     /// Instructions of `Compute` events in instructions (already counted in the next access's
     /// `ipa`, so they add no time of their own).
     pub compute_instructions: u64,
+    /// Accesses left out by the workload's `skip` (not replayed; the address-space events
+    /// among them were).
+    pub skipped_window: u64,
     /// `brk` calls the recorder saw refused by Valgrind's 8 MiB heap cap (the trailer's
     /// `brk_refused`): when not 0, the replayed heap is not the program's native heap.
     pub recording_brk_refused: u64,
@@ -147,7 +172,34 @@ impl TraceReplay {
                 "workload 'trace': parameter 'path' is required, e.g. trace:path=ls.spt".into(),
             )
         })?;
-        TraceReplay::open(Path::new(&path))
+        let skip = spec.take_count("skip", 0, 0, u64::MAX)?;
+        let limit = spec.take_count("limit", u64::MAX, 1, u64::MAX)?;
+        let mut t = TraceReplay::open(Path::new(&path))?;
+        t.set_window(Window { skip, limit })?;
+        Ok(t)
+    }
+
+    /// Replays only this window of the trace's accesses. A `skip` at or beyond the trace's
+    /// accesses (known from its trailer) is bad input: the replay would run nothing.
+    pub fn set_window(&mut self, w: Window) -> Result<()> {
+        if w.limit == 0 {
+            return Err(SimError::BadInput(
+                "workload 'trace': limit=0 would replay no access: give at least 1".into(),
+            ));
+        }
+        if let Some(n) = self.expected {
+            if w.skip >= n && w.skip > 0 {
+                return Err(SimError::BadInput(format!(
+                    "workload 'trace': skip={} is beyond the trace's {n} accesses ({}): nothing \
+                     would be replayed",
+                    w.skip,
+                    self.path.display()
+                )));
+            }
+            self.expected = Some((n - w.skip).min(w.limit));
+        }
+        self.window = w;
+        Ok(())
     }
 
     /// Checks that `path` is a readable trace (its header) and takes the access count from its
@@ -161,6 +213,7 @@ impl TraceReplay {
         Ok(TraceReplay {
             path: path.to_owned(),
             expected,
+            window: Window::ALL,
             stats: ReplayStats::default(),
         })
     }
@@ -168,7 +221,14 @@ impl TraceReplay {
 
 impl super::Workload for TraceReplay {
     fn describe(&self) -> String {
-        format!("trace:path={}", self.path.display())
+        let mut d = format!("trace:path={}", self.path.display());
+        if self.window.skip > 0 {
+            d += &format!(",skip={}", self.window.skip);
+        }
+        if self.window.limit != u64::MAX {
+            d += &format!(",limit={}", self.window.limit);
+        }
+        d
     }
 
     fn expected_accesses(&self) -> Option<u64> {
@@ -176,7 +236,7 @@ impl super::Workload for TraceReplay {
     }
 
     fn run(&mut self, e: &mut Engine, _rng: &mut Rng) -> Result<()> {
-        self.stats = replay(e, &self.path)?;
+        self.stats = replay_window(e, &self.path, self.window)?;
         Ok(())
     }
 
@@ -187,6 +247,12 @@ impl super::Workload for TraceReplay {
 
 /// Replays the trace at `path` on `e`; returns what the replay did.
 pub fn replay(e: &mut Engine, path: &Path) -> Result<ReplayStats> {
+    replay_window(e, path, Window::ALL)
+}
+
+/// Replays the accesses of `window` (see [`Window`]) of the trace at `path` on `e`. A skip
+/// beyond the trace's accesses is an error (found at the trace's end when it has no trailer).
+pub fn replay_window(e: &mut Engine, path: &Path, window: Window) -> Result<ReplayStats> {
     let mut reader = st::TraceReader::open(path).map_err(|e| SimError::Trace(e.to_string()))?;
     let bs = e.os.machine.base_size();
     let hint = reader.header().page_size_hint as u64;
@@ -210,11 +276,24 @@ pub fn replay(e: &mut Engine, path: &Path) -> Result<ReplayStats> {
         stats: ReplayStats::default(),
     };
     let mut buf = Vec::with_capacity(READ_BATCH);
-    loop {
+    let (mut skip, mut left) = (window.skip, window.limit);
+    'read: loop {
         buf.clear();
         let res = reader.read_batch(&mut buf, READ_BATCH);
         // Events decoded before an error are replayed before it is reported.
         for ev in &buf {
+            if let st::TraceEvent::Access { .. } = ev {
+                if skip > 0 {
+                    skip -= 1;
+                    r.stats.events += 1;
+                    r.stats.skipped_window += 1;
+                    continue;
+                }
+                if left == 0 {
+                    break 'read;
+                }
+                left -= 1;
+            }
             r.event(e, ev)?;
         }
         match res {
@@ -227,6 +306,14 @@ pub fn replay(e: &mut Engine, path: &Path) -> Result<ReplayStats> {
         }
     }
     r.flush(e)?;
+    if skip > 0 {
+        return Err(SimError::BadInput(format!(
+            "{}: skip={} is beyond the trace's {} accesses: nothing was replayed",
+            path.display(),
+            window.skip,
+            window.skip - skip
+        )));
+    }
     r.stats.recording_brk_refused = reader.trailer().map_or(0, |t| t.brk_refused);
     Ok(r.stats)
 }

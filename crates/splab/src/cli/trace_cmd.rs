@@ -7,15 +7,14 @@
 //! offset (the library's messages).
 
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, Result};
 use splab_sim::report::group;
 use splab_sim::SimError;
 use splab_trace::{
-    Backend, ChampSimOptions, ImportError, InfoError, RecordError, RecordOptions, TraceError,
-    TraceReader,
+    ChampSimOptions, ImportError, InfoError, RecordError, RecordOptions, TraceError, TraceReader,
 };
 
 /// One line for the user: the error's own message, without anyhow's cause chain (the
@@ -56,26 +55,7 @@ fn info_fail(e: InfoError) -> anyhow::Error {
 
 /// Records `cmd`; the exit status is the program's own (README "Exit status"), or 1 / 2 when
 /// the recording itself fails.
-pub fn record(
-    output: &Path,
-    lackey: bool,
-    ifetch: bool,
-    valgrind: PathBuf,
-    valgrind_args: Vec<String>,
-    quiet: bool,
-    cmd: &[String],
-) -> Result<ExitCode> {
-    let opts = RecordOptions {
-        backend: if lackey {
-            Backend::Lackey
-        } else {
-            Backend::Auto
-        },
-        ifetch,
-        valgrind,
-        valgrind_args,
-        ..Default::default()
-    };
+pub fn record(output: &Path, opts: RecordOptions, quiet: bool, cmd: &[String]) -> Result<ExitCode> {
     let tty = !quiet && std::io::stderr().is_terminal();
     let res = splab_trace::record(&opts, cmd, output, |p| {
         if tty {
@@ -102,6 +82,7 @@ pub fn record(
                     | RecordError::ToolNotBuilt
                     | RecordError::NoValgrindLib
                     | RecordError::Output(_)
+                    | RecordError::BadOption(_)
             );
             return Err(fail(bad, format!("splab record: {e}")));
         }
