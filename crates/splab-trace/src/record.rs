@@ -457,9 +457,9 @@ struct Converter<W: std::io::Write> {
     files: HashMap<(u64, u64), FileId>,
     names: HashMap<(u64, u64), (u64, String)>,
     offset: u64,
-    /// (pid, address) of the next mapping to mark `MORECORE` (the tool's TAG_MORECORE, sent
-    /// just before that mapping's TAG_MMAP in the same chunk stream).
-    morecore: Option<(Pid, u64)>,
+    /// pid -> address of its next mapping to mark `MORECORE` (the tool's TAG_MORECORE, sent
+    /// just before that mapping's TAG_MMAP; other processes' chunks may come between).
+    morecore: HashMap<u32, u64>,
 }
 
 impl<W: std::io::Write> Converter<W> {
@@ -574,7 +574,8 @@ impl<W: std::io::Write> Converter<W> {
                         None
                     };
                     let mut flags = MmapFlags::from_linux(pf >> 32, has_file);
-                    if self.morecore.take() == Some((p, addr)) {
+                    if self.morecore.get(&pid) == Some(&addr) {
+                        self.morecore.remove(&pid);
                         flags = flags.union(MmapFlags::MORECORE);
                     }
                     self.w.write(&TraceEvent::Mmap {
@@ -649,7 +650,7 @@ impl<W: std::io::Write> Converter<W> {
                 }
                 wire::TAG_MORECORE => {
                     need(1)?;
-                    self.morecore = Some((p, a[0]));
+                    self.morecore.insert(pid, a[0]);
                 }
                 wire::TAG_ACCESS_LONG => {
                     need(3)?;
@@ -753,7 +754,7 @@ fn record_tool<W: std::io::Write>(
         files: HashMap::new(),
         names: HashMap::new(),
         offset: 0,
-        morecore: None,
+        morecore: HashMap::new(),
     };
     let mut buf = vec![0u8; 1 << 20];
     let mut have = 0usize;

@@ -248,6 +248,7 @@ pub fn replay_with(e: &mut Engine, path: &Path, rebuild_heap: bool) -> Result<Re
         spaces: FxHashMap::default(),
         relocating: false,
         hit: Segment::NONE,
+        hit2: Segment::NONE,
         procs: FxHashMap::default(),
         cache: None,
         batch: Vec::with_capacity(ACCESS_BATCH + 1),
@@ -425,8 +426,10 @@ struct Replayer {
     /// Some address space has a relocation: accesses are translated. False for traces
     /// without `morecore` mappings, whose hot path then does not look.
     relocating: bool,
-    /// The segment of the last translated address (`Segment::NONE` after any change).
+    /// The segment of the last translated address, and the one before it (`Segment::NONE`
+    /// after any change of the relocations).
     hit: Segment,
+    hit2: Segment,
     /// Trace pid -> engine process.
     procs: FxHashMap<u32, ProcState>,
     /// (trace pid, engine pid) of the last access.
@@ -549,6 +552,12 @@ impl Replayer {
         self.syscall(e, ev).map_err(in_event(ev, n))
     }
 
+    /// Drops the cached segments (the relocations or the processes changed).
+    fn forget_segments(&mut self) {
+        self.hit = Segment::NONE;
+        self.hit2 = Segment::NONE;
+    }
+
     /// Where the replay holds recorded address `va` of engine process `p` (no caching: for
     /// syscalls).
     fn at(&self, p: Pid, va: u64) -> u64 {
@@ -594,7 +603,7 @@ impl Replayer {
             h.appended = true;
         }
         self.relocating = true;
-        self.hit = Segment::NONE;
+        self.forget_segments();
         self.stats.heap_regions_relocated += 1;
         Ok(true)
     }
@@ -603,9 +612,21 @@ impl Replayer {
     #[inline]
     fn translate(&mut self, p: Pid, va: u64) -> u64 {
         if !self.hit.contains(p, va) {
-            self.hit = self.segment(p, va);
+            self.miss(p, va);
         }
         self.hit.to + (va - self.hit.from)
+    }
+
+    /// `translate` left the last segment: the one before it (a program alternates between
+    /// its heap and its stack), else a lookup.
+    #[inline(never)]
+    fn miss(&mut self, p: Pid, va: u64) {
+        if self.hit2.contains(p, va) {
+            std::mem::swap(&mut self.hit, &mut self.hit2);
+        } else {
+            self.hit2 = self.hit;
+            self.hit = self.segment(p, va);
+        }
     }
 
     /// The segment of `va` in `p`'s relocations (out of line: the hot path calls it only when
@@ -782,7 +803,7 @@ impl Replayer {
                     };
                     e.mmap(p, req)?;
                 }
-                self.hit = Segment::NONE;
+                self.forget_segments();
             }
             T::Munmap { pid, addr, len } => {
                 self.stats.munmaps += 1;
@@ -924,7 +945,7 @@ impl Replayer {
                 let p = self.pid(e, pid);
                 e.exec(p)?;
                 self.spaces.remove(&p.0);
-                self.hit = Segment::NONE;
+                self.forget_segments();
                 if let Some(s) = self.procs.get_mut(&pid.0) {
                     s.heap_set = false;
                 }
@@ -936,7 +957,7 @@ impl Replayer {
                     if !s.vfork_shared {
                         e.exit(s.pid)?;
                         self.spaces.remove(&s.pid.0);
-                        self.hit = Segment::NONE;
+                        self.forget_segments();
                         // Vfork children still in this space (a trace that shows the parent
                         // ending first) lose it: a later event of theirs spawns them afresh.
                         self.procs
@@ -1012,7 +1033,7 @@ impl Replayer {
                 recorded_brk: new_end,
                 appended: false,
             });
-            self.hit = Segment::NONE;
+            self.forget_segments();
             return Ok(());
         }
         let heap = self.spaces.get_mut(&p.0).and_then(|s| s.heap.as_mut());
@@ -1032,7 +1053,7 @@ impl Replayer {
                 let space = self.spaces.get_mut(&p.0).expect("brk: space");
                 space.table.set_extent(recorded, top, start);
                 self.relocating = true;
-                self.hit = Segment::NONE;
+                self.forget_segments();
                 start.wrapping_add(new_end.wrapping_sub(recorded))
             }
         };
