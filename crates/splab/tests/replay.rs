@@ -1704,6 +1704,38 @@ fn issue9_morecore_mappings_are_replayed_as_heap_growth() {
         splab_sim::units::Prot::READ
     );
 
+    // A heap that could not be rebuilt is said loudly in the summary; a rebuilt one is not.
+    let summary = |heap: &str| {
+        let out = splab()
+            .args(["run", "-w"])
+            .arg(format!("trace:path={},heap={heap}", spt.display()))
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = summary("recorded");
+    assert!(
+        text.contains("WARNING") && text.contains("heap_not_rebuilt 2"),
+        "{text}"
+    );
+    let out = splab()
+        .args(["run", "-w"])
+        .arg(format!("trace:path={},heap=rebuilt", spt.display()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("heap=rebuilt") && err.contains("'native'"),
+        "{err}"
+    );
+    let text = summary("native");
+    assert!(
+        !text.contains("WARNING") && text.contains("heap_regions_relocated 2"),
+        "{text}"
+    );
+
     let (e, s) = replay_as(false);
     assert_eq!((s.heap_regions_relocated, s.heap_not_rebuilt), (0, 2));
     let p = e.os.procs.values().min_by_key(|p| p.pid.0).unwrap();
