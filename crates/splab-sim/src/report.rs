@@ -556,6 +556,30 @@ impl Report {
         if let Some(line) = self.workload_stats_line() {
             let _ = writeln!(s, "  workload      {line}");
         }
+        let stat = |k: &str| {
+            self.workload_stats
+                .as_ref()
+                .and_then(|w| w.get(k)?.as_u64())
+                .unwrap_or(0)
+        };
+        if stat("heap_not_rebuilt") > 0 {
+            let _ = writeln!(
+                s,
+                "  WARNING       the replayed heap is not the native one: {} heap growths Valgrind \
+                 refused (its 8 MiB heap cap) were replayed as recorded (docs/replay.md, \
+                 \"Valgrind's heap cap\")",
+                group(stat("heap_not_rebuilt"))
+            );
+        } else if stat("recording_brk_refused") > stat("heap_regions_relocated") {
+            let _ = writeln!(
+                s,
+                "  WARNING       the replayed heap is not the native one: Valgrind refused {} brk \
+                 calls (its 8 MiB heap cap) and only {} of the mappings glibc made instead were \
+                 marked and rebuilt as heap (docs/replay.md, \"Valgrind's heap cap\")",
+                group(stat("recording_brk_refused")),
+                group(stat("heap_regions_relocated"))
+            );
+        }
         let l = &t.fault_latency_ns;
         let _ = writeln!(
             s,

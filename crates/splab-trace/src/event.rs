@@ -151,8 +151,14 @@ impl MmapFlags {
     pub const GROWABLE: MmapFlags = MmapFlags(32);
     /// The mapping was reconstructed from addresses (importers), not seen as a syscall.
     pub const INFERRED: MmapFlags = MmapFlags(64);
+    /// (Version 4.) glibc's malloc made this anonymous mapping to grow its main heap because
+    /// the recorder's Valgrind refused the `brk` before it (its 8 MiB data-segment cap; glibc
+    /// `sysmalloc`'s mmap fallback for a failed MORECORE). A native run would have grown the
+    /// program break by this much instead; a replayer may put the mapping back on the heap
+    /// (docs/replay.md, "Valgrind's heap cap").
+    pub const MORECORE: MmapFlags = MmapFlags(128);
     /// All bits this version defines.
-    pub const ALL: u16 = 127;
+    pub const ALL: u16 = 255;
 
     #[inline]
     pub const fn contains(self, other: MmapFlags) -> bool {
@@ -197,6 +203,7 @@ impl fmt::Display for MmapFlags {
             (MmapFlags::STACK, "stack"),
             (MmapFlags::GROWABLE, "growable"),
             (MmapFlags::INFERRED, "inferred"),
+            (MmapFlags::MORECORE, "morecore"),
         ];
         let mut first = true;
         for (bit, name) in names {

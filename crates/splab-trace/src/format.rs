@@ -13,8 +13,9 @@ pub const MAGIC: &[u8; 8] = b"SPLTRACE";
 pub const FOOTER_MAGIC: &[u8; 8] = b"SPLTEND1";
 /// The version this build writes. It reads 1 ..= VERSION. Version 3 codes each access's
 /// address against predictions (below, "address prediction"), where version 2 wrote a plain
-/// delta, adds the `Vfork` event and ends the trailer with `brk_refused`.
-pub const VERSION: u16 = 3;
+/// delta, adds the `Vfork` event and ends the trailer with `brk_refused`. Version 4 adds the
+/// `morecore` mmap flag and the trailer's `morecore_mmaps`.
+pub const VERSION: u16 = 4;
 
 /// What a version-1 trace's data accesses get as `ipa` when nothing in the trace says better
 /// (docs/trace-format.md, "Reading version 1"): the instructions per access of real programs
@@ -467,6 +468,10 @@ pub struct Trailer {
     /// granted them (Valgrind caps the heap at 8 MiB): the recording's heap is not the
     /// program's native heap. 0 in older versions and for other sources.
     pub brk_refused: u64,
+    /// Version 4: mappings the recorder marked `MmapFlags::MORECORE` (glibc's mmap fallback
+    /// after a refused `brk`), which a replayer can put back on the heap. When it equals
+    /// `brk_refused`, every refused growth has its replacement marked.
+    pub morecore_mmaps: u64,
 }
 
 fn put_process(b: &mut Vec<u8>, p: &ProcessInfo) {
@@ -594,6 +599,8 @@ impl Trailer {
         }
         // Version 3 appends its own.
         put_varint(&mut b, self.brk_refused);
+        // Version 4 appends its own.
+        put_varint(&mut b, self.morecore_mmaps);
         b
     }
 
@@ -659,6 +666,9 @@ impl Trailer {
         }
         if version >= 3 {
             t.brk_refused = c.varint("the refused-brk count")?;
+        }
+        if version >= 4 {
+            t.morecore_mmaps = c.varint("the morecore mapping count")?;
         }
         Ok(t)
     }
@@ -1417,7 +1427,7 @@ impl BlockDecoder {
                 let flags = u16::try_from(flags)
                     .ok()
                     .filter(|f| f & !MmapFlags::ALL == 0)
-                    .ok_or_else(|| derr(fpos, "mmap flags (bits 0..6)", format!("{flags:#x}")))?;
+                    .ok_or_else(|| derr(fpos, "mmap flags (bits 0..7)", format!("{flags:#x}")))?;
                 let file = c.u32v("an mmap file id")?;
                 let offset = c.varint("an mmap file offset")?;
                 TraceEvent::Mmap {

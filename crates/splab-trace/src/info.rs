@@ -144,11 +144,19 @@ fn print_trailer(
     } else if t.accesses > 0 {
         ooo_line(t.instructions, t.dependent, t.accesses, out)?;
     }
-    if t.brk_refused > 0 {
+    if t.brk_refused > 0 && t.morecore_mmaps >= t.brk_refused {
         writeln!(
             out,
-            "WARNING     Valgrind refused {} brk calls (its 8 MiB heap cap): the heap is not the native one",
-            t.brk_refused
+            "heap        Valgrind refused {} brk calls (its 8 MiB heap cap); {} morecore mappings \
+             (glibc's fallback) mark them: a replay rebuilds the native heap",
+            t.brk_refused, t.morecore_mmaps
+        )?;
+    } else if t.brk_refused > 0 {
+        writeln!(
+            out,
+            "WARNING     Valgrind refused {} brk calls (its 8 MiB heap cap) and {} morecore \
+             mappings mark them: the replayed heap is not the native one",
+            t.brk_refused, t.morecore_mmaps
         )?;
     }
     writeln!(out, "blocks      {}", t.blocks)?;

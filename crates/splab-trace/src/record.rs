@@ -131,6 +131,10 @@ pub struct RecordSummary {
     /// `brk` calls Valgrind refused (its 8 MiB heap cap, see valgrind/sp_tool.c) that a native
     /// kernel would have granted: when not 0, the recorded heap is not the native one.
     pub brk_refused: u64,
+    /// Of the mappings glibc's malloc made instead, those marked `MmapFlags::MORECORE` (a
+    /// replay puts them back on the heap). Less than `brk_refused`: some refused growth has no
+    /// marked replacement, and the replayed heap cannot be the native one.
+    pub morecore_mmaps: u64,
 }
 
 /// How a recorded program (valgrind, which exits as its client does) ended.
@@ -480,6 +484,9 @@ mod wire {
     pub const TAG_ACCESS_LONG: u64 = 0x1c;
     /// a = the break the program asked for; the break Valgrind left.
     pub const TAG_BRK_REFUSED: u64 = 0x1d;
+    /// a = the address of the mapping in the next TAG_MMAP, which is glibc's mmap fallback
+    /// for the refused brk before it (valgrind/sp_tool.c, `brk_refused_tid`).
+    pub const TAG_MORECORE: u64 = 0x30;
 }
 
 /// `start_after` / `max_accesses`: which of the recorded accesses are written.
@@ -556,6 +563,9 @@ struct Converter<W: std::io::Write> {
     files: HashMap<(u64, u64), FileId>,
     names: HashMap<(u64, u64), (u64, String)>,
     offset: u64,
+    /// pid -> address of its next mapping to mark `MORECORE` (the tool's TAG_MORECORE, sent
+    /// just before that mapping's TAG_MMAP; other processes' chunks may come between).
+    morecore: HashMap<u32, u64>,
 }
 
 impl<W: std::io::Write> Converter<W> {
@@ -700,12 +710,17 @@ impl<W: std::io::Write> Converter<W> {
                     } else {
                         None
                     };
+                    let mut flags = MmapFlags::from_linux(pf >> 32, has_file);
+                    if self.morecore.get(&pid) == Some(&addr) {
+                        self.morecore.remove(&pid);
+                        flags = flags.union(MmapFlags::MORECORE);
+                    }
                     self.w.write(&TraceEvent::Mmap {
                         pid: p,
                         addr: Vaddr(addr),
                         len,
                         prot: Prot((pf & 7) as u8),
-                        flags: MmapFlags::from_linux(pf >> 32, has_file),
+                        flags,
                         file,
                         offset: if has_file { off } else { 0 },
                     })?;
@@ -769,6 +784,10 @@ impl<W: std::io::Write> Converter<W> {
                 }
                 wire::TAG_BRK_REFUSED => {
                     self.w.note_brk_refused();
+                }
+                wire::TAG_MORECORE => {
+                    need(1)?;
+                    self.morecore.insert(pid, a[0]);
                 }
                 wire::TAG_ACCESS_LONG => {
                     need(3)?;
@@ -882,6 +901,7 @@ fn record_tool<W: std::io::Write>(
         files: HashMap::new(),
         names: HashMap::new(),
         offset: 0,
+        morecore: HashMap::new(),
     };
     let mut buf = vec![0u8; 1 << 20];
     let mut have = 0usize;
@@ -996,6 +1016,7 @@ fn finish<W: std::io::Write>(
         wall,
         exit_code: status.code(),
         brk_refused: t.brk_refused,
+        morecore_mmaps: t.morecore_mmaps,
         status: ProgramStatus::from_exit(status),
     })
 }

@@ -348,6 +348,9 @@ impl<W: Write> TraceWriter<W> {
                 file,
                 ..
             } => {
+                if flags.contains(MmapFlags::MORECORE) {
+                    self.trailer.morecore_mmaps += 1;
+                }
                 let r = Region {
                     pid: *pid,
                     start: *addr,

@@ -48,6 +48,7 @@
 #include "pub_tool_libcproc.h"
 #include "pub_tool_options.h"
 #include "pub_tool_machine.h"
+#include "pub_tool_threadstate.h"
 #include "pub_tool_aspacemgr.h"
 #include "pub_tool_vki.h"
 #include "pub_tool_vkiscnums.h"
@@ -79,6 +80,7 @@
 #define TAG_HEAPSTART 0x1a /* a=heap start (initial break) */
 #define TAG_STACK     0x1b /* a=lowest address, extra: end (the initial stack segment) */
 #define TAG_BRK_REFUSED 0x1d /* a=requested end; the end Valgrind left (see sp_post_syscall) */
+#define TAG_MORECORE  0x30 /* a=addr: the next MMAP is glibc's fallback for a refused brk */
 
 #define SPC_MAGIC 0x32435053u /* "SPC2" */
 
@@ -537,13 +539,27 @@ static void sp_pre_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nArgs)
    }
 }
 
+/* The thread whose last syscall was a refused brk (VG_INVALID_THREADID: none). When MORECORE
+   (sbrk) fails for the main arena, glibc's sysmalloc (malloc/malloc.c, sysmalloc_mmap_fallback)
+   maps the growth with mmap(0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS) as
+   that thread's very next syscall. Only the tool sees both the break asked for (the trace's
+   Brk holds the result) and the thread, so it marks that mmap (TAG_MORECORE) and the replay
+   can put it back on the heap (docs/replay.md, "Valgrind's heap cap"). */
+static ThreadId brk_refused_tid = VG_INVALID_THREADID;
+
 static void sp_post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nArgs, SysRes res)
 {
+   Bool after_refused_brk = tid == brk_refused_tid;
+   if (after_refused_brk)
+      brk_refused_tid = VG_INVALID_THREADID;
    if (sr_isError(res))
       return;
    switch (sysno) {
    case __NR_mmap:
       cp_forget((Addr)sr_Res(res), args[1]);
+      if (after_refused_brk && args[0] == 0 && (args[3] & L_MAP_ANONYMOUS)
+          && !(args[3] & L_MAP_SHARED))
+         emit_rec(TAG_MORECORE, (Addr)sr_Res(res), NULL, 0);
       emit_mmap((Addr)sr_Res(res), args[1], args[2], args[3], args[5], (Int)args[4]);
       break;
    case __NR_munmap: {
@@ -581,6 +597,7 @@ static void sp_post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nArgs, S
       if (args[0] > got) {
          ULong e[1] = { got };
          emit_rec(TAG_BRK_REFUSED, args[0], e, 1);
+         brk_refused_tid = tid;
       }
       emit_rec(TAG_BRK, got, NULL, 0);
       break;

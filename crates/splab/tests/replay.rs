@@ -15,7 +15,7 @@ use splab_sim::engine::Engine;
 use splab_sim::hw::Machine;
 use splab_sim::policy::Policy;
 use splab_sim::report::Report;
-use splab_sim::workload::trace::{replay, ReplayStats};
+use splab_sim::workload::trace::{replay, replay_with, ReplayStats, Window};
 use splab_sim::RunSpec;
 use splab_trace::{
     AccessKind, Advice, FileId, MmapFlags, Pid, Prot, TraceEvent, TraceHeader, TraceWriter, Vaddr,
@@ -1249,8 +1249,9 @@ fn issue9_record_exit_status_and_valgrind_args() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Version 3 added `Vfork` and predicted addresses; a version-2 trace (the fixture written by
-/// the version-2 code) still reads, and replays exactly as the same events written as version 3.
+/// Version 3 added `Vfork` and predicted addresses, version 4 the `morecore` mmap flag; a
+/// version-2 trace (the fixture written by the version-2 code) still reads, and replays exactly
+/// as the same events written by this build.
 #[test]
 fn issue9_version_2_traces_still_replay() {
     let dir = workdir("v2compat");
@@ -1432,7 +1433,9 @@ fn issue9_posix_spawn_keeps_the_speedup() {
 }
 
 const SMALLOBJ: &str = r#"
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 int main(int argc, char **argv) {
     int n = atoi(argv[1]);
     char **v = malloc(sizeof(char *) * n);
@@ -1442,18 +1445,31 @@ int main(int argc, char **argv) {
     }
     long s = 0;
     for (int i = 0; i < n; i++) s += v[i][0];
+    if (argc > 2) {
+        /* The native heap: the [heap] line of /proc/self/maps, and every other anonymous
+           mapping of 128 KiB or more (glibc's mmap fallback would be among them). */
+        FILE *f = fopen("/proc/self/maps", "r");
+        char line[512];
+        unsigned long a, b;
+        while (f && fgets(line, sizeof line, f))
+            if (sscanf(line, "%lx-%lx", &a, &b) == 2 && (strstr(line, "[heap]")
+                || (b - a >= (128 << 10) && strlen(line) < 80 && !strchr(line, '/'))))
+                printf("%s %lu\n", strstr(line, "[heap]") ? "heap" : "anon", b - a);
+    }
     return s == 42 ? 3 : 0;
 }
 "#;
 
 /// Issue 9 silent error 1: Valgrind caps the program break at 8 MiB, so a program whose heap
 /// grows past it (400,000 malloc(100): ~44 MiB natively, one brk heap) is recorded with
-/// glibc's mmap fallback instead. Until the recorder can give the program its native heap, the
-/// recording must say so, loudly, everywhere: `record`, `trace info`, the replay's summary.
-/// A program whose heap stays small gets no warning.
+/// glibc's mmap fallback instead. The recorder marks those mappings (`morecore`) and the replay
+/// puts them back on the heap: the replayed heap is the native one (one brk heap of the native
+/// size, within 1%, no fallback mapping left) and gets the superpages a heap of that size gets.
+/// `heap=recorded` replays the recording as it was (the fallback mappings: few superpages).
+/// A program whose heap stays small is recorded with no warning and nothing to rebuild.
 #[test]
-fn issue9_valgrind_heap_cap_is_reported_loudly() {
-    if !can_record("issue9_valgrind_heap_cap_is_reported_loudly") {
+fn issue9_valgrind_capped_heap_replays_as_the_native_heap() {
+    if !can_record("issue9_valgrind_capped_heap_replays_as_the_native_heap") {
         return;
     }
     let dir = workdir("brkcap");
@@ -1467,6 +1483,25 @@ fn issue9_valgrind_heap_cap_is_reported_loudly() {
         .status()
         .unwrap()
         .success());
+    // Natively: one [heap], no other large anonymous mapping but the 3.2 MB pointer array.
+    let out = Command::new(&exe)
+        .args(["400000", "maps"])
+        .output()
+        .unwrap();
+    let maps = String::from_utf8_lossy(&out.stdout).into_owned();
+    let native: u64 = maps
+        .lines()
+        .find_map(|l| l.strip_prefix("heap "))
+        .unwrap_or_else(|| panic!("{maps}"))
+        .parse()
+        .unwrap();
+    assert!(native > 40 << 20, "{maps}");
+    assert_eq!(
+        maps.lines().filter(|l| l.starts_with("anon")).count(),
+        1,
+        "{maps}"
+    );
+
     let record = |n: &str| {
         let spt = dir.join(format!("smallobj-{n}.spt"));
         let out = splab()
@@ -1482,27 +1517,66 @@ fn issue9_valgrind_heap_cap_is_reported_loudly() {
         (spt, err)
     };
     let (big, err) = record("400000");
+    // Every refused growth has its fallback mapping marked: a note, not a warning.
     assert!(
-        err.contains("WARNING") && err.contains("8 MiB") && err.contains("brk"),
+        err.contains("8 MiB") && err.contains("morecore") && !err.contains("WARNING"),
         "{err}"
     );
+    let (_, t) = splab_trace::read_header_and_trailer(&big).unwrap();
+    assert!(t.brk_refused > 100, "{t:?}");
+    assert_eq!(t.morecore_mmaps, t.brk_refused);
     let out = splab().args(["trace", "info"]).arg(&big).output().unwrap();
     let info = String::from_utf8_lossy(&out.stdout);
-    assert!(info.contains("WARNING") && info.contains("brk"), "{info}");
-    let out = splab()
-        .args(["run", "-w"])
-        .arg(format!("trace:path={}", big.display()))
-        .output()
-        .unwrap();
-    let run = String::from_utf8_lossy(&out.stdout);
-    let line = run
-        .lines()
-        .find(|l| l.trim_start().starts_with("workload"))
-        .unwrap_or_else(|| panic!("{run}"));
-    assert!(line.contains("recording_brk_refused"), "{line}");
-    // 4,000 objects (~450 KiB) fit under the cap: no warning anywhere.
+    assert!(
+        info.contains("morecore") && !info.contains("WARNING"),
+        "{info}"
+    );
+
+    let run = |heap: &str| {
+        splab_sim::run(&RunSpec {
+            machine: "skylake".into(),
+            policy: "navarro".into(),
+            workload: format!("trace:path={},heap={heap}", big.display()),
+            seed: 1,
+            check: false.into(),
+            free_bytes: None,
+            dump_reservations: false,
+        })
+        .unwrap()
+    };
+    let stat = |r: &Report, k: &str| r.workload_stats.as_ref().unwrap()[k].as_u64().unwrap();
+    let rebuilt = run("native");
+    assert_eq!(stat(&rebuilt, "heap_regions_relocated"), t.morecore_mmaps);
+    assert_eq!(stat(&rebuilt, "heap_not_rebuilt"), 0);
+    let heap = stat(&rebuilt, "heap_peak");
+    let err = (heap as f64 - native as f64).abs() / native as f64;
+    assert!(err < 0.01, "replayed heap {heap} vs native {native}");
+    // Superpages: every 2 MiB extent the heap covers but the partial ones at its ends and the
+    // one its last growth steps leave unfilled (natively glibc grows the heap 132 KiB at a time).
+    let sp = rebuilt.memory.superpage_peak_bytes;
+    assert!(
+        sp >= (native / (2 << 20) - 4) * (2 << 20),
+        "{sp} of {native}"
+    );
+    let recorded = run("recorded");
+    assert_eq!(stat(&recorded, "heap_not_rebuilt"), t.morecore_mmaps);
+    assert!(
+        recorded.memory.superpage_peak_bytes * 4 < sp,
+        "{} vs {sp}",
+        recorded.memory.superpage_peak_bytes
+    );
+    // The same pages are touched either way.
+    assert_eq!(
+        rebuilt.memory.footprint_peak_bytes,
+        recorded.memory.footprint_peak_bytes
+    );
+
+    // 4,000 objects (~450 KiB) fit under the cap: no note, no warning, nothing rebuilt.
     let (small, err) = record("4000");
-    assert!(!err.contains("WARNING"), "{err}");
+    assert!(
+        !err.contains("WARNING") && !err.contains("morecore"),
+        "{err}"
+    );
     let out = splab()
         .args(["trace", "info"])
         .arg(&small)
@@ -1626,4 +1700,156 @@ fn issue9_replay_maps_and_reads_the_code_pages() {
         "footprint +{grew} for {read} bytes of text"
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Issue 9 silent error 1, without Valgrind: a trace shaped like a capped recording (a heap
+/// that stops growing, then `morecore` mappings elsewhere, as glibc's mmap fallback) replays
+/// with those mappings appended to one brk heap. Accesses, `madvise`, `mprotect` and `munmap`
+/// inside them act on the heap, a fork's child sees the same heap, and nothing is mapped where
+/// Valgrind put the fallback. `heap=recorded` replays the mappings where they were.
+#[test]
+fn issue9_morecore_mappings_are_replayed_as_heap_growth() {
+    let dir = workdir("morecore");
+    let spt = dir.join("morecore.spt");
+    let heap = 0x403_5000u64;
+    let (fb1, fb2) = (0x4d3_8000u64, 0x4e3_8000u64); // Valgrind's places: next to each other
+    let (l1, l2) = (1u64 << 20, 0x21000u64);
+    write_trace(&spt, |w| {
+        w.write(&TraceEvent::Brk {
+            pid: P,
+            new_end: Vaddr(heap),
+        })
+        .unwrap();
+        // Something right after the recorded heap (Valgrind's client mappings start there).
+        w.write(&mmap(
+            P,
+            heap + (8 << 20),
+            4 * PAGE,
+            Prot::RW,
+            MmapFlags::ANON,
+        ))
+        .unwrap();
+        w.write(&TraceEvent::Brk {
+            pid: P,
+            new_end: Vaddr(heap + (8 << 20) - 0x2000),
+        })
+        .unwrap();
+        touch(w, P, heap, (8 << 20) - 0x2000, AccessKind::Write);
+        for (a, l) in [(fb1, l1), (fb2, l2)] {
+            // The refused growth leaves the break where it was; then the fallback.
+            w.write(&TraceEvent::Brk {
+                pid: P,
+                new_end: Vaddr(heap + (8 << 20) - 0x2000),
+            })
+            .unwrap();
+            let f = MmapFlags::ANON.union(MmapFlags::MORECORE);
+            w.write(&mmap(P, a, l, Prot::RW, f)).unwrap();
+            touch(w, P, a, l, AccessKind::Write);
+        }
+        w.write(&TraceEvent::Madvise {
+            pid: P,
+            addr: Vaddr(fb1),
+            len: 16 * PAGE,
+            advice: Advice::DontNeed,
+        })
+        .unwrap();
+        w.write(&TraceEvent::Mprotect {
+            pid: P,
+            addr: Vaddr(fb2),
+            len: PAGE,
+            prot: Prot::READ,
+        })
+        .unwrap();
+        w.write(&TraceEvent::Fork {
+            parent: P,
+            child: C,
+        })
+        .unwrap();
+        touch(w, C, fb2 + PAGE, 4 * PAGE, AccessKind::Read);
+        w.write(&TraceEvent::Munmap {
+            pid: P,
+            addr: Vaddr(fb2 + l2 - 4 * PAGE),
+            len: 4 * PAGE,
+        })
+        .unwrap();
+    });
+    let (_, t) = splab_trace::read_header_and_trailer(&spt).unwrap();
+    assert_eq!(t.morecore_mmaps, 2);
+    let replay_as = |rebuild: bool| {
+        let m = Machine::from_spec("skylake:mem=1G").unwrap();
+        let mut e = Engine::new(m, Policy::base(), true, None);
+        let s =
+            replay_with(&mut e, &spt, Window::ALL, rebuild).unwrap_or_else(|err| panic!("{err}"));
+        e.os.check_invariants().unwrap();
+        (e, s)
+    };
+    let (e, s) = replay_as(true);
+    assert_eq!(s.heap_regions_relocated, 2, "{s:?}");
+    assert_eq!(
+        (s.heap_not_rebuilt, s.lazy_pages, s.mprotect_gaps),
+        (0, 0, 0)
+    );
+    assert_eq!(s.skipped_protection, 0);
+    let total = (8 << 20) - 0x2000 + l1 + l2;
+    assert_eq!(s.heap_peak, total);
+    let mut procs: Vec<_> = e.os.procs.values().collect();
+    procs.sort_by_key(|p| p.pid.0);
+    assert_eq!(procs.len(), 2);
+    for p in &procs {
+        // One heap, at the recorded heap's alignment; nothing where the fallback was.
+        assert_eq!(p.brk_start % (1 << 30), heap);
+        assert!(p.vma_at(fb1).is_none() && p.vma_at(fb2).is_none());
+        let v = p.vma_at(p.brk_start).unwrap();
+        assert_eq!(v.start, p.brk_start);
+    }
+    let parent = procs[0];
+    // The munmap of the last 4 pages of the second fallback shortened the heap's top.
+    assert_eq!(parent.brk_end - parent.brk_start, total);
+    let fb2_at = parent.brk_start + (8 << 20) - 0x2000 + l1;
+    assert!(parent.vma_at(fb2_at + l2 - PAGE).is_none());
+    assert!(parent.vma_at(fb2_at + l2 - 5 * PAGE).is_some());
+    // The mprotect went to the relocated page.
+    assert_eq!(
+        parent.vma_at(fb2_at).unwrap().prot,
+        splab_sim::units::Prot::READ
+    );
+
+    // A heap that could not be rebuilt is said loudly in the summary; a rebuilt one is not.
+    let summary = |heap: &str| {
+        let out = splab()
+            .args(["run", "-w"])
+            .arg(format!("trace:path={},heap={heap}", spt.display()))
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = summary("recorded");
+    assert!(
+        text.contains("WARNING") && text.contains("heap_not_rebuilt 2"),
+        "{text}"
+    );
+    let out = splab()
+        .args(["run", "-w"])
+        .arg(format!("trace:path={},heap=rebuilt", spt.display()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("heap=rebuilt") && err.contains("'native'"),
+        "{err}"
+    );
+    let text = summary("native");
+    assert!(
+        !text.contains("WARNING") && text.contains("heap_regions_relocated 2"),
+        "{text}"
+    );
+
+    let (e, s) = replay_as(false);
+    assert_eq!((s.heap_regions_relocated, s.heap_not_rebuilt), (0, 2));
+    let p = e.os.procs.values().min_by_key(|p| p.pid.0).unwrap();
+    assert_eq!(p.brk_start, heap);
+    assert!(p.vma_at(fb1 + PAGE).is_some());
+    std::fs::remove_dir_all(&dir).unwrap();
 }

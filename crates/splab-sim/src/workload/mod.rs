@@ -41,7 +41,12 @@ pub const WORKLOADS: &[(&str, &str)] = &[
     ("gups", "random 8-byte read-modify-write updates (HPCC RandomAccess): size=1G, updates=4 x words, form=hpcc|dis (12 or 56 instructions per update; ipa=N overrides)"),
     ("chase", "K interleaved dependent pointer chains, one line per hop, after a write pass that builds them: size=64M, chains=1, hops=lines"),
     ("matrix", "non-blocked transpose of an n x n matrix (seed 000 6.2): n=1000, elem=8"),
-    ("trace", "replay a recorded trace (splab record, splab trace import-champsim): path=FILE, skip=N (accesses not replayed), limit=N (accesses replayed)"),
+    (
+        "trace",
+        "replay a recorded trace (splab record, splab trace import-champsim): path=FILE, \
+         skip=N (accesses not replayed), limit=N (accesses replayed), \
+         heap=native (rebuild a heap Valgrind capped, the default) or recorded",
+    ),
     ("tree", "red-black tree of 50000 nodes with 128-byte records (seed 000 6.2): nodes=50000, ops=20000"),
 ];
 

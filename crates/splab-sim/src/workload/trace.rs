@@ -19,6 +19,13 @@
 //!   `inferred` (reconstructed from addresses by an importer or the lackey recorder, its
 //!   protection unknown) is mapped read-write-execute.
 //! - The first `Brk` of a process (at its start, and after each `Exec`) sets its heap start.
+//! - A heap Valgrind capped at 8 MiB is rebuilt (`heap=native`, the default): when the trace
+//!   has `morecore` mappings (glibc's mmap fallback for a refused `brk`, marked by the
+//!   recorder), each image's heap starts at `rebuilt_heap_start`, the recorded heap is
+//!   relocated there, and each `morecore` mapping is appended to it as brk growth and relocated
+//!   too. Every later event inside a relocated range is translated by its offset
+//!   (`RelocTable`, per address space; the hot path looks only when some relocation exists).
+//!   Growth that cannot be rebuilt is replayed as recorded (`heap_not_rebuilt`).
 //! - Accesses go to the engine in batches of up to 4096 (`Engine::accesses`), one batch
 //!   per run of consecutive accesses of one process. An access that crosses a page boundary
 //!   touches both pages: it is replayed as two accesses.
@@ -92,6 +99,9 @@ pub struct TraceReplay {
     path: PathBuf,
     expected: Option<u64>,
     window: Window,
+    /// Put `morecore` mappings back on the heap (`heap=native`, the default) or replay them
+    /// where Valgrind put them (`heap=recorded`).
+    rebuild_heap: bool,
     /// What the last `run` did (zero before).
     pub stats: ReplayStats,
 }
@@ -144,6 +154,17 @@ pub struct ReplayStats {
     /// `brk` calls the recorder saw refused by Valgrind's 8 MiB heap cap (the trailer's
     /// `brk_refused`): when not 0, the replayed heap is not the program's native heap.
     pub recording_brk_refused: u64,
+    /// Mappings glibc's malloc made because Valgrind refused a `brk` (marked `morecore` in the
+    /// trace) that the replay put back on the heap as brk growth, with every later event in
+    /// them translated (docs/replay.md, "Valgrind's heap cap").
+    pub heap_regions_relocated: u64,
+    /// Heap growth the replay could not rebuild as the native program's: `morecore` mappings
+    /// replayed where Valgrind put them (no room after the heap, or `heap=recorded`), and
+    /// `brk` moves after the heap was rebuilt. When not 0 the replayed heap is not native.
+    pub heap_not_rebuilt: u64,
+    /// The largest heap (program break minus heap start) any replayed process had, in bytes:
+    /// with a rebuilt heap, the one brk heap a native run would have.
+    pub heap_peak: u64,
 }
 
 impl ReplayStats {
@@ -175,6 +196,16 @@ impl TraceReplay {
         let skip = spec.take_count("skip", 0, 0, u64::MAX)?;
         let limit = spec.take_count("limit", u64::MAX, 1, u64::MAX)?;
         let mut t = TraceReplay::open(Path::new(&path))?;
+        match spec.take_str("heap").as_deref() {
+            None | Some("native") => {}
+            Some("recorded") => t.rebuild_heap = false,
+            Some(other) => {
+                return Err(SimError::BadInput(format!(
+                    "workload 'trace': heap={other}: expected 'native' (rebuild the heap \
+                     Valgrind capped, the default) or 'recorded' (replay it as recorded)"
+                )))
+            }
+        }
         t.set_window(Window { skip, limit })?;
         Ok(t)
     }
@@ -214,6 +245,7 @@ impl TraceReplay {
             path: path.to_owned(),
             expected,
             window: Window::ALL,
+            rebuild_heap: true,
             stats: ReplayStats::default(),
         })
     }
@@ -228,6 +260,9 @@ impl super::Workload for TraceReplay {
         if self.window.limit != u64::MAX {
             d += &format!(",limit={}", self.window.limit);
         }
+        if !self.rebuild_heap {
+            d += ",heap=recorded";
+        }
         d
     }
 
@@ -236,7 +271,7 @@ impl super::Workload for TraceReplay {
     }
 
     fn run(&mut self, e: &mut Engine, _rng: &mut Rng) -> Result<()> {
-        self.stats = replay_window(e, &self.path, self.window)?;
+        self.stats = replay_with(e, &self.path, self.window, self.rebuild_heap)?;
         Ok(())
     }
 
@@ -245,14 +280,27 @@ impl super::Workload for TraceReplay {
     }
 }
 
-/// Replays the trace at `path` on `e`; returns what the replay did.
+/// Replays the trace at `path` on `e`, rebuilding a heap Valgrind capped; returns what the
+/// replay did.
 pub fn replay(e: &mut Engine, path: &Path) -> Result<ReplayStats> {
-    replay_window(e, path, Window::ALL)
+    replay_with(e, path, Window::ALL, true)
 }
 
-/// Replays the accesses of `window` (see [`Window`]) of the trace at `path` on `e`. A skip
-/// beyond the trace's accesses is an error (found at the trace's end when it has no trailer).
+/// Replays the accesses of `window` (see [`Window`]) of the trace at `path` on `e`, rebuilding
+/// a heap Valgrind capped. A skip beyond the trace's accesses is an error (found at the trace's
+/// end when it has no trailer).
 pub fn replay_window(e: &mut Engine, path: &Path, window: Window) -> Result<ReplayStats> {
+    replay_with(e, path, window, true)
+}
+
+/// Replays the accesses of `window` of the trace at `path` on `e`; `rebuild_heap` puts
+/// `morecore` mappings back on the heap (module documentation). Returns what the replay did.
+pub fn replay_with(
+    e: &mut Engine,
+    path: &Path,
+    window: Window,
+    rebuild_heap: bool,
+) -> Result<ReplayStats> {
     let mut reader = st::TraceReader::open(path).map_err(|e| SimError::Trace(e.to_string()))?;
     let bs = e.os.machine.base_size();
     let hint = reader.header().page_size_hint as u64;
@@ -265,7 +313,16 @@ pub fn replay_window(e: &mut Engine, path: &Path, window: Window) -> Result<Repl
             e.os.machine.name
         )));
     }
+    // The heap is moved at each process image's start, before any `morecore` mapping shows, so
+    // whether the trace has them is read from its trailer first (a trace without one, cut
+    // short, replays its heap as recorded and counts what it could not rebuild).
+    let morecore = st::read_header_and_trailer(path).map_or(0, |(_, t)| t.morecore_mmaps);
     let mut r = Replayer {
+        rebuild_heap: rebuild_heap && morecore > 0,
+        spaces: FxHashMap::default(),
+        relocating: false,
+        hit: Segment::NONE,
+        hit2: Segment::NONE,
         procs: FxHashMap::default(),
         cache: None,
         batch: Vec::with_capacity(ACCESS_BATCH + 1),
@@ -327,7 +384,147 @@ struct ProcState {
     vfork_shared: bool,
 }
 
+/// Where a rebuilt heap goes in a replay: `user_top / 2` (64 TiB on 48-bit machines), far
+/// above anything a Valgrind client maps (its mappings grow up from 0x4000000 and its stack
+/// sits below 128 GiB), plus the recorded heap start modulo 1 GiB, so that every superpage
+/// size up to 1 GiB sees the heap at the alignment the recording had.
+fn rebuilt_heap_start(user_top: u64, recorded: u64) -> u64 {
+    const GIB: u64 = 1 << 30;
+    ((user_top / 2) & !(GIB - 1)) + recorded % GIB
+}
+
+/// A recorded address range that the replay holds elsewhere: `[from, end)` is at `to`.
+/// Also used for the identity between relocations (`to == from`), so that the last-hit cache
+/// answers addresses outside every relocation too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Segment {
+    pid: Pid,
+    from: u64,
+    end: u64,
+    to: u64,
+}
+
+impl Segment {
+    /// Contains nothing (`end - from` is 0).
+    const NONE: Segment = Segment {
+        pid: Pid(u32::MAX),
+        from: 0,
+        end: 0,
+        to: 0,
+    };
+
+    #[inline]
+    fn contains(&self, pid: Pid, va: u64) -> bool {
+        self.pid == pid && va.wrapping_sub(self.from) < self.end - self.from
+    }
+}
+
+/// The relocations of one address space: disjoint, sorted by `from`; a new one that continues
+/// the last at both ends is merged into it (Valgrind puts consecutive fallback mappings next
+/// to each other, and the replay appends them to the heap in order), so the table stays small.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct RelocTable {
+    /// (from, end, to)
+    v: Vec<(u64, u64, u64)>,
+}
+
+impl RelocTable {
+    /// Adds `[from, end) -> to`. Precondition: it overlaps no relocation already there.
+    fn insert(&mut self, from: u64, end: u64, to: u64) {
+        let i = self.v.partition_point(|r| r.0 < from);
+        debug_assert!(
+            i == self.v.len() || end <= self.v[i].0,
+            "RelocTable::insert: overlap"
+        );
+        debug_assert!(
+            i == 0 || self.v[i - 1].1 <= from,
+            "RelocTable::insert: overlap"
+        );
+        if i > 0 {
+            let p = &mut self.v[i - 1];
+            if p.1 == from && p.2 + (p.1 - p.0) == to {
+                p.1 = end;
+                return;
+            }
+        }
+        self.v.insert(i, (from, end, to));
+    }
+
+    /// The segment holding `va`: a relocation, or the identity between two.
+    fn segment(&self, pid: Pid, va: u64) -> Segment {
+        let i = self.v.partition_point(|r| r.0 <= va);
+        if i > 0 && va < self.v[i - 1].1 {
+            let (from, end, to) = self.v[i - 1];
+            return Segment { pid, from, end, to };
+        }
+        let from = if i > 0 { self.v[i - 1].1 } else { 0 };
+        let end = self.v.get(i).map_or(u64::MAX, |r| r.0);
+        Segment {
+            pid,
+            from,
+            end,
+            to: from,
+        }
+    }
+
+    /// Makes the relocation that starts at `from` end at `end` (none when `end <= from`).
+    /// Precondition: `[from, end)` overlaps no other relocation.
+    fn set_extent(&mut self, from: u64, end: u64, to: u64) {
+        self.v.retain(|r| r.0 != from);
+        if end > from {
+            self.insert(from, end, to);
+        }
+    }
+
+    /// `[start, end)` cut where relocations begin and end: (recorded start, replayed start,
+    /// length) of each piece, in order.
+    fn pieces(&self, start: u64, end: u64) -> Vec<(u64, u64, u64)> {
+        let mut out = Vec::new();
+        let mut at = start;
+        while at < end {
+            let s = self.segment(Pid(0), at);
+            let t = s.end.min(end);
+            out.push((at, s.to + (at - s.from), t - at));
+            at = t;
+        }
+        out
+    }
+}
+
+/// A heap rebuilt at `rebuilt_heap_start`: the recorded heap `[recorded, recorded + cap)`
+/// is relocated there, and `morecore` mappings are appended to it as brk growth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct HeapMove {
+    /// The recorded heap start and the replayed one.
+    recorded: u64,
+    start: u64,
+    /// The last break the trace recorded.
+    recorded_brk: u64,
+    /// A `morecore` mapping has been appended: from then on the recorded break stands still
+    /// (Valgrind refuses every growth) and the replayed one is ahead of it.
+    appended: bool,
+}
+
+/// What an engine address space holds beyond the model's own state: its relocations.
+#[derive(Clone, Debug, Default)]
+struct Space {
+    table: RelocTable,
+    heap: Option<HeapMove>,
+}
+
 struct Replayer {
+    /// The trace has `morecore` mappings and the user did not ask for `heap=recorded`: heaps
+    /// are moved to `rebuilt_heap_start` at each image's start.
+    rebuild_heap: bool,
+    /// Engine pid -> relocations of that address space (absent: none).
+    spaces: FxHashMap<u32, Space>,
+    /// Some address space has a relocation: accesses are translated. False for traces
+    /// without `morecore` mappings, whose hot path then does not look.
+    relocating: bool,
+    /// The segment of the last translated address, and the one before it (`Segment::NONE`
+    /// after any change of the relocations).
+    hit: Segment,
+    hit2: Segment,
     /// Trace pid -> engine process.
     procs: FxHashMap<u32, ProcState>,
     /// (trace pid, engine pid) of the last access.
@@ -409,9 +606,13 @@ impl Replayer {
             }
             self.batch_pid = p;
             let op = op_of(kind);
-            let va = va.0;
+            let mut va = va.0;
+            let mut last = va.wrapping_add(size.max(1) as u64 - 1);
+            if self.relocating {
+                va = self.translate(p, va);
+                last = self.translate(p, last);
+            }
             self.batch.push(Access::new(va, op, dep, ipa));
-            let last = va.wrapping_add(size.max(1) as u64 - 1);
             if (last >> self.shift) != (va >> self.shift) {
                 // The second page of a split access: the same instruction, so no instructions
                 // of its own, and the same address dependence.
@@ -444,6 +645,107 @@ impl Replayer {
         self.flush(e)?;
         let n = self.stats.events - 1;
         self.syscall(e, ev).map_err(in_event(ev, n))
+    }
+
+    /// Drops the cached segments (the relocations or the processes changed).
+    fn forget_segments(&mut self) {
+        self.hit = Segment::NONE;
+        self.hit2 = Segment::NONE;
+    }
+
+    /// Where the replay holds recorded address `va` of engine process `p` (no caching: for
+    /// syscalls).
+    fn at(&self, p: Pid, va: u64) -> u64 {
+        let s = self.segment(p, va);
+        s.to + (va - s.from)
+    }
+
+    /// A `morecore` mapping `[addr, addr + len)` of engine process `p`: appends it to the
+    /// rebuilt heap as brk growth, as the native program's sbrk would have grown it (glibc
+    /// `sysmalloc`: MORECORE first; the mmap fallback only when it fails), and relocates it
+    /// there. False when it cannot: no rebuilt heap, the recorded range is already relocated,
+    /// or something lies right after the heap.
+    fn append_to_heap(&mut self, e: &mut Engine, p: Pid, addr: u64, len: u64) -> Result<bool> {
+        if !self.rebuild_heap {
+            return Ok(false);
+        }
+        let len = self.round_up(len);
+        let Some(space) = self.spaces.get(&p.0) else {
+            return Ok(false);
+        };
+        if space.heap.is_none() {
+            return Ok(false);
+        }
+        let seg = space.table.segment(p, addr);
+        if seg.to != seg.from || seg.end < addr.saturating_add(len) {
+            return Ok(false);
+        }
+        let top = self.round_up(e.os.proc(p)?.brk_end);
+        let end = top.saturating_add(len);
+        let free =
+            e.os.proc(p)?
+                .vmas
+                .range(..end)
+                .next_back()
+                .is_none_or(|(_, v)| v.end <= top);
+        if !free || e.brk(p, end)? != end {
+            return Ok(false);
+        }
+        self.note_heap(e, p)?;
+        let space = self.spaces.get_mut(&p.0).expect("append_to_heap: space");
+        space.table.insert(addr, addr + len, top);
+        if let Some(h) = space.heap.as_mut() {
+            h.appended = true;
+        }
+        self.relocating = true;
+        self.forget_segments();
+        self.stats.heap_regions_relocated += 1;
+        Ok(true)
+    }
+
+    /// Where the replay holds recorded address `va` of engine process `p`.
+    #[inline]
+    fn translate(&mut self, p: Pid, va: u64) -> u64 {
+        if !self.hit.contains(p, va) {
+            self.miss(p, va);
+        }
+        self.hit.to + (va - self.hit.from)
+    }
+
+    /// `translate` left the last segment: the one before it (a program alternates between
+    /// its heap and its stack), else a lookup.
+    #[inline(never)]
+    fn miss(&mut self, p: Pid, va: u64) {
+        if self.hit2.contains(p, va) {
+            std::mem::swap(&mut self.hit, &mut self.hit2);
+        } else {
+            self.hit2 = self.hit;
+            self.hit = self.segment(p, va);
+        }
+    }
+
+    /// The segment of `va` in `p`'s relocations (out of line: the hot path calls it only when
+    /// an access leaves the last segment it hit).
+    #[inline(never)]
+    fn segment(&self, p: Pid, va: u64) -> Segment {
+        match self.spaces.get(&p.0) {
+            Some(s) => s.table.segment(p, va),
+            None => Segment {
+                pid: p,
+                from: 0,
+                end: u64::MAX,
+                to: 0,
+            },
+        }
+    }
+
+    /// `[addr, addr + len)` of engine process `p` as the replay holds it: (recorded start,
+    /// replayed start, length) pieces.
+    fn ranges(&self, p: Pid, addr: u64, len: u64) -> Vec<(u64, u64, u64)> {
+        match self.spaces.get(&p.0) {
+            Some(s) if !s.table.v.is_empty() => s.table.pieces(addr, addr.saturating_add(len)),
+            _ => vec![(addr, addr, len)],
+        }
     }
 
     /// Hands the pending compute cycles and accesses to the engine.
@@ -560,7 +862,15 @@ impl Replayer {
                 } else {
                     Prot(prot.0 & 7)
                 };
-                let req = MmapReq {
+                if flags.contains(st::MmapFlags::MORECORE) {
+                    // glibc's malloc mapped this because Valgrind refused its brk: a native
+                    // run grows the heap instead.
+                    if self.append_to_heap(e, p, addr.0, len)? {
+                        return Ok(());
+                    }
+                    self.stats.heap_not_rebuilt += 1;
+                }
+                let mut req = MmapReq {
                     addr: addr.0,
                     len,
                     prot,
@@ -572,13 +882,31 @@ impl Replayer {
                         0
                     },
                 };
-                e.mmap(p, req)?;
+                if !self.relocating {
+                    e.mmap(p, req)?;
+                    return Ok(());
+                }
+                // A mapping over relocated memory goes where that memory is.
+                let base = req.offset;
+                for (rec, at, l) in self.ranges(p, addr.0, self.round_up(len)) {
+                    req.addr = at;
+                    req.len = l.min(len - (rec - addr.0));
+                    req.offset = if file_id != 0 {
+                        base + (rec - addr.0)
+                    } else {
+                        0
+                    };
+                    e.mmap(p, req)?;
+                }
+                self.forget_segments();
             }
             T::Munmap { pid, addr, len } => {
                 self.stats.munmaps += 1;
                 let p = self.pid(e, pid);
-                if len > 0 {
-                    e.munmap(p, addr.0, len)?;
+                for (_, at, l) in self.ranges(p, addr.0, len) {
+                    if l > 0 {
+                        e.munmap(p, at, l)?;
+                    }
                 }
             }
             T::Mremap {
@@ -593,7 +921,8 @@ impl Replayer {
                 if new_len == 0 {
                     return Ok(());
                 }
-                e.mremap(p, old_addr.0, old_len, new_addr.0, new_len)?;
+                let (old, new) = (self.at(p, old_addr.0), self.at(p, new_addr.0));
+                e.mremap(p, old, old_len, new, new_len)?;
             }
             T::Mprotect {
                 pid,
@@ -606,31 +935,12 @@ impl Replayer {
                 if len == 0 {
                     return Ok(());
                 }
-                let (start, end) = (addr.0, addr.0.saturating_add(self.round_up(len)));
-                // The mapped parts of [start, end), as contiguous pieces.
-                let mut pieces: Vec<(u64, u64)> = Vec::new();
-                {
-                    let proc = e.os.proc(p)?;
-                    let mut vs: Vec<(u64, u64)> = proc
-                        .vmas
-                        .range(..end)
-                        .rev()
-                        .take_while(|(_, v)| v.end > start)
-                        .map(|(_, v)| (v.start.max(start), v.end.min(end)))
-                        .collect();
-                    vs.reverse();
-                    for (s, t) in vs {
-                        match pieces.last_mut() {
-                            Some(last) if last.1 == s => last.1 = t,
-                            _ => pieces.push((s, t)),
-                        }
-                    }
+                let mut gaps = false;
+                for (_, at, l) in self.ranges(p, addr.0, self.round_up(len)) {
+                    gaps |= self.mprotect_mapped(e, p, at, at.saturating_add(l), prot)?;
                 }
-                if pieces != [(start, end)] {
+                if gaps {
                     self.stats.mprotect_gaps += 1;
-                }
-                for (s, t) in pieces {
-                    e.mprotect(p, s, t - s, Prot(prot.0 & 7))?;
                 }
             }
             T::Madvise {
@@ -652,8 +962,10 @@ impl Replayer {
                         return Ok(());
                     }
                 };
-                if len > 0 {
-                    e.madvise(p, addr.0, len, a)?;
+                for (_, at, l) in self.ranges(p, addr.0, len) {
+                    if l > 0 {
+                        e.madvise(p, at, l, a)?;
+                    }
                 }
             }
             T::Brk { pid, new_end } => {
@@ -667,8 +979,13 @@ impl Replayer {
                 if let Some(old) = self.procs.remove(&child.0) {
                     // A recycled pid whose exit the trace did not show.
                     e.exit(old.pid)?;
+                    self.spaces.remove(&old.pid.0);
                 }
                 let c = e.fork(pp)?;
+                // The child's address space is a copy: so are its relocations.
+                if let Some(space) = self.spaces.get(&pp.0).cloned() {
+                    self.spaces.insert(c.0, space);
+                }
                 let heap_set = self.procs.get(&parent.0).is_some_and(|s| s.heap_set);
                 self.procs.insert(
                     child.0,
@@ -691,6 +1008,7 @@ impl Replayer {
                 if let Some(old) = self.procs.remove(&child.0) {
                     if !old.vfork_shared {
                         e.exit(old.pid)?;
+                        self.spaces.remove(&old.pid.0);
                     }
                 }
                 let heap_set = self.procs.get(&parent.0).is_some_and(|s| s.heap_set);
@@ -721,6 +1039,8 @@ impl Replayer {
                 }
                 let p = self.pid(e, pid);
                 e.exec(p)?;
+                self.spaces.remove(&p.0);
+                self.forget_segments();
                 if let Some(s) = self.procs.get_mut(&pid.0) {
                     s.heap_set = false;
                 }
@@ -731,6 +1051,8 @@ impl Replayer {
                     // A vfork child that exits without exec leaves the parent's space alone.
                     if !s.vfork_shared {
                         e.exit(s.pid)?;
+                        self.spaces.remove(&s.pid.0);
+                        self.forget_segments();
                         // Vfork children still in this space (a trace that shows the parent
                         // ending first) lose it: a later event of theirs spawns them afresh.
                         self.procs
@@ -747,18 +1069,92 @@ impl Replayer {
         Ok(())
     }
 
+    /// `mprotect` of the mapped parts of `[start, end)`; true when some part was not mapped.
+    fn mprotect_mapped(
+        &mut self,
+        e: &mut Engine,
+        p: Pid,
+        start: u64,
+        end: u64,
+        prot: st::Prot,
+    ) -> Result<bool> {
+        // The mapped parts of [start, end), as contiguous pieces.
+        let mut pieces: Vec<(u64, u64)> = Vec::new();
+        {
+            let proc = e.os.proc(p)?;
+            let mut vs: Vec<(u64, u64)> = proc
+                .vmas
+                .range(..end)
+                .rev()
+                .take_while(|(_, v)| v.end > start)
+                .map(|(_, v)| (v.start.max(start), v.end.min(end)))
+                .collect();
+            vs.reverse();
+            for (s, t) in vs {
+                match pieces.last_mut() {
+                    Some(last) if last.1 == s => last.1 = t,
+                    _ => pieces.push((s, t)),
+                }
+            }
+        }
+        for &(s, t) in &pieces {
+            e.mprotect(p, s, t - s, Prot(prot.0 & 7))?;
+        }
+        Ok(pieces != [(start, end)])
+    }
+
     /// `Brk`: the first of an image sets the heap start (an empty heap at the first page
-    /// boundary at or above `new_end`); later ones move the break.
+    /// boundary at or above `new_end`); later ones move the break. With `rebuild_heap`, the
+    /// heap starts at `rebuilt_heap_start` instead and the recorded heap is relocated there;
+    /// once a `morecore` mapping has been appended, the recorded break no longer moves (each
+    /// growth Valgrind refused repeats it) and the replayed one stays where the appended
+    /// mappings took it: a recorded break that moves then is counted in `heap_not_rebuilt`.
     fn brk(&mut self, e: &mut Engine, p: Pid, tp: st::Pid, new_end: u64) -> Result<()> {
         let state = self.procs.get_mut(&tp.0).expect("brk: process");
         if !state.heap_set {
             state.heap_set = true;
-            let start = self.round_up(new_end);
+            let recorded = self.round_up(new_end);
+            if !self.rebuild_heap {
+                e.set_heap_start(p, recorded)?;
+                return Ok(());
+            }
+            let start = rebuilt_heap_start(e.os.user_top, recorded);
             e.set_heap_start(p, start)?;
+            let space = self.spaces.entry(p.0).or_default();
+            space.table.set_extent(recorded, recorded, start);
+            space.heap = Some(HeapMove {
+                recorded,
+                start,
+                recorded_brk: new_end,
+                appended: false,
+            });
+            self.forget_segments();
             return Ok(());
         }
+        let heap = self.spaces.get_mut(&p.0).and_then(|s| s.heap.as_mut());
+        let new_end = match heap {
+            None => new_end,
+            Some(h) if h.appended => {
+                if new_end != h.recorded_brk {
+                    h.recorded_brk = new_end;
+                    self.stats.heap_not_rebuilt += 1;
+                }
+                return Ok(());
+            }
+            Some(h) => {
+                h.recorded_brk = new_end;
+                let (recorded, start) = (h.recorded, h.start);
+                let top = self.round_up(new_end);
+                let space = self.spaces.get_mut(&p.0).expect("brk: space");
+                space.table.set_extent(recorded, top, start);
+                self.relocating = true;
+                self.forget_segments();
+                start.wrapping_add(new_end.wrapping_sub(recorded))
+            }
+        };
         let got = e.brk(p, new_end)?;
         if got == new_end {
+            self.note_heap(e, p)?;
             return Ok(());
         }
         let (start, cur) = {
@@ -782,6 +1178,13 @@ impl Replayer {
                 "brk to {new_end:#x} refused by the model (heap {start:#x}..{cur:#x})"
             )));
         }
+        self.note_heap(e, p)
+    }
+
+    /// Updates `heap_peak` from `p`'s heap.
+    fn note_heap(&mut self, e: &Engine, p: Pid) -> Result<()> {
+        let pr = e.os.proc(p)?;
+        self.stats.heap_peak = self.stats.heap_peak.max(pr.brk_end - pr.brk_start);
         Ok(())
     }
 }
@@ -798,5 +1201,67 @@ impl Engine {
         p.brk_start = start;
         p.brk_end = start;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reloc_table_merges_continuations_and_answers_gaps() {
+        let mut t = RelocTable::default();
+        t.insert(0x5000, 0x6000, 0x100_0000);
+        // Continues the last at both ends: merged.
+        t.insert(0x6000, 0x7000, 0x100_1000);
+        // Continues it in recorded addresses only: a new entry.
+        t.insert(0x7000, 0x8000, 0x200_0000);
+        t.insert(0x1000, 0x2000, 0x300_0000);
+        assert_eq!(
+            t.v,
+            [
+                (0x1000, 0x2000, 0x300_0000),
+                (0x5000, 0x7000, 0x100_0000),
+                (0x7000, 0x8000, 0x200_0000)
+            ]
+        );
+        let s = t.segment(Pid(1), 0x6abc);
+        assert_eq!((s.from, s.end, s.to), (0x5000, 0x7000, 0x100_0000));
+        assert!(s.contains(Pid(1), 0x5000) && !s.contains(Pid(1), 0x7000));
+        assert!(!s.contains(Pid(2), 0x6000));
+        // Between relocations: the identity, bounded by them.
+        let g = t.segment(Pid(1), 0x3000);
+        assert_eq!((g.from, g.end, g.to), (0x2000, 0x5000, 0x2000));
+        let g = t.segment(Pid(1), 0x9000);
+        assert_eq!((g.from, g.end, g.to), (0x8000, u64::MAX, 0x8000));
+        assert!(!Segment::NONE.contains(Pid(u32::MAX), 0));
+    }
+
+    #[test]
+    fn reloc_table_cuts_ranges_where_relocations_begin_and_end() {
+        let mut t = RelocTable::default();
+        t.insert(0x5000, 0x7000, 0x100_0000);
+        assert_eq!(
+            t.pieces(0x4000, 0x8000),
+            [
+                (0x4000, 0x4000, 0x1000),
+                (0x5000, 0x100_0000, 0x2000),
+                (0x7000, 0x7000, 0x1000)
+            ]
+        );
+        assert_eq!(t.pieces(0x6000, 0x6800), [(0x6000, 0x100_1000, 0x800)]);
+        // The heap's relocation grows and shrinks with the recorded break.
+        t.set_extent(0x5000, 0x9000, 0x100_0000);
+        assert_eq!(t.v, [(0x5000, 0x9000, 0x100_0000)]);
+        t.set_extent(0x5000, 0x5000, 0x100_0000);
+        assert!(t.v.is_empty());
+    }
+
+    #[test]
+    fn rebuilt_heap_keeps_the_recorded_alignment_up_to_1g() {
+        let top = 1u64 << 47;
+        let s = rebuilt_heap_start(top, 0x403_5000);
+        assert_eq!(s % (1 << 30), 0x403_5000);
+        assert!(s >= top / 2 && s < top - (top >> 4));
     }
 }

@@ -101,15 +101,26 @@ pub fn record(output: &Path, opts: RecordOptions, quiet: bool, cmd: &[String]) -
         s.bytes_per_access(),
         output.display()
     );
-    if s.brk_refused > 0 {
+    if s.brk_refused > 0 && s.morecore_mmaps >= s.brk_refused {
+        eprintln!(
+            "splab record: note: Valgrind refused {} brk call{} growing the heap past its 8 MiB \
+             data-segment cap (a hard limit of Valgrind's); the trace marks the mappings glibc's \
+             malloc made instead (`morecore`), and a replay puts them back on the heap, as the \
+             native program's brk heap (docs/replay.md \"Valgrind's heap cap\").",
+            group(s.brk_refused),
+            if s.brk_refused == 1 { "" } else { "s" }
+        );
+    } else if s.brk_refused > 0 {
         eprintln!(
             "splab record: WARNING: the recording is not the native program. Valgrind refused {} \
              brk call{} growing the heap past its 8 MiB data-segment cap (a hard limit of \
-             Valgrind's, no option changes it), so glibc's malloc fell back to mmap: the trace's \
-             heap layout, and so its superpages, differ from a native run. docs/replay.md \
+             Valgrind's, no option changes it), and only {} of them were answered by a mapping \
+             of glibc's malloc that the replay can put back on the heap: the trace's heap \
+             layout, and so its superpages, differ from a native run. docs/replay.md \
              \"Valgrind's heap cap\" says what to do.",
             group(s.brk_refused),
-            if s.brk_refused == 1 { "" } else { "s" }
+            if s.brk_refused == 1 { "" } else { "s" },
+            group(s.morecore_mmaps)
         );
     }
     if s.status.success() {
