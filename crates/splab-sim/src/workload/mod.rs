@@ -40,7 +40,7 @@ pub const WORKLOADS: &[(&str, &str)] = &[
     ("sparse", "touch one byte every `step` bytes: size=1G, step=64K, op=write|read; all scans take rounds=N, unmap=true (map, scan, unmap; seed 000 6.6) and passes=N (scans per mapping)"),
     ("gups", "random 8-byte read-modify-write updates (HPCC RandomAccess): size=1G, updates=4 x words, form=hpcc|dis (12 or 56 instructions per update; ipa=N overrides)"),
     ("chase", "K interleaved dependent pointer chains, one line per hop, after a write pass that builds them: size=64M, chains=1, hops=lines"),
-    ("matrix", "non-blocked transpose of an n x n matrix (seed 000 6.2): n=1000, elem=8"),
+    ("matrix", "non-blocked transpose of an n x n matrix (seed 000 6.2): n=1000, elem=8, alloc=brk|mmap (both matrices from the brk heap, as FreeBSD 4's malloc, or one mmap each), init=true (fill the source first)"),
     (
         "trace",
         "replay a recorded trace (splab record, splab trace import-champsim): path=FILE, \
