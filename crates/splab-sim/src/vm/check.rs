@@ -26,6 +26,7 @@ use rustc_hash::FxHashSet;
 use super::pmap::{Pmap, Pte};
 use super::{Os, Process};
 use crate::error::{Result, SimError};
+use crate::hw::Translation;
 use crate::units::{Order, Pfn, Pid};
 
 /// What one event touched, as the engine saw it.
@@ -165,19 +166,7 @@ impl Os {
             if i == merged.len() || merged[i].0 != asid || merged[i].1 >= va.saturating_add(size) {
                 continue;
             }
-            let pte = p.pmap.lookup(va >> bs).ok_or_else(|| {
-                SimError::Invariant(format!(
-                    "TLB translates {va:#x} of pid {asid}, the page table does not"
-                ))
-            })?;
-            crate::ensure_inv!(
-                pte.size() == t.size && pte.pfn() == t.pfn,
-                "TLB entry for {va:#x} of pid {asid} disagrees with the page table"
-            );
-            crate::ensure_inv!(
-                !t.writable || pte.prot().writable(),
-                "TLB entry for {va:#x} of pid {asid} allows writes the page table does not"
-            );
+            check_tlb_entry(p, asid, va, &t, bs)?;
         }
         Ok(())
     }
@@ -196,31 +185,7 @@ impl Os {
             .ok_or_else(|| {
                 SimError::Invariant(format!("reservation {id}: its object {} is gone", r.obj.0))
             })?;
-        let i = pfn.0 - r.pfn.0;
-        let cindex = r.cbase + i;
-        let resident = cindex.checked_sub(o.colour).and_then(|pi| o.pages.get(pi));
-        if r.is_set(i) {
-            crate::ensure_inv!(
-                resident == Some(pfn),
-                "reservation {id}: slot {i} populated but the object holds {resident:?}"
-            );
-            crate::ensure_inv!(
-                self.phys.refs(pfn) == 1,
-                "reservation {id}: frame {} shared ({} holders)",
-                pfn.0,
-                self.phys.refs(pfn)
-            );
-        } else {
-            crate::ensure_inv!(
-                resident.is_none(),
-                "reservation {id}: slot {i} unpopulated but the object has the page"
-            );
-            crate::ensure_inv!(
-                self.phys.refs(pfn) == 0,
-                "reservation {id}: unpopulated frame {} is held or free",
-                pfn.0
-            );
-        }
+        self.check_reserved_slot(id, r, o, pfn.0 - r.pfn.0)?;
         Ok(())
     }
 
@@ -337,22 +302,29 @@ impl Os {
             let p = self.procs.get(&asid).ok_or_else(|| {
                 SimError::Invariant(format!("TLB entry for {va:#x} of dead pid {asid}"))
             })?;
-            let pte = p.pmap.lookup(va >> bs).ok_or_else(|| {
-                SimError::Invariant(format!(
-                    "TLB translates {va:#x} of pid {asid}, the page table does not"
-                ))
-            })?;
-            crate::ensure_inv!(
-                pte.size() == t.size && pte.pfn() == t.pfn,
-                "TLB entry for {va:#x} of pid {asid} disagrees with the page table"
-            );
-            crate::ensure_inv!(
-                !t.writable || pte.prot().writable(),
-                "TLB entry for {va:#x} of pid {asid} allows writes the page table does not"
-            );
+            check_tlb_entry(p, asid, va, &t, bs)?;
         }
         Ok(())
     }
+}
+
+/// One TLB entry of process `p` against its page table: mapped there, at the same size and
+/// frame, and writable only if the page table allows writes.
+fn check_tlb_entry(p: &Process, asid: u32, va: u64, t: &Translation, bs: u8) -> Result<()> {
+    let pte = p.pmap.lookup(va >> bs).ok_or_else(|| {
+        SimError::Invariant(format!(
+            "TLB translates {va:#x} of pid {asid}, the page table does not"
+        ))
+    })?;
+    crate::ensure_inv!(
+        pte.size() == t.size && pte.pfn() == t.pfn,
+        "TLB entry for {va:#x} of pid {asid} disagrees with the page table"
+    );
+    crate::ensure_inv!(
+        !t.writable || pte.prot().writable(),
+        "TLB entry for {va:#x} of pid {asid} allows writes the page table does not"
+    );
+    Ok(())
 }
 
 /// At least one page: an empty range still names the page it starts in.

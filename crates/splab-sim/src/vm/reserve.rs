@@ -583,6 +583,45 @@ impl Os {
 
     // ---- invariants and dumps ----
 
+    /// Slot `i` of reservation `id` (over object `o`) agrees with the object and the frame's
+    /// holds: populated, the object holds the frame and nothing else does; unpopulated, the
+    /// object has no page there and the frame is neither held nor free. Returns whether the
+    /// slot is populated.
+    pub(crate) fn check_reserved_slot(
+        &self,
+        id: u32,
+        r: &crate::reserv::Resv,
+        o: &super::VmObject,
+        i: u64,
+    ) -> Result<bool> {
+        let pfn = Pfn(r.pfn.0 + i);
+        let cindex = r.cbase + i;
+        let resident = cindex.checked_sub(o.colour).and_then(|pi| o.pages.get(pi));
+        if r.is_set(i) {
+            crate::ensure_inv!(
+                resident == Some(pfn),
+                "reservation {id}: slot {i} populated but the object holds {resident:?}"
+            );
+            crate::ensure_inv!(
+                self.phys.refs(pfn) == 1,
+                "reservation {id}: frame {} shared ({} holders)",
+                pfn.0,
+                self.phys.refs(pfn)
+            );
+        } else {
+            crate::ensure_inv!(
+                resident.is_none(),
+                "reservation {id}: slot {i} unpopulated but the object has the page"
+            );
+            crate::ensure_inv!(
+                self.phys.refs(pfn) == 0 && !self.phys.buddy.is_free(pfn),
+                "reservation {id}: unpopulated frame {} is held or free",
+                pfn.0
+            );
+        }
+        Ok(r.is_set(i))
+    }
+
     /// Reservations agree with objects, population maps and physical memory; every frame is
     /// free, wired, held by an object, or reserved and unpopulated, exactly once.
     pub(crate) fn check_reservations(&self) -> Result<()> {
@@ -607,27 +646,7 @@ impl Os {
                     "reservation {id}: population map does not point to it"
                 );
                 for i in 0..1u64 << r.order {
-                    let pfn = Pfn(r.pfn.0 + i);
-                    let cindex = r.cbase + i;
-                    let resident = cindex.checked_sub(o.colour).and_then(|pi| o.pages.get(pi));
-                    if r.is_set(i) {
-                        crate::ensure_inv!(resident == Some(pfn), "reservation {id}: slot {i} populated but the object holds {resident:?}");
-                        crate::ensure_inv!(
-                            self.phys.refs(pfn) == 1,
-                            "reservation {id}: frame {} shared ({} holders)",
-                            pfn.0,
-                            self.phys.refs(pfn)
-                        );
-                    } else {
-                        crate::ensure_inv!(
-                            resident.is_none(),
-                            "reservation {id}: slot {i} unpopulated but the object has the page"
-                        );
-                        crate::ensure_inv!(
-                            self.phys.refs(pfn) == 0 && !self.phys.buddy.is_free(pfn),
-                            "reservation {id}: unpopulated frame {} is held or free",
-                            pfn.0
-                        );
+                    if !self.check_reserved_slot(id, r, o, i)? {
                         reserved_unpopulated += 1;
                     }
                 }
