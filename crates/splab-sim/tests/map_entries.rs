@@ -4,19 +4,14 @@
 //! promoted.
 
 use splab_sim::engine::Engine;
-use splab_sim::hw::Machine;
-use splab_sim::policy::Policy;
 use splab_sim::units::{MemOp, Pid, Prot};
 use splab_sim::vm::{Advice, MapFlags, MmapReq};
 
+mod common;
+
 /// An engine with invariant checks after every event, and one process.
 fn engine(machine: &str, policy: &str) -> (Engine, Pid) {
-    let m = Machine::from_spec(machine).unwrap();
-    let mut p = Policy::from_spec(policy).unwrap();
-    p.resolve(&m).unwrap();
-    let mut e = Engine::new(m, p, true, None);
-    let pid = e.spawn();
-    (e, pid)
+    common::engine(machine, policy, None)
 }
 
 fn map(e: &mut Engine, pid: Pid, len: u64, prot: Prot) -> u64 {

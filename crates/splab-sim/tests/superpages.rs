@@ -27,14 +27,11 @@ fn reduction(base: &Report, r: &Report) -> f64 {
     100.0 * (1.0 - r.tlb.walks as f64 / base.tlb.walks as f64)
 }
 
+mod common;
+
 /// An engine with invariant checks after every event, and one process.
 fn engine(machine: &str, policy: &str) -> (Engine, Pid) {
-    let m = Machine::from_spec(machine).unwrap();
-    let mut p = Policy::from_spec(policy).unwrap();
-    p.resolve(&m).unwrap();
-    let mut e = Engine::new(m, p, true, None);
-    let pid = e.spawn();
-    (e, pid)
+    common::engine(machine, policy, None)
 }
 
 fn map(e: &mut Engine, pid: Pid, len: u64) -> u64 {
@@ -363,12 +360,7 @@ fn free_restricts_memory() {
 // ---- regressions found in review ----
 
 fn engine_free(machine: &str, policy: &str, free: u64) -> (Engine, Pid) {
-    let m = Machine::from_spec(machine).unwrap();
-    let mut p = Policy::from_spec(policy).unwrap();
-    p.resolve(&m).unwrap();
-    let mut e = Engine::new(m, p, true, Some(free));
-    let pid = e.spawn();
-    (e, pid)
+    common::engine(machine, policy, Some(free))
 }
 
 /// brk grows the heap's object in place only if no other map entry uses it: after part of the
@@ -588,6 +580,12 @@ const M: u64 = 1 << 20;
 
 /// The reservation holding the frame `va` of `pid` is mapped to: (size class, populated pages,
 /// list), or None if the frame is in no reservation.
+/// Reservations (created, preempted, extents freed, extents kept) so far.
+fn resv_counts(e: &Engine) -> (u64, u64, u64, u64) {
+    let st = &e.os.reserv.as_ref().unwrap().stats;
+    (st.created, st.preempted, st.extents_freed, st.extents_kept)
+}
+
 fn resv_at(e: &Engine, pid: Pid, va: u64) -> Option<(u8, u64, u8)> {
     let pfn = e.os.proc(pid).unwrap().pmap.lookup(va >> 13)?.pfn();
     let rs = e.os.reserv.as_ref().unwrap();
@@ -634,11 +632,7 @@ fn preemption_takes_the_least_recently_allocated_reservation() {
         "Y is broken into 512KB pieces; its populated one goes to the 64KB list"
     );
     assert_eq!(r(&e, b), Some((2, 1, 1)), "b gets a 512KB reservation");
-    let st = &e.os.reserv.as_ref().unwrap().stats;
-    assert_eq!(
-        (st.created, st.preempted, st.extents_freed, st.extents_kept),
-        (3, 1, 7, 1)
-    );
+    assert_eq!(resv_counts(&e), (3, 1, 7, 1));
 }
 
 /// seed 000 4.8: "If the 64KB list is empty, the system will try the 512KB list." With only a
@@ -661,11 +655,7 @@ fn preemption_tries_the_lists_of_larger_extents() {
     touch(&mut e, pid, c, AccessKind::Write);
     assert_eq!(r(&e, c), Some((1, 1, 0)), "a 64KB reservation for c");
     assert_eq!(r(&e, x), Some((2, 1, 1)), "X preempted into 512KB pieces");
-    let st = &e.os.reserv.as_ref().unwrap().stats;
-    assert_eq!(
-        (st.created, st.preempted, st.extents_freed, st.extents_kept),
-        (2, 1, 7, 1)
-    );
+    assert_eq!(resv_counts(&e), (2, 1, 7, 1));
 }
 
 /// seed 000 4.8: after a preemption "the ones that are partially populated are inserted at the
@@ -738,11 +728,7 @@ fn fully_populated_pieces_stay_reserved_after_a_preemption() {
     let c = map(&mut e, pid, 128 * K);
     touch(&mut e, pid, c, AccessKind::Write);
     assert_eq!(r(&e, c), Some((1, 1, 0)));
-    let st = &e.os.reserv.as_ref().unwrap().stats;
-    assert_eq!(
-        (st.created, st.preempted, st.extents_freed, st.extents_kept),
-        (2, 1, 6, 2)
-    );
+    assert_eq!(resv_counts(&e), (2, 1, 6, 2));
     assert_eq!(
         r(&e, q),
         Some((1, 8, NO_LIST)),

@@ -1,8 +1,14 @@
-//! The one helper the scenario and timing tests share: run a spec string triple, seed 1.
+//! Helpers the integration tests share: run a spec string triple (seed 1), or build an engine
+//! with one process to drive event by event.
 
+use splab_sim::engine::Engine;
+use splab_sim::hw::Machine;
+use splab_sim::policy::Policy;
 use splab_sim::report::Report;
+use splab_sim::units::Pid;
 use splab_sim::{RunSpec, SimError};
 
+#[allow(dead_code)]
 pub fn try_run(machine: &str, policy: &str, workload: &str) -> Result<Report, SimError> {
     splab_sim::run(&RunSpec {
         machine: machine.into(),
@@ -15,7 +21,20 @@ pub fn try_run(machine: &str, policy: &str, workload: &str) -> Result<Report, Si
     })
 }
 
+#[allow(dead_code)]
 pub fn run(machine: &str, policy: &str, workload: &str) -> Report {
     try_run(machine, policy, workload)
         .unwrap_or_else(|e| panic!("{workload} on {machine} with {policy}: {e}"))
+}
+
+/// An engine with invariant checks after every event and one process; `free`: only that much
+/// memory starts free (`--free`).
+#[allow(dead_code)]
+pub fn engine(machine: &str, policy: &str, free: Option<u64>) -> (Engine, Pid) {
+    let m = Machine::from_spec(machine).unwrap();
+    let mut p = Policy::from_spec(policy).unwrap();
+    p.resolve(&m).unwrap();
+    let mut e = Engine::new(m, p, true, free);
+    let pid = e.spawn();
+    (e, pid)
 }
