@@ -178,13 +178,7 @@ impl Os {
         };
         rs.check_one(id).map_err(SimError::Invariant)?;
         let r = rs.get(id);
-        let o = self
-            .objects
-            .get(r.obj.0 as usize)
-            .and_then(|o| o.as_ref())
-            .ok_or_else(|| {
-                SimError::Invariant(format!("reservation {id}: its object {} is gone", r.obj.0))
-            })?;
+        let o = self.resv_object(id, r)?;
         self.check_reserved_slot(id, r, o, pfn.0 - r.pfn.0)?;
         Ok(())
     }

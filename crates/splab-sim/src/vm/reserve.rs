@@ -583,6 +583,16 @@ impl Os {
 
     // ---- invariants and dumps ----
 
+    /// The object reservation `id` belongs to; an invariant error if it is gone.
+    pub(crate) fn resv_object(&self, id: u32, r: &crate::reserv::Resv) -> Result<&super::VmObject> {
+        self.objects
+            .get(r.obj.0 as usize)
+            .and_then(|o| o.as_ref())
+            .ok_or_else(|| {
+                SimError::Invariant(format!("reservation {id}: its object {} is gone", r.obj.0))
+            })
+    }
+
     /// Slot `i` of reservation `id` (over object `o`) agrees with the object and the frame's
     /// holds: populated, the object holds the frame and nothing else does; unpopulated, the
     /// object has no page there and the frame is neither held nor free. Returns whether the
@@ -631,13 +641,7 @@ impl Os {
             rs.check_invariants().map_err(inv)?;
             for id in rs.ids() {
                 let r = rs.get(id);
-                let o = self
-                    .objects
-                    .get(r.obj.0 as usize)
-                    .and_then(|o| o.as_ref())
-                    .ok_or_else(|| {
-                        inv(format!("reservation {id}: its object {} is gone", r.obj.0))
-                    })?;
+                let o = self.resv_object(id, r)?;
                 let pm = o.popmap.as_ref().ok_or_else(|| {
                     inv(format!("reservation {id}: object without population map"))
                 })?;
