@@ -286,15 +286,10 @@ pub fn replay(e: &mut Engine, path: &Path) -> Result<ReplayStats> {
     replay_with(e, path, Window::ALL, true)
 }
 
-/// Replays the accesses of `window` (see [`Window`]) of the trace at `path` on `e`, rebuilding
-/// a heap Valgrind capped. A skip beyond the trace's accesses is an error (found at the trace's
-/// end when it has no trailer).
-pub fn replay_window(e: &mut Engine, path: &Path, window: Window) -> Result<ReplayStats> {
-    replay_with(e, path, window, true)
-}
-
-/// Replays the accesses of `window` of the trace at `path` on `e`; `rebuild_heap` puts
-/// `morecore` mappings back on the heap (module documentation). Returns what the replay did.
+/// Replays the accesses of `window` (see [`Window`]) of the trace at `path` on `e`;
+/// `rebuild_heap` puts `morecore` mappings back on the heap (module documentation). A skip
+/// beyond the trace's accesses is an error (found at the trace's end when it has no trailer).
+/// Returns what the replay did.
 pub fn replay_with(
     e: &mut Engine,
     path: &Path,
