@@ -25,6 +25,23 @@ fn splab() -> Cmd {
     Cmd::cargo_bin("splab").unwrap()
 }
 
+/// The command failed with exit status `code` and one line on stderr containing each of
+/// `needles`, without a panic. `what` names the command in failure messages.
+fn assert_error_line(
+    out: &std::process::Output,
+    code: i32,
+    what: impl std::fmt::Debug,
+    needles: &[&str],
+) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{what:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{what:?}: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{what:?}: '{n}' not in: {err}");
+    }
+    assert!(!err.contains("panicked"), "{what:?}: {err}");
+}
+
 /// A fresh folder for this test's files.
 fn workdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("splab-replay-{}-{name}", std::process::id()));
@@ -373,12 +390,7 @@ fn truncated_trace_is_one_line_with_the_offset() {
         }
         for args in cases {
             let out = splab().args(&args).output().unwrap();
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-            assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
-            assert!(err.contains("byte offset"), "{args:?}: {err}");
-            assert!(err.contains(f), "{args:?} names the file: {err}");
-            assert!(!err.contains("panicked"), "{args:?}: {err}");
+            assert_error_line(&out, 1, &args, &["byte offset", f]);
         }
     }
     // The intact trace replays and prints.
@@ -406,9 +418,7 @@ fn truncated_trace_is_one_line_with_the_offset() {
         vec!["trace".into(), "cat".into(), file!().into()],
     ] {
         let out = splab().args(&args).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert_error_line(&out, 2, &args, &[]);
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -456,10 +466,7 @@ fn record_without_valgrind_says_how_to_install_it() {
         .args(["--", "true"])
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(err.contains("apt-get install valgrind"), "{err}");
+    assert_error_line(&out, 2, "record", &["apt-get install valgrind"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -1149,10 +1156,7 @@ fn issue9_trace_from_a_pipe_is_refused_clearly() {
                 .timeout(std::time::Duration::from_secs(30))
                 .output()
                 .unwrap();
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-            assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
-            assert!(err.contains("seekable file"), "{args:?}: {err}");
+            assert_error_line(&out, 2, &args, &["seekable file"]);
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
