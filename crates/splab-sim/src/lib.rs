@@ -41,6 +41,8 @@ pub struct RunSpec {
     pub free_bytes: Option<u64>,
     /// Keep a dump of the reservation lists at the end in the report (`Report::dump`).
     pub dump_reservations: bool,
+    /// Whether files' pages start in the page cache (`--page-cache`, default warm).
+    pub page_cache: vm::object::PageCache,
 }
 
 /// A run whose names and parameters have all been parsed and validated.
@@ -91,6 +93,7 @@ impl Prepared {
             self.spec.check,
             self.spec.free_bytes,
         );
+        e.os.page_cache = self.spec.page_cache;
         if let Some(p) = progress {
             e.set_progress(p);
         }
@@ -109,6 +112,7 @@ impl Prepared {
             mem_bytes,
             seed: self.spec.seed,
             free_bytes: self.spec.free_bytes.unwrap_or(mem_bytes),
+            page_cache: self.spec.page_cache.name().into(),
         };
         let mut r = report::Report::from_engine(&e, config, start.elapsed().as_secs_f64());
         r.workload_stats = self.workload.stats();

@@ -98,6 +98,33 @@ pub enum PrepPolicy {
     PerPage,
 }
 
+/// Event 3, mapping creation: which resident neighbours of a faulting page are mapped with it,
+/// so that touching them later costs no fault. Mapped pages count in the footprint like any
+/// other; nothing is read from storage for them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FaultAround {
+    /// Only the faulting page.
+    Off,
+    /// Linux `do_fault_around` (mm/memory.c): a read fault on a file mapping also maps the pages
+    /// of the naturally aligned window of `bytes` around the address (`fault_around_bytes`,
+    /// 65536 by default) that are in the page cache and not mapped yet, clipped to the map
+    /// entry, the leaf page table and the file's end (`filemap_map_pages`). Write faults and
+    /// anonymous memory get none.
+    Window { bytes: u64 },
+    /// FreeBSD `vm_fault_prefault` (and 4.x `pmap_prefault`, `PFBAK` 4 and `PFFOR` 4 in
+    /// vm_fault.c / pmap.c): after a fault, the resident pages of the entry's object chain up to
+    /// `behind` pages below and `ahead` above, in an outward spiral (-1, +1, -2, +2, ...) that
+    /// stops at the first page not resident, skipping pages already mapped; entered read/execute
+    /// only (`pmap_enter_quick`). Any object, anonymous ones included.
+    Spiral { behind: u32, ahead: u32 },
+}
+
+/// Linux's `fault_around_bytes` default (mm/memory.c, 64 KiB).
+pub const LINUX_FAULT_AROUND_BYTES: u64 = 65536;
+/// FreeBSD's `PFBAK` and `PFFOR` (sys/vm/vm_fault.c; the same in 4.x's per-arch pmap.c).
+pub const FREEBSD_PREFAULT: (u32, u32) = (4, 4);
+
 /// Where mmap places mappings that do not fix their address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -117,18 +144,23 @@ pub struct Policy {
     pub alloc: AllocPolicy,
     pub prep: PrepPolicy,
     pub placement: Placement,
+    /// Mapping neighbours of a faulting page (`fault_around=` and `prefault=` parameters).
+    pub fault_around: FaultAround,
 }
 
 /// Names accepted by `Policy::from_spec`, with one-line descriptions for `splab list`.
 pub const POLICIES: &[(&str, &str)] = &[
-    ("base", "base pages only: one base page per fault, no superpages (the baseline)"),
+    (
+        "base",
+        "base pages only, no superpages (the baseline); maps around file read faults as Linux does (fault_around=64K; off, or prefault=4+4 for FreeBSD's)",
+    ),
     (
         "navarro",
-        "seed 000: multi-size reservations, population maps, preemption (multi-list), incremental promotion, demotion; sizes=64K+4M restricts the superpage sizes",
+        "seed 000: multi-size reservations, population maps, preemption (multi-list), incremental promotion, demotion; sizes=64K+4M restricts the superpage sizes; prefault=4+4 as FreeBSD",
     ),
     (
         "freebsd",
-        "FreeBSD amd64: one reservation level (the smallest superpage, 2MB on x86-64), partpopq, write-protect-clean promotion, deferred deallocation, reclaim_inactive",
+        "FreeBSD amd64: one reservation level (the smallest superpage, 2MB on x86-64), partpopq, write-protect-clean promotion, deferred deallocation, reclaim_inactive, prefault=4+4",
     ),
 ];
 
@@ -140,6 +172,11 @@ impl Policy {
             alloc: AllocPolicy::BasePage,
             prep: PrepPolicy::PerPage,
             placement: Placement::BasePage,
+            // The replayed programs are Linux ones, measured on Linux: the baseline maps around
+            // file faults as Linux does.
+            fault_around: FaultAround::Window {
+                bytes: LINUX_FAULT_AROUND_BYTES,
+            },
         }
     }
 
@@ -184,6 +221,8 @@ impl Policy {
                     }),
                     prep: PrepPolicy::PerPage,
                     placement: Placement::SuperpageAligned,
+                    // seed 000 runs on FreeBSD 4.3, whose pmap_prefault maps 4 + 4 neighbours.
+                    fault_around: prefault_default(),
                 }
             }
             "freebsd" => Policy {
@@ -200,9 +239,21 @@ impl Policy {
                 }),
                 prep: PrepPolicy::PerPage,
                 placement: Placement::SuperpageAligned,
+                fault_around: prefault_default(),
             },
             _ => return Err(spec.unknown_name(&names)),
         };
+        let name = p.name.clone();
+        match (spec.take_str("fault_around"), spec.take_str("prefault")) {
+            (Some(_), Some(_)) => {
+                return Err(SimError::BadInput(format!(
+                    "policy '{name}': give fault_around= (Linux's window) or prefault= (FreeBSD's spiral), not both"
+                )))
+            }
+            (Some(v), None) => p.fault_around = parse_fault_around(&name, &v)?,
+            (None, Some(v)) => p.fault_around = parse_prefault(&name, &v)?,
+            (None, None) => {}
+        }
         p.spec = text.trim().to_string();
         spec.finish()?;
         Ok(p)
@@ -258,6 +309,48 @@ impl Policy {
         }
         Ok(())
     }
+}
+
+fn prefault_default() -> FaultAround {
+    FaultAround::Spiral {
+        behind: FREEBSD_PREFAULT.0,
+        ahead: FREEBSD_PREFAULT.1,
+    }
+}
+
+/// `fault_around=SIZE|off`: Linux's window, a power of two of at least one page.
+fn parse_fault_around(name: &str, v: &str) -> Result<FaultAround> {
+    if v == "off" || v == "0" {
+        return Ok(FaultAround::Off);
+    }
+    match crate::spec::parse_size(v) {
+        Some(b) if b.is_power_of_two() => Ok(FaultAround::Window { bytes: b }),
+        _ => Err(SimError::BadInput(format!(
+            "policy '{name}': bad fault_around='{v}': expected 'off' or a power-of-two size such as 64K (Linux's fault_around_bytes)"
+        ))),
+    }
+}
+
+/// `prefault=BEHIND+AHEAD|off`: FreeBSD's spiral, in pages.
+fn parse_prefault(name: &str, v: &str) -> Result<FaultAround> {
+    if v == "off" || v == "0" {
+        return Ok(FaultAround::Off);
+    }
+    let bad = || {
+        SimError::BadInput(format!(
+            "policy '{name}': bad prefault='{v}': expected 'off' or pages behind+ahead such as 4+4 (FreeBSD's PFBAK+PFFOR)"
+        ))
+    };
+    let (b, a) = v.split_once('+').ok_or_else(bad)?;
+    let b: u32 = b.trim().parse().map_err(|_| bad())?;
+    let a: u32 = a.trim().parse().map_err(|_| bad())?;
+    if b > 512 || a > 512 {
+        return Err(bad());
+    }
+    Ok(FaultAround::Spiral {
+        behind: b,
+        ahead: a,
+    })
 }
 
 #[cfg(test)]

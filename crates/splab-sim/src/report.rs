@@ -28,6 +28,8 @@ pub struct Config {
     pub seed: u64,
     /// Bytes free at start (`--free`); the rest wired. Equal to mem_bytes when not restricted.
     pub free_bytes: u64,
+    /// "warm" or "cold" (`--page-cache`): whether files' pages start cached.
+    pub page_cache: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -103,6 +105,8 @@ pub struct Memory {
     /// the end and at the peak; 0 without reservations.
     pub reserved_unpopulated_bytes: u64,
     pub reserved_unpopulated_peak_bytes: u64,
+    /// Bytes of pages mapped beside a faulting page (fault-around, prefault).
+    pub fault_around_bytes: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -308,6 +312,7 @@ impl Report {
                     .reserv
                     .as_ref()
                     .map_or(0, |r| r.unpopulated_peak_frames << m.base_shift()),
+                fault_around_bytes: st.around.mapped << m.base_shift(),
             },
             time: Time {
                 cycles_total,
@@ -492,6 +497,14 @@ impl Report {
             human(m.io_read_bytes),
             m.contiguity_end
         );
+        if m.fault_around_bytes > 0 {
+            let _ = writeln!(
+                s,
+                "                mapped around faults (fault-around / prefault): {}; page cache {}",
+                human(m.fault_around_bytes),
+                self.config.page_cache
+            );
+        }
         if m.reserved_unpopulated_peak_bytes > 0 {
             let _ = writeln!(
                 s,

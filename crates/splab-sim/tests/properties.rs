@@ -139,6 +139,8 @@ struct Reach {
     /// All preemptions (`ReservStats::preempted`), and reservations dissolved otherwise.
     preempted_total: u64,
     broken: u64,
+    /// Pages mapped beside a faulting page (fault-around or prefault).
+    around: u64,
 }
 
 impl Reach {
@@ -157,6 +159,7 @@ impl Reach {
         sum(&mut self.preempted, &o.preempted);
         self.preempted_total += o.preempted_total;
         self.broken += o.broken;
+        self.around += o.around;
     }
 }
 
@@ -440,6 +443,7 @@ fn run_policy_stats(
     reach.events = ops.len() as u64;
     reach.promotions = e.os.stats.promotions.clone();
     reach.demotions = e.os.stats.demotions.clone();
+    reach.around = e.os.stats.around.mapped;
     (reach.preempted_total, reach.broken) = resv_counts(&e);
     // Tearing everything down returns every frame.
     for (pid, _) in procs {
@@ -521,6 +525,7 @@ fn random_sequences_reach_every_size_preemption_and_out_of_memory() {
         );
     }
     assert!(r.ooms > 0 && r.broken > 0, "{r:?}");
+    assert!(r.around > 0, "prefault mapped nothing: {r:?}");
     assert!(
         r.preempted.iter().sum::<u64>() <= r.preempted_total,
         "{r:?}"
@@ -537,6 +542,16 @@ fn random_sequences_reach_freebsd_reclaim_and_out_of_memory() {
         r.created[1] > 0 && r.promotions[1] > 0 && r.preempted[1] > 0 && r.ooms > 0,
         "{r:?}"
     );
+    assert!(r.around > 0, "prefault mapped nothing: {r:?}");
+}
+
+/// Linux's fault-around (base) is reached by the same generator: read faults on file mappings
+/// map pages of their window, and out-of-memory happens with it on.
+#[test]
+fn random_sequences_reach_fault_around() {
+    let frees: Vec<u64> = PRESSURE_FREE_MB.iter().map(|m| m << 20).collect();
+    let r = reach_of("alpha21264:mem=16M", "base", &frees, 30, 60..150);
+    assert!(r.around > 0 && r.ooms > 0, "{r:?}");
 }
 
 /// Prints the reach of the sample each property below draws from (not a check: run with

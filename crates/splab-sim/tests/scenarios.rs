@@ -99,6 +99,7 @@ fn runs_are_deterministic() {
         seed: 2,
         check: false.into(),
         free_bytes: None,
+        page_cache: Default::default(),
         dump_reservations: false,
     })
     .unwrap();
@@ -133,6 +134,7 @@ fn out_of_memory_under_free_names_free() {
         seed: 1,
         check: false.into(),
         free_bytes: Some(128 << 20),
+        page_cache: Default::default(),
         dump_reservations: false,
     })
     .unwrap_err();
@@ -171,6 +173,7 @@ fn check_passes_on_every_workload() {
                     seed: 3,
                     check: true.into(),
                     free_bytes: None,
+                    page_cache: Default::default(),
                     dump_reservations: false,
                 };
                 let r = splab_sim::run(&spec);

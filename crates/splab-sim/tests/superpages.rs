@@ -18,6 +18,7 @@ fn run(machine: &str, policy: &str, workload: &str, free: Option<u64>) -> Report
         seed: 1,
         check: false.into(),
         free_bytes: free,
+        page_cache: Default::default(),
         dump_reservations: false,
     };
     splab_sim::run(&spec).unwrap_or_else(|e| panic!("{workload} on {machine} with {policy}: {e}"))

@@ -59,6 +59,10 @@ struct RunArgs {
     /// Start with only SIZE of memory free and contiguous; the rest is wired (e.g. --free 4M).
     #[arg(long, value_name = "SIZE")]
     free: Option<String>,
+    /// Whether files' pages start in the page cache: warm (as when re-running a program: no
+    /// I/O for file pages) or cold (every file page read from storage at its first use).
+    #[arg(long, value_name = "warm|cold", default_value = "warm")]
+    page_cache: String,
     /// Also write the JSON report to PATH ("-" for standard output, the summary then goes to stderr).
     #[arg(long, value_name = "PATH")]
     json: Option<String>,
@@ -308,6 +312,15 @@ fn split_policies(args: &[String]) -> Result<Vec<String>> {
     Ok(out)
 }
 
+fn parse_page_cache(s: &str) -> Result<splab_sim::vm::object::PageCache> {
+    splab_sim::vm::object::PageCache::parse(s).ok_or_else(|| {
+        SimError::BadInput(format!(
+            "--page-cache: unknown mode '{s}': expected warm or cold"
+        ))
+        .into()
+    })
+}
+
 fn parse_free(free: &Option<String>) -> Result<Option<u64>> {
     match free {
         None => Ok(None),
@@ -331,6 +344,7 @@ fn spec_for(policy: &str, a: &RunArgs) -> Result<RunSpec> {
             Some(m) => CheckMode::parse(m)?,
         },
         free_bytes: parse_free(&a.free)?,
+        page_cache: parse_page_cache(&a.page_cache)?,
         dump_reservations: a.dump_reservations,
     })
 }
@@ -723,6 +737,7 @@ fn cmd_bench(quick: bool) -> Result<()> {
                 seed: 1,
                 check: CheckMode::Off,
                 free_bytes: None,
+                page_cache: Default::default(),
                 dump_reservations: false,
             };
             let r = run_one(&spec, true)?;
@@ -772,6 +787,7 @@ fn cmd_demo(out: &Path) -> Result<()> {
                 seed: 1,
                 check: CheckMode::Off,
                 free_bytes: None,
+                page_cache: Default::default(),
                 dump_reservations: false,
             };
             reports.push(run_one(&spec, false)?);

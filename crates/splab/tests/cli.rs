@@ -33,6 +33,14 @@ fn bad_input_exits_2_with_one_line() {
         (&["run", "-w", "seq", "--free", "lots"], &["'lots'"]),
         (&["run", "-w", "seq", "--free", "1T"], &["--free"]),
         (
+            &["run", "-w", "seq", "--page-cache", "hot"],
+            &["--page-cache", "'hot'", "warm or cold"],
+        ),
+        (
+            &["run", "-p", "base:fault_around=3K", "-w", "seq"],
+            &["fault_around", "'3K'"],
+        ),
+        (
             &["compare", "-p", "base,nope", "-w", "seq"],
             &["'nope'", "base"],
         ),

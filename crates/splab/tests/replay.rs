@@ -15,6 +15,7 @@ use splab_sim::engine::Engine;
 use splab_sim::hw::Machine;
 use splab_sim::policy::Policy;
 use splab_sim::report::Report;
+use splab_sim::vm::object::PageCache;
 use splab_sim::workload::trace::{replay, replay_with, ReplayStats, Window};
 use splab_sim::RunSpec;
 use splab_trace::{
@@ -51,13 +52,18 @@ fn workdir(name: &str) -> PathBuf {
 }
 
 fn run_trace(path: &Path, check: bool) -> Report {
+    run_trace_as(path, check, "base", PageCache::Warm)
+}
+
+fn run_trace_as(path: &Path, check: bool, policy: &str, page_cache: PageCache) -> Report {
     splab_sim::run(&RunSpec {
         machine: "skylake".into(),
-        policy: "base".into(),
+        policy: policy.into(),
         workload: format!("trace:path={}", path.display()),
         seed: 1,
         check: check.into(),
         free_bytes: None,
+        page_cache,
         dump_reservations: false,
     })
     .unwrap_or_else(|e| panic!("replay of {}: {e}", path.display()))
@@ -874,6 +880,7 @@ fn real_program_figures() {
                 seed: 1,
                 check: false.into(),
                 free_bytes: None,
+                page_cache: Default::default(),
                 dump_reservations: false,
             }) else {
                 println!("  {policy}: not available in this build");
@@ -1336,6 +1343,7 @@ fn issue9_vfork_shares_the_parent_space_until_exec() {
             seed: 1,
             check: true.into(),
             free_bytes: None,
+            page_cache: Default::default(),
             dump_reservations: false,
         })
         .unwrap()
@@ -1409,6 +1417,7 @@ fn issue9_posix_spawn_keeps_the_speedup() {
             seed: 1,
             check: false.into(),
             free_bytes: None,
+            page_cache: Default::default(),
             dump_reservations: false,
         })
         .unwrap()
@@ -1544,6 +1553,7 @@ fn issue9_valgrind_capped_heap_replays_as_the_native_heap() {
             seed: 1,
             check: false.into(),
             free_bytes: None,
+            page_cache: Default::default(),
             dump_reservations: false,
         })
         .unwrap()
@@ -1616,6 +1626,7 @@ fn issue9_replay_skip_and_limit_replay_exact_counts() {
             seed: 1,
             check: false.into(),
             free_bytes: None,
+            page_cache: Default::default(),
             dump_reservations: false,
         })
     };
@@ -1651,8 +1662,10 @@ fn issue9_replay_skip_and_limit_replay_exact_counts() {
 }
 
 /// Issue 9, silent error 3: a default recording's replay reads the program's text from its
-/// files: each code-page fetch is a file page read (4 KiB of I/O) that a recording without
-/// code pages never makes, and the footprint grows by as much.
+/// files: with a cold page cache and no fault-around, each code-page fetch is a file page read
+/// (4 KiB of I/O) that a recording without code pages never makes, and the footprint grows by
+/// as much. With the defaults (warm cache, Linux's fault-around) nothing is read and the
+/// footprint grows by at least as much.
 #[test]
 fn issue9_replay_maps_and_reads_the_code_pages() {
     if !can_record("issue9_replay_maps_and_reads_the_code_pages") {
@@ -1681,10 +1694,25 @@ fn issue9_replay_maps_and_reads_the_code_pages() {
         };
         splab_trace::record(&opts, &[exe.display().to_string()], &spt, |_| {}).unwrap();
         let (_, t) = splab_trace::read_header_and_trailer(&spt).unwrap();
-        (run_trace(&spt, false), t.ifetches)
+        let cold = run_trace_as(&spt, false, "base:fault_around=off", PageCache::Cold);
+        (cold, run_trace(&spt, false), t.ifetches)
     };
-    let (with, pages) = rec(true);
-    let (without, none) = rec(false);
+    let (with, with_warm, pages) = rec(true);
+    let (without, without_warm, none) = rec(false);
+    assert_eq!(
+        with_warm.memory.io_read_bytes, 0,
+        "a warm cache reads nothing"
+    );
+    assert!(
+        with_warm.memory.fault_around_bytes > without_warm.memory.fault_around_bytes,
+        "fault-around maps pages around the code pages"
+    );
+    let grew_warm =
+        with_warm.memory.footprint_peak_bytes - without_warm.memory.footprint_peak_bytes;
+    assert!(
+        grew_warm >= pages * 4096 * 9 / 10,
+        "warm: footprint +{grew_warm} for {pages} code pages"
+    );
     assert_eq!(none, 0);
     assert!(
         pages >= 10,

@@ -614,12 +614,20 @@ impl Os {
             p.pmap.touch(vpn, 0, true);
         }
         cost.cycles += self.machine.cost.pte_write_cycles;
-        // Event 3, mapping creation: promote if the page completed a superpage-sized extent.
+        // Event 3, mapping creation: the resident neighbours (fault-around / prefault), then
+        // promotion if the page completed a superpage-sized extent.
+        let kind = if write {
+            AccessKind::Write
+        } else {
+            AccessKind::Read
+        };
+        cost.cycles += self.fault_around(pid, v, vpn, kind);
         cost.cycles += self.try_promote(pid, v, vpn);
         Ok(cost)
     }
 
-    /// The page `pindex` of file object `obj`, read from storage into the page cache if absent.
+    /// The page `pindex` of file object `obj`: from the page cache, else read from storage into
+    /// it (a cold cache), or supplied by a warm cache without I/O.
     fn file_page(
         &mut self,
         pid: Pid,
@@ -633,9 +641,11 @@ impl Os {
         }
         let pfn = self.alloc_frame(pid, obj, pindex, v)?;
         self.obj_insert(obj, pindex, pfn);
-        let base = self.machine.base_size();
-        self.stats.io_read_bytes += base;
-        cost.io += self.machine.io_cycles(base);
+        if self.page_cache == super::object::PageCache::Cold {
+            let base = self.machine.base_size();
+            self.stats.io_read_bytes += base;
+            cost.io += self.machine.io_cycles(base);
+        }
         Ok(pfn)
     }
 

@@ -16,6 +16,7 @@ pub mod stats;
 
 mod check;
 mod fault;
+pub mod faultaround;
 mod mremap;
 pub mod ptpages;
 mod reserve;
@@ -157,6 +158,8 @@ pub struct Os {
     pa_delta: u64,
     /// The access being made is a sequential run's, served by the stream prefetcher.
     streaming: bool,
+    /// Whether files' pages start cached (`--page-cache`).
+    pub page_cache: object::PageCache,
 }
 
 impl Os {
@@ -206,6 +209,7 @@ impl Os {
             orders,
             pa_delta: 0,
             streaming: false,
+            page_cache: object::PageCache::Warm,
         }
         .with_reservations()
     }

@@ -434,6 +434,7 @@ mod tests {
             seed: 1,
             check: true.into(),
             free_bytes: None,
+            page_cache: Default::default(),
             dump_reservations: false,
         };
         let Ok(prep) = spec.prepare() else {

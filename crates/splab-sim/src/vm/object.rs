@@ -16,6 +16,36 @@ const CHUNK: usize = 1 << CHUNK_SHIFT;
 
 pub use crate::units::ObjId;
 
+/// What the page cache holds of the files that exist when a run starts (`--page-cache`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PageCache {
+    /// Every page of every file is cached, as for a user re-running a program: a file page
+    /// costs no I/O. The model allocates a cached page's frame when the run first uses it, so
+    /// the footprint counts the cached pages the run used, not whole files.
+    #[default]
+    Warm,
+    /// Nothing is cached: a file page is read from storage at its first use.
+    Cold,
+}
+
+impl PageCache {
+    pub fn parse(s: &str) -> Option<PageCache> {
+        match s {
+            "warm" => Some(PageCache::Warm),
+            "cold" => Some(PageCache::Cold),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PageCache::Warm => "warm",
+            PageCache::Cold => "cold",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ObjKind {
     Anon,

@@ -100,6 +100,8 @@ pub struct VmStats {
     pub fault_latency: Histogram,
     /// Page-table pages (wired frames).
     pub pt: super::ptpages::PtStats,
+    /// Pages mapped by fault-around or prefault.
+    pub around: super::faultaround::AroundStats,
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub fn try_run(machine: &str, policy: &str, workload: &str) -> Result<Report, Si
         seed: 1,
         check: false.into(),
         free_bytes: None,
+        page_cache: Default::default(),
         dump_reservations: false,
     })
 }
