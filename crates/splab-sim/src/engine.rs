@@ -121,6 +121,7 @@ impl Engine {
             os.phys.wire_clustered(frames);
         }
         os.phys.buddy.track_touched(check == CheckMode::Incremental);
+        os.stats.around.track = check == CheckMode::Incremental;
         let mut e = Engine {
             os,
             check,
@@ -228,6 +229,10 @@ impl Engine {
             CheckMode::Full => self.full_check(),
             CheckMode::Incremental => {
                 let frames = self.os.phys.buddy.take_touched();
+                // Pages a fault mapped around the faulting one (vm/faultaround.rs).
+                self.touched
+                    .ranges
+                    .append(&mut self.os.stats.around.touched);
                 let r = if self.touched.everything || self.events % FULL_CHECK_EVERY == 0 {
                     self.full_check()
                 } else {

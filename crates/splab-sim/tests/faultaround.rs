@@ -45,7 +45,7 @@ fn faults(e: &Engine) -> u64 {
 }
 
 fn engine(policy: &str, cache: PageCache) -> (Engine, Pid) {
-    let (mut e, pid) = common::engine("skylake", policy, None);
+    let (mut e, pid) = common::engine("skylake:mem=1G", policy, None);
     e.os.page_cache = cache;
     e.open_file(7, 64 * PAGE).unwrap();
     (e, pid)
@@ -56,9 +56,17 @@ fn engine(policy: &str, cache: PageCache) -> (Engine, Pid) {
 #[test]
 fn window_maps_the_aligned_64k_around_a_read_fault() {
     let (mut e, pid) = engine("base", PageCache::Warm);
+    // What the incremental --check is told the event touched (drained by the engine there).
+    e.os.stats.around.track = true;
     map_file(&mut e, pid, AT, 64, Prot::READ, false);
     read(&mut e, pid, 5);
     assert_eq!((faults(&e), around(&e)), (1, 15));
+    let t = &e.os.stats.around.touched;
+    assert!(
+        t.len() == 1 && t[0].0 == pid && t[0].1 <= AT && t[0].2 >= AT + 16 * PAGE,
+        "the window's range is reported for the check: {t:x?}"
+    );
+    e.os.stats.around.track = false;
     for p in 0..16 {
         read(&mut e, pid, p);
     }
@@ -168,7 +176,7 @@ fn spiral_stops_at_the_first_page_not_resident() {
 #[test]
 fn prefault_maps_resident_anonymous_pages_after_fork() {
     for (policy, want) in [("navarro", 8), ("navarro:prefault=off", 0)] {
-        let (mut e, pid) = common::engine("skylake", policy, None);
+        let (mut e, pid) = common::engine("skylake:mem=1G", policy, None);
         let mb = 1u64 << 20;
         let a = e
             .mmap(

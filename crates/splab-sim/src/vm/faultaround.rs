@@ -25,6 +25,10 @@ pub struct AroundStats {
     pub mapped: u64,
     /// Of those, file pages whose frame the warm page cache supplied at that moment.
     pub from_warm_cache: u64,
+    /// When set (the engine's incremental `--check`), the address ranges mapped around each
+    /// fault are recorded in `touched` for the check of the event.
+    pub track: bool,
+    pub touched: Vec<(Pid, u64, u64)>,
 }
 
 impl Os {
@@ -95,6 +99,17 @@ impl Os {
             }
         }
         self.stats.around.mapped += mapped;
+        if mapped > 0 && self.stats.around.track {
+            // Every page mapped lies within the window or the spiral's reach of `vpn`.
+            let reach = match self.policy.fault_around {
+                FaultAround::Window { bytes } => (bytes >> bs).min(PTRS_PER_PTE),
+                FaultAround::Spiral { behind, ahead } => behind.max(ahead) as u64,
+                FaultAround::Off => 0,
+            };
+            let lo = vpn.saturating_sub(reach).max(start);
+            let hi = (vpn + reach + 1).min(end);
+            self.stats.around.touched.push((pid, lo << bs, hi << bs));
+        }
         mapped * self.machine.cost.pte_write_cycles
     }
 
