@@ -73,6 +73,17 @@ fn window_maps_the_aligned_64k_around_a_read_fault() {
     assert_eq!(faults(&e), 1, "the window's pages are mapped");
     read(&mut e, pid, 16);
     assert_eq!((faults(&e), around(&e)), (2, 30));
+    // A first read in the middle of a fresh mapping maps its own window only.
+    map_file(&mut e, pid, AT + 128 * PAGE, 64, Prot::READ, false);
+    read(&mut e, pid, 128 + 21);
+    assert_eq!((faults(&e), around(&e)), (3, 45));
+    for p in 16..32 {
+        read(&mut e, pid, 128 + p);
+    }
+    assert_eq!(faults(&e), 3);
+    read(&mut e, pid, 128 + 15);
+    assert_eq!((faults(&e), around(&e)), (4, 60));
+    e.munmap(pid, AT + 128 * PAGE, 64 * PAGE).unwrap();
     // Warm cache: no I/O, and the footprint is the 32 pages mapped (plus page tables).
     assert_eq!(e.os.stats.io_read_bytes, 0);
     assert_eq!(e.os.stats.faults.major, 0);
@@ -99,6 +110,11 @@ fn window_is_clipped_and_skips_writes_and_anonymous_memory() {
     e.access(pid, AT + (64 + 9) * PAGE, AccessKind::Write)
         .unwrap();
     assert_eq!(e.os.stats.faults.protection, f + 1);
+    // A window of one page is no window.
+    let (mut one, p1) = engine("base:fault_around=4K", PageCache::Warm);
+    map_file(&mut one, p1, AT, 64, Prot::READ, false);
+    read(&mut one, p1, 5);
+    assert_eq!(around(&one), 0);
     // Private anonymous memory: nothing around.
     let a = e
         .mmap(
@@ -175,7 +191,12 @@ fn spiral_stops_at_the_first_page_not_resident() {
 /// neighbours with it (navarro's default), and none with `prefault=off`.
 #[test]
 fn prefault_maps_resident_anonymous_pages_after_fork() {
-    for (policy, want) in [("navarro", 8), ("navarro:prefault=off", 0)] {
+    // Linux's window never maps private anonymous memory, resident or not.
+    for (policy, want) in [
+        ("navarro", 8),
+        ("navarro:prefault=off", 0),
+        ("navarro:fault_around=64K", 0),
+    ] {
         let (mut e, pid) = common::engine("skylake:mem=1G", policy, None);
         let mb = 1u64 << 20;
         let a = e

@@ -49,13 +49,12 @@ impl Os {
                 if kind == AccessKind::Write || pages <= 1 || !self.in_page_cache(v) {
                     return 0;
                 }
+                // A power of two no larger than a leaf table: the aligned window never crosses
+                // one (`fault_around_bytes` is a power of two, checked by the policy parser).
                 let pages = pages.min(PTRS_PER_PTE);
-                let lo = (vpn & !(pages - 1))
-                    .max(start)
-                    .max(vpn & !(PTRS_PER_PTE - 1));
-                let hi = ((vpn & !(pages - 1)) + pages)
-                    .min(end)
-                    .min((vpn | (PTRS_PER_PTE - 1)) + 1);
+                let first = vpn & !(pages - 1);
+                let lo = first.max(start);
+                let hi = (first + pages).min(end);
                 for n in lo..hi {
                     if n == vpn || self.has_mapping(pid, n) {
                         continue;
