@@ -184,6 +184,17 @@ fn spiral_stops_at_the_first_page_not_resident() {
     // 2, 4, 1, 5, 0 mapped; 6 mapped already; -1 outside; 7 mapped already.
     assert_eq!(around(&w), 8 + 5);
     assert_eq!(faults(&w), 2);
+    // Asymmetric: 1 below, 3 above (FreeBSD passes the read-ahead's behind and ahead).
+    let (mut a, p) = engine("base:prefault=1+3", PageCache::Warm);
+    map_file(&mut a, p, AT, 64, Prot::READ, false);
+    read(&mut a, p, 10);
+    assert_eq!(around(&a), 4, "9, 11, 12, 13");
+    for n in [9, 11, 12, 13] {
+        read(&mut a, p, n);
+    }
+    assert_eq!(faults(&a), 1);
+    read(&mut a, p, 8);
+    assert_eq!(faults(&a), 2, "8 was beyond the one page below");
 }
 
 /// Prefault covers anonymous objects too: after fork, a superpage the parent promoted is not

@@ -75,10 +75,10 @@ impl Os {
                 for i in 0..steps {
                     let d = (i >> 1) + 1;
                     let n = if i & 1 == 0 {
-                        if d > behind as u64 || vpn < d {
-                            continue;
+                        match vpn.checked_sub(d) {
+                            Some(n) if d <= behind as u64 => n,
+                            _ => continue,
                         }
-                        vpn - d
                     } else {
                         if d > ahead as u64 {
                             continue;
