@@ -256,11 +256,13 @@ impl Pmap {
         &mut c[(vpn as usize) & (CHUNK - 1)]
     }
 
-    /// Hints the host CPU to fetch the entry of `vpn` (no effect on the model).
+    /// Hints the host CPU to fetch the entry of `vpn` and its chunk's page-table path, which
+    /// lies on another host line (no effect on the model).
     #[inline]
     pub fn prefetch(&self, vpn: u64) {
         if let Some(c) = self.chunks.get(&(vpn >> CHUNK_SHIFT)) {
             crate::hw::prefetch(&c[(vpn as usize) & (CHUNK - 1)]);
+            crate::hw::prefetch(&c.path);
         }
     }
 
