@@ -216,11 +216,11 @@ impl Level {
         false
     }
 
-    #[inline]
+    #[inline(always)]
     fn prefetch(&self, line: u64) {
-        let (set, _) = self.locate(line);
-        super::prefetch(&self.tags[self.off + set * self.ways]);
-        super::prefetch(&self.repl[set]);
+        let set = (line & self.set_mask) as usize;
+        super::prefetch_ptr(self.tags.as_ptr().wrapping_add(self.off + set * self.ways));
+        super::prefetch_ptr(self.repl.as_ptr().wrapping_add(set));
     }
 }
 
@@ -536,7 +536,8 @@ impl Caches {
     #[inline]
     pub fn prefetch(&self, line: u64) {
         for &i in &self.prefetched {
-            self.levels[i].prefetch(line);
+            // SAFETY: `prefetched` holds indices of `levels` (see `new`).
+            unsafe { self.levels.get_unchecked(i) }.prefetch(line);
         }
     }
 
