@@ -261,7 +261,9 @@ fn level_hit<const W: usize, const P: u8>(l: &mut Level, line: u64) -> bool {
 }
 
 fn hier1<const W0: usize, const P0: u8>(levels: &mut [Level], line: u64) -> Served {
-    let [a] = levels else { unreachable!("hier1: one level") };
+    let [a] = levels else {
+        unreachable!("hier1: one level")
+    };
     if level_hit::<W0, P0>(a, line) {
         return 0;
     }
@@ -272,7 +274,9 @@ fn hier2<const W0: usize, const P0: u8, const W1: usize, const P1: u8>(
     levels: &mut [Level],
     line: u64,
 ) -> Served {
-    let [a, b] = levels else { unreachable!("hier2: two levels") };
+    let [a, b] = levels else {
+        unreachable!("hier2: two levels")
+    };
     if level_hit::<W0, P0>(a, line) {
         return 0;
     }
@@ -293,7 +297,9 @@ fn hier3<
     levels: &mut [Level],
     line: u64,
 ) -> Served {
-    let [a, b, c] = levels else { unreachable!("hier3: three levels") };
+    let [a, b, c] = levels else {
+        unreachable!("hier3: three levels")
+    };
     if level_hit::<W0, P0>(a, line) {
         return 0;
     }
