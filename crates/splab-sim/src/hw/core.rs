@@ -311,8 +311,13 @@ impl Core {
         let mut done = data_start + trip.latency * w;
         if trip.served > 0 && op != MemOp::Ifetch {
             let m = (self.cfg.mshrs.max(1) as usize).min(MAX_MSHRS);
-            let (same, slot, free) =
-                mshr_scan(&self.mshr_line[..m], &self.mshr_done[..m], trip.line);
+            let (same, slot, free) = match m {
+                // The presets' fill buffers, unrolled.
+                10 => mshr_scan_n::<10>(&self.mshr_line, &self.mshr_done, trip.line),
+                8 => mshr_scan_n::<8>(&self.mshr_line, &self.mshr_done, trip.line),
+                6 => mshr_scan_n::<6>(&self.mshr_line, &self.mshr_done, trip.line),
+                _ => mshr_scan(&self.mshr_line[..m], &self.mshr_done[..m], trip.line),
+            };
             if let Some(i) = same {
                 // Merges with the miss in flight for the same line.
                 if self.mshr_done[i] > data_start {
@@ -544,6 +549,24 @@ fn f(n: u64) -> f64 {
 fn floor(x: f64) -> u64 {
     debug_assert!((0.0..9.2e18).contains(&x));
     x as i64 as u64
+}
+
+/// `mshr_scan` over the first `M` fill buffers, with `M` known (unrolled).
+#[inline(always)]
+fn mshr_scan_n<const M: usize>(
+    lines: &[u64; MAX_MSHRS],
+    done: &[u64; MAX_MSHRS],
+    line: u64,
+) -> (Option<usize>, usize, u64) {
+    let mut same = usize::MAX;
+    let (mut best, mut t) = (0, u64::MAX);
+    for i in (0..M).rev() {
+        same = if lines[i] == line { i } else { same };
+        let le = done[i] <= t;
+        t = if le { done[i] } else { t };
+        best = if le { i } else { best };
+    }
+    ((same != usize::MAX).then_some(same), best, t)
 }
 
 /// In one pass over the fill buffers: the first one holding `line`, and the first of those that

@@ -698,7 +698,9 @@ impl Array {
             }
             let vpn = va >> self.sizes.shift[i];
             match &self.store {
-                Store::Small(s) => super::prefetch(&s.sets[self.set_of(vpn)].h),
+                Store::Small(s) => {
+                    super::prefetch_ptr(s.sets.as_ptr().wrapping_add(self.set_of(vpn)))
+                }
                 Store::Big(b) => {
                     let tag = make_tag(asid, vpn, self.sizes.class[i]);
                     super::prefetch(&b.chain[b.bucket(tag)]);
@@ -1194,9 +1196,11 @@ impl Tlb {
                     .l1i
                     .as_ref()
                     .expect("Tlb::prefetch: an L1I array without an L1I"),
-                i => &self.lower[i as usize - 2],
+                // SAFETY: `new` lists only levels and arrays that exist.
+                i => unsafe { self.lower.get_unchecked(i as usize - 2) },
             };
-            level.arrays[a as usize].prefetch(asid, va);
+            // SAFETY: as above.
+            unsafe { level.arrays.get_unchecked(a as usize) }.prefetch(asid, va);
         }
     }
 

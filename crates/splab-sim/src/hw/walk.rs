@@ -223,18 +223,36 @@ impl Walker {
         ((frame << self.base_shift) + index * self.pte_bytes) >> LINE_SHIFT
     }
 
+    /// One walk reference: counted, in `counts`, in the 16-bit field of the place that served
+    /// it (L1, L2, LLC, DRAM = field 3). Counting in a register and pricing at the end (`tally`)
+    /// avoids a read-modify-write of an array at a varying index per reference, which stalled
+    /// the host on store forwarding when the array was read back whole.
     #[inline]
-    fn reference(&mut self, caches: &mut Caches, line: u64, cost: &mut WalkCost) {
+    fn reference(caches: &mut Caches, line: u64, counts: &mut u64) {
         let s = caches.access(line);
         let k = if (s as usize) >= caches.levels() {
             3
         } else {
-            s as usize
+            s as u64
         };
-        cost.by_level[k] += caches.latency(s) as u32;
-        cost.refs_by_level[k] += 1;
-        self.refs_by_level[k] += 1;
-        cost.refs += 1;
+        *counts += 1 << (16 * k);
+    }
+
+    /// The cost of the references counted in `counts` (see `reference`): each place's count
+    /// times its latency (every reference served at place k has the same latency: the level's,
+    /// or DRAM's for field 3), added to `cost` and to the walker's totals.
+    #[inline]
+    fn tally(&mut self, caches: &Caches, counts: u64, cost: &mut WalkCost) {
+        let mut c = counts;
+        while c != 0 {
+            let k = (c.trailing_zeros() / 16) as usize;
+            let n = ((c >> (16 * k)) & 0xFFFF) as u32;
+            c &= !(0xFFFF << (16 * k));
+            cost.by_level[k] += n * caches.latency(k as u8) as u32;
+            cost.refs_by_level[k] += n;
+            self.refs_by_level[k] += n as u64;
+            cost.refs += n;
+        }
     }
 
     /// Walks `asid`'s page table for `va`, which is (or would be) mapped by a page of byte shift
@@ -258,9 +276,11 @@ impl Walker {
                 let frame = path[n - 1];
                 if frame != NO_TABLE {
                     let line = self.entry_line(frame, self.shifts[n - 1], va);
+                    let mut counts = 0;
                     for _ in 0..refs {
-                        self.reference(caches, line, &mut cost);
+                        Self::reference(caches, line, &mut counts);
                     }
+                    self.tally(caches, counts, &mut cost);
                 }
             }
             return cost;
@@ -282,19 +302,21 @@ impl Walker {
                 break;
             }
         }
+        let mut counts = 0;
         for lvl in start..=leaf {
             let frame = path[lvl];
             if frame == NO_TABLE {
                 break; // no table here: the entry above was not present
             }
             let line = self.entry_line(frame, shifts[lvl], va);
-            self.reference(caches, line, &mut cost);
+            Self::reference(caches, line, &mut counts);
             if lvl < leaf && lvl < self.pwcs.len() {
                 // Levels below the PWC hit missed their caches above: insert them.
                 let index = va >> shifts[lvl];
                 self.pwcs[lvl].insert_absent(index, pwc_key(asid, lvl, index));
             }
         }
+        self.tally(caches, counts, &mut cost);
         cost
     }
 

@@ -127,6 +127,83 @@ impl Process {
     }
 }
 
+/// The processes by pid, indexed directly (pids are small and handed out in order): the access
+/// path looks its process up once per access without hashing. Iteration is in pid order.
+#[derive(Clone, Debug, Default)]
+pub struct ProcTable {
+    by_pid: Vec<Option<Box<Process>>>,
+    len: usize,
+}
+
+impl ProcTable {
+    #[inline(always)]
+    pub fn get(&self, pid: &u32) -> Option<&Process> {
+        self.by_pid.get(*pid as usize)?.as_deref()
+    }
+    #[inline(always)]
+    pub fn get_mut(&mut self, pid: &u32) -> Option<&mut Process> {
+        self.by_pid.get_mut(*pid as usize)?.as_deref_mut()
+    }
+    pub fn contains_key(&self, pid: &u32) -> bool {
+        self.get(pid).is_some()
+    }
+    /// Inserts `p` as `pid`; returns the process it replaced, if any.
+    pub fn insert(&mut self, pid: u32, p: Process) -> Option<Process> {
+        let i = pid as usize;
+        if i >= self.by_pid.len() {
+            self.by_pid.resize_with(i + 1, || None);
+        }
+        let old = self.by_pid[i].replace(Box::new(p)).map(|b| *b);
+        if old.is_none() {
+            self.len += 1;
+        }
+        old
+    }
+    pub fn remove(&mut self, pid: &u32) -> Option<Process> {
+        let old = self.by_pid.get_mut(*pid as usize)?.take().map(|b| *b);
+        if old.is_some() {
+            self.len -= 1;
+        }
+        old
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&u32, &Process)> + '_ {
+        self.by_pid
+            .iter()
+            .filter_map(|p| p.as_deref())
+            .map(|p| (&p.pid.0, p))
+    }
+    pub fn values(&self) -> impl Iterator<Item = &Process> + '_ {
+        self.by_pid.iter().filter_map(|p| p.as_deref())
+    }
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Process> + '_ {
+        self.by_pid.iter_mut().filter_map(|p| p.as_deref_mut())
+    }
+    pub fn keys(&self) -> impl Iterator<Item = &u32> + '_ {
+        self.values().map(|p| &p.pid.0)
+    }
+}
+
+impl std::ops::Index<&u32> for ProcTable {
+    type Output = Process;
+    fn index(&self, pid: &u32) -> &Process {
+        self.get(pid).expect("ProcTable: no process with this pid")
+    }
+}
+
+impl<'a> IntoIterator for &'a ProcTable {
+    type Item = (&'a u32, &'a Process);
+    type IntoIter = Box<dyn Iterator<Item = (&'a u32, &'a Process)> + 'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
 /// A file known to the OS: its size and its page-cache object.
 #[derive(Clone, Debug)]
 pub struct FileEntry {
@@ -139,7 +216,7 @@ pub struct Os {
     pub policy: Policy,
     pub hw: Hw,
     pub phys: PhysMem,
-    pub procs: FxHashMap<u32, Process>,
+    pub procs: ProcTable,
     pub objects: Vec<Option<VmObject>>,
     free_objs: Vec<u32>,
     pub files: FxHashMap<u32, FileEntry>,
@@ -195,7 +272,7 @@ impl Os {
             policy,
             hw,
             phys,
-            procs: FxHashMap::default(),
+            procs: ProcTable::default(),
             objects: Vec::new(),
             free_objs: Vec::new(),
             files: FxHashMap::default(),

@@ -2,7 +2,7 @@
 //! bits, and the enter / remove / protect / promote / demote operations.
 //!
 //! Representation: one packed entry per base page, in chunks of 512 base pages found through a
-//! hash map (with a one-entry cache for locality). A superpage mapping is recorded in every base
+//! two-level radix index (`ChunkMap`: no hashing on the access path). A superpage mapping is recorded in every base
 //! entry it covers, each with its own frame number and the superpage's size class: this is the
 //! replicated-PTE layout of the Alpha and PA-RISC (seed 000 6.1, seed 002 4) and, for x86, an
 //! expanded view of one PDE. How much a promotion *costs* is decided by the machine (one PTE per
@@ -14,8 +14,6 @@
 //! Invariants (`check_invariants`): every valid entry of size class c > 0 lies in an aligned run
 //! of entries of class c whose frames are consecutive and start aligned; `counts[c]` is the
 //! number of valid base entries of class c.
-
-use rustc_hash::FxHashMap;
 
 use crate::hw::walk::{PtPath, NO_TABLE};
 use crate::units::{Pfn, Prot, SizeClass};
@@ -99,13 +97,109 @@ impl std::ops::DerefMut for ChunkData {
     }
 }
 
-type Chunk = Box<ChunkData>;
+type Chunk = ChunkData;
 
 fn new_chunk(path: PtPath) -> Chunk {
-    Box::new(ChunkData {
+    ChunkData {
         e: [0u64; CHUNK],
         path,
-    })
+    }
+}
+
+/// Chunk keys (`vpn >> CHUNK_SHIFT`) per leaf of the index.
+const LEAF_BITS: u32 = 13;
+const LEAF: usize = 1 << LEAF_BITS;
+
+/// The chunks of a page table by key, found by direct indexing: a top table of leaves by
+/// `key >> LEAF_BITS`, each leaf holding `position + 1` in `slab` of its keys (0 = absent). The
+/// chunks live densely in `slab` (a removal moves the last one into the hole), so iteration is
+/// a slice walk; its order is not meaningful (neither was the hash map's it replaced).
+#[derive(Clone, Debug, Default)]
+struct ChunkMap {
+    top: Vec<Option<Box<[u32; LEAF]>>>,
+    slab: Vec<ChunkData>,
+    keys: Vec<u64>,
+}
+
+impl ChunkMap {
+    /// Position in `slab` of `key`'s chunk.
+    #[inline(always)]
+    fn pos(&self, key: u64) -> Option<usize> {
+        let leaf = self.top.get((key >> LEAF_BITS) as usize)?.as_ref()?;
+        let i = leaf[(key as usize) & (LEAF - 1)];
+        (i != 0).then(|| i as usize - 1)
+    }
+    #[inline(always)]
+    fn get(&self, key: &u64) -> Option<&ChunkData> {
+        // SAFETY: positions in the index are always < slab.len() (insert and remove keep them).
+        self.pos(*key)
+            .map(|i| unsafe { self.slab.get_unchecked(i) })
+    }
+    #[inline(always)]
+    fn get_mut(&mut self, key: &u64) -> Option<&mut ChunkData> {
+        let i = self.pos(*key)?;
+        // SAFETY: as in `get`.
+        Some(unsafe { self.slab.get_unchecked_mut(i) })
+    }
+    fn contains_key(&self, key: &u64) -> bool {
+        self.pos(*key).is_some()
+    }
+    fn leaf_mut(&mut self, key: u64) -> &mut u32 {
+        let t = (key >> LEAF_BITS) as usize;
+        if t >= self.top.len() {
+            self.top.resize(t + 1, None);
+        }
+        let leaf = self.top[t].get_or_insert_with(|| Box::new([0u32; LEAF]));
+        &mut leaf[(key as usize) & (LEAF - 1)]
+    }
+    /// Inserts `c` as `key`'s chunk; returns the chunk it replaced, if any.
+    fn insert(&mut self, key: u64, c: ChunkData) -> Option<ChunkData> {
+        if let Some(i) = self.pos(key) {
+            return Some(std::mem::replace(&mut self.slab[i], c));
+        }
+        self.slab.push(c);
+        self.keys.push(key);
+        let n = self.slab.len() as u32;
+        *self.leaf_mut(key) = n;
+        None
+    }
+    /// `key`'s chunk, created by `f` if absent.
+    #[inline]
+    fn get_or_insert_with(&mut self, key: u64, f: impl FnOnce() -> ChunkData) -> &mut ChunkData {
+        let i = match self.pos(key) {
+            Some(i) => i,
+            None => {
+                self.insert(key, f());
+                self.slab.len() - 1
+            }
+        };
+        &mut self.slab[i]
+    }
+    fn remove(&mut self, key: &u64) -> Option<ChunkData> {
+        let i = self.pos(*key)?;
+        *self.leaf_mut(*key) = 0;
+        let last = self.slab.len() - 1;
+        if i != last {
+            let moved = self.keys[last];
+            *self.leaf_mut(moved) = i as u32 + 1;
+        }
+        self.keys.swap_remove(i);
+        Some(self.slab.swap_remove(i))
+    }
+    fn keys(&self) -> impl Iterator<Item = &u64> + '_ {
+        self.keys.iter()
+    }
+    fn iter(&self) -> impl Iterator<Item = (&u64, &ChunkData)> + '_ {
+        self.keys.iter().zip(self.slab.iter())
+    }
+}
+
+impl<'a> IntoIterator for &'a ChunkMap {
+    type Item = (&'a u64, &'a ChunkData);
+    type IntoIter = std::iter::Zip<std::slice::Iter<'a, u64>, std::slice::Iter<'a, ChunkData>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.keys.iter().zip(self.slab.iter())
+    }
 }
 
 /// What a walk found (`Pmap::walk_touch`).
@@ -134,7 +228,7 @@ pub struct Removed {
 
 #[derive(Clone, Debug, Default)]
 pub struct Pmap {
-    chunks: FxHashMap<u64, Chunk>,
+    chunks: ChunkMap,
     /// Valid base entries per size class.
     pub counts: [u64; 16],
     /// Keys of the chunks that `remove` emptied and dropped, for the OS to release their
@@ -158,16 +252,17 @@ impl Pmap {
     fn slot_mut(&mut self, vpn: u64) -> &mut u64 {
         let c = self
             .chunks
-            .entry(vpn >> CHUNK_SHIFT)
-            .or_insert_with(|| new_chunk([NO_TABLE; 4]));
+            .get_or_insert_with(vpn >> CHUNK_SHIFT, || new_chunk([NO_TABLE; 4]));
         &mut c[(vpn as usize) & (CHUNK - 1)]
     }
 
-    /// Hints the host CPU to fetch the entry of `vpn` (no effect on the model).
+    /// Hints the host CPU to fetch the entry of `vpn` and its chunk's page-table path, which
+    /// lies on another host line (no effect on the model).
     #[inline]
     pub fn prefetch(&self, vpn: u64) {
         if let Some(c) = self.chunks.get(&(vpn >> CHUNK_SHIFT)) {
             crate::hw::prefetch(&c[(vpn as usize) & (CHUNK - 1)]);
+            crate::hw::prefetch(&c.path);
         }
     }
 
