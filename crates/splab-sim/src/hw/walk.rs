@@ -58,16 +58,36 @@ pub type PtPath = [u64; 4];
 pub const NO_TABLE: u64 = u64::MAX;
 
 /// A small cache of upper-level paging-structure entries (a PWC): set-associative with at most
-/// 4 ways and exact LRU inside a set (recency stamps). Intel does not publish the organisation
+/// 4 ways and exact LRU inside a set. Intel does not publish the organisation
 /// of its paging-structure caches (SDM vol. 3 4.10.3; docs/constants.md); 4-way sets like the
 /// L1 DTLB's are an assumption, and caches of up to 4 entries are fully associative.
+///
+/// Host layout: keys (0 = invalid) `ways` per set, and per set the recency order as a
+/// permutation of way numbers, one nibble each (nibble 0 the most recent). A fill takes the
+/// lowest invalid way, else the least recent: what recency stamps with the first smallest
+/// stamp as victim (an invalid way's stamp being 0) chose.
 #[derive(Clone, Debug)]
 struct Pwc {
     keys: Vec<u64>,
-    stamps: Vec<u64>,
+    perm: Vec<u16>,
     ways: usize,
     set_mask: u64,
-    clock: u64,
+}
+
+const NIBBLES: u64 = 0x1111_1111_1111_1111;
+
+/// The recency order `perm` with way `w` (one of its first nibbles) moved to the front.
+#[inline(always)]
+fn promote(perm: u16, w: usize) -> u16 {
+    let perm = perm as u64;
+    let x = perm ^ (NIBBLES * w as u64);
+    let y = x | (x >> 1);
+    let y = y | (y >> 2);
+    // Bit 4k is clear iff nibble k equals w; `w` is among the first `ways` nibbles.
+    let at = (!y & NIBBLES).trailing_zeros();
+    let below = (1u64 << at) - 1;
+    let upto = below | (0xF << at);
+    ((perm & !upto) | ((perm & below) << 4) | w as u64) as u16
 }
 
 impl Pwc {
@@ -82,17 +102,13 @@ impl Pwc {
             sets.is_power_of_two(),
             "page-walk cache of {entries} entries: sets must be a power of two"
         );
+        let identity = (0..ways).fold(0u16, |p, w| p | (w as u16) << (4 * w));
         Pwc {
             keys: vec![0; sets * ways],
-            stamps: vec![0; sets * ways],
+            perm: vec![identity; sets],
             ways,
             set_mask: sets as u64 - 1,
-            clock: 0,
         }
-    }
-    #[inline]
-    fn base(&self, index: u64) -> usize {
-        (index & self.set_mask) as usize * self.ways
     }
     /// Looks up the entry of table index `index` (key `key`); a hit becomes most recently used.
     #[inline]
@@ -100,33 +116,37 @@ impl Pwc {
         if self.ways == 0 {
             return false;
         }
-        let b = self.base(index);
+        let set = (index & self.set_mask) as usize;
+        let b = set * self.ways;
         match super::find_key(&self.keys[b..b + self.ways], key) {
             Some(i) => {
-                self.clock += 1;
-                self.stamps[b + i] = self.clock;
+                self.perm[set] = promote(self.perm[set], i);
                 true
             }
             None => false,
         }
     }
-    /// Inserts `key`, known to be absent, replacing the least recently used way of its set.
+    /// Inserts `key`, known to be absent, replacing the lowest invalid way of its set, else
+    /// the least recently used.
     #[inline]
     fn insert_absent(&mut self, index: u64, key: u64) {
         if self.ways == 0 {
             return;
         }
-        let b = self.base(index);
-        let i = b + super::argmin(&self.stamps[b..b + self.ways]);
-        self.clock += 1;
-        self.keys[i] = key;
-        self.stamps[i] = self.clock;
+        let set = (index & self.set_mask) as usize;
+        let b = set * self.ways;
+        let p = self.perm[set];
+        let w = match super::find_key(&self.keys[b..b + self.ways], 0) {
+            Some(i) => i,
+            None => (p >> (4 * (self.ways - 1))) as usize & 0xF,
+        };
+        self.keys[b + w] = key;
+        self.perm[set] = promote(p, w);
     }
     fn invalidate_asid(&mut self, asid: u32) {
-        for (k, s) in self.keys.iter_mut().zip(self.stamps.iter_mut()) {
+        for k in self.keys.iter_mut() {
             if *k != 0 && ((*k >> 44) & 0xF_FFFF) as u32 == asid & 0xF_FFFF {
                 *k = 0;
-                *s = 0;
             }
         }
     }
@@ -243,11 +263,9 @@ impl Walker {
     /// or DRAM's for field 3), added to `cost` and to the walker's totals.
     #[inline]
     fn tally(&mut self, caches: &Caches, counts: u64, cost: &mut WalkCost) {
-        let mut c = counts;
-        while c != 0 {
-            let k = (c.trailing_zeros() / 16) as usize;
-            let n = ((c >> (16 * k)) & 0xFFFF) as u32;
-            c &= !(0xFFFF << (16 * k));
+        // All four places, without branches: how many places a walk used is unpredictable.
+        for k in 0..4 {
+            let n = ((counts >> (16 * k)) & 0xFFFF) as u32;
             cost.by_level[k] += n * caches.latency(k as u8) as u32;
             cost.refs_by_level[k] += n;
             self.refs_by_level[k] += n as u64;
