@@ -220,8 +220,9 @@ const NIBBLES: u64 = 0x1111_1111_1111_1111;
 
 /// The LRU order `perm` (way numbers by recency, nibble 0 the most recent) with way `w` moved to
 /// the front.
+/// The page-walk caches (walk.rs) keep their order the same way, in a `u16`.
 #[inline(always)]
-fn promote(perm: u64, w: usize) -> u64 {
+pub(crate) fn promote(perm: u64, w: usize) -> u64 {
     let x = perm ^ (NIBBLES * w as u64);
     let y = x | (x >> 1);
     let y = y | (y >> 2);

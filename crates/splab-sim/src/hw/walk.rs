@@ -74,20 +74,11 @@ struct Pwc {
     set_mask: u64,
 }
 
-const NIBBLES: u64 = 0x1111_1111_1111_1111;
-
-/// The recency order `perm` with way `w` (one of its first nibbles) moved to the front.
+/// The recency order `perm` (at most four ways: one `u16`) with way `w` moved to the front,
+/// as the TLB's sets keep theirs.
 #[inline(always)]
 fn promote(perm: u16, w: usize) -> u16 {
-    let perm = perm as u64;
-    let x = perm ^ (NIBBLES * w as u64);
-    let y = x | (x >> 1);
-    let y = y | (y >> 2);
-    // Bit 4k is clear iff nibble k equals w; `w` is among the first `ways` nibbles.
-    let at = (!y & NIBBLES).trailing_zeros();
-    let below = (1u64 << at) - 1;
-    let upto = below | (0xF << at);
-    ((perm & !upto) | ((perm & below) << 4) | w as u64) as u16
+    super::tlb::promote(perm as u64, w) as u16
 }
 
 impl Pwc {
