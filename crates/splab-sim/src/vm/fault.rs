@@ -616,12 +616,7 @@ impl Os {
         cost.cycles += self.machine.cost.pte_write_cycles;
         // Event 3, mapping creation: the resident neighbours (fault-around / prefault), then
         // promotion if the page completed a superpage-sized extent.
-        let kind = if write {
-            AccessKind::Write
-        } else {
-            AccessKind::Read
-        };
-        cost.cycles += self.fault_around(pid, v, vpn, kind);
+        cost.cycles += self.fault_around(pid, v, vpn, write);
         cost.cycles += self.try_promote(pid, v, vpn);
         Ok(cost)
     }

@@ -23,8 +23,6 @@ const PTRS_PER_PTE: u64 = 512;
 pub struct AroundStats {
     /// Pages mapped beside a faulting page.
     pub mapped: u64,
-    /// Of those, file pages whose frame the warm page cache supplied at that moment.
-    pub from_warm_cache: u64,
     /// When set (the engine's incremental `--check`), the address ranges mapped around each
     /// fault are recorded in `touched` for the check of the event.
     pub track: bool,
@@ -32,37 +30,36 @@ pub struct AroundStats {
 }
 
 impl Os {
-    /// Maps the neighbours of page `vpn` of `v`, just faulted in by `pid` for an access of
-    /// `kind`, as the policy's `fault_around` says. Returns the cycles spent (one PTE write per
+    /// Maps the neighbours of page `vpn` of `v`, just faulted in by `pid` for an access,
+    /// a read or fetch (`write` false) or a write, as the policy's `fault_around` says. Returns the cycles spent (one PTE write per
     /// page mapped). Runs out of memory quietly: a neighbour is an optimisation, not a need.
-    pub(crate) fn fault_around(&mut self, pid: Pid, v: &Vma, vpn: u64, kind: AccessKind) -> u64 {
+    pub(crate) fn fault_around(&mut self, pid: Pid, v: &Vma, vpn: u64, write: bool) -> u64 {
         let bs = self.base_shift();
         let start = v.start >> bs;
         let end = v.end >> bs;
-        let mut mapped = 0u64;
+        // Pages mapped, and the range of their page numbers `[lo, hi)`.
+        let (mut mapped, mut lo, mut hi) = (0u64, vpn, vpn + 1);
         match self.policy.fault_around {
             FaultAround::Off => {}
             FaultAround::Window { bytes } => {
                 // Linux do_read_fault -> do_fault_around: read (and fetch) faults of file
                 // mappings only; do_cow_fault and do_shared_fault (writes) map one page.
                 let pages = bytes >> bs;
-                if kind == AccessKind::Write || pages <= 1 || !self.in_page_cache(v) {
+                if write || pages <= 1 || !self.in_page_cache(v) {
                     return 0;
                 }
                 // A power of two no larger than a leaf table: the aligned window never crosses
                 // one (`fault_around_bytes` is a power of two, checked by the policy parser).
                 let pages = pages.min(PTRS_PER_PTE);
                 let first = vpn & !(pages - 1);
-                let lo = first.max(start);
-                let hi = (first + pages).min(end);
-                for n in lo..hi {
+                for n in first.max(start)..(first + pages).min(end) {
                     if n == vpn || self.has_mapping(pid, n) {
                         continue;
                     }
                     // filemap_map_pages maps what the page cache holds and skips the rest.
                     if let Some(pfn) = self.resident_page(pid, v, n) {
                         if self.enter_read_only(pid, v, n, pfn) {
-                            mapped += 1;
+                            (mapped, lo, hi) = (mapped + 1, lo.min(n), hi.max(n + 1));
                         }
                     }
                 }
@@ -92,21 +89,13 @@ impl Os {
                         break;
                     };
                     if self.enter_read_only(pid, v, n, pfn) {
-                        mapped += 1;
+                        (mapped, lo, hi) = (mapped + 1, lo.min(n), hi.max(n + 1));
                     }
                 }
             }
         }
         self.stats.around.mapped += mapped;
         if mapped > 0 && self.stats.around.track {
-            // Every page mapped lies within the window or the spiral's reach of `vpn`.
-            let reach = match self.policy.fault_around {
-                FaultAround::Window { bytes } => (bytes >> bs).min(PTRS_PER_PTE),
-                FaultAround::Spiral { behind, ahead } => behind.max(ahead) as u64,
-                FaultAround::Off => 0,
-            };
-            let lo = vpn.saturating_sub(reach).max(start);
-            let hi = (vpn + reach + 1).min(end);
             self.stats.around.touched.push((pid, lo << bs, hi << bs));
         }
         mapped * self.machine.cost.pte_write_cycles
@@ -138,17 +127,13 @@ impl Os {
         if let Some(pfn) = o.pages.get(pindex) {
             return Some(pfn);
         }
-        let ObjKind::File { file } = o.kind else {
-            return None;
-        };
-        let size = self.files.get(&file).map_or(0, |f| f.size);
-        let in_file = pindex < size.div_ceil(self.machine.base_size());
-        if self.page_cache != PageCache::Warm || !in_file {
+        // A warm page cache holds every page of a file. (A mapping never passes its file's end:
+        // mmap and mremap grow the file to cover it.)
+        if !matches!(o.kind, ObjKind::File { .. }) || self.page_cache != PageCache::Warm {
             return None;
         }
         let pfn = self.alloc_frame(pid, v.obj, pindex, v).ok()?;
         self.obj_insert(v.obj, pindex, pfn);
-        self.stats.around.from_warm_cache += 1;
         Some(pfn)
     }
 
