@@ -1,10 +1,7 @@
 //! CLI tests: run the binary as a user would.
 
-use assert_cmd::Command;
-
-fn splab() -> Command {
-    Command::cargo_bin("splab").unwrap()
-}
+mod common;
+use common::splab;
 
 /// Bad input prints one line naming the bad token (and the valid choices where the set is
 /// closed) and exits with status 2; never a panic.
@@ -46,18 +43,7 @@ fn bad_input_exits_2_with_one_line() {
         ),
     ];
     for (args, needles) in cases {
-        let out = splab().args(*args).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert_eq!(
-            err.trim_end().lines().count(),
-            1,
-            "{args:?}: one line expected, got: {err}"
-        );
-        for n in *needles {
-            assert!(err.contains(n), "{args:?}: '{n}' not in: {err}");
-        }
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_bad_input(args, needles);
     }
     // A usage error (clap) also exits 2.
     assert_eq!(
@@ -155,11 +141,7 @@ fn demo_writes_json_beside_the_tables() {
         .args(["demo", "--out", dir.to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "splab");
     let n = std::fs::read_dir(&dir).unwrap().count();
     assert!(n >= 4, "{n} JSON files");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -168,13 +150,7 @@ fn demo_writes_json_beside_the_tables() {
 /// One line on stderr naming `needles`, exit status 2, no panic.
 fn assert_bad_input(args: &[&str], needles: &[&str]) {
     let out = splab().args(args).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
-    for n in needles {
-        assert!(err.contains(n), "{args:?}: '{n}' not in: {err}");
-    }
-    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    common::assert_error_line(&out, 2, args, needles);
 }
 
 /// Issue 9: `-p ""` and `-p ,` panicked (index out of bounds in report.rs); `-p base,` and
@@ -327,11 +303,7 @@ fn issue9_compare_writes_csv() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "splab");
     let csv = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 3, "{csv}");
@@ -382,11 +354,7 @@ fn check_modes() {
             ])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{mode}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::assert_success(&out, mode);
     }
     let out = splab()
         .args(["run", "-w", "seq:size=1M", "--check=bogus"])
@@ -421,11 +389,7 @@ fn compare_in_parallel_gives_the_sequential_output() {
             args.extend(["--json", "-"]);
         }
         let out = splab().args(&args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::assert_success(&out, "splab");
         out.stdout
     };
     let strip = |bytes: Vec<u8>| {

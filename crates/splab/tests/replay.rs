@@ -10,7 +10,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use assert_cmd::Command as Cmd;
 use splab_sim::engine::Engine;
 use splab_sim::hw::Machine;
 use splab_sim::policy::Policy;
@@ -22,26 +21,8 @@ use splab_trace::{
     AccessKind, Advice, FileId, MmapFlags, Pid, Prot, TraceEvent, TraceHeader, TraceWriter, Vaddr,
 };
 
-fn splab() -> Cmd {
-    Cmd::cargo_bin("splab").unwrap()
-}
-
-/// The command failed with exit status `code` and one line on stderr containing each of
-/// `needles`, without a panic. `what` names the command in failure messages.
-fn assert_error_line(
-    out: &std::process::Output,
-    code: i32,
-    what: impl std::fmt::Debug,
-    needles: &[&str],
-) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{what:?}: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{what:?}: {err}");
-    for n in needles {
-        assert!(err.contains(n), "{what:?}: '{n}' not in: {err}");
-    }
-    assert!(!err.contains("panicked"), "{what:?}: {err}");
-}
+mod common;
+use common::{assert_error_line, splab};
 
 /// A fresh folder for this test's files.
 fn workdir(name: &str) -> PathBuf {
@@ -341,11 +322,7 @@ fn synthetic_trace_replays_every_event_kind_with_check() {
         .arg("--check")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "splab");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -567,11 +544,7 @@ fn build_and_record(dir: &Path, name: &str, src: &str, args: &[&str]) -> PathBuf
         .arg(&c)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "cc");
     let tag = args.join("-");
     let spt = dir.join(format!("{name}{tag}.spt"));
     let mut cmd = vec![exe.display().to_string()];
@@ -768,11 +741,7 @@ fn recorded_syscalls_replay_with_check() {
         .arg("--check")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "splab");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -805,11 +774,7 @@ fn record_command_writes_a_trace_and_a_summary() {
         .args(["--", "/bin/true"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "splab");
     let (e, st) = replay_engine(&lk, true);
     assert!(e.os.acc.total > 1000 && st.processes == 1, "{st:?}");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -1081,11 +1046,7 @@ fn issue9_workload_stats_in_the_text_summary() {
         .output()
         .unwrap();
     let s = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "splab");
     let line = s
         .lines()
         .find(|l| l.trim_start().starts_with("workload"))
@@ -1252,11 +1213,7 @@ fn issue9_record_exit_status_and_valgrind_args() {
         .args(["--", "true"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "splab");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

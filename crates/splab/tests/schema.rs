@@ -3,8 +3,9 @@
 //! it; the schema forbids fields it does not describe, so a field added to the report without
 //! its description fails here.
 
-use assert_cmd::Command;
 use serde_json::Value;
+
+mod common;
 
 fn schema() -> Value {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/report.schema.json");
@@ -14,17 +15,12 @@ fn schema() -> Value {
 
 /// The JSON `splab ARGS --json -` prints.
 fn json_of(args: &[&str]) -> Value {
-    let out = Command::cargo_bin("splab")
-        .unwrap()
+    let out = common::splab()
         .args(args)
         .args(["-q", "--json", "-"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, args);
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON: {e}"))
 }
 

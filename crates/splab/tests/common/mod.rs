@@ -1,0 +1,37 @@
+//! Helpers the CLI-level tests share: the binary, and the two shapes a command's outcome is
+//! checked against (success, or one error line with its exit status).
+
+use assert_cmd::Command;
+
+#[allow(dead_code)]
+pub fn splab() -> Command {
+    Command::cargo_bin("splab").unwrap()
+}
+
+/// The command succeeded; otherwise fail showing `what` and its stderr.
+#[allow(dead_code)]
+pub fn assert_success(out: &std::process::Output, what: impl std::fmt::Debug) {
+    assert!(
+        out.status.success(),
+        "{what:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The command failed with exit status `code` and one line on stderr containing each of
+/// `needles`, without a panic. `what` names the command in failure messages.
+#[allow(dead_code)]
+pub fn assert_error_line(
+    out: &std::process::Output,
+    code: i32,
+    what: impl std::fmt::Debug,
+    needles: &[&str],
+) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{what:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{what:?}: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{what:?}: '{n}' not in: {err}");
+    }
+    assert!(!err.contains("panicked"), "{what:?}: {err}");
+}
