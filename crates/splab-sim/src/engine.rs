@@ -63,6 +63,11 @@ pub trait Daemon {
     fn name(&self) -> &str;
     /// Runs once at simulated time `now` (cycles); returns (cycles of work done, next wake time).
     fn wake(&mut self, os: &mut Os, now: u64) -> (u64, u64);
+    /// Whether the daemon asks to run after the current event, before its wake time (the
+    /// page daemon when an allocation found memory short).
+    fn wants(&self, _os: &Os) -> bool {
+        false
+    }
 }
 
 /// Time series sampled on the simulated clock. The interval doubles (and every other sample is
@@ -120,6 +125,12 @@ impl Engine {
             let frames = free >> os.base_shift();
             os.phys.wire_clustered(frames);
         }
+        // FreeBSD sizes its paging targets from the page count and the free count at boot.
+        // Memory `--free` wires at set-up stands for memory the machine does not have, so both
+        // are the free count.
+        let free = os.phys.buddy.free_frames;
+        os.pageout.targets =
+            crate::vm::pageout::Targets::freebsd(free, free, os.machine.base_size());
         os.phys.buddy.track_touched(check == CheckMode::Incremental);
         os.stats.around.track = check == CheckMode::Incremental;
         let mut e = Engine {
@@ -140,6 +151,14 @@ impl Engine {
             kernel_charged: 0,
         };
         e.sample(0);
+        if e.os.policy.pagedaemon {
+            // The page daemon sleeps until memory runs short or its first stats interval ends.
+            let first = crate::vm::pageout::STATS_INTERVAL_S * e.os.machine.freq_hz;
+            e.daemons.push((
+                Box::new(crate::daemon::pagedaemon::PageDaemon::default()),
+                first,
+            ));
+        }
         e
     }
 
@@ -205,13 +224,19 @@ impl Engine {
         if now >= self.next_sample {
             self.sample(now);
         }
+        // Pages held busy by the event's faults are the page daemon's again.
+        self.os.pageq.unbusy_all();
         for i in 0..self.daemons.len() {
-            while self.daemons[i].1 <= now {
+            if self.daemons[i].1 <= now || self.daemons[i].0.wants(&self.os) {
                 self.touched.everything = true;
                 let (work, next) = self.daemons[i].0.wake(&mut self.os, now);
                 self.background_cycles += work;
                 self.daemons[i].1 = next.max(now + 1);
             }
+        }
+        if std::mem::take(&mut self.os.pageout.ran) {
+            // A scan (the daemon's, or one an allocation waited for) touched pages anywhere.
+            self.touched.everything = true;
         }
         if self.os.acc.total >= self.next_progress {
             self.next_progress = self.os.acc.total + (1 << 24);

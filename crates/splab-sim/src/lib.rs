@@ -11,6 +11,7 @@
 //! Data flows one way: workload -> engine -> vm (OS model) -> hw (hardware model); stats flow
 //! back into the report. See ARCHITECTURE.md for the code map and the invariants.
 
+pub mod daemon;
 pub mod engine;
 pub mod error;
 pub mod hw;

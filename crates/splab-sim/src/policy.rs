@@ -146,6 +146,10 @@ pub struct Policy {
     pub placement: Placement,
     /// Mapping neighbours of a faulting page (`fault_around=` and `prefault=` parameters).
     pub fault_around: FaultAround,
+    /// Whether the page daemon (vm/pageout.rs, daemon/pagedaemon.rs) runs: evicting pages when
+    /// memory is short (`pagedaemon=off`: memory running out is an error, for studying the
+    /// allocator alone).
+    pub pagedaemon: bool,
 }
 
 /// Names accepted by `Policy::from_spec`, with one-line descriptions for `splab list`.
@@ -177,6 +181,7 @@ impl Policy {
             fault_around: FaultAround::Window {
                 bytes: LINUX_FAULT_AROUND_BYTES,
             },
+            pagedaemon: true,
         }
     }
 
@@ -223,6 +228,7 @@ impl Policy {
                     placement: Placement::SuperpageAligned,
                     // seed 000 runs on FreeBSD 4.3, whose pmap_prefault maps 4 + 4 neighbours.
                     fault_around: prefault_default(),
+                    pagedaemon: true,
                 }
             }
             "freebsd" => Policy {
@@ -240,6 +246,7 @@ impl Policy {
                 prep: PrepPolicy::PerPage,
                 placement: Placement::SuperpageAligned,
                 fault_around: prefault_default(),
+                pagedaemon: true,
             },
             _ => return Err(spec.unknown_name(&names)),
         };
@@ -254,6 +261,7 @@ impl Policy {
             (None, Some(v)) => p.fault_around = parse_prefault(&name, &v)?,
             (None, None) => {}
         }
+        p.pagedaemon = spec.take_bool("pagedaemon", p.pagedaemon)?;
         p.spec = text.trim().to_string();
         spec.finish()?;
         Ok(p)

@@ -107,6 +107,76 @@ pub struct Memory {
     pub reserved_unpopulated_peak_bytes: u64,
     /// Bytes of pages mapped beside a faulting page (fault-around, prefault).
     pub fault_around_bytes: u64,
+    /// The page daemon and the backing store (vm/pageout.rs, vm/swap.rs).
+    pub paging: Paging,
+}
+
+/// What the page daemon did and the paging I/O it caused. Pages are base pages.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Paging {
+    /// The swap area's size and its peak use.
+    pub swap_bytes: u64,
+    pub swap_peak_bytes: u64,
+    /// Pages written to swap / to their file, and read back after an eviction.
+    pub pageouts_swap: u64,
+    pub pageouts_file: u64,
+    pub pageins_swap: u64,
+    pub pageins_file: u64,
+    /// Shortage scans by the daemon, scans an allocation waited for, periodic active scans.
+    pub daemon_scans: u64,
+    pub sync_scans: u64,
+    pub stats_scans: u64,
+    pub pages_visited: u64,
+    pub activated: u64,
+    pub deactivated: u64,
+    /// Pages moved to the cache queue, of which `laundered` were written first; cache pages
+    /// freed for allocations; cache pages reused by a fault.
+    pub cached: u64,
+    pub laundered: u64,
+    pub freed: u64,
+    pub reactivated: u64,
+    /// Dirty anonymous pages kept for want of swap.
+    pub swap_full: u64,
+    /// seed 000 4.6: demotions to evict, speculative demotions, repromotions after them.
+    pub evict_demotions: u64,
+    pub speculative_demotions: u64,
+    pub repromotions: u64,
+    /// The daemon's CPU cycles (part of `time.background_cycles`) and the cycles the
+    /// application waited in synchronous scans (CPU and write-out, inside `time`).
+    pub daemon_cycles: u64,
+    pub stall_cycles: u64,
+}
+
+impl Paging {
+    fn of(os: &crate::vm::Os) -> Paging {
+        let bs = os.base_shift();
+        let b = &os.backing.stats;
+        let p = &os.pageout.stats;
+        Paging {
+            swap_bytes: os.backing.swap_limit << bs,
+            swap_peak_bytes: b.swap_peak_slots << bs,
+            pageouts_swap: b.pageouts_swap,
+            pageouts_file: b.pageouts_file,
+            pageins_swap: b.pageins_swap,
+            pageins_file: b.pageins_file,
+            daemon_scans: p.scans,
+            sync_scans: p.sync_scans,
+            stats_scans: p.stats_scans,
+            pages_visited: p.visited,
+            activated: p.activated,
+            deactivated: p.deactivated,
+            cached: p.cached,
+            laundered: p.laundered,
+            freed: p.freed,
+            reactivated: p.reactivated,
+            swap_full: p.swap_full,
+            evict_demotions: p.evict_demotions,
+            speculative_demotions: p.speculative_demotions,
+            repromotions: p.repromotions,
+            daemon_cycles: p.daemon_cycles,
+            stall_cycles: p.stall_cycles,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -313,6 +383,7 @@ impl Report {
                     .as_ref()
                     .map_or(0, |r| r.unpopulated_peak_frames << m.base_shift()),
                 fault_around_bytes: st.around.mapped << m.base_shift(),
+                paging: Paging::of(os),
             },
             time: Time {
                 cycles_total,
@@ -497,6 +568,31 @@ impl Report {
             human(m.io_read_bytes),
             m.contiguity_end
         );
+        let pg = &m.paging;
+        if pg.daemon_scans + pg.sync_scans + pg.stats_scans > 0 {
+            let _ = writeln!(
+                s,
+                "  paging        out {} to swap, {} to files; in {} from swap, {} from files; swap peak {} of {}",
+                group(pg.pageouts_swap),
+                group(pg.pageouts_file),
+                group(pg.pageins_swap),
+                group(pg.pageins_file),
+                human(pg.swap_peak_bytes),
+                human(pg.swap_bytes)
+            );
+            let _ = writeln!(
+                s,
+                "                page daemon: {} scans ({} waited for, {} periodic), {} pages deactivated, {} cached ({} written first), {} freed, {} reused",
+                group(pg.daemon_scans + pg.sync_scans),
+                group(pg.sync_scans),
+                group(pg.stats_scans),
+                group(pg.deactivated),
+                group(pg.cached),
+                group(pg.laundered),
+                group(pg.freed),
+                group(pg.reactivated)
+            );
+        }
         if m.fault_around_bytes > 0 {
             let _ = writeln!(
                 s,

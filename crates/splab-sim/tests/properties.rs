@@ -141,6 +141,13 @@ struct Reach {
     broken: u64,
     /// Pages mapped beside a faulting page (fault-around or prefault).
     around: u64,
+    /// The page daemon: pages written to swap and read back, cache pages reused, evictions
+    /// that demoted a superpage, speculative demotions.
+    pageouts: u64,
+    pageins: u64,
+    reactivated: u64,
+    evict_demotions: u64,
+    speculative_demotions: u64,
 }
 
 impl Reach {
@@ -160,6 +167,11 @@ impl Reach {
         self.preempted_total += o.preempted_total;
         self.broken += o.broken;
         self.around += o.around;
+        self.pageouts += o.pageouts;
+        self.pageins += o.pageins;
+        self.reactivated += o.reactivated;
+        self.evict_demotions += o.evict_demotions;
+        self.speculative_demotions += o.speculative_demotions;
     }
 }
 
@@ -444,6 +456,12 @@ fn run_policy_stats(
     reach.promotions = e.os.stats.promotions.clone();
     reach.demotions = e.os.stats.demotions.clone();
     reach.around = e.os.stats.around.mapped;
+    let (b, p) = (&e.os.backing.stats, &e.os.pageout.stats);
+    reach.pageouts = b.pageouts_swap + b.pageouts_file;
+    reach.pageins = b.pageins_swap + b.pageins_file;
+    reach.reactivated = p.reactivated;
+    reach.evict_demotions = p.evict_demotions;
+    reach.speculative_demotions = p.speculative_demotions;
     (reach.preempted_total, reach.broken) = resv_counts(&e);
     // Tearing everything down returns every frame.
     for (pid, _) in procs {
@@ -509,6 +527,10 @@ fn reach_of(
 /// 4MB extent: preemption and out-of-memory) to 12MB (room for 4MB reservations to fill up).
 const PRESSURE_FREE_MB: [u64; 5] = [3, 5, 6, 9, 12];
 
+/// The machine of the pressure properties: a 16MB Alpha with 1MB of swap, so that the page
+/// daemon writes pages out and reads them back before memory runs out for good.
+const PRESSURE_MACHINE: &str = "alpha21264:mem=16M,swap=1M";
+
 /// The random sequences reach the states the properties are about (issue 10, defect 6): over a
 /// fixed sample of the generator the pressure property draws from, every superpage size (64KB,
 /// 512KB, 4MB) is reserved, promoted, demoted and preempted, events run out of memory, and
@@ -517,7 +539,7 @@ const PRESSURE_FREE_MB: [u64; 5] = [3, 5, 6, 9, 12];
 #[test]
 fn random_sequences_reach_every_size_preemption_and_out_of_memory() {
     let frees: Vec<u64> = PRESSURE_FREE_MB.iter().map(|m| m << 20).collect();
-    let r = reach_of("alpha21264:mem=16M", "navarro", &frees, 60, 60..150);
+    let r = reach_of(PRESSURE_MACHINE, "navarro", &frees, 60, 60..150);
     for (c, size) in [(1, "64KB"), (2, "512KB"), (3, "4MB")] {
         assert!(
             r.created[c] > 0 && r.promotions[c] > 0 && r.demotions[c] > 0 && r.preempted[c] > 0,
@@ -526,6 +548,16 @@ fn random_sequences_reach_every_size_preemption_and_out_of_memory() {
     }
     assert!(r.ooms > 0 && r.broken > 0, "{r:?}");
     assert!(r.around > 0, "prefault mapped nothing: {r:?}");
+    // The page daemon (seed 000 4.6, 5.1): pages written out and read back, cache pages
+    // reused, superpages demoted to evict a page and speculatively.
+    assert!(
+        r.pageouts > 0
+            && r.pageins > 0
+            && r.reactivated > 0
+            && r.evict_demotions > 0
+            && r.speculative_demotions > 0,
+        "the page daemon's states not all reached: {r:?}"
+    );
     assert!(
         r.preempted.iter().sum::<u64>() <= r.preempted_total,
         "{r:?}"
@@ -537,7 +569,7 @@ fn random_sequences_reach_every_size_preemption_and_out_of_memory() {
 #[test]
 fn random_sequences_reach_freebsd_reclaim_and_out_of_memory() {
     let frees: Vec<u64> = PRESSURE_FREE_MB.iter().map(|m| m << 20).collect();
-    let r = reach_of("alpha21264:mem=16M", "freebsd", &frees, 30, 60..150);
+    let r = reach_of(PRESSURE_MACHINE, "freebsd", &frees, 30, 60..150);
     assert!(
         r.created[1] > 0 && r.promotions[1] > 0 && r.preempted[1] > 0 && r.ooms > 0,
         "{r:?}"
@@ -550,7 +582,7 @@ fn random_sequences_reach_freebsd_reclaim_and_out_of_memory() {
 #[test]
 fn random_sequences_reach_fault_around() {
     let frees: Vec<u64> = PRESSURE_FREE_MB.iter().map(|m| m << 20).collect();
-    let r = reach_of("alpha21264:mem=16M", "base", &frees, 30, 60..150);
+    let r = reach_of(PRESSURE_MACHINE, "base", &frees, 30, 60..150);
     assert!(r.around > 0 && r.ooms > 0, "{r:?}");
 }
 
@@ -564,9 +596,9 @@ fn reach_report() {
         ("alpha21264:mem=8M", "navarro", mb(&[2])),
         ("alpha21264:mem=8M", "navarro", mb(&[1, 2, 3, 4, 5])),
         ("alpha21264:mem=8M", "freebsd", mb(&[1, 2, 3, 4, 5])),
-        ("alpha21264:mem=16M", "navarro", mb(&[3, 5, 6, 9, 12])),
-        ("alpha21264:mem=16M", "navarro:sizes=64K+4M", mb(&[6])),
-        ("alpha21264:mem=16M", "freebsd", mb(&[3, 5, 6, 9, 12])),
+        (PRESSURE_MACHINE, "navarro", mb(&[3, 5, 6, 9, 12])),
+        (PRESSURE_MACHINE, "navarro:sizes=64K+4M", mb(&[6])),
+        (PRESSURE_MACHINE, "freebsd", mb(&[3, 5, 6, 9, 12])),
     ] {
         let t = std::time::Instant::now();
         let r = reach_of(machine, policy, &frees, 60, 60..150);
@@ -604,7 +636,7 @@ proptest! {
         ops in prop::collection::vec(op(), 1..150),
         free_mb in prop::sample::select(PRESSURE_FREE_MB.to_vec()),
     ) {
-        run_policy("alpha21264:mem=16M", "navarro", Some(free_mb << 20), &ops)?;
+        run_policy(PRESSURE_MACHINE, "navarro", Some(free_mb << 20), &ops)?;
     }
 
     /// Only 64KB and 4MB: a 4MB reservation is preempted straight into 64KB pieces.
@@ -624,6 +656,6 @@ proptest! {
         ops in prop::collection::vec(op(), 1..150),
         free_mb in prop::sample::select(PRESSURE_FREE_MB.to_vec()),
     ) {
-        run_policy("alpha21264:mem=16M", "freebsd", Some(free_mb << 20), &ops)?;
+        run_policy(PRESSURE_MACHINE, "freebsd", Some(free_mb << 20), &ops)?;
     }
 }

@@ -118,7 +118,7 @@ fn tree_mixes_reads_and_writes() {
 /// Memory that runs out is an error naming the machine, not a wrong report.
 #[test]
 fn out_of_memory_is_an_error() {
-    let e = try_run("alpha21264:mem=32M", "base", "seq:size=64M,op=write").unwrap_err();
+    let e = try_run("alpha21264:mem=32M,swap=0", "base", "seq:size=64M,op=write").unwrap_err();
     assert!(matches!(e, SimError::OutOfMemory(_)), "{e}");
     assert!(e.to_string().contains("alpha21264"), "{e}");
 }
@@ -128,7 +128,7 @@ fn out_of_memory_is_an_error() {
 #[test]
 fn out_of_memory_under_free_names_free() {
     let e = splab_sim::run(&RunSpec {
-        machine: "skylake".into(),
+        machine: "skylake:swap=0".into(),
         policy: "navarro".into(),
         workload: "seq:size=256M,op=write".into(),
         seed: 1,

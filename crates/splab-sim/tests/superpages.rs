@@ -138,9 +138,10 @@ fn incremental_promotion_adversary_promotes_every_extent() {
 /// data allocations, and every one frees exactly 7 extents.
 #[test]
 fn preemption_adversary_one_preemption_every_seven_allocations() {
+    // Without the page daemon: the adversary is about preemption, not eviction.
     let r = run(
         "alpha21264",
-        "navarro",
+        "navarro:pagedaemon=off",
         "stride:size=1G,stride=4M,op=write",
         Some(4 << 20),
     );
@@ -284,7 +285,8 @@ fn freebsd_promotes_clean_runs_read_only() {
 #[test]
 fn freebsd_reclaims_the_least_recently_changed_reservation() {
     let m = Machine::from_spec("skylake:mem=1G").unwrap();
-    let mut p = Policy::from_spec("freebsd").unwrap();
+    // Without the page daemon, which would evict pages before the reclaim is needed.
+    let mut p = Policy::from_spec("freebsd:pagedaemon=off").unwrap();
     p.resolve(&m).unwrap();
     // 4MB for two 2MB reservations, and 4 pages for the 4-level page table (the buddy
     // allocator serves them from the separate 4-page block).
@@ -391,10 +393,15 @@ fn regrown_heap_does_not_alias_moved_pages() {
 }
 
 /// Copy-on-write that runs out of memory fails the access and leaves every invariant intact
-/// (the old page stays until the new one is allocated).
+/// (the old page stays until the new one is allocated). Without the page daemon, which would
+/// otherwise evict the other pages to make room.
 #[test]
 fn cow_out_of_memory_keeps_invariants() {
-    for policy in ["base", "navarro", "freebsd"] {
+    for policy in [
+        "base:pagedaemon=off",
+        "navarro:pagedaemon=off",
+        "freebsd:pagedaemon=off",
+    ] {
         let (mut e, pid) = engine_free("alpha21264:mem=8M", policy, 256 << 10);
         let a = map(&mut e, pid, 16 * 8192);
         touch_pages(&mut e, pid, a, 16, AccessKind::Write);
@@ -779,7 +786,12 @@ fn a_free_does_not_make_a_reservation_recent() {
 fn freebsd_depopulate_moves_to_the_tail_of_partpopq() {
     // 4MB for two 2MB reservations, and 5 pages for page tables: the 4-level path of the
     // first 2MB, and the leaf table of the second (one leaf table maps 2MB).
-    let (mut e, pid) = engine_free("skylake:mem=1G", "freebsd", (4 << 20) + (5 << 12));
+    // Without the page daemon, which would evict pages before the reclaim is needed.
+    let (mut e, pid) = engine_free(
+        "skylake:mem=1G",
+        "freebsd:pagedaemon=off",
+        (4 << 20) + (5 << 12),
+    );
     let a = map(&mut e, pid, 64 << 20);
     touch(&mut e, pid, a, AccessKind::Write);
     touch(&mut e, pid, a + 4 * K, AccessKind::Write);

@@ -124,7 +124,7 @@ fn runtime_failure_exits_1() {
         .args([
             "run",
             "-m",
-            "alpha21264:mem=4M",
+            "alpha21264:mem=4M,swap=0",
             "-w",
             "seq:size=8M,op=write",
         ])
@@ -258,7 +258,7 @@ fn issue9_json_output_is_atomic() {
         .args([
             "run",
             "-m",
-            "alpha21264:mem=4M",
+            "alpha21264:mem=4M,swap=0",
             "-w",
             "seq:size=8M,op=write",
             "--json",

@@ -21,6 +21,9 @@ pub struct StorageConfig {
     pub read_latency_ns: u64,
     /// Sustained transfer rate, bytes per second.
     pub bytes_per_sec: u64,
+    /// Size of the swap area on it (`swap=SIZE`; default twice the memory, the old BSD
+    /// installers' rule of thumb; 0 = no swap).
+    pub swap_bytes: u64,
 }
 
 /// Cycle costs of the OS operations the model charges.
@@ -119,6 +122,7 @@ impl Machine {
             )));
         }
         m.mem_bytes = mem;
+        m.storage.swap_bytes = spec.take_size("swap", 2 * mem, 0, 1 << 42)?;
         spec.finish()?;
         Ok(m)
     }
@@ -237,7 +241,7 @@ pub fn alpha21264() -> Machine {
         },
         // 10k rpm SCSI disk of 2002: 3ms rotational latency (60s/10000/2) + ~5ms seek assumed,
         // ~30MB/s sequential assumed (docs/constants.md).
-        storage: StorageConfig { name: "2002 SCSI disk".into(), read_latency_ns: 8_000_000, bytes_per_sec: 30_000_000 },
+        storage: StorageConfig { name: "2002 SCSI disk".into(), read_latency_ns: 8_000_000, bytes_per_sec: 30_000_000, swap_bytes: 0 },
     }
 }
 
@@ -304,7 +308,7 @@ pub fn pa8000() -> Machine {
             tlb_invalidate_cycles: 20,
         },
         // 7200 rpm SCSI: 4.2ms rotation (derived) + ~8ms seek assumed; ~10MB/s assumed.
-        storage: StorageConfig { name: "1998 SCSI disk".into(), read_latency_ns: 12_000_000, bytes_per_sec: 10_000_000 },
+        storage: StorageConfig { name: "1998 SCSI disk".into(), read_latency_ns: 12_000_000, bytes_per_sec: 10_000_000, swap_bytes: 0 },
     }
 }
 
@@ -367,7 +371,7 @@ pub fn core2() -> Machine {
             tlb_invalidate_cycles: 100,
         },
         // A 2007 7200 rpm SATA disk: 4.2ms rotation + ~8ms seek assumed, ~70MB/s assumed.
-        storage: StorageConfig { name: "SATA disk".into(), read_latency_ns: 12_000_000, bytes_per_sec: 70_000_000 },
+        storage: StorageConfig { name: "SATA disk".into(), read_latency_ns: 12_000_000, bytes_per_sec: 70_000_000, swap_bytes: 0 },
     }
 }
 
@@ -440,7 +444,7 @@ pub fn skylake() -> Machine {
         },
         // Samsung 960 EVO 250GB class NVMe (seed 003 does not name its SSD): 14K IOPS at QD1
         // 4KB random read = 71us; 3.2GB/s sequential read (docs/constants.md).
-        storage: StorageConfig { name: "NVMe SSD".into(), read_latency_ns: 71_000, bytes_per_sec: 3_200_000_000 },
+        storage: StorageConfig { name: "NVMe SSD".into(), read_latency_ns: 71_000, bytes_per_sec: 3_200_000_000, swap_bytes: 0 },
     }
 }
 

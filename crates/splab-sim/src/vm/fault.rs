@@ -370,6 +370,8 @@ impl Os {
 
     /// The page-fault handler: resolves a fault on `va` or reports a segmentation fault.
     fn fault(&mut self, pid: Pid, va: u64, kind: AccessKind) -> Result<()> {
+        // Pages an earlier fault held busy are free for the page daemon again.
+        self.pageq.unbusy_all();
         let bs = self.base_shift();
         let p = self
             .procs
@@ -483,6 +485,8 @@ impl Os {
         pfn: Pfn,
     ) -> Result<FaultCost> {
         let pte_write = self.machine.cost.pte_write_cycles;
+        // The page stays in use while a copy may allocate (and the page daemon run).
+        self.pageq.mark_busy(pfn);
         if !v.private() {
             // A shared mapping whose write permission was taken away (mprotect, or FreeBSD's
             // write-protect-clean trick): grant it. The access is a write, so the page is dirty
@@ -569,7 +573,11 @@ impl Os {
         // Which object supplies the page, and is it ours to write?
         let (pfn, exclusive) = if let Some(s) = v.shadow {
             if let Some(pfn) = self.obj(s).pages.get(pindex) {
+                self.page_reused(pfn);
                 (pfn, self.phys.refs(pfn) == 1)
+            } else if self.backing.on_swap(s, pindex) {
+                // The private copy was paged out: read it back.
+                (self.swap_in(pid, s, pindex, v, &mut cost)?, true)
             } else {
                 let pfn = self.file_page(pid, v.obj, pindex, v, &mut cost)?;
                 if write {
@@ -585,6 +593,8 @@ impl Os {
             (self.file_page(pid, v.obj, pindex, v, &mut cost)?, true)
         } else if let Some(pfn) = self.obj(v.obj).pages.get(pindex) {
             // Present in the object (shared memory, or a copy-on-write page after fork).
+            self.page_reused(pfn);
+            self.pageq.mark_busy(pfn);
             if write && v.private() && self.phys.refs(pfn) > 1 {
                 let new = self.cow_copy(pid, v.obj, pindex, v)?;
                 cost.cycles += self.machine.cost.copy_page_cycles;
@@ -592,6 +602,8 @@ impl Os {
             } else {
                 (pfn, !v.private() || self.phys.refs(pfn) == 1)
             }
+        } else if self.backing.on_swap(v.obj, pindex) {
+            (self.swap_in(pid, v.obj, pindex, v, &mut cost)?, true)
         } else {
             // Zero-fill (event 2, preparation: one base page zeroed at fault time).
             let pfn = self.alloc_frame(pid, v.obj, pindex, v)?;
@@ -632,15 +644,42 @@ impl Os {
         cost: &mut FaultCost,
     ) -> Result<Pfn> {
         if let Some(pfn) = self.obj(obj).pages.get(pindex) {
+            self.page_reused(pfn);
+            self.pageq.mark_busy(pfn);
             return Ok(pfn);
         }
         let pfn = self.alloc_frame(pid, obj, pindex, v)?;
         self.obj_insert(obj, pindex, pfn);
-        if self.page_cache == super::object::PageCache::Cold {
+        // A page the page daemon evicted is read again, warm cache or not.
+        let evicted = self.backing.evicted(obj, pindex);
+        if evicted {
+            self.backing.set_evicted(obj, pindex, false);
+            self.backing.stats.pageins_file += 1;
+        }
+        if evicted || self.page_cache == super::object::PageCache::Cold {
             let base = self.machine.base_size();
             self.stats.io_read_bytes += base;
             cost.io += self.machine.io_cycles(base);
         }
+        Ok(pfn)
+    }
+
+    /// Anonymous page `pindex` of `obj` is on swap: a frame for it, read back from the swap
+    /// device (a major fault). Its swap copy stays, so it is clean until written.
+    fn swap_in(
+        &mut self,
+        pid: Pid,
+        obj: ObjId,
+        pindex: u64,
+        v: &Vma,
+        cost: &mut FaultCost,
+    ) -> Result<Pfn> {
+        let pfn = self.alloc_frame(pid, obj, pindex, v)?;
+        self.obj_insert(obj, pindex, pfn);
+        let base = self.machine.base_size();
+        self.stats.io_read_bytes += base;
+        self.backing.stats.pageins_swap += 1;
+        cost.io += self.machine.io_cycles(base);
         Ok(pfn)
     }
 

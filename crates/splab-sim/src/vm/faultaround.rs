@@ -10,6 +10,7 @@
 //! each of them that the real kernel never takes.
 
 use super::object::PageCache;
+use super::pageq::Queue;
 use super::{ObjKind, Os, Vma};
 use crate::policy::FaultAround;
 use crate::units::{AccessKind, Pfn, Pid, Prot};
@@ -118,21 +119,34 @@ impl Os {
     /// if absent and inside the file). `None` if not resident (or memory ran out).
     fn resident_page(&mut self, pid: Pid, v: &Vma, vpn: u64) -> Option<Pfn> {
         let pindex = v.pgoff + (vpn - (v.start >> self.base_shift()));
+        // Pages on the cache queue stay unmapped (they are free for the taking; FreeBSD's
+        // prefault and Linux's fault-around skip pages not ready to map).
+        let cached = |os: &Os, pfn: Pfn| os.pageq.queue_of(pfn) == Queue::Cache;
         if let Some(s) = v.shadow {
             if let Some(pfn) = self.obj(s).pages.get(pindex) {
-                return Some(pfn);
+                return (!cached(self, pfn)).then_some(pfn);
+            }
+            if self.backing.on_swap(s, pindex) {
+                return None;
             }
         }
         let o = self.obj(v.obj);
         if let Some(pfn) = o.pages.get(pindex) {
-            return Some(pfn);
+            return (!cached(self, pfn)).then_some(pfn);
         }
-        // A warm page cache holds every page of a file. (A mapping never passes its file's end:
-        // mmap and mremap grow the file to cover it.)
-        if !matches!(o.kind, ObjKind::File { .. }) || self.page_cache != PageCache::Warm {
+        // A warm page cache holds every page of a file that was not evicted. (A mapping never
+        // passes its file's end: mmap and mremap grow the file to cover it.)
+        if !matches!(o.kind, ObjKind::File { .. })
+            || self.page_cache != PageCache::Warm
+            || self.backing.evicted(v.obj, pindex)
+        {
             return None;
         }
-        let pfn = self.alloc_frame(pid, v.obj, pindex, v).ok()?;
+        // An optional page: no page daemon run for it.
+        self.pageout.no_reclaim = true;
+        let pfn = self.alloc_frame(pid, v.obj, pindex, v);
+        self.pageout.no_reclaim = false;
+        let pfn = pfn.ok()?;
         self.obj_insert(v.obj, pindex, pfn);
         Some(pfn)
     }

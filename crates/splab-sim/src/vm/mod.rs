@@ -18,9 +18,12 @@ mod check;
 mod fault;
 pub mod faultaround;
 mod mremap;
+pub mod pageout;
+pub mod pageq;
 pub mod ptpages;
 mod reserve;
 mod simplify;
+pub mod swap;
 
 pub use check::Touched;
 pub use fault::AccessStats;
@@ -237,12 +240,22 @@ pub struct Os {
     streaming: bool,
     /// Whether files' pages start cached (`--page-cache`).
     pub page_cache: object::PageCache,
+    /// The page queues and reverse map (vm/pageq.rs), the page daemon's state
+    /// (vm/pageout.rs) and the backing store of evicted pages (vm/swap.rs).
+    pub pageq: pageq::PageQueues,
+    pub pageout: pageout::Pageout,
+    pub backing: swap::Backing,
 }
 
 impl Os {
     pub fn new(machine: Machine, policy: Policy) -> Os {
         let frames = machine.frames();
         let phys = PhysMem::new(frames, machine.max_order());
+        let machine_swap_pages = machine.storage.swap_bytes >> machine.base_shift();
+        let pageout = pageout::Pageout {
+            targets: pageout::Targets::freebsd(frames, frames, machine.base_size()),
+            ..Default::default()
+        };
         let hw = Hw::new(&machine);
         let orders: Vec<u8> = (0..machine.page_shifts.len())
             .map(|c| machine.order_of(c))
@@ -287,6 +300,9 @@ impl Os {
             pa_delta: 0,
             streaming: false,
             page_cache: object::PageCache::Warm,
+            pageq: pageq::PageQueues::new(frames),
+            pageout,
+            backing: swap::Backing::new(machine_swap_pages),
         }
         .with_reservations()
     }
@@ -355,6 +371,7 @@ impl Os {
         for (pi, _) in pages {
             self.obj_remove(id, pi);
         }
+        self.backing.drop_object(id);
         self.objects[id.0 as usize] = None;
         self.free_objs.push(id.0);
     }
@@ -601,8 +618,36 @@ impl Os {
             self.demote_for_unmap(pid, s, e);
         }
         let p = self.procs.get_mut(&pid.0).expect("unmap_range: pid");
+        // A superpage's dirty bit is its head entry's: every base page of a dirty superpage
+        // leaves dirty (seed 000 4.7).
+        let has_super = p.pmap.counts[1..].iter().any(|&n| n > 0);
+        let dirty_runs: Vec<(u64, u64)> = if has_super {
+            p.pmap
+                .superpage_heads(s, e, &self.orders)
+                .into_iter()
+                .filter_map(|h| {
+                    let pte = p.pmap.lookup(h)?;
+                    pte.dirty()
+                        .then(|| (h, h + (1u64 << self.orders[pte.size().0 as usize])))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let mut removed = 0u64;
-        p.pmap.remove(s, e, |_| removed += 1);
+        let mut dirtied = Vec::new();
+        let mut run = 0;
+        p.pmap.remove(s, e, |r| {
+            removed += 1;
+            // Entries come in increasing order, and so do the runs.
+            while run < dirty_runs.len() && dirty_runs[run].1 <= r.vpn {
+                run += 1;
+            }
+            let in_run = dirty_runs.get(run).is_some_and(|&(h, _)| r.vpn >= h);
+            if r.dirty || in_run {
+                dirtied.push(r.pfn);
+            }
+        });
         self.pt_reap(pid);
         self.hw.tlb.invalidate_range(pid.0, v.start, v.end);
         self.stats.cycles_kernel += removed * self.machine.cost.pte_write_cycles;
@@ -619,6 +664,14 @@ impl Os {
                 for (pi, _) in self.obj(obj).pages.range(first, last) {
                     self.obj_remove(obj, pi);
                 }
+                self.backing.free_swap_range(obj, first, last);
+            }
+        }
+        // Pages that stay with their object (shared, file) remember they were modified, for
+        // the page daemon's write-out.
+        for pfn in dirtied {
+            if self.phys.refs(pfn) > 0 {
+                self.pageq.set_flag(pfn, pageq::F_DIRTY, true);
             }
         }
         Ok(())
@@ -800,8 +853,11 @@ impl Os {
                 let pages = src.pages.range(first, last);
                 let copy = os.new_object(o);
                 for (pi, pfn) in pages {
+                    // A cache page about to be shared is in use again.
+                    os.page_reused(pfn);
                     os.obj_insert(copy, pi, pfn);
                 }
+                os.backing.copy_swap_range(id, copy, first, last);
                 copy
             };
             if v.private() && self.obj(v.obj).kind == ObjKind::Anon {
@@ -849,6 +905,11 @@ impl Os {
         c.vmas = child_vmas;
         c.brk_start = brk_start;
         c.brk_end = brk_end;
+        // The pages about to be mapped stay resident while page-table pages are allocated
+        // (which may run the page daemon).
+        for &(_, pfn, _) in &child_ptes {
+            self.pageq.mark_busy(pfn);
+        }
         for (vpn, pfn, prot) in child_ptes {
             if let Err(e) = self.pmap_enter(child, vpn, pfn, prot) {
                 self.exit(child)?;
@@ -980,6 +1041,7 @@ impl Os {
             holds.len(),
             self.phys.used_frames
         );
+        self.check_pageq()?;
         // TLB entries never translate what the page table does not.
         self.check_tlb_entries()
     }

@@ -97,7 +97,11 @@ impl Os {
             v.end = v.end - start + dst;
             p.vmas.insert(v.start, v);
         }
-        // 5. Move the page-table entries.
+        // 5. Move the page-table entries. The pages are unmapped until then: busy, so that a
+        //    page-table allocation that runs the page daemon cannot evict them.
+        for &(_, pte) in &ptes {
+            self.pageq.mark_busy(pte.pfn());
+        }
         let mut promote = Vec::new();
         let mut broken = vec![0u64; self.orders.len()];
         let orders = self.orders.clone();

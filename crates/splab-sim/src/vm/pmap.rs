@@ -534,6 +534,19 @@ impl Pmap {
         }
     }
 
+    /// Clears the accessed bit (with `dirty`, also the dirty bit) of the entry at `head` (the
+    /// first page of a superpage, or a base page); returns the bits as they were (accessed,
+    /// dirty). The page daemon's `pmap_ts_referenced` and `pmap_clear_modify`.
+    pub fn clear_bits(&mut self, head: u64, dirty: bool) -> (bool, bool) {
+        let Some(s) = self.chunks.get_mut(&(head >> CHUNK_SHIFT)) else {
+            return (false, false);
+        };
+        let s = &mut s[(head as usize) & (CHUNK - 1)];
+        let was = (*s & ACCESSED != 0, *s & DIRTY != 0);
+        *s &= !(ACCESSED | if dirty { DIRTY } else { 0 });
+        was
+    }
+
     /// Every valid entry as (vpn, pte), in no particular order.
     pub fn entries(&self) -> impl Iterator<Item = (u64, Pte)> + '_ {
         self.chunks.iter().flat_map(|(&k, c)| {

@@ -90,6 +90,9 @@ impl Os {
         if levels == 0 {
             return Ok(path);
         }
+        // The tables must be allocatable without the page daemon running in between (it may
+        // reap tables of this very path).
+        self.make_frames_free(levels as u64);
         let va = vpn << self.base_shift();
         // From the leaf up: the tables that are missing, until the first that exists (it takes
         // one more child).

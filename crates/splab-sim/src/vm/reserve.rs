@@ -20,6 +20,8 @@ impl Os {
     /// the population map counts it, and its reservation (if the frame has one) records it.
     pub(crate) fn obj_insert(&mut self, obj: ObjId, pindex: u64, pfn: Pfn) {
         self.phys.hold(pfn);
+        let first = self.phys.refs(pfn) == 1;
+        self.pageq.held(pfn, obj, pindex, first);
         let o = self.objects[obj.0 as usize]
             .as_mut()
             .expect("obj_insert: object");
@@ -51,7 +53,9 @@ impl Os {
         if let Some(pm) = o.popmap.as_mut() {
             pm.depopulate(cindex);
         }
-        if self.phys.release(pfn) {
+        let last = self.phys.release(pfn);
+        self.pageq.released(pfn, obj, pindex, last);
+        if last {
             self.free_frame(pfn);
         }
         Some(pfn)
@@ -114,6 +118,18 @@ impl Os {
                 self.machine.name
             )
         };
+        // The page daemon evicts what it can; what is left is dirty anonymous memory with no
+        // swap to go to, pages shared after fork, and wired pages.
+        let swap = &self.backing;
+        let advice = if swap.stats.swap_slots >= swap.swap_limit {
+            format!(
+                "{advice}, or give it more swap (swap=SIZE; {} of {} in use)",
+                size(swap.stats.swap_slots),
+                size(swap.swap_limit)
+            )
+        } else {
+            advice
+        };
         SimError::OutOfMemory(format!(
             "no frame of the {} of modelled memory is free or reclaimable: {} hold pages, {} are reserved for pages not yet touched, {} hold page tables, {} are wired at set-up; {advice}",
             crate::units::fmt_size(self.machine.mem_bytes),
@@ -127,6 +143,16 @@ impl Os {
     /// A frame for the kernel itself (a page-table page): from the buddy allocator, else
     /// reclaimed from reservations by the policy's shortage rule, as a base-page allocation
     /// would be. The caller wires it.
+    /// Before allocating up to `n` kernel frames whose callers cannot let the page daemon run
+    /// in the middle (page-table pages, entered under a path being built): makes them free
+    /// first, running the page daemon's reclaim if needed.
+    pub(crate) fn make_frames_free(&mut self, n: u64) {
+        while self.phys.buddy.free_frames < n
+            && !self.pageout.no_reclaim
+            && self.reclaim_for_alloc()
+        {}
+    }
+
     pub(crate) fn alloc_kernel_frame(&mut self) -> Result<Pfn> {
         match self.reserv_policy() {
             Some(rp) => self.alloc_extent(0, &rp).ok_or_else(|| self.oom()),
@@ -140,13 +166,32 @@ impl Os {
     /// reserved frame if it has one (seed 000 4.1), else a new reservation of the preferred size
     /// (4.2), obtained from the buddy allocator or by preemption (4.3, 4.8), falling to smaller
     /// sizes down to a base page. The caller then `obj_insert`s the page.
+    /// When nothing is free, the page daemon's reclaim runs while the access waits
+    /// (vm/pageout.rs); out of memory only when it finds nothing to evict.
     pub(crate) fn alloc_frame(
         &mut self,
-        _pid: Pid,
+        pid: Pid,
         obj: ObjId,
         pindex: u64,
-        _v: &Vma,
+        v: &Vma,
     ) -> Result<Pfn> {
+        loop {
+            match self.alloc_frame_once(pid, obj, pindex, v) {
+                Ok(pfn) => {
+                    self.note_allocation();
+                    return Ok(pfn);
+                }
+                Err(SimError::OutOfMemory(m)) => {
+                    if self.pageout.no_reclaim || !self.reclaim_for_alloc() {
+                        return Err(SimError::OutOfMemory(m));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn alloc_frame_once(&mut self, _pid: Pid, obj: ObjId, pindex: u64, _v: &Vma) -> Result<Pfn> {
         let Some(rp) = self.reserv_policy() else {
             return self.phys.buddy.alloc(Order(0)).ok_or_else(|| self.oom());
         };

@@ -1,0 +1,4 @@
+//! Background activities on the simulated clock: each implements the engine's `Daemon` in its
+//! own file and drives mechanisms the VM owns.
+
+pub mod pagedaemon;
