@@ -10,9 +10,10 @@
 //!
 //! Host layout (speed only; `tests/tlb_reference.rs` checks it against the stamp-based model it
 //! replaced, operation by operation). An array of at most 16 ways keeps each set in 64-byte host
-//! lines: a header line holding a 16-bit hint of each way's tag (compared all at once), the LRU
-//! order as a permutation of 4-bit way numbers in one word, the valid, writable and dirty bits
-//! and each way's size; then one line per four ways with their tags and frames. A lookup that
+//! lines: a header line holding a 16-bit hint of each way's tag (compared all at once), one
+//! flags byte per way (valid, writable, dirty, size: a fill writes one byte, and one move-mask
+//! gives the valid ways) and the LRU order as a permutation of 4-bit way numbers in one word;
+//! then one line per four ways with their tags and frames. A lookup that
 //! misses reads the header line only; a hit or a fill one more. Arrays of more than 16 ways (the
 //! Alpha's and the PA-8000's fully associative TLBs) keep a hash index from tag to slot, chained
 //! through the slots, and the recency order as an intrusive doubly linked list per set.
@@ -170,19 +171,30 @@ impl Sizes {
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(64))]
 struct Set {
-    /// Words 0..4: the 16-bit tag hints of ways 0..16. `PERM`: the LRU order. `BITS`: the valid
-    /// (bits 0..16), writable (16..32) and dirty (32..48) bits. `SIZES`: the index in the
-    /// array's sizes of each valid way's size class, one nibble per way.
-    h: [u64; 8],
+    /// The 16-bit tag hints of ways 0..16 (stale in invalid ways).
+    hint: [u16; 16],
+    /// Per way: `VALID`, `WRITABLE`, `DIRTY`, and the index in the array's sizes of the way's
+    /// size class (bits `SIZE_SHIFT..`). One byte per way, so a fill writes its way's byte
+    /// and one vector move-mask gives the valid ways.
+    flags: [u8; 16],
+    /// The LRU order: way numbers by recency, one nibble each, nibble 0 the most recent.
+    perm: u64,
+    _pad: u64,
     /// Group `g`: the tags of ways 4g..4g+4 in words 0..4, their frames in words 4..8.
     g: [[u64; 8]; 4],
 }
 
-const PERM: usize = 4;
-const BITS: usize = 5;
-const SIZES: usize = 6;
-const WRITABLE: usize = 16;
-const DIRTY: usize = 32;
+const VALID: u8 = 0x80;
+const WRITABLE: u8 = 1;
+const DIRTY: u8 = 2;
+const SIZE_SHIFT: u32 = 2;
+
+/// The flags byte of a valid way holding a translation with these permissions, of size index
+/// `size`.
+#[inline(always)]
+fn flags_of(t: &Translation, size: usize) -> u8 {
+    VALID | (t.writable as u8) * WRITABLE | (t.dirty as u8) * DIRTY | (size as u8) << SIZE_SHIFT
+}
 
 /// A 16-bit digest of a tag, kept per way so that one vector compare finds the candidate ways.
 #[inline(always)]
@@ -190,15 +202,15 @@ fn hint(tag: u64) -> u16 {
     ((tag ^ (tag >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48) as u16
 }
 
-/// Ways whose hint (words 0..4 of `h`) equals `x`, as a bit mask (ways 0..16).
+/// Ways whose hint equals `x`, as a bit mask (ways 0..16).
 #[inline(always)]
-fn hint_matches(h: &[u64; 8], x: u16) -> u32 {
+fn hint_matches(s: &Set, x: u16) -> u32 {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: SSE2 is part of x86_64. `h` is the 64-byte aligned header of a `Set`, so the two
-    // aligned 16-byte loads read its words 0..4.
+    // SAFETY: SSE2 is part of x86_64. `hint` starts a 64-byte aligned `Set`, so the two
+    // aligned 16-byte loads read its 32 bytes.
     unsafe {
         use std::arch::x86_64::*;
-        let p = h.as_ptr() as *const __m128i;
+        let p = s.hint.as_ptr() as *const __m128i;
         let k = _mm_set1_epi16(x as i16);
         let a = _mm_cmpeq_epi16(_mm_load_si128(p), k);
         let b = _mm_cmpeq_epi16(_mm_load_si128(p.add(1)), k);
@@ -208,7 +220,29 @@ fn hint_matches(h: &[u64; 8], x: u16) -> u32 {
     {
         let mut m = 0;
         for w in 0..16 {
-            if (h[w / 4] >> (16 * (w % 4))) as u16 == x {
+            if s.hint[w] == x {
+                m |= 1 << w;
+            }
+        }
+        m
+    }
+}
+
+/// The valid ways of `s`, as a bit mask.
+#[inline(always)]
+fn valid_mask(s: &Set) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of x86_64. `flags` sits at byte 32 of a 64-byte aligned `Set`, so
+    // the aligned 16-byte load reads exactly its 16 bytes; `VALID` is each byte's top bit.
+    unsafe {
+        use std::arch::x86_64::*;
+        _mm_movemask_epi8(_mm_load_si128(s.flags.as_ptr() as *const __m128i)) as u32
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut m = 0;
+        for w in 0..16 {
+            if s.flags[w] & VALID != 0 {
                 m |= 1 << w;
             }
         }
@@ -252,7 +286,10 @@ impl Small {
     fn new(sets: usize, ways: usize) -> Small {
         let perm = (0..ways).fold(0u64, |p, w| p | (w as u64) << (4 * w));
         let set = Set {
-            h: [0, 0, 0, 0, perm, 0, 0, 0],
+            hint: [0; 16],
+            flags: [0; 16],
+            perm,
+            _pad: 0,
             g: [[INVALID; 8]; 4],
         };
         Small {
@@ -271,14 +308,14 @@ impl Small {
 
     #[inline(always)]
     fn valid_bits(&self, set: usize) -> u32 {
-        self.sets[set].h[BITS] as u32 & 0xFFFF
+        valid_mask(&self.sets[set])
     }
 
     /// The way of `set` holding `tag`.
     #[inline(always)]
     fn find(&self, set: usize, tag: u64) -> Option<usize> {
         let s = &self.sets[set];
-        let mut m = hint_matches(&s.h, hint(tag)) & (s.h[BITS] as u32);
+        let mut m = hint_matches(s, hint(tag)) & valid_mask(s);
         while m != 0 {
             let w = m.trailing_zeros() as usize;
             if s.g[(w >> 2) & 3][w & 3] == tag {
@@ -291,18 +328,19 @@ impl Small {
 
     #[inline(always)]
     fn touch(&mut self, set: usize, w: usize) {
-        let p = &mut self.sets[set].h[PERM];
+        let p = &mut self.sets[set].perm;
         *p = promote(*p, w);
     }
 
     #[inline(always)]
     fn translation(&self, set: usize, w: usize, size: SizeClass) -> Translation {
         let s = &self.sets[set];
+        let f = s.flags[w & 15];
         Translation {
             pfn: Pfn(s.g[(w >> 2) & 3][4 + (w & 3)]),
             size,
-            writable: s.h[BITS] >> (WRITABLE + w) & 1 != 0,
-            dirty: s.h[BITS] >> (DIRTY + w) & 1 != 0,
+            writable: f & WRITABLE != 0,
+            dirty: f & DIRTY != 0,
         }
     }
 
@@ -310,48 +348,41 @@ impl Small {
     fn set_data(&mut self, set: usize, w: usize, t: Translation) {
         let s = &mut self.sets[set];
         s.g[(w >> 2) & 3][4 + (w & 3)] = t.pfn.0;
-        s.h[BITS] = (s.h[BITS] & !((1 << (WRITABLE + w)) | (1 << (DIRTY + w))))
-            | (t.writable as u64) << (WRITABLE + w)
-            | (t.dirty as u64) << (DIRTY + w);
+        let f = &mut s.flags[w & 15];
+        *f = (*f & !(WRITABLE | DIRTY)) | (t.writable as u8) * WRITABLE | (t.dirty as u8) * DIRTY;
     }
 
     /// Index in the array's sizes of valid way `w`'s size class.
     #[inline(always)]
     fn size_idx(&self, set: usize, w: usize) -> usize {
-        (self.sets[set].h[SIZES] >> (4 * w) & 0xF) as usize
+        (self.sets[set].flags[w & 15] >> SIZE_SHIFT & 0xF) as usize
     }
 
     /// Fills a way of `set` with `tag` (of size index `size`) translating to `t`, as the most
     /// recently used, and returns the size index of the entry it evicted, if any: the lowest
-    /// invalid way, else the least recently used. The header is read and written once.
+    /// invalid way, else the least recently used.
     #[inline(always)]
     fn fill(&mut self, set: usize, tag: u64, size: usize, t: Translation) -> Option<usize> {
         let way_mask = self.way_mask;
         let (lru_shift, perm_mask) = (self.lru_shift, self.perm_mask);
         let s = &mut self.sets[set];
-        let (bits, perm, sizes) = (s.h[BITS], s.h[PERM], s.h[SIZES]);
-        let free = !(bits as u32) & way_mask;
-        let (w, evicted, perm) = if free != 0 {
+        let free = !valid_mask(s) & way_mask;
+        let perm = s.perm;
+        let (w, evicted) = if free != 0 {
             let w = free.trailing_zeros() as usize;
-            (w, None, promote(perm, w))
+            s.perm = promote(perm, w);
+            (w, None)
         } else {
             // The LRU way is the last nibble: rotate it to the front.
             let w = (perm >> lru_shift) as usize & 0xF;
-            let old = (sizes >> (4 * w) & 0xF) as usize;
-            (w, Some(old), ((perm << 4) | w as u64) & perm_mask)
+            s.perm = ((perm << 4) | w as u64) & perm_mask;
+            (w, Some((s.flags[w] >> SIZE_SHIFT & 0xF) as usize))
         };
-        s.h[PERM] = perm;
-        let one = 1u64 << w;
-        s.h[BITS] = (bits & !((one << WRITABLE) | (one << DIRTY)))
-            | one
-            | (t.writable as u64) << (WRITABLE + w)
-            | (t.dirty as u64) << (DIRTY + w);
-        s.h[SIZES] = (sizes & !(0xF << (4 * w))) | (size as u64) << (4 * w);
+        s.flags[w & 15] = flags_of(&t, size);
+        s.hint[w & 15] = hint(tag);
         let (g, k) = ((w >> 2) & 3, w & 3);
         s.g[g][k] = tag;
         s.g[g][4 + k] = t.pfn.0;
-        let sh = 16 * k;
-        s.h[g] = (s.h[g] & !(0xFFFF << sh)) | (hint(tag) as u64) << sh;
         evicted
     }
 
@@ -359,7 +390,7 @@ impl Small {
     fn clear(&mut self, set: usize, w: usize) {
         let s = &mut self.sets[set];
         s.g[(w >> 2) & 3][w & 3] = INVALID;
-        s.h[BITS] &= !(1 << w);
+        s.flags[w & 15] = 0;
     }
 
     /// Host bytes of the lines in use.
@@ -984,8 +1015,7 @@ impl Array {
                 let ok = match &self.store {
                     Store::Small(s) => {
                         let (set, w) = (slot / self.ways, slot % self.ways);
-                        let h = &s.sets[set].h;
-                        (h[w / 4] >> (16 * (w % 4))) as u16 == hint(tag)
+                        s.sets[set].hint[w] == hint(tag)
                             && s.size_idx(set, w) == self.sizes.idx(tag)
                     }
                     Store::Big(b) => b.get(tag) == Some(slot),
@@ -1013,7 +1043,7 @@ impl Array {
         match &self.store {
             Store::Small(s) => {
                 for set in 0..self.sets as usize {
-                    let perm = s.sets[set].h[PERM];
+                    let perm = s.sets[set].perm;
                     let mut seen = 0u32;
                     for k in 0..16 {
                         let w = (perm >> (4 * k)) & 0xF;
