@@ -494,7 +494,7 @@ pub struct Caches {
 
 /// `Caches::prefetch` skips levels whose tags and replacement state take at most this many host
 /// bytes.
-const PREFETCH_ABOVE: usize = 16 << 10;
+const PREFETCH_ABOVE: usize = 64 << 10;
 
 impl Caches {
     pub fn new(cfg: &CachesConfig) -> Caches {

@@ -121,6 +121,8 @@ struct Sizes {
     valid: [u32; 16],
     /// Index in `class` of each size class (255 = not held); the last one if listed twice.
     index: [u8; 16],
+    /// Bit i set iff `valid[i] > 0`: the sizes a lookup probes.
+    live: u32,
 }
 
 impl Sizes {
@@ -132,6 +134,7 @@ impl Sizes {
             shift: [0; 16],
             valid: [0; 16],
             index: [u8::MAX; 16],
+            live: 0,
         };
         for (i, &c) in sizes.iter().enumerate() {
             s.class[i] = SizeClass(c);
@@ -139,6 +142,22 @@ impl Sizes {
             s.index[c as usize & 0xF] = i as u8;
         }
         s
+    }
+
+    /// One more valid entry of size index `i`.
+    #[inline(always)]
+    fn inc(&mut self, i: usize) {
+        self.valid[i & 15] += 1;
+        self.live |= 1 << (i & 15);
+    }
+
+    /// One valid entry of size index `i` fewer.
+    #[inline(always)]
+    fn dec(&mut self, i: usize) {
+        self.valid[i & 15] -= 1;
+        if self.valid[i & 15] == 0 {
+            self.live &= !(1 << (i & 15));
+        }
     }
 
     /// Page shift of `class` if held (the first listing).
@@ -329,7 +348,10 @@ impl Small {
     #[inline(always)]
     fn touch(&mut self, set: usize, w: usize) {
         let p = &mut self.sets[set].perm;
-        *p = promote(*p, w);
+        // Promoting the most recent way changes nothing.
+        if (*p & 0xF) as usize != w {
+            *p = promote(*p, w);
+        }
     }
 
     #[inline(always)]
@@ -634,8 +656,10 @@ struct Array {
     /// Hits and refills make an entry most recently used (LRU); not under round robin.
     touch_on_hit: bool,
     sets: u64,
-    /// `sets - 1` when `sets` is a power of two (every preset), so the set index is a mask.
-    set_mask: Option<u64>,
+    /// `sets - 1` when `sets` is a power of two (every preset), so the set index is a mask;
+    /// else 0 and `set_of` divides.
+    set_mask: u64,
+    sets_pow2: bool,
     ways: usize,
     /// Valid entries, and all entries (`sets * ways`).
     valid: u32,
@@ -651,7 +675,8 @@ impl Array {
             sizes: Sizes::new(&cfg.sizes, shifts),
             touch_on_hit: cfg.replacement == TlbReplacement::Lru,
             sets,
-            set_mask: sets.is_power_of_two().then(|| sets - 1),
+            set_mask: if sets.is_power_of_two() { sets - 1 } else { 0 },
+            sets_pow2: sets.is_power_of_two(),
             ways,
             valid: 0,
             total: (sets as usize * ways) as u32,
@@ -665,9 +690,10 @@ impl Array {
 
     #[inline(always)]
     fn set_of(&self, vpn_at_size: u64) -> usize {
-        (match self.set_mask {
-            Some(m) => vpn_at_size & m,
-            None => vpn_at_size % self.sets,
+        (if self.sets_pow2 {
+            vpn_at_size & self.set_mask
+        } else {
+            vpn_at_size % self.sets
         }) as usize
     }
 
@@ -684,13 +710,11 @@ impl Array {
     /// Looks `va` up at every size this array holds; on a hit makes the entry MRU.
     #[inline(always)]
     fn lookup(&mut self, asid: u32, va: u64) -> Option<Translation> {
-        if self.valid == 0 {
-            return None;
-        }
-        for i in 0..self.sizes.n {
-            if self.sizes.valid[i] == 0 {
-                continue;
-            }
+        // The sizes with valid entries, in order.
+        let mut live = self.sizes.live;
+        while live != 0 {
+            let i = live.trailing_zeros() as usize & 15;
+            live &= live - 1;
             let class = self.sizes.class[i];
             let vpn = va >> self.sizes.shift[i];
             let tag = make_tag(asid, vpn, class);
@@ -721,13 +745,10 @@ impl Array {
     /// header line, or a hash bucket.
     #[inline]
     fn prefetch(&self, asid: u32, va: u64) {
-        if self.valid == 0 {
-            return;
-        }
-        for i in 0..self.sizes.n {
-            if self.sizes.valid[i] == 0 {
-                continue;
-            }
+        let mut live = self.sizes.live;
+        while live != 0 {
+            let i = live.trailing_zeros() as usize & 15;
+            live &= live - 1;
             let vpn = va >> self.sizes.shift[i];
             match &self.store {
                 Store::Small(s) => {
@@ -778,9 +799,9 @@ impl Array {
                     None => {
                         match s.fill(set, tag, new, t) {
                             None => self.valid += 1,
-                            Some(old) => self.sizes.valid[old] -= 1,
+                            Some(old) => self.sizes.dec(old),
                         }
-                        self.sizes.valid[new] += 1;
+                        self.sizes.inc(new);
                         return;
                     }
                 };
@@ -810,13 +831,13 @@ impl Array {
                             None => {
                                 let v = b.lru(set);
                                 let old = b.slots[v].tag;
-                                self.sizes.valid[self.sizes.idx(old)] -= 1;
+                                self.sizes.dec(self.sizes.idx(old));
                                 b.unindex(v);
                                 b.unlink(v);
                                 v
                             }
                         };
-                        self.sizes.valid[new] += 1;
+                        self.sizes.inc(new);
                         b.set_tag(slot, tag);
                         b.push_front(set, slot);
                         slot
@@ -890,7 +911,7 @@ impl Array {
                 tag
             }
         };
-        self.sizes.valid[self.sizes.idx(tag)] -= 1;
+        self.sizes.dec(self.sizes.idx(tag));
         self.valid -= 1;
     }
 
@@ -913,7 +934,7 @@ impl Array {
                         let tag = s.tag(set, w);
                         if pred(tag, sizes) {
                             s.clear(set, w);
-                            sizes.valid[sizes.idx(tag)] -= 1;
+                            sizes.dec(sizes.idx(tag));
                             *valid -= 1;
                         }
                     }
@@ -928,7 +949,7 @@ impl Array {
                         let tag = b.slots[slot].tag;
                         if pred(tag, sizes) {
                             b.clear(slot);
-                            sizes.valid[sizes.idx(tag)] -= 1;
+                            sizes.dec(sizes.idx(tag));
                             *valid -= 1;
                         }
                     }
@@ -1030,6 +1051,13 @@ impl Array {
         }
         if valid != self.valid {
             return Err(format!("valid count {} but {valid} valid tags", self.valid));
+        }
+        let live = (0..16).fold(0u32, |m, i| m | ((self.sizes.valid[i] > 0) as u32) << i);
+        if live != self.sizes.live {
+            return Err(format!(
+                "live sizes {:#x}, counted {live:#x}",
+                self.sizes.live
+            ));
         }
         if by_size[..self.sizes.n] != self.sizes.valid[..self.sizes.n]
             || self.sizes.valid[self.sizes.n..].iter().any(|&v| v != 0)
