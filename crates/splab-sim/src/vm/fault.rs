@@ -85,7 +85,7 @@ impl Os {
             self.hw.tlb.count_last_hits(1);
             self.acc.count(&a, 1);
             let pa = a.va.wrapping_add(self.pa_delta);
-            self.data(&a, pa, Trip::default());
+            self.data(&a, pa, &mut Trip::default());
             return Ok(());
         }
         self.access_slow(pid, a)
@@ -93,7 +93,7 @@ impl Os {
 
     /// The data reference of an access at physical address `pa`, then its timing.
     #[inline]
-    fn data(&mut self, a: &Access, pa: u64, mut trip: Trip) {
+    fn data(&mut self, a: &Access, pa: u64, trip: &mut Trip) {
         let line = pa >> LINE_SHIFT;
         if self.streaming {
             // A sequential run's line comes from the stream prefetcher: bandwidth, no latency.
@@ -114,7 +114,7 @@ impl Os {
             trip.latency = self.hw.caches.latency(s);
         }
         trip.line = line;
-        self.hw.core.access(a.op, a.ipa as u64, a.dep as u64, &trip);
+        self.hw.core.access(a.op, a.ipa as u64, a.dep as u64, trip);
     }
 
     /// Records the physical offset of the translation just entered in `Tlb::last`.
@@ -267,7 +267,7 @@ impl Os {
                             self.after_dirtied(pid, va);
                         }
                     }
-                    return Ok(self.finish_access(&a, &t, trip));
+                    return Ok(self.finish_access(&a, &t, &mut trip));
                 }
                 Lookup::Miss { cycles } => {
                     trip.tlb_cycles += cycles;
@@ -329,7 +329,7 @@ impl Os {
                             if became_dirty && trap {
                                 self.after_dirtied(pid, va);
                             }
-                            return Ok(self.finish_access(&a, &t, trip));
+                            return Ok(self.finish_access(&a, &t, &mut trip));
                         }
                         Walked::CleanSuperpageWrite(_) => self.clean_write_trap(pid, va),
                         Walked::Unusable => self.fault(pid, va, kind)?,
@@ -345,7 +345,7 @@ impl Os {
 
     /// The access is translated by `t`: its data reference and timing.
     #[inline]
-    fn finish_access(&mut self, a: &Access, t: &Translation, trip: Trip) {
+    fn finish_access(&mut self, a: &Access, t: &Translation, trip: &mut Trip) {
         let shift = self.machine.page_shifts[t.size.0 as usize];
         let pa = (t.pfn.0 << self.base_shift()) + (a.va & ((1u64 << shift) - 1));
         if a.op != MemOp::Ifetch {
