@@ -87,6 +87,9 @@ struct Level {
     latency: u64,
     hits: u64,
     misses: u64,
+    /// Valid lines. Lines are never invalidated, so once every way of every set is valid
+    /// (`valid == sets * ways`) a miss need not look for an invalid way.
+    valid: u64,
 }
 
 impl Level {
@@ -139,6 +142,7 @@ impl Level {
             latency: cfg.latency,
             hits: 0,
             misses: 0,
+            valid: 0,
         }
     }
 
@@ -192,12 +196,16 @@ impl Level {
             *r = if w + 1 == ways { 0 } else { w as u32 + 1 };
             w
         } else {
-            let empties = if W == 0 {
+            // Once the level is full no set has an invalid way (lines are never invalidated).
+            let empties = if self.valid == self.sets * ways as u64 {
+                0
+            } else if W == 0 {
                 masks_any(s, 0)
             } else {
                 masks::<W>(s, 0)
             };
             let w = if empties != 0 {
+                self.valid += 1;
                 empties.trailing_zeros() as usize
             } else if P == PLRU {
                 if ways <= 8 {
@@ -486,7 +494,7 @@ pub struct Caches {
 
 /// `Caches::prefetch` skips levels whose tags and replacement state take at most this many host
 /// bytes.
-const PREFETCH_ABOVE: usize = 16 << 10;
+const PREFETCH_ABOVE: usize = 64 << 10;
 
 impl Caches {
     pub fn new(cfg: &CachesConfig) -> Caches {
@@ -559,9 +567,19 @@ impl Caches {
             .collect()
     }
 
-    /// Checks that no set holds a tag twice and replacement state has no stray bits.
+    /// Checks that no set holds a tag twice, the count of valid lines, and that replacement state
+    /// has no stray bits.
     pub fn check_invariants(&self) -> Result<(), String> {
         for (l, name) in self.levels.iter().zip(&self.names) {
+            let valid = (0..l.sets as usize)
+                .map(|set| l.set(set).iter().filter(|&&t| t != 0).count() as u64)
+                .sum::<u64>();
+            if l.policy != ROUND_ROBIN && valid != l.valid {
+                return Err(format!(
+                    "cache {name}: {valid} valid lines, counted {}",
+                    l.valid
+                ));
+            }
             for set in 0..l.sets as usize {
                 let s = l.set(set);
                 for (i, &t) in s.iter().enumerate() {

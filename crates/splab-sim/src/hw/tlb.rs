@@ -10,9 +10,10 @@
 //!
 //! Host layout (speed only; `tests/tlb_reference.rs` checks it against the stamp-based model it
 //! replaced, operation by operation). An array of at most 16 ways keeps each set in 64-byte host
-//! lines: a header line holding a 16-bit hint of each way's tag (compared all at once), the LRU
-//! order as a permutation of 4-bit way numbers in one word, the valid, writable and dirty bits
-//! and each way's size; then one line per four ways with their tags and frames. A lookup that
+//! lines: a header line holding a 16-bit hint of each way's tag (compared all at once), one
+//! flags byte per way (valid, writable, dirty, size: a fill writes one byte, and one move-mask
+//! gives the valid ways) and the LRU order as a permutation of 4-bit way numbers in one word;
+//! then one line per four ways with their tags and frames. A lookup that
 //! misses reads the header line only; a hit or a fill one more. Arrays of more than 16 ways (the
 //! Alpha's and the PA-8000's fully associative TLBs) keep a hash index from tag to slot, chained
 //! through the slots, and the recency order as an intrusive doubly linked list per set.
@@ -120,6 +121,8 @@ struct Sizes {
     valid: [u32; 16],
     /// Index in `class` of each size class (255 = not held); the last one if listed twice.
     index: [u8; 16],
+    /// Bit i set iff `valid[i] > 0`: the sizes a lookup probes.
+    live: u32,
 }
 
 impl Sizes {
@@ -131,6 +134,7 @@ impl Sizes {
             shift: [0; 16],
             valid: [0; 16],
             index: [u8::MAX; 16],
+            live: 0,
         };
         for (i, &c) in sizes.iter().enumerate() {
             s.class[i] = SizeClass(c);
@@ -138,6 +142,22 @@ impl Sizes {
             s.index[c as usize & 0xF] = i as u8;
         }
         s
+    }
+
+    /// One more valid entry of size index `i`.
+    #[inline(always)]
+    fn inc(&mut self, i: usize) {
+        self.valid[i & 15] += 1;
+        self.live |= 1 << (i & 15);
+    }
+
+    /// One valid entry of size index `i` fewer.
+    #[inline(always)]
+    fn dec(&mut self, i: usize) {
+        self.valid[i & 15] -= 1;
+        if self.valid[i & 15] == 0 {
+            self.live &= !(1 << (i & 15));
+        }
     }
 
     /// Page shift of `class` if held (the first listing).
@@ -170,19 +190,30 @@ impl Sizes {
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(64))]
 struct Set {
-    /// Words 0..4: the 16-bit tag hints of ways 0..16. `PERM`: the LRU order. `BITS`: the valid
-    /// (bits 0..16), writable (16..32) and dirty (32..48) bits. `SIZES`: the index in the
-    /// array's sizes of each valid way's size class, one nibble per way.
-    h: [u64; 8],
+    /// The 16-bit tag hints of ways 0..16 (stale in invalid ways).
+    hint: [u16; 16],
+    /// Per way: `VALID`, `WRITABLE`, `DIRTY`, and the index in the array's sizes of the way's
+    /// size class (bits `SIZE_SHIFT..`). One byte per way, so a fill writes its way's byte
+    /// and one vector move-mask gives the valid ways.
+    flags: [u8; 16],
+    /// The LRU order: way numbers by recency, one nibble each, nibble 0 the most recent.
+    perm: u64,
+    _pad: u64,
     /// Group `g`: the tags of ways 4g..4g+4 in words 0..4, their frames in words 4..8.
     g: [[u64; 8]; 4],
 }
 
-const PERM: usize = 4;
-const BITS: usize = 5;
-const SIZES: usize = 6;
-const WRITABLE: usize = 16;
-const DIRTY: usize = 32;
+const VALID: u8 = 0x80;
+const WRITABLE: u8 = 1;
+const DIRTY: u8 = 2;
+const SIZE_SHIFT: u32 = 2;
+
+/// The flags byte of a valid way holding a translation with these permissions, of size index
+/// `size`.
+#[inline(always)]
+fn flags_of(t: &Translation, size: usize) -> u8 {
+    VALID | (t.writable as u8) * WRITABLE | (t.dirty as u8) * DIRTY | (size as u8) << SIZE_SHIFT
+}
 
 /// A 16-bit digest of a tag, kept per way so that one vector compare finds the candidate ways.
 #[inline(always)]
@@ -190,15 +221,15 @@ fn hint(tag: u64) -> u16 {
     ((tag ^ (tag >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48) as u16
 }
 
-/// Ways whose hint (words 0..4 of `h`) equals `x`, as a bit mask (ways 0..16).
+/// Ways whose hint equals `x`, as a bit mask (ways 0..16).
 #[inline(always)]
-fn hint_matches(h: &[u64; 8], x: u16) -> u32 {
+fn hint_matches(s: &Set, x: u16) -> u32 {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: SSE2 is part of x86_64. `h` is the 64-byte aligned header of a `Set`, so the two
-    // aligned 16-byte loads read its words 0..4.
+    // SAFETY: SSE2 is part of x86_64. `hint` starts a 64-byte aligned `Set`, so the two
+    // aligned 16-byte loads read its 32 bytes.
     unsafe {
         use std::arch::x86_64::*;
-        let p = h.as_ptr() as *const __m128i;
+        let p = s.hint.as_ptr() as *const __m128i;
         let k = _mm_set1_epi16(x as i16);
         let a = _mm_cmpeq_epi16(_mm_load_si128(p), k);
         let b = _mm_cmpeq_epi16(_mm_load_si128(p.add(1)), k);
@@ -208,7 +239,29 @@ fn hint_matches(h: &[u64; 8], x: u16) -> u32 {
     {
         let mut m = 0;
         for w in 0..16 {
-            if (h[w / 4] >> (16 * (w % 4))) as u16 == x {
+            if s.hint[w] == x {
+                m |= 1 << w;
+            }
+        }
+        m
+    }
+}
+
+/// The valid ways of `s`, as a bit mask.
+#[inline(always)]
+fn valid_mask(s: &Set) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of x86_64. `flags` sits at byte 32 of a 64-byte aligned `Set`, so
+    // the aligned 16-byte load reads exactly its 16 bytes; `VALID` is each byte's top bit.
+    unsafe {
+        use std::arch::x86_64::*;
+        _mm_movemask_epi8(_mm_load_si128(s.flags.as_ptr() as *const __m128i)) as u32
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut m = 0;
+        for w in 0..16 {
+            if s.flags[w] & VALID != 0 {
                 m |= 1 << w;
             }
         }
@@ -252,7 +305,10 @@ impl Small {
     fn new(sets: usize, ways: usize) -> Small {
         let perm = (0..ways).fold(0u64, |p, w| p | (w as u64) << (4 * w));
         let set = Set {
-            h: [0, 0, 0, 0, perm, 0, 0, 0],
+            hint: [0; 16],
+            flags: [0; 16],
+            perm,
+            _pad: 0,
             g: [[INVALID; 8]; 4],
         };
         Small {
@@ -271,14 +327,14 @@ impl Small {
 
     #[inline(always)]
     fn valid_bits(&self, set: usize) -> u32 {
-        self.sets[set].h[BITS] as u32 & 0xFFFF
+        valid_mask(&self.sets[set])
     }
 
     /// The way of `set` holding `tag`.
     #[inline(always)]
     fn find(&self, set: usize, tag: u64) -> Option<usize> {
         let s = &self.sets[set];
-        let mut m = hint_matches(&s.h, hint(tag)) & (s.h[BITS] as u32);
+        let mut m = hint_matches(s, hint(tag)) & valid_mask(s);
         while m != 0 {
             let w = m.trailing_zeros() as usize;
             if s.g[(w >> 2) & 3][w & 3] == tag {
@@ -291,18 +347,22 @@ impl Small {
 
     #[inline(always)]
     fn touch(&mut self, set: usize, w: usize) {
-        let p = &mut self.sets[set].h[PERM];
-        *p = promote(*p, w);
+        let p = &mut self.sets[set].perm;
+        // Promoting the most recent way changes nothing.
+        if (*p & 0xF) as usize != w {
+            *p = promote(*p, w);
+        }
     }
 
     #[inline(always)]
     fn translation(&self, set: usize, w: usize, size: SizeClass) -> Translation {
         let s = &self.sets[set];
+        let f = s.flags[w & 15];
         Translation {
             pfn: Pfn(s.g[(w >> 2) & 3][4 + (w & 3)]),
             size,
-            writable: s.h[BITS] >> (WRITABLE + w) & 1 != 0,
-            dirty: s.h[BITS] >> (DIRTY + w) & 1 != 0,
+            writable: f & WRITABLE != 0,
+            dirty: f & DIRTY != 0,
         }
     }
 
@@ -310,48 +370,41 @@ impl Small {
     fn set_data(&mut self, set: usize, w: usize, t: Translation) {
         let s = &mut self.sets[set];
         s.g[(w >> 2) & 3][4 + (w & 3)] = t.pfn.0;
-        s.h[BITS] = (s.h[BITS] & !((1 << (WRITABLE + w)) | (1 << (DIRTY + w))))
-            | (t.writable as u64) << (WRITABLE + w)
-            | (t.dirty as u64) << (DIRTY + w);
+        let f = &mut s.flags[w & 15];
+        *f = (*f & !(WRITABLE | DIRTY)) | (t.writable as u8) * WRITABLE | (t.dirty as u8) * DIRTY;
     }
 
     /// Index in the array's sizes of valid way `w`'s size class.
     #[inline(always)]
     fn size_idx(&self, set: usize, w: usize) -> usize {
-        (self.sets[set].h[SIZES] >> (4 * w) & 0xF) as usize
+        (self.sets[set].flags[w & 15] >> SIZE_SHIFT & 0xF) as usize
     }
 
     /// Fills a way of `set` with `tag` (of size index `size`) translating to `t`, as the most
     /// recently used, and returns the size index of the entry it evicted, if any: the lowest
-    /// invalid way, else the least recently used. The header is read and written once.
+    /// invalid way, else the least recently used.
     #[inline(always)]
     fn fill(&mut self, set: usize, tag: u64, size: usize, t: Translation) -> Option<usize> {
         let way_mask = self.way_mask;
         let (lru_shift, perm_mask) = (self.lru_shift, self.perm_mask);
         let s = &mut self.sets[set];
-        let (bits, perm, sizes) = (s.h[BITS], s.h[PERM], s.h[SIZES]);
-        let free = !(bits as u32) & way_mask;
-        let (w, evicted, perm) = if free != 0 {
+        let free = !valid_mask(s) & way_mask;
+        let perm = s.perm;
+        let (w, evicted) = if free != 0 {
             let w = free.trailing_zeros() as usize;
-            (w, None, promote(perm, w))
+            s.perm = promote(perm, w);
+            (w, None)
         } else {
             // The LRU way is the last nibble: rotate it to the front.
             let w = (perm >> lru_shift) as usize & 0xF;
-            let old = (sizes >> (4 * w) & 0xF) as usize;
-            (w, Some(old), ((perm << 4) | w as u64) & perm_mask)
+            s.perm = ((perm << 4) | w as u64) & perm_mask;
+            (w, Some((s.flags[w] >> SIZE_SHIFT & 0xF) as usize))
         };
-        s.h[PERM] = perm;
-        let one = 1u64 << w;
-        s.h[BITS] = (bits & !((one << WRITABLE) | (one << DIRTY)))
-            | one
-            | (t.writable as u64) << (WRITABLE + w)
-            | (t.dirty as u64) << (DIRTY + w);
-        s.h[SIZES] = (sizes & !(0xF << (4 * w))) | (size as u64) << (4 * w);
+        s.flags[w & 15] = flags_of(&t, size);
+        s.hint[w & 15] = hint(tag);
         let (g, k) = ((w >> 2) & 3, w & 3);
         s.g[g][k] = tag;
         s.g[g][4 + k] = t.pfn.0;
-        let sh = 16 * k;
-        s.h[g] = (s.h[g] & !(0xFFFF << sh)) | (hint(tag) as u64) << sh;
         evicted
     }
 
@@ -359,7 +412,7 @@ impl Small {
     fn clear(&mut self, set: usize, w: usize) {
         let s = &mut self.sets[set];
         s.g[(w >> 2) & 3][w & 3] = INVALID;
-        s.h[BITS] &= !(1 << w);
+        s.flags[w & 15] = 0;
     }
 
     /// Host bytes of the lines in use.
@@ -603,8 +656,10 @@ struct Array {
     /// Hits and refills make an entry most recently used (LRU); not under round robin.
     touch_on_hit: bool,
     sets: u64,
-    /// `sets - 1` when `sets` is a power of two (every preset), so the set index is a mask.
-    set_mask: Option<u64>,
+    /// `sets - 1` when `sets` is a power of two (every preset), so the set index is a mask;
+    /// else 0 and `set_of` divides.
+    set_mask: u64,
+    sets_pow2: bool,
     ways: usize,
     /// Valid entries, and all entries (`sets * ways`).
     valid: u32,
@@ -620,7 +675,8 @@ impl Array {
             sizes: Sizes::new(&cfg.sizes, shifts),
             touch_on_hit: cfg.replacement == TlbReplacement::Lru,
             sets,
-            set_mask: sets.is_power_of_two().then(|| sets - 1),
+            set_mask: if sets.is_power_of_two() { sets - 1 } else { 0 },
+            sets_pow2: sets.is_power_of_two(),
             ways,
             valid: 0,
             total: (sets as usize * ways) as u32,
@@ -634,9 +690,10 @@ impl Array {
 
     #[inline(always)]
     fn set_of(&self, vpn_at_size: u64) -> usize {
-        (match self.set_mask {
-            Some(m) => vpn_at_size & m,
-            None => vpn_at_size % self.sets,
+        (if self.sets_pow2 {
+            vpn_at_size & self.set_mask
+        } else {
+            vpn_at_size % self.sets
         }) as usize
     }
 
@@ -653,13 +710,11 @@ impl Array {
     /// Looks `va` up at every size this array holds; on a hit makes the entry MRU.
     #[inline(always)]
     fn lookup(&mut self, asid: u32, va: u64) -> Option<Translation> {
-        if self.valid == 0 {
-            return None;
-        }
-        for i in 0..self.sizes.n {
-            if self.sizes.valid[i] == 0 {
-                continue;
-            }
+        // The sizes with valid entries, in order.
+        let mut live = self.sizes.live;
+        while live != 0 {
+            let i = live.trailing_zeros() as usize & 15;
+            live &= live - 1;
             let class = self.sizes.class[i];
             let vpn = va >> self.sizes.shift[i];
             let tag = make_tag(asid, vpn, class);
@@ -690,13 +745,10 @@ impl Array {
     /// header line, or a hash bucket.
     #[inline]
     fn prefetch(&self, asid: u32, va: u64) {
-        if self.valid == 0 {
-            return;
-        }
-        for i in 0..self.sizes.n {
-            if self.sizes.valid[i] == 0 {
-                continue;
-            }
+        let mut live = self.sizes.live;
+        while live != 0 {
+            let i = live.trailing_zeros() as usize & 15;
+            live &= live - 1;
             let vpn = va >> self.sizes.shift[i];
             match &self.store {
                 Store::Small(s) => {
@@ -747,9 +799,9 @@ impl Array {
                     None => {
                         match s.fill(set, tag, new, t) {
                             None => self.valid += 1,
-                            Some(old) => self.sizes.valid[old] -= 1,
+                            Some(old) => self.sizes.dec(old),
                         }
-                        self.sizes.valid[new] += 1;
+                        self.sizes.inc(new);
                         return;
                     }
                 };
@@ -779,13 +831,13 @@ impl Array {
                             None => {
                                 let v = b.lru(set);
                                 let old = b.slots[v].tag;
-                                self.sizes.valid[self.sizes.idx(old)] -= 1;
+                                self.sizes.dec(self.sizes.idx(old));
                                 b.unindex(v);
                                 b.unlink(v);
                                 v
                             }
                         };
-                        self.sizes.valid[new] += 1;
+                        self.sizes.inc(new);
                         b.set_tag(slot, tag);
                         b.push_front(set, slot);
                         slot
@@ -859,7 +911,7 @@ impl Array {
                 tag
             }
         };
-        self.sizes.valid[self.sizes.idx(tag)] -= 1;
+        self.sizes.dec(self.sizes.idx(tag));
         self.valid -= 1;
     }
 
@@ -882,7 +934,7 @@ impl Array {
                         let tag = s.tag(set, w);
                         if pred(tag, sizes) {
                             s.clear(set, w);
-                            sizes.valid[sizes.idx(tag)] -= 1;
+                            sizes.dec(sizes.idx(tag));
                             *valid -= 1;
                         }
                     }
@@ -897,7 +949,7 @@ impl Array {
                         let tag = b.slots[slot].tag;
                         if pred(tag, sizes) {
                             b.clear(slot);
-                            sizes.valid[sizes.idx(tag)] -= 1;
+                            sizes.dec(sizes.idx(tag));
                             *valid -= 1;
                         }
                     }
@@ -984,8 +1036,7 @@ impl Array {
                 let ok = match &self.store {
                     Store::Small(s) => {
                         let (set, w) = (slot / self.ways, slot % self.ways);
-                        let h = &s.sets[set].h;
-                        (h[w / 4] >> (16 * (w % 4))) as u16 == hint(tag)
+                        s.sets[set].hint[w] == hint(tag)
                             && s.size_idx(set, w) == self.sizes.idx(tag)
                     }
                     Store::Big(b) => b.get(tag) == Some(slot),
@@ -1001,6 +1052,13 @@ impl Array {
         if valid != self.valid {
             return Err(format!("valid count {} but {valid} valid tags", self.valid));
         }
+        let live = (0..16).fold(0u32, |m, i| m | ((self.sizes.valid[i] > 0) as u32) << i);
+        if live != self.sizes.live {
+            return Err(format!(
+                "live sizes {:#x}, counted {live:#x}",
+                self.sizes.live
+            ));
+        }
         if by_size[..self.sizes.n] != self.sizes.valid[..self.sizes.n]
             || self.sizes.valid[self.sizes.n..].iter().any(|&v| v != 0)
         {
@@ -1013,7 +1071,7 @@ impl Array {
         match &self.store {
             Store::Small(s) => {
                 for set in 0..self.sets as usize {
-                    let perm = s.sets[set].h[PERM];
+                    let perm = s.sets[set].perm;
                     let mut seen = 0u32;
                     for k in 0..16 {
                         let w = (perm >> (4 * k)) & 0xF;

@@ -62,16 +62,34 @@ pub const NO_TABLE: u64 = u64::MAX;
 /// of its paging-structure caches (SDM vol. 3 4.10.3; docs/constants.md); 4-way sets like the
 /// L1 DTLB's are an assumption, and caches of up to 4 entries are fully associative.
 ///
-/// Host layout: keys (0 = invalid) `ways` per set, and per set the recency order as a
-/// permutation of way numbers, one nibble each (nibble 0 the most recent). A fill takes the
-/// lowest invalid way, else the least recent: what recency stamps with the first smallest
-/// stamp as victim (an invalid way's stamp being 0) chose.
+/// Host layout: per set, four keys (0 = invalid; `ABSENT` in the ways a set does not have,
+/// which no key equals) compared without a loop, and the recency order as a permutation of way
+/// numbers, one nibble each (nibble 0 the most recent). A fill takes the lowest invalid way,
+/// else the least recent: what recency stamps with the first smallest stamp as victim (an
+/// invalid way's stamp being 0) chose.
 #[derive(Clone, Debug)]
 struct Pwc {
-    keys: Vec<u64>,
-    perm: Vec<u16>,
+    sets: Vec<PwcSet>,
     ways: usize,
     set_mask: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct PwcSet {
+    keys: [u64; 4],
+    perm: u16,
+}
+
+/// The key of a way a set does not have: `pwc_key` never makes it (its level field would be 7).
+const ABSENT: u64 = u64::MAX;
+
+/// Ways of `keys` equal to `key`, as a bit mask.
+#[inline(always)]
+fn ways_equal(keys: &[u64; 4], key: u64) -> u32 {
+    (keys[0] == key) as u32
+        | ((keys[1] == key) as u32) << 1
+        | ((keys[2] == key) as u32) << 2
+        | ((keys[3] == key) as u32) << 3
 }
 
 /// The recency order `perm` (at most four ways: one `u16`) with way `w` moved to the front,
@@ -94,50 +112,68 @@ impl Pwc {
             "page-walk cache of {entries} entries: sets must be a power of two"
         );
         let identity = (0..ways).fold(0u16, |p, w| p | (w as u16) << (4 * w));
+        let mut keys = [ABSENT; 4];
+        keys[..ways].fill(0);
         Pwc {
-            keys: vec![0; sets * ways],
-            perm: vec![identity; sets],
+            sets: vec![
+                PwcSet {
+                    keys,
+                    perm: identity
+                };
+                sets
+            ],
             ways,
             set_mask: sets as u64 - 1,
         }
     }
+
+    #[inline(always)]
+    fn set(&mut self, index: u64) -> &mut PwcSet {
+        let i = (index & self.set_mask) as usize;
+        debug_assert!(i < self.sets.len());
+        // SAFETY: `sets.len() == set_mask + 1` (`new`), so `i` is in bounds.
+        unsafe { self.sets.get_unchecked_mut(i) }
+    }
+
     /// Looks up the entry of table index `index` (key `key`); a hit becomes most recently used.
+    /// A cache of no entries holds only `ABSENT` keys, so it always misses.
     #[inline]
     fn lookup(&mut self, index: u64, key: u64) -> bool {
-        if self.ways == 0 {
-            return false;
+        let s = self.set(index);
+        let m = ways_equal(&s.keys, key);
+        let w = m.trailing_zeros() as usize;
+        // Promoting the most recent way changes nothing (a run of walks under one PDPT entry).
+        if m != 0 && (s.perm & 0xF) as usize != w {
+            s.perm = promote(s.perm, w);
         }
-        let set = (index & self.set_mask) as usize;
-        let b = set * self.ways;
-        match super::find_key(&self.keys[b..b + self.ways], key) {
-            Some(i) => {
-                self.perm[set] = promote(self.perm[set], i);
-                true
-            }
-            None => false,
-        }
+        m != 0
     }
+
     /// Inserts `key`, known to be absent, replacing the lowest invalid way of its set, else
     /// the least recently used.
     #[inline]
     fn insert_absent(&mut self, index: u64, key: u64) {
-        if self.ways == 0 {
+        let ways = self.ways;
+        if ways == 0 {
             return;
         }
-        let set = (index & self.set_mask) as usize;
-        let b = set * self.ways;
-        let p = self.perm[set];
-        let w = match super::find_key(&self.keys[b..b + self.ways], 0) {
-            Some(i) => i,
-            None => (p >> (4 * (self.ways - 1))) as usize & 0xF,
+        let s = self.set(index);
+        let empty = ways_equal(&s.keys, 0);
+        let w = if empty != 0 {
+            empty.trailing_zeros() as usize
+        } else {
+            (s.perm >> (4 * (ways - 1))) as usize & 0xF
         };
-        self.keys[b + w] = key;
-        self.perm[set] = promote(p, w);
+        s.keys[w & 3] = key;
+        s.perm = promote(s.perm, w);
     }
+
     fn invalidate_asid(&mut self, asid: u32) {
-        for k in self.keys.iter_mut() {
-            if *k != 0 && ((*k >> 44) & 0xF_FFFF) as u32 == asid & 0xF_FFFF {
-                *k = 0;
+        for s in self.sets.iter_mut() {
+            for k in s.keys.iter_mut() {
+                if *k != 0 && *k != ABSENT && ((*k >> 44) & 0xF_FFFF) as u32 == asid & 0xF_FFFF {
+                    *k = 0;
+                }
             }
         }
     }

@@ -85,7 +85,7 @@ impl Os {
             self.hw.tlb.count_last_hits(1);
             self.acc.count(&a, 1);
             let pa = a.va.wrapping_add(self.pa_delta);
-            self.data(&a, pa, Trip::default());
+            self.data(&a, pa, &mut Trip::default());
             return Ok(());
         }
         self.access_slow(pid, a)
@@ -93,7 +93,7 @@ impl Os {
 
     /// The data reference of an access at physical address `pa`, then its timing.
     #[inline]
-    fn data(&mut self, a: &Access, pa: u64, mut trip: Trip) {
+    fn data(&mut self, a: &Access, pa: u64, trip: &mut Trip) {
         let line = pa >> LINE_SHIFT;
         if self.streaming {
             // A sequential run's line comes from the stream prefetcher: bandwidth, no latency.
@@ -114,7 +114,7 @@ impl Os {
             trip.latency = self.hw.caches.latency(s);
         }
         trip.line = line;
-        self.hw.core.access(a.op, a.ipa as u64, a.dep as u64, &trip);
+        self.hw.core.access(a.op, a.ipa as u64, a.dep as u64, trip);
     }
 
     /// Records the physical offset of the translation just entered in `Tlb::last`.
@@ -125,42 +125,28 @@ impl Os {
         self.pa_delta = (t.pfn.0 << self.base_shift()).wrapping_sub(start);
     }
 
-    /// Hints the host CPU to fetch the page-table entry of `va` and the TLB sets its lookup
-    /// reads (stage one of the batch prefetch). Speed only.
-    #[inline]
-    fn prefetch_far(&self, pid: Pid, va: u64) {
-        if let Some(p) = self.procs.get(&pid.0) {
-            p.pmap.prefetch(va >> self.base_shift());
-        }
-        self.hw.tlb.prefetch(pid.0, va);
-    }
-
-    /// Hints the host CPU to fetch the cache-model sets an access of `va` will touch: its data
-    /// line (if the page is mapped) and its leaf page-table entry's line (stage two). Speed only.
-    #[inline]
-    fn prefetch_near(&self, pid: Pid, va: u64) {
-        if let Some(p) = self.procs.get(&pid.0) {
-            let bs = self.base_shift();
-            if let Some((pte, path)) = p.pmap.peek(va >> bs) {
-                let pa = (pte.pfn().0 << bs) | (va & ((1u64 << bs) - 1));
-                self.hw.caches.prefetch(pa >> LINE_SHIFT);
-                self.hw.walker.prefetch(va, &path, &self.hw.caches);
-            }
-        }
-    }
-
-    /// A batch of accesses. The host prefetches, for an access a few ahead, its page-table entry,
-    /// and then, nearer, the cache-model sets of its data and of its entry: GUPS-like batches
-    /// are bound by host cache misses on the model's structures. Results are unchanged.
+    /// A batch of accesses. The host prefetches, for an access a few ahead, its page-table entry
+    /// and the TLB sets its lookup reads (stage one), and then, nearer, the cache-model sets of
+    /// its data line (if the page is mapped) and of its leaf page-table entry's line (stage
+    /// two, which reads the entry stage one fetched): GUPS-like batches are bound by host cache
+    /// misses on the model's structures. Speed only: results are unchanged.
     pub fn accesses(&mut self, pid: Pid, batch: &[Access]) -> Result<()> {
         const FAR: usize = 12;
         const NEAR: usize = 5;
+        let bs = self.base_shift();
         for (i, a) in batch.iter().enumerate() {
-            if let Some(f) = batch.get(i + FAR) {
-                self.prefetch_far(pid, f.va);
-            }
-            if let Some(n) = batch.get(i + NEAR) {
-                self.prefetch_near(pid, n.va);
+            if let Some(p) = self.procs.get(&pid.0) {
+                if let Some(f) = batch.get(i + FAR) {
+                    p.pmap.prefetch(f.va >> bs);
+                    self.hw.tlb.prefetch(pid.0, f.va);
+                }
+                if let Some(n) = batch.get(i + NEAR) {
+                    if let Some((pte, path)) = p.pmap.peek(n.va >> bs) {
+                        let pa = (pte.pfn().0 << bs) | (n.va & ((1u64 << bs) - 1));
+                        self.hw.caches.prefetch(pa >> LINE_SHIFT);
+                        self.hw.walker.prefetch(n.va, path, &self.hw.caches);
+                    }
+                }
             }
             self.access_op(pid, *a)?;
         }
@@ -281,7 +267,7 @@ impl Os {
                             self.after_dirtied(pid, va);
                         }
                     }
-                    return Ok(self.finish_access(&a, &t, trip));
+                    return Ok(self.finish_access(&a, &t, &mut trip));
                 }
                 Lookup::Miss { cycles } => {
                     trip.tlb_cycles += cycles;
@@ -343,7 +329,7 @@ impl Os {
                             if became_dirty && trap {
                                 self.after_dirtied(pid, va);
                             }
-                            return Ok(self.finish_access(&a, &t, trip));
+                            return Ok(self.finish_access(&a, &t, &mut trip));
                         }
                         Walked::CleanSuperpageWrite(_) => self.clean_write_trap(pid, va),
                         Walked::Unusable => self.fault(pid, va, kind)?,
@@ -359,7 +345,7 @@ impl Os {
 
     /// The access is translated by `t`: its data reference and timing.
     #[inline]
-    fn finish_access(&mut self, a: &Access, t: &Translation, trip: Trip) {
+    fn finish_access(&mut self, a: &Access, t: &Translation, trip: &mut Trip) {
         let shift = self.machine.page_shifts[t.size.0 as usize];
         let pa = (t.pfn.0 << self.base_shift()) + (a.va & ((1u64 << shift) - 1));
         if a.op != MemOp::Ifetch {

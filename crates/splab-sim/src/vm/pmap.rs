@@ -268,10 +268,10 @@ impl Pmap {
 
     /// The valid entry of `vpn` and the page-table path of its chunk, if any.
     #[inline]
-    pub fn peek(&self, vpn: u64) -> Option<(Pte, PtPath)> {
+    pub fn peek(&self, vpn: u64) -> Option<(Pte, &PtPath)> {
         let c = self.chunks.get(&(vpn >> CHUNK_SHIFT))?;
         let p = Pte(c[(vpn as usize) & (CHUNK - 1)]);
-        p.valid().then_some((p, c.path))
+        p.valid().then_some((p, &c.path))
     }
 
     /// Whether the chunk holding `vpn`'s entry exists (its page-table pages are allocated).
