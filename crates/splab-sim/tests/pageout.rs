@@ -196,3 +196,69 @@ fn with_memory_to_spare_the_daemon_stays_asleep() {
     assert_eq!(on.time.cycles_total, off.time.cycles_total);
     assert_eq!(on.tlb.walks, off.tlb.walks);
 }
+
+fn shared_file(file: u32, len: u64) -> MmapReq {
+    MmapReq {
+        addr: 0,
+        len,
+        prot: Prot::RW,
+        flags: MapFlags::FILE.with(MapFlags::SHARED),
+        file,
+        offset: 0,
+    }
+}
+
+/// File pages go back to their file, not to swap, and an evicted page is read again even from
+/// a warm page cache; a clean one is dropped and read again without being written.
+#[test]
+fn file_pages_are_written_back_and_read_again() {
+    let (mut e, pid) = engine("alpha21264:mem=16M", "base", Some(2 << 20));
+    let page = 8192u64;
+    let n = (8 << 20) / page;
+    e.os.open_file(7, n * page);
+    let a = e.mmap(pid, shared_file(7, n * page)).unwrap();
+    for i in 0..n {
+        e.access(pid, a + i * page, AccessKind::Write).unwrap();
+    }
+    let out = e.os.backing.stats.pageouts_file;
+    assert!(out > 0, "dirty file pages were written back");
+    assert_eq!(e.os.backing.stats.pageouts_swap, 0);
+    assert_eq!(
+        e.os.stats.io_read_bytes, 0,
+        "a warm cache reads nothing new"
+    );
+    for i in 0..n {
+        e.access(pid, a + i * page, AccessKind::Read).unwrap();
+    }
+    let st = &e.os.backing.stats;
+    assert!(st.pageins_file > 0);
+    assert_eq!(e.os.stats.io_read_bytes, st.pageins_file * page);
+    assert!(
+        st.pageouts_file <= n,
+        "each page written back at most once: {st:?}"
+    );
+}
+
+/// A page dirtied through a mapping that is then removed stays dirty in its object (FreeBSD
+/// moves the pmap's modified bit into the page): the daemon writes it back when it evicts it.
+#[test]
+fn dirty_pages_of_an_unmapped_file_are_written_back() {
+    let (mut e, pid) = engine("alpha21264:mem=16M", "base", Some(2 << 20));
+    let page = 8192u64;
+    e.os.open_file(3, 1 << 20);
+    let f = e.mmap(pid, shared_file(3, 1 << 20)).unwrap();
+    for i in 0..(1 << 20) / page {
+        e.access(pid, f + i * page, AccessKind::Write).unwrap();
+    }
+    e.munmap(pid, f, 1 << 20).unwrap();
+    // Anonymous memory pushes the file's pages out.
+    let a = e.mmap(pid, anon(3 << 20)).unwrap();
+    for i in 0..(3 << 20) / page {
+        e.access(pid, a + i * page, AccessKind::Write).unwrap();
+    }
+    assert!(
+        e.os.backing.stats.pageouts_file > 0,
+        "{:?}",
+        e.os.backing.stats
+    );
+}

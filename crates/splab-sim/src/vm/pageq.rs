@@ -361,11 +361,102 @@ mod tests {
     }
 
     #[test]
+    fn queue_of_next_of_and_activity() {
+        let mut q = PageQueues::new(8);
+        for p in [1, 2, 3] {
+            q.held(Pfn(p), ObjId(0), p, true);
+        }
+        q.move_to(Pfn(2), Queue::Inactive);
+        q.move_to(Pfn(3), Queue::Cache);
+        assert_eq!(q.queue_of(Pfn(1)), Queue::Active);
+        assert_eq!(q.queue_of(Pfn(2)), Queue::Inactive);
+        assert_eq!(q.queue_of(Pfn(3)), Queue::Cache);
+        assert_eq!(q.queue_of(Pfn(4)), Queue::None);
+        assert_eq!(
+            [Queue::Active, Queue::Inactive, Queue::Cache].map(Queue::name),
+            ["active", "inactive", "cache"]
+        );
+        q.move_to(Pfn(2), Queue::Active);
+        assert_eq!(q.head(Queue::Active), Some(Pfn(1)));
+        assert_eq!(q.next_of(Pfn(1)), Some(Pfn(2)));
+        assert_eq!(q.next_of(Pfn(2)), None);
+        assert_eq!(q.act(Pfn(1)), ACT_INIT);
+        q.set_act(Pfn(1), 200);
+        assert_eq!(q.act(Pfn(1)), ACT_MAX);
+        q.set_act(Pfn(1), 7);
+        assert_eq!(q.act(Pfn(1)), 7);
+    }
+
+    #[test]
+    fn flags_set_and_clear_one_bit() {
+        let mut q = PageQueues::new(4);
+        q.held(Pfn(1), ObjId(0), 0, true);
+        q.unbusy_all();
+        q.set_flag(Pfn(1), F_DIRTY, true);
+        assert!(q.flag(Pfn(1), F_DIRTY) && !q.flag(Pfn(1), F_BUSY));
+        q.set_flag(Pfn(1), F_BUSY, true);
+        q.set_flag(Pfn(1), F_DIRTY, false);
+        assert!(!q.flag(Pfn(1), F_DIRTY) && q.flag(Pfn(1), F_BUSY));
+    }
+
+    #[test]
+    fn mark_busy_marks_held_frames_once() {
+        let mut q = PageQueues::new(4);
+        q.held(Pfn(1), ObjId(0), 0, true);
+        q.unbusy_all();
+        q.mark_busy(Pfn(1));
+        q.mark_busy(Pfn(1));
+        q.mark_busy(Pfn(2)); // not held: nothing to mark
+        assert!(q.flag(Pfn(1), F_BUSY) && !q.flag(Pfn(2), F_BUSY));
+        assert_eq!(q.busy, vec![1]);
+        q.unbusy_all();
+        assert!(!q.flag(Pfn(1), F_BUSY));
+    }
+
+    #[test]
+    fn check_invariants_catches_broken_queues() {
+        let mut q = PageQueues::new(8);
+        q.held(Pfn(1), ObjId(0), 0, true);
+        q.held(Pfn(2), ObjId(0), 1, true);
+        let held = |p: Pfn| u32::from(p.0 == 1 || p.0 == 2);
+        q.check_invariants(held).unwrap();
+        let e = q
+            .check_invariants(|p: Pfn| u32::from(p.0 == 1))
+            .unwrap_err();
+        assert!(e.contains("no object holds it"), "{e}");
+        let mut bad = q.clone();
+        bad.count[Queue::Active as usize] = 3;
+        assert!(bad.check_invariants(held).unwrap_err().contains("counts 3"));
+        let mut bad = q.clone();
+        bad.queue[5] = Queue::Cache as u8;
+        assert!(bad
+            .check_invariants(held)
+            .unwrap_err()
+            .contains("marked on a queue"));
+        let mut bad = q.clone();
+        bad.prev[2] = NIL;
+        assert!(bad
+            .check_invariants(held)
+            .unwrap_err()
+            .contains("back link"));
+        let mut bad = q;
+        bad.queue[2] = Queue::Inactive as u8;
+        assert!(bad
+            .check_invariants(held)
+            .unwrap_err()
+            .contains("marked inactive"));
+    }
+
+    #[test]
     fn shared_frames_keep_their_other_holders() {
         let mut q = PageQueues::new(8);
         q.held(Pfn(2), ObjId(1), 4, true);
         q.held(Pfn(2), ObjId(9), 4, false);
         assert!(q.shared(Pfn(2)) && q.owner(Pfn(2)).is_none());
+        q.held(Pfn(2), ObjId(5), 4, false);
+        // A holder that is not the owner goes: the owner stays.
+        q.released(Pfn(2), ObjId(5), 4, false);
+        assert_eq!(q.holders(Pfn(2)), vec![(ObjId(1), 4), (ObjId(9), 4)]);
         // The first holder goes: the other becomes the owner.
         q.released(Pfn(2), ObjId(1), 4, false);
         assert_eq!(q.owner(Pfn(2)), Some((ObjId(9), 4)));

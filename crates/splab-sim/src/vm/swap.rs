@@ -110,11 +110,6 @@ impl Backing {
         self.stats.swap_peak_slots = self.stats.swap_peak_slots.max(self.stats.swap_slots);
     }
 
-    /// Anonymous pages of `obj` on swap (for checks).
-    pub fn swapped(&self, obj: ObjId) -> usize {
-        self.swap.get(&obj.0).map_or(0, |s| s.len())
-    }
-
     /// Whether file page `pindex` of `obj` was evicted from the page cache (so a use reads it).
     pub fn evicted(&self, obj: ObjId, pindex: u64) -> bool {
         self.evicted
@@ -152,20 +147,39 @@ mod tests {
 
     #[test]
     fn slots_are_counted_and_freed_by_range() {
-        let mut b = Backing::new(3);
+        let mut b = Backing::new(4);
         for p in [1, 5, 9] {
             assert!(b.add_swap(ObjId(3), p));
         }
         assert!(b.add_swap(ObjId(3), 5), "a page with a slot keeps it");
-        assert!(!b.add_swap(ObjId(3), 6), "the swap area is full");
+        assert!(b.add_swap(ObjId(3), 6));
+        assert!(!b.add_swap(ObjId(3), 7), "the swap area is full");
+        b.free_swap_range(ObjId(3), 6, 7);
         assert_eq!(b.stats.swap_slots, 3);
         b.free_swap_range(ObjId(3), 2, 9);
         assert!(b.on_swap(ObjId(3), 1) && !b.on_swap(ObjId(3), 5) && b.on_swap(ObjId(3), 9));
         b.copy_swap_range(ObjId(3), ObjId(4), 0, 100);
         assert_eq!(b.stats.swap_slots, 4);
         assert_eq!(b.stats.swap_peak_slots, 4);
+        b.swap_limit = 8;
+        assert!(b.add_swap(ObjId(5), 0));
         b.drop_object(ObjId(3));
-        assert_eq!(b.stats.swap_slots, 2);
+        assert_eq!(b.stats.swap_slots, 3);
         b.check_invariants().unwrap();
+        b.stats.swap_slots = 7;
+        assert!(b.check_invariants().unwrap_err().contains("7"));
+    }
+
+    #[test]
+    fn evicted_file_pages_are_remembered_until_read() {
+        let mut b = Backing::new(0);
+        assert!(!b.evicted(ObjId(1), 3));
+        b.set_evicted(ObjId(1), 3, true);
+        assert!(b.evicted(ObjId(1), 3) && !b.evicted(ObjId(1), 4) && !b.evicted(ObjId(2), 3));
+        b.set_evicted(ObjId(1), 3, false);
+        assert!(!b.evicted(ObjId(1), 3));
+        b.set_evicted(ObjId(1), 3, true);
+        b.drop_object(ObjId(1));
+        assert!(!b.evicted(ObjId(1), 3));
     }
 }
