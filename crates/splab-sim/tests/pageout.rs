@@ -262,3 +262,21 @@ fn dirty_pages_of_an_unmapped_file_are_written_back() {
         e.os.backing.stats
     );
 }
+
+/// The daemon wakes by itself (not only when an allocation waits) once free memory falls below
+/// FreeBSD's wake level, and not before.
+#[test]
+fn the_daemon_wakes_when_memory_gets_short_and_not_before() {
+    let below = run("skylake:mem=1G", "base", "seq:size=900M,op=write");
+    assert_eq!(
+        below.memory.paging.daemon_scans, 0,
+        "{:?}",
+        below.memory.paging
+    );
+    let above = run("skylake:mem=1G", "base", "seq:size=1000M,op=write");
+    assert!(
+        above.memory.paging.daemon_scans > 0,
+        "{:?}",
+        above.memory.paging
+    );
+}

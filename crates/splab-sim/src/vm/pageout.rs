@@ -652,6 +652,57 @@ mod tests {
     }
 
     #[test]
+    fn targets_switch_at_freebsds_boundaries() {
+        let ps = 4096;
+        // v_free_target: 2x v_free_min up to 6144 free pages, 4x above.
+        let t = Targets::freebsd(6144, 6144, ps);
+        assert_eq!(t.free_target, 2 * t.free_min + t.free_reserved);
+        let t = Targets::freebsd(6145, 6145, ps);
+        assert_eq!(t.free_target, 4 * t.free_min + t.free_reserved);
+        // The cache target exists above 2048 free pages.
+        assert_eq!(Targets::freebsd(2048, 2048, ps).cache_min, 0);
+        let t = Targets::freebsd(2049, 2049, ps);
+        assert_eq!(
+            (t.cache_min, t.cache_max),
+            (t.free_target, 2 * t.free_target)
+        );
+        // The pageout cluster is 8 pages below 2000 pages, 16 from there.
+        let r = |pages| Targets::freebsd(pages, pages, ps).free_reserved;
+        assert_eq!(r(1999), 8 + 34 + 1999 / 768);
+        assert_eq!(r(2000), 16 + 34 + 2000 / 768);
+        // Pages beyond 1024 add one to v_free_min per 200.
+        let t = Targets::freebsd(1224, 1224, ps);
+        assert_eq!(t.free_min, 5 + t.free_reserved);
+        assert_eq!(FULL_STATS_INTERVAL_S, 20);
+    }
+
+    /// `vm_paging_needed` is strict: memory is short when free + cache falls below
+    /// `v_free_reserved + v_cache_min`, and the target is what it takes to reach
+    /// `v_free_target + v_cache_min`.
+    #[test]
+    fn paging_is_needed_below_the_wake_level() {
+        use crate::hw::Machine;
+        use crate::policy::Policy;
+        use crate::units::Order;
+        let m = Machine::from_spec("skylake:mem=1G").unwrap();
+        let mut p = Policy::from_spec("base").unwrap();
+        p.resolve(&m).unwrap();
+        let mut os = Os::new(m, p);
+        let t = os.pageout.targets.clone();
+        let wake = t.free_reserved + t.cache_min;
+        let free = os.phys.buddy.free_frames;
+        for _ in 0..free - wake {
+            os.phys.buddy.alloc(Order(0)).unwrap();
+        }
+        assert!(!os.paging_needed());
+        let goal = (t.free_target + t.cache_min) as i64;
+        assert_eq!(os.paging_target(), goal - wake as i64);
+        os.phys.buddy.alloc(Order(0)).unwrap();
+        assert!(os.paging_needed());
+        assert_eq!(os.paging_target(), goal - wake as i64 + 1);
+    }
+
+    #[test]
     fn small_machines_have_no_cache_target() {
         let t = Targets::freebsd(1500, 1500, 8192);
         assert_eq!(t.cache_min, 0);
