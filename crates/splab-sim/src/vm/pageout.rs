@@ -261,10 +261,11 @@ impl Os {
         for (pid, vpn) in self.mappings(rmap, obj, pindex, pfn) {
             let head = vpn & !(n - 1);
             let p = &self.procs[&pid.0];
+            // The page itself was just found referenced (its bit is cleared by now).
             let all = (head..head + n).all(|v| {
                 p.pmap
                     .lookup(v)
-                    .is_some_and(|e| e.size().is_base() && e.accessed())
+                    .is_some_and(|e| e.size().is_base() && (v == vpn || e.accessed()))
             });
             if !all {
                 continue;
