@@ -265,21 +265,23 @@ impl Os {
             .filter(|&c| c < class)
             .max()
             .unwrap_or(0);
-        let (obj, last, pieces) = rs.split(id, sub);
+        let split = rs.split(id, sub);
         rs.stats.preempted += 1;
+        let obj = split.obj;
         self.set_popmap_resv(obj, class, cbase, NO_RESV);
         let sub_order = Order(self.orders[sub as usize]);
-        for (pcbase, pfn, pclass, pop) in pieces {
-            if pop.is_empty() {
-                self.phys.buddy.free(pfn, sub_order);
+        for piece in split.pieces {
+            if piece.popcnt == 0 {
+                self.phys.buddy.free(piece.pfn, sub_order);
                 self.reserv
                     .as_mut()
                     .expect("reservations")
                     .stats
                     .extents_freed += 1;
-            } else if pclass > 0 {
+            } else if piece.class > 0 {
+                let (pclass, pcbase) = (piece.class, piece.cbase);
                 let rs = self.reserv.as_mut().expect("reservations");
-                let nid = rs.adopt(obj, pcbase, pfn, pclass, &pop, last);
+                let nid = rs.adopt(obj, piece, split.last);
                 rs.stats.extents_kept += 1;
                 self.set_popmap_resv(obj, pclass, pcbase, nid);
             }
@@ -288,17 +290,19 @@ impl Os {
 
     /// FreeBSD vm_reserv_break: dissolves a reservation; its unpopulated frames go back to the
     /// buddy allocator (which coalesces them into maximal runs), its populated pages stay as
-    /// ordinary pages.
+    /// ordinary pages. Each run of unpopulated frames is freed as its aligned blocks, largest
+    /// first, in address order (the buddy allocator ends as if they were freed one by one).
     fn break_resv(&mut self, id: u32) {
-        let r = self
-            .reserv
-            .as_mut()
-            .expect("break_resv: reservations")
-            .take(id);
+        let rs = self.reserv.as_mut().expect("break_resv: reservations");
+        let r = rs.take(id);
+        let runs = rs.unpopulated_runs(&r);
         self.set_popmap_resv(r.obj, r.class, r.cbase, NO_RESV);
-        for i in 0..1u64 << r.order {
-            if !r.is_set(i) {
-                self.phys.buddy.free(Pfn(r.pfn.0 + i), Order(0));
+        for (start, len) in runs {
+            let (mut p, end) = (r.pfn.0 + start, r.pfn.0 + start + len);
+            while p < end {
+                let o = p.trailing_zeros().min((end - p).ilog2()) as u8;
+                self.phys.buddy.free(Pfn(p), Order(o));
+                p += 1 << o;
             }
         }
     }
