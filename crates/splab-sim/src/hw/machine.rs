@@ -40,6 +40,24 @@ pub struct CostConfig {
     pub pte_write_cycles: u64,
     /// Invalidating one TLB entry (invlpg or the PALcode equivalent).
     pub tlb_invalidate_cycles: u64,
+    /// The superpage bookkeeping (seed 000 4.8, 4.9), per operation. All measured as x86-64
+    /// instructions of the operation written as FreeBSD writes it (`scripts/kernel-ops.c`,
+    /// gcc 12 -O2, valgrind callgrind), charged at one instruction per cycle (an assumption;
+    /// docs/constants.md 7), the same on every machine.
+    /// One population-map level looked up or updated: a hash lookup of (object, index) and its
+    /// somepop / fullpop counters (27.2 instructions).
+    pub popmap_level_cycles: u64,
+    /// A page marked populated in its reservation: bit, popcnt, free-extent counts of the sizes
+    /// below, move to the list's tail (FreeBSD vm_reserv_populate; 146.3 instructions).
+    pub reserv_populate_cycles: u64,
+    /// A page marked unpopulated (vm_reserv_depopulate; 119.6 instructions).
+    pub reserv_depopulate_cycles: u64,
+    /// A new reservation: from the pool, its fields, a cleared 4MB popmap, its array slot
+    /// (59.0 instructions).
+    pub reserv_create_cycles: u64,
+    /// One piece of a preempted or broken reservation: its population from the bitmap, then
+    /// freed to a buddy list or re-reserved at a list head (seed 000 4.8; 58.0 instructions).
+    pub reserv_piece_cycles: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -225,7 +243,8 @@ pub fn alpha21264() -> Machine {
         // No published fault or bandwidth figures for the XP-1000 (docs/constants.md): zeroing
         // 8KB at an assumed ~1GB/s is 8us = 4000 cycles, copying twice that; the trap and
         // bookkeeping of a FreeBSD 4 fault assumed ~5us. PTE write: one store that hits the
-        // Dcache (HRM Table 2-4, 3 cycles) plus its loop, ~8 assumed.
+        // Dcache (HRM Table 2-4, 3 cycles) plus its loop, ~8 assumed. Superpage bookkeeping: see
+        // CostConfig.
         cost: CostConfig {
             access_cycles: 1,
             fault_cycles: 2_500,
@@ -234,6 +253,11 @@ pub fn alpha21264() -> Machine {
             copy_page_cycles: 8_000,
             pte_write_cycles: 8,
             tlb_invalidate_cycles: 20,
+            popmap_level_cycles: 27,
+            reserv_populate_cycles: 146,
+            reserv_depopulate_cycles: 120,
+            reserv_create_cycles: 59,
+            reserv_piece_cycles: 58,
         },
         // 10k rpm SCSI disk of 2002: 3ms rotational latency (60s/10000/2) + ~5ms seek assumed,
         // ~30MB/s sequential assumed (docs/constants.md).
@@ -302,6 +326,11 @@ pub fn pa8000() -> Machine {
             copy_page_cycles: 3_000,
             pte_write_cycles: 8,
             tlb_invalidate_cycles: 20,
+            popmap_level_cycles: 27,
+            reserv_populate_cycles: 146,
+            reserv_depopulate_cycles: 120,
+            reserv_create_cycles: 59,
+            reserv_piece_cycles: 58,
         },
         // 7200 rpm SCSI: 4.2ms rotation (derived) + ~8ms seek assumed; ~10MB/s assumed.
         storage: StorageConfig { name: "1998 SCSI disk".into(), read_latency_ns: 12_000_000, bytes_per_sec: 10_000_000 },
@@ -365,6 +394,11 @@ pub fn core2() -> Machine {
             copy_page_cycles: 4_200,
             pte_write_cycles: 4,
             tlb_invalidate_cycles: 100,
+            popmap_level_cycles: 27,
+            reserv_populate_cycles: 146,
+            reserv_depopulate_cycles: 120,
+            reserv_create_cycles: 59,
+            reserv_piece_cycles: 58,
         },
         // A 2007 7200 rpm SATA disk: 4.2ms rotation + ~8ms seek assumed, ~70MB/s assumed.
         storage: StorageConfig { name: "SATA disk".into(), read_latency_ns: 12_000_000, bytes_per_sec: 70_000_000 },
@@ -437,6 +471,11 @@ pub fn skylake() -> Machine {
             pte_write_cycles: 4,
             // Local INVLPG: not published; ~200 cycles assumed (docs/constants.md).
             tlb_invalidate_cycles: 200,
+            popmap_level_cycles: 27,
+            reserv_populate_cycles: 146,
+            reserv_depopulate_cycles: 120,
+            reserv_create_cycles: 59,
+            reserv_piece_cycles: 58,
         },
         // Samsung 960 EVO 250GB class NVMe (seed 003 does not name its SSD): 14K IOPS at QD1
         // 4KB random read = 71us; 3.2GB/s sequential read (docs/constants.md).

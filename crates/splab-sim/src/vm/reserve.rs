@@ -30,14 +30,26 @@ impl Os {
             obj.0
         );
         let cindex = pindex + o.colour;
+        let cost = &self.machine.cost;
+        let mut cycles = 0;
         if let Some(pm) = o.popmap.as_mut() {
-            pm.populate(cindex);
+            cycles += pm.populate(cindex) * cost.popmap_level_cycles;
         }
         if let Some(rs) = self.reserv.as_mut() {
             if let Some(id) = rs.of_frame(pfn) {
                 rs.populate(id, cindex);
+                cycles += cost.reserv_populate_cycles;
             }
         }
+        self.charge_reservation(cycles);
+    }
+
+    /// Charges superpage bookkeeping (reservations, population maps: seed 000 4.8, 4.9) as
+    /// kernel work, at the per-operation costs of `CostConfig`.
+    #[inline]
+    fn charge_reservation(&mut self, cycles: u64) {
+        self.stats.cycles_kernel += cycles;
+        self.stats.cycles_reservation += cycles;
     }
 
     /// Removes page `pindex` from `obj`; the frame is released, and freed (event 5) when no
@@ -49,7 +61,8 @@ impl Os {
         let pfn = o.pages.remove(pindex)?;
         let cindex = pindex + o.colour;
         if let Some(pm) = o.popmap.as_mut() {
-            pm.depopulate(cindex);
+            let levels = pm.depopulate(cindex);
+            self.charge_reservation(levels * self.machine.cost.popmap_level_cycles);
         }
         if self.phys.release(pfn) {
             self.free_frame(pfn);
@@ -66,7 +79,9 @@ impl Os {
                 let r = rs.get(id);
                 let (obj, class, cbase) = (r.obj, r.class, r.cbase);
                 let cindex = cbase + (pfn.0 - r.pfn.0);
-                if let Some((ext, order)) = rs.depopulate(id, cindex) {
+                let emptied = rs.depopulate(id, cindex);
+                self.charge_reservation(self.machine.cost.reserv_depopulate_cycles);
+                if let Some((ext, order)) = emptied {
                     self.set_popmap_resv(obj, class, cbase, NO_RESV);
                     self.phys.buddy.free(ext, Order(order));
                 }
@@ -76,12 +91,14 @@ impl Os {
         self.phys.buddy.free(pfn, Order(0));
     }
 
+    /// Points (or unpoints) the population-map node of a reservation: one level updated.
     fn set_popmap_resv(&mut self, obj: ObjId, class: u8, cbase: u64, id: u32) {
         if let Some(pm) = self.objects[obj.0 as usize]
             .as_mut()
             .and_then(|o| o.popmap.as_mut())
         {
             pm.set_resv(class as usize, cbase, id);
+            self.charge_reservation(self.machine.cost.popmap_level_cycles);
         }
     }
 
@@ -156,7 +173,10 @@ impl Os {
             .popmap
             .as_ref()
             .expect("alloc_frame: object without population map");
-        if let Some(id) = pm.reservation_at(cindex) {
+        // seed 000 4.9, reserved frame lookup: from the root down to the reservation's node.
+        let (found, levels) = pm.reservation_at_counted(cindex);
+        self.charge_reservation(levels * self.machine.cost.popmap_level_cycles);
+        if let Some(id) = found {
             let r = self
                 .reserv
                 .as_ref()
@@ -189,6 +209,7 @@ impl Os {
                     .as_mut()
                     .expect("reservations")
                     .create(obj, cbase, pfn, c);
+                self.charge_reservation(self.machine.cost.reserv_create_cycles);
                 self.set_popmap_resv(obj, c, cbase, id);
                 return Ok(Pfn(pfn.0 + (cindex - cbase)));
             }
@@ -270,6 +291,8 @@ impl Os {
         let obj = split.obj;
         self.set_popmap_resv(obj, class, cbase, NO_RESV);
         let sub_order = Order(self.orders[sub as usize]);
+        // seed 000 6.8: a preemption is O(S R); each of the R pieces is freed or re-reserved.
+        self.charge_reservation(split.pieces.len() as u64 * self.machine.cost.reserv_piece_cycles);
         for piece in split.pieces {
             if piece.popcnt == 0 {
                 self.phys.buddy.free(piece.pfn, sub_order);
@@ -296,6 +319,8 @@ impl Os {
         let rs = self.reserv.as_mut().expect("break_resv: reservations");
         let r = rs.take(id);
         let runs = rs.unpopulated_runs(&r);
+        // Each run of unpopulated frames costs what a freed piece of a preemption does.
+        self.charge_reservation(runs.len() as u64 * self.machine.cost.reserv_piece_cycles);
         self.set_popmap_resv(r.obj, r.class, r.cbase, NO_RESV);
         for (start, len) in runs {
             let (mut p, end) = (r.pfn.0 + start, r.pfn.0 + start + len);
