@@ -206,6 +206,26 @@ fn promotion_adversary_pays_for_population_maps() {
     assert!(extra >= nav.time.cycles_reservation + nav.time.cycles_promotion);
 }
 
+/// seed 000 6.6: with PTE replication the promotion adversary's page-table entries are
+/// "traversed six times: once per each of the three incremental promotions, and once per each
+/// of the three incremental demotions"; each traversal costs a measured PTE write
+/// (docs/constants.md 7), plus one TLB invalidation per promotion and demotion.
+#[test]
+fn promotion_adversary_rewrites_each_pte_six_times() {
+    let nav = run(
+        "alpha21264",
+        "navarro",
+        "sparse:size=64M,step=8K,unmap=true",
+        None,
+    );
+    let m = Machine::from_spec("alpha21264").unwrap();
+    let steps = 1024 + 128 + 16; // promotions, and as many demotions
+    assert_eq!(
+        nav.time.cycles_promotion + nav.time.cycles_demotion,
+        6 * 8192 * m.cost.pte_write_cycles + 2 * steps * m.cost.tlb_invalidate_cycles
+    );
+}
+
 /// seed 000 4.2: a fixed-size object gets the largest aligned superpage that does not pass its
 /// end. 75 pages of 8KB: a 512KB reservation, then a 64KB one, then base pages.
 #[test]

@@ -242,16 +242,17 @@ pub fn alpha21264() -> Machine {
         replicated_ptes: true,
         // No published fault or bandwidth figures for the XP-1000 (docs/constants.md): zeroing
         // 8KB at an assumed ~1GB/s is 8us = 4000 cycles, copying twice that; the trap and
-        // bookkeeping of a FreeBSD 4 fault assumed ~5us. PTE write: one store that hits the
-        // Dcache (HRM Table 2-4, 3 cycles) plus its loop, ~8 assumed. Superpage bookkeeping: see
-        // CostConfig.
+        // bookkeeping of a FreeBSD 4 fault assumed ~5us. PTE write: FreeBSD's Alpha pmap reaches
+        // each PTE through pmap_lev1pte / lev2pte / lev3pte (pmap_protect) and rewrites it: 29
+        // x86-64 instructions measured (scripts/kernel-ops.c, op_pte_rewrite), at one per cycle
+        // (docs/constants.md 7). Superpage bookkeeping: see CostConfig.
         cost: CostConfig {
             access_cycles: 1,
             fault_cycles: 2_500,
             zero_page_cycles: 4_000,
             zero_bulk_page_cycles: 4_000,
             copy_page_cycles: 8_000,
-            pte_write_cycles: 8,
+            pte_write_cycles: 29,
             tlb_invalidate_cycles: 20,
             popmap_level_cycles: 27,
             reserv_populate_cycles: 146,
@@ -317,14 +318,15 @@ pub fn pa8000() -> Machine {
         replicated_ptes: true,
         // Memory bandwidth ~500MB/s assumed (Runway bus peak 768MB/s, docs/constants.md):
         // zeroing 4KB ~8us = 1500 cycles at 180MHz, copying twice that. Fault trap and
-        // bookkeeping ~8us assumed.
+        // bookkeeping ~8us assumed. PTE write: as the Alpha's (a per-page walk to the entry, 29
+        // instructions; HP-UX's hashed pdir lookup is not measured, docs/constants.md 7).
         cost: CostConfig {
             access_cycles: 1,
             fault_cycles: 1_500,
             zero_page_cycles: 1_500,
             zero_bulk_page_cycles: 1_500,
             copy_page_cycles: 3_000,
-            pte_write_cycles: 8,
+            pte_write_cycles: 29,
             tlb_invalidate_cycles: 20,
             popmap_level_cycles: 27,
             reserv_populate_cycles: 146,
@@ -385,14 +387,16 @@ pub fn core2() -> Machine {
         },
         replicated_ptes: false,
         // Zeroing 4KB at ~4.5GB/s (hexus: < 6GiB/s measured on FSB1066) is ~0.9us = 2100
-        // cycles; copying twice that. Fault trap + bookkeeping ~1.5us assumed.
+        // cycles; copying twice that. Fault trap + bookkeeping ~1.5us assumed. PTE write: the
+        // entries of a table filled in a loop (Linux __split_huge_pmd_locked), 4.5 x86-64
+        // instructions per entry measured (scripts/kernel-ops.c, op_pte_fill), at one per cycle.
         cost: CostConfig {
             access_cycles: 1,
             fault_cycles: 3_500,
             zero_page_cycles: 2_100,
             zero_bulk_page_cycles: 2_100,
             copy_page_cycles: 4_200,
-            pte_write_cycles: 4,
+            pte_write_cycles: 5,
             tlb_invalidate_cycles: 100,
             popmap_level_cycles: 27,
             reserv_populate_cycles: 146,
@@ -459,6 +463,7 @@ pub fn skylake() -> Machine {
         replicated_ptes: false,
         // A 4KB anonymous fault takes ~1.2us on Linux (derived from seed 003 4 Obs. 1, see
         // docs/constants.md), of which ~0.16us is zeroing: trap + bookkeeping ~1.04us = 3850.
+        // PTE write: as core2's (op_pte_fill, 4.5 instructions at one per cycle).
         cost: CostConfig {
             access_cycles: 1,
             fault_cycles: 3_850,
@@ -468,7 +473,7 @@ pub fn skylake() -> Machine {
             zero_bulk_page_cycles: 513,
             // Copy reads and writes: twice the 4KB zeroing time assumed.
             copy_page_cycles: 1_214,
-            pte_write_cycles: 4,
+            pte_write_cycles: 5,
             // Local INVLPG: not published; ~200 cycles assumed (docs/constants.md).
             tlb_invalidate_cycles: 200,
             popmap_level_cycles: 27,
