@@ -226,6 +226,48 @@ fn promotion_adversary_rewrites_each_pte_six_times() {
     );
 }
 
+/// seed 000 6.6, "Overhead in practice" (`promote=overhead`): reservations, population maps and
+/// the promotion decisions run as usual and each promotion's PTE writes are paid, but nothing
+/// is mapped larger: no superpage, no demotion, the walks of base pages. On the promotion
+/// adversary each PTE is written once per size (64K, 512K, 4M) instead of six times.
+#[test]
+fn overhead_mode_pays_for_promotion_without_superpages() {
+    let w = "sparse:size=64M,step=8K,unmap=true";
+    let base = run("alpha21264", "base", w, None);
+    let nav = run("alpha21264", "navarro", w, None);
+    let ovh = run("alpha21264", "navarro:promote=overhead", w, None);
+    let m = Machine::from_spec("alpha21264").unwrap();
+    assert_eq!(ovh.memory.superpage_peak_bytes, 0);
+    assert!(ovh.pages.promotions_by_size.values().all(|v| v == 0));
+    assert_eq!(ovh.tlb.walks, base.tlb.walks);
+    assert_eq!(
+        ovh.time.cycles_promotion,
+        3 * 8192 * m.cost.pte_write_cycles
+    );
+    assert_eq!(ovh.time.cycles_demotion, 0);
+    assert_eq!(ovh.time.cycles_reservation, nav.time.cycles_reservation);
+    assert!(base.time.cycles_total < ovh.time.cycles_total);
+    assert!(ovh.time.cycles_total < nav.time.cycles_total);
+}
+
+/// `promote=no`: reserve, never promote, pay for the reservations alone.
+#[test]
+fn promote_no_reserves_without_promoting() {
+    let w = "sparse:size=64M,step=8K,unmap=true";
+    let base = run("alpha21264", "base", w, None);
+    let r = run("alpha21264", "navarro:promote=no", w, None);
+    assert_eq!(r.reservations.created, 16);
+    assert_eq!(r.time.cycles_promotion, 0);
+    assert_eq!(r.memory.superpage_peak_bytes, 0);
+    // The rest is the core's overlap around the kernel work (it drains the window).
+    let extra = r.time.cycles_total - base.time.cycles_total;
+    let resv = r.time.cycles_reservation;
+    assert!(
+        resv <= extra && extra < resv + resv / 100,
+        "{extra} vs {resv}"
+    );
+}
+
 /// seed 000 4.2: a fixed-size object gets the largest aligned superpage that does not pass its
 /// end. 75 pages of 8KB: a 512KB reservation, then a 64KB one, then base pages.
 #[test]

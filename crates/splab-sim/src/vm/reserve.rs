@@ -9,7 +9,7 @@
 
 use super::{ObjId, ObjKind, Os, Vma};
 use crate::error::{Result, SimError};
-use crate::policy::{AllocPolicy, CleanWrite, PreferredSize, ReservPolicy, Shortage};
+use crate::policy::{AllocPolicy, CleanWrite, PreferredSize, Promote, ReservPolicy, Shortage};
 use crate::reserv::popmap::NO_RESV;
 use crate::units::{Order, Pfn, Pid, Prot, SizeClass};
 
@@ -355,6 +355,9 @@ impl Os {
         let Some(rp) = self.reserv_policy() else {
             return 0;
         };
+        if rp.promote == Promote::No {
+            return 0;
+        }
         let Some(p) = self.procs.get(&pid.0) else {
             return 0;
         };
@@ -452,8 +455,10 @@ impl Os {
         }
         let mut prot = prot?;
         let mut cycles = 0;
+        // seed 000 6.6's overhead mode: the mappings are left alone.
+        let overhead = rp.promote == Promote::Overhead;
         if dirty > 0 && clean > 0 {
-            if rp.clean_write == CleanWrite::WriteProtect && prot.writable() {
+            if rp.clean_write == CleanWrite::WriteProtect && prot.writable() && !overhead {
                 // Write-protect the clean pages so that their next write faults and retries.
                 let ro = Prot(prot.0 & !Prot::WRITE.0);
                 let p = self.procs.get_mut(&pid.0)?;
@@ -477,8 +482,19 @@ impl Os {
             // All clean: a read-only superpage (its first write faults and demotes).
             prot = Prot(prot.0 & !Prot::WRITE.0);
             cycles += n * self.machine.cost.pte_write_cycles;
-            let p = self.procs.get_mut(&pid.0)?;
-            p.pmap.protect(head, head + n, prot);
+            if !overhead {
+                let p = self.procs.get_mut(&pid.0)?;
+                p.pmap.protect(head, head + n, prot);
+            }
+        }
+        // Replicated PTEs: every base PTE is rewritten (seed 000 6.1); x86: one PDE.
+        let writes = if self.machine.replicated_ptes { n } else { 1 };
+        if overhead {
+            // seed 000 6.6: "writing the new superpage size into some unused portion of the
+            // page table entries": the writes, no new mapping, nothing to invalidate.
+            cycles += writes * self.machine.cost.pte_write_cycles;
+            self.stats.cycles_promotion += cycles;
+            return Some(cycles);
         }
         let p = self.procs.get_mut(&pid.0)?;
         p.pmap.promote(head, o, SizeClass(c));
@@ -486,8 +502,6 @@ impl Os {
             .tlb
             .invalidate_range(pid.0, head << bs, (head + n) << bs);
         self.stats.promotions[c as usize] += 1;
-        // Replicated PTEs: every base PTE is rewritten (seed 000 6.1); x86: one PDE.
-        let writes = if self.machine.replicated_ptes { n } else { 1 };
         cycles +=
             writes * self.machine.cost.pte_write_cycles + self.machine.cost.tlb_invalidate_cycles;
         self.stats.cycles_promotion += cycles;
