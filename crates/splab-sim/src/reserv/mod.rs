@@ -961,6 +961,27 @@ mod bound_tests {
         rs.check_invariants().unwrap();
     }
 
+    /// Two pieces of one preempted reservation share its most recent allocation. Freed onto the
+    /// same list one after the other, the first goes to the tail (newest there), the second
+    /// cannot follow it with an equal key: it goes to the head (cargo-mutants: `>` -> `>=`).
+    #[test]
+    fn sibling_pieces_freed_onto_one_list_keep_keys_strict() {
+        let mut rs = alpha(512);
+        let r = rs.create(ObjId(1), 0, Pfn(0), 3);
+        for k in 0..16 {
+            rs.populate(r, k * 8); // every 64K of the first two 512K pieces
+        }
+        let split = rs.split(r, 2);
+        let mut pieces = split.pieces.into_iter().filter(|p| p.popcnt > 0);
+        let a = rs.adopt(ObjId(1), pieces.next().unwrap(), split.last);
+        let b = rs.adopt(ObjId(1), pieces.next().unwrap(), split.last);
+        assert_eq!((rs.get(a).list, rs.get(b).list), (0, 0));
+        rs.depopulate(b, 64 + 8);
+        rs.depopulate(a, 8);
+        assert_eq!(rs.list(1), vec![a, b]);
+        rs.check_invariants().unwrap();
+    }
+
     /// An allocation moves a reservation to the tail in O(S) whatever the list's length, and
     /// creating a 4M reservation costs one slot and its 8 bitmap words, not its 512 frames.
     #[test]
