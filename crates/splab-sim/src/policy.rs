@@ -60,6 +60,22 @@ pub enum CleanWrite {
     WriteProtect,
 }
 
+/// Whether promotion maps superpages (event 3). `promote=` on a reserving policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Promote {
+    /// Promote incrementally (seed 000 4.5): `promote=yes`, the default.
+    Yes,
+    /// seed 000 6.6, "Overhead in practice": everything as with `Yes` (reservations, population
+    /// maps, preemption, the promotion decisions and their PTE writes) but the mappings stay base
+    /// pages: "factor out the benefit of superpages by simply not promoting them. We preserve the
+    /// promotion overhead by writing the new superpage size into some unused portion of the page
+    /// table entries." No TLB invalidation, no demotion, no superpage. `promote=overhead`.
+    Overhead,
+    /// Reserve but never try to promote: the reservations' cost alone. `promote=no`.
+    No,
+}
+
 /// How partially populated reservations are kept for preemption (a policy choice, read by the
 /// reservation layer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -88,6 +104,8 @@ pub struct ReservPolicy {
     /// promotions, and once per each of the three incremental demotions"). FreeBSD removes a
     /// whole 2MB mapping at once (pmap_remove_pde).
     pub unmap_demotes: bool,
+    /// Whether promotion maps superpages, or only pays for it (seed 000 6.6's overhead mode).
+    pub promote: Promote,
 }
 
 /// Event 2, preparation: how a new page's contents are made.
@@ -160,11 +178,11 @@ pub const POLICIES: &[(&str, &str)] = &[
     ),
     (
         "navarro",
-        "seed 000: multi-size reservations, population maps, preemption (multi-list), incremental promotion, demotion; sizes=64K+4M restricts the superpage sizes; prefault=4+4 as FreeBSD",
+        "seed 000: multi-size reservations, population maps, preemption (multi-list), incremental promotion, demotion; sizes=64K+4M restricts the superpage sizes; promote=overhead reserves and pays for promotion but maps base pages (6.6), promote=no never promotes; prefault=4+4 as FreeBSD",
     ),
     (
         "freebsd",
-        "FreeBSD amd64: one reservation level (the smallest superpage, 2MB on x86-64), partpopq, write-protect-clean promotion, deferred deallocation, reclaim_inactive, prefault=4+4",
+        "FreeBSD amd64: one reservation level (the smallest superpage, 2MB on x86-64), partpopq, write-protect-clean promotion, deferred deallocation, reclaim_inactive, prefault=4+4; promote= as navarro",
     ),
 ];
 
@@ -223,6 +241,7 @@ impl Policy {
                         shortage: Shortage::Preempt,
                         clean_write: CleanWrite::DemoteOnTrap,
                         unmap_demotes: true,
+                        promote: Promote::Yes,
                     }),
                     prep: PrepPolicy::PerPage,
                     placement: Placement::SuperpageAligned,
@@ -242,6 +261,7 @@ impl Policy {
                     shortage: Shortage::FallbackThenReclaim,
                     clean_write: CleanWrite::WriteProtect,
                     unmap_demotes: false,
+                    promote: Promote::Yes,
                 }),
                 prep: PrepPolicy::PerPage,
                 placement: Placement::SuperpageAligned,
@@ -251,6 +271,18 @@ impl Policy {
             _ => return Err(spec.unknown_name(&names)),
         };
         let name = p.name.clone();
+        if let AllocPolicy::Reserve(r) = &mut p.alloc {
+            if let Some(v) = spec.take_str("promote") {
+                r.promote = match v.as_str() {
+                    "yes" => Promote::Yes,
+                    "overhead" => Promote::Overhead,
+                    "no" => Promote::No,
+                    _ => return Err(SimError::BadInput(format!(
+                        "policy '{name}': bad promote='{v}': expected yes, overhead (seed 000 6.6: reserve and pay for promotion, map base pages only) or no (reserve, never promote)"
+                    ))),
+                };
+            }
+        }
         match (spec.take_str("fault_around"), spec.take_str("prefault")) {
             (Some(_), Some(_)) => {
                 return Err(SimError::BadInput(format!(
@@ -397,5 +429,27 @@ mod tests {
         let mut p = Policy::from_spec("navarro").unwrap();
         p.resolve(&crate::hw::machine::skylake()).unwrap();
         assert_eq!(p.reserv().unwrap().classes, vec![1, 2]);
+        // seed 000 6.6's overhead mode, on any reserving policy.
+        for (v, want) in [
+            ("yes", Promote::Yes),
+            ("overhead", Promote::Overhead),
+            ("no", Promote::No),
+        ] {
+            let p = Policy::from_spec(&format!("freebsd:promote={v}")).unwrap();
+            assert_eq!(p.reserv().unwrap().promote, want);
+        }
+        assert_eq!(
+            Policy::from_spec("navarro")
+                .unwrap()
+                .reserv()
+                .unwrap()
+                .promote,
+            Promote::Yes
+        );
+        let e = Policy::from_spec("navarro:promote=never")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'never'") && e.contains("overhead"), "{e}");
+        assert!(Policy::from_spec("base:promote=no").is_err());
     }
 }

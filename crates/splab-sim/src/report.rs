@@ -207,6 +207,8 @@ pub struct Time {
     /// Parts of cycles_fault and cycles_kernel spent promoting and demoting.
     pub cycles_promotion: u64,
     pub cycles_demotion: u64,
+    /// Part of cycles_kernel spent on reservations and population maps (seed 000 4.8, 4.9).
+    pub cycles_reservation: u64,
     pub seconds: f64,
     pub background_cycles: u64,
     pub fault_latency_ns: Latency,
@@ -408,6 +410,7 @@ impl Report {
                 cycles_compute: e.compute_cycles,
                 cycles_promotion: st.cycles_promotion,
                 cycles_demotion: st.cycles_demotion,
+                cycles_reservation: st.cycles_reservation,
                 seconds: cycles_total as f64 / m.freq_hz as f64,
                 background_cycles: e.background_cycles,
                 fault_latency_ns: Latency {

@@ -43,6 +43,24 @@ pub struct CostConfig {
     pub pte_write_cycles: u64,
     /// Invalidating one TLB entry (invlpg or the PALcode equivalent).
     pub tlb_invalidate_cycles: u64,
+    /// The superpage bookkeeping (seed 000 4.8, 4.9), per operation. All measured as x86-64
+    /// instructions of the operation written as FreeBSD writes it (`scripts/kernel-ops.c`,
+    /// gcc 12 -O2, valgrind callgrind), charged at one instruction per cycle (an assumption;
+    /// docs/constants.md 7), the same on every machine.
+    /// One population-map level looked up or updated: a hash lookup of (object, index) and its
+    /// somepop / fullpop counters (27.2 instructions).
+    pub popmap_level_cycles: u64,
+    /// A page marked populated in its reservation: bit, popcnt, free-extent counts of the sizes
+    /// below, move to the list's tail (FreeBSD vm_reserv_populate; 146.3 instructions).
+    pub reserv_populate_cycles: u64,
+    /// A page marked unpopulated (vm_reserv_depopulate; 119.6 instructions).
+    pub reserv_depopulate_cycles: u64,
+    /// A new reservation: from the pool, its fields, a cleared 4MB popmap, its array slot
+    /// (59.0 instructions).
+    pub reserv_create_cycles: u64,
+    /// One piece of a preempted or broken reservation: its population from the bitmap, then
+    /// freed to a buddy list or re-reserved at a list head (seed 000 4.8; 58.0 instructions).
+    pub reserv_piece_cycles: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -228,16 +246,23 @@ pub fn alpha21264() -> Machine {
         replicated_ptes: true,
         // No published fault or bandwidth figures for the XP-1000 (docs/constants.md): zeroing
         // 8KB at an assumed ~1GB/s is 8us = 4000 cycles, copying twice that; the trap and
-        // bookkeeping of a FreeBSD 4 fault assumed ~5us. PTE write: one store that hits the
-        // Dcache (HRM Table 2-4, 3 cycles) plus its loop, ~8 assumed.
+        // bookkeeping of a FreeBSD 4 fault assumed ~5us. PTE write: FreeBSD's Alpha pmap reaches
+        // each PTE through pmap_lev1pte / lev2pte / lev3pte (pmap_protect) and rewrites it: 29
+        // x86-64 instructions measured (scripts/kernel-ops.c, op_pte_rewrite), at one per cycle
+        // (docs/constants.md 7). Superpage bookkeeping: see CostConfig.
         cost: CostConfig {
             access_cycles: 1,
             fault_cycles: 2_500,
             zero_page_cycles: 4_000,
             zero_bulk_page_cycles: 4_000,
             copy_page_cycles: 8_000,
-            pte_write_cycles: 8,
+            pte_write_cycles: 29,
             tlb_invalidate_cycles: 20,
+            popmap_level_cycles: 27,
+            reserv_populate_cycles: 146,
+            reserv_depopulate_cycles: 120,
+            reserv_create_cycles: 59,
+            reserv_piece_cycles: 58,
         },
         // 10k rpm SCSI disk of 2002: 3ms rotational latency (60s/10000/2) + ~5ms seek assumed,
         // ~30MB/s sequential assumed (docs/constants.md).
@@ -297,15 +322,21 @@ pub fn pa8000() -> Machine {
         replicated_ptes: true,
         // Memory bandwidth ~500MB/s assumed (Runway bus peak 768MB/s, docs/constants.md):
         // zeroing 4KB ~8us = 1500 cycles at 180MHz, copying twice that. Fault trap and
-        // bookkeeping ~8us assumed.
+        // bookkeeping ~8us assumed. PTE write: as the Alpha's (a per-page walk to the entry, 29
+        // instructions; HP-UX's hashed pdir lookup is not measured, docs/constants.md 7).
         cost: CostConfig {
             access_cycles: 1,
             fault_cycles: 1_500,
             zero_page_cycles: 1_500,
             zero_bulk_page_cycles: 1_500,
             copy_page_cycles: 3_000,
-            pte_write_cycles: 8,
+            pte_write_cycles: 29,
             tlb_invalidate_cycles: 20,
+            popmap_level_cycles: 27,
+            reserv_populate_cycles: 146,
+            reserv_depopulate_cycles: 120,
+            reserv_create_cycles: 59,
+            reserv_piece_cycles: 58,
         },
         // 7200 rpm SCSI: 4.2ms rotation (derived) + ~8ms seek assumed; ~10MB/s assumed.
         storage: StorageConfig { name: "1998 SCSI disk".into(), read_latency_ns: 12_000_000, bytes_per_sec: 10_000_000, swap_bytes: 0 },
@@ -360,15 +391,22 @@ pub fn core2() -> Machine {
         },
         replicated_ptes: false,
         // Zeroing 4KB at ~4.5GB/s (hexus: < 6GiB/s measured on FSB1066) is ~0.9us = 2100
-        // cycles; copying twice that. Fault trap + bookkeeping ~1.5us assumed.
+        // cycles; copying twice that. Fault trap + bookkeeping ~1.5us assumed. PTE write: the
+        // entries of a table filled in a loop (Linux __split_huge_pmd_locked), 4.5 x86-64
+        // instructions per entry measured (scripts/kernel-ops.c, op_pte_fill), at one per cycle.
         cost: CostConfig {
             access_cycles: 1,
             fault_cycles: 3_500,
             zero_page_cycles: 2_100,
             zero_bulk_page_cycles: 2_100,
             copy_page_cycles: 4_200,
-            pte_write_cycles: 4,
+            pte_write_cycles: 5,
             tlb_invalidate_cycles: 100,
+            popmap_level_cycles: 27,
+            reserv_populate_cycles: 146,
+            reserv_depopulate_cycles: 120,
+            reserv_create_cycles: 59,
+            reserv_piece_cycles: 58,
         },
         // A 2007 7200 rpm SATA disk: 4.2ms rotation + ~8ms seek assumed, ~70MB/s assumed.
         storage: StorageConfig { name: "SATA disk".into(), read_latency_ns: 12_000_000, bytes_per_sec: 70_000_000, swap_bytes: 0 },
@@ -429,6 +467,7 @@ pub fn skylake() -> Machine {
         replicated_ptes: false,
         // A 4KB anonymous fault takes ~1.2us on Linux (derived from seed 003 4 Obs. 1, see
         // docs/constants.md), of which ~0.16us is zeroing: trap + bookkeeping ~1.04us = 3850.
+        // PTE write: as core2's (op_pte_fill, 4.5 instructions at one per cycle).
         cost: CostConfig {
             access_cycles: 1,
             fault_cycles: 3_850,
@@ -438,9 +477,14 @@ pub fn skylake() -> Machine {
             zero_bulk_page_cycles: 513,
             // Copy reads and writes: twice the 4KB zeroing time assumed.
             copy_page_cycles: 1_214,
-            pte_write_cycles: 4,
+            pte_write_cycles: 5,
             // Local INVLPG: not published; ~200 cycles assumed (docs/constants.md).
             tlb_invalidate_cycles: 200,
+            popmap_level_cycles: 27,
+            reserv_populate_cycles: 146,
+            reserv_depopulate_cycles: 120,
+            reserv_create_cycles: 59,
+            reserv_piece_cycles: 58,
         },
         // Samsung 960 EVO 250GB class NVMe (seed 003 does not name its SSD): 14K IOPS at QD1
         // 4KB random read = 71us; 3.2GB/s sequential read (docs/constants.md).

@@ -12,10 +12,26 @@
 //!   `vm_reserv_free_page` at popcnt 0).
 //!
 //! Lists: with `ListScheme::MultiList` (seed 000 4.8), one list per page size except the
-//! largest; a reservation is on the list of the largest free extent preempting it would yield,
-//! ordered by the time of its most recent page allocation (head = least recent). With
-//! `ListScheme::Partpopq` (FreeBSD), one queue of partially populated reservations, moved to the
-//! tail on every populate and depopulate.
+//! largest; a reservation is on the list of the largest free extent preempting it would yield.
+//! A list is ordered by a position `key` that increases from head to tail, and is made of two
+//! runs (`check_invariants` checks both):
+//! - at the head, the reservations placed there (seed 000 4.8: the partially populated pieces
+//!   of a preempted reservation; and a reservation a free moved to this list whose most recent
+//!   allocation is not the newest on it, see `depopulate`), most recently placed first;
+//! - then the others, sorted by the time of their most recent page allocation (key = that time
+//!   + `SORTED_BASE`), least recent first: an allocation moves a reservation to the tail.
+//!
+//! The head is the one to preempt. With `ListScheme::Partpopq` (FreeBSD), one queue of partially
+//! populated reservations, moved to the tail on every populate and depopulate.
+//!
+//! Cost bounds (seed 000 6.8: "most operations ... are either O(1) or O(S), where S is the number
+//! of distinct superpage sizes; or in the case of preempting a reservation, O(S R), where R is the
+//! ratio between consecutive sizes"). Here W is the bitmap words of one reservation (pages / 64,
+//! 8 for a 4MB one on the Alpha): `populate` / `depopulate` are O(S) plus W for the size classes
+//! of 64 pages or more; `create` O(S + W) (a cleared bitmap); `of_frame` O(S); `split` O(R + W);
+//! `adopt` O(S W'), W' the piece's words; `unpopulated_runs` (a break) O(W + runs). No list is
+//! ever searched: every list operation is O(1). `steps` counts the elementary steps (list links
+//! updated, bitmap words and frame-map slots touched) so tests can hold these bounds.
 //!
 //! Frames of a reservation are never shared with another object (fork breaks the reservations of
 //! the memory it makes copy-on-write), so "unpopulated" always means "free for this object".
@@ -29,6 +45,9 @@ use crate::units::{ObjId, Pfn};
 
 pub const NONE: u32 = u32::MAX;
 pub const NO_LIST: u8 = u8::MAX;
+/// List keys at or above this are `SORTED_BASE + last` (the sorted run); keys below it belong
+/// to reservations placed at the head, each one less than the head it displaced.
+const SORTED_BASE: u64 = 1 << 62;
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ReservStats {
@@ -62,6 +81,8 @@ pub struct Resv {
     /// Time (allocation sequence number) of the most recent populate.
     pub last: u64,
     pub list: u8,
+    /// Position on its list: keys increase from head to tail (see the module comment).
+    key: u64,
     prev: u32,
     next: u32,
 }
@@ -74,15 +95,87 @@ impl Resv {
     pub fn full(&self) -> bool {
         self.popcnt == 1 << self.order
     }
+    /// No page populated in the aligned n-page range from `from` (n a power of two): one mask
+    /// test below 64 pages, n / 64 words above.
     fn range_empty(&self, from: u64, n: u64) -> bool {
-        if n >= 64 {
-            self.bits[(from / 64) as usize..((from + n) / 64) as usize]
-                .iter()
-                .all(|&w| w == 0)
-        } else {
-            (from..from + n).all(|i| !self.is_set(i))
-        }
+        range_empty(&self.bits, from, n)
     }
+}
+
+fn range_empty(bits: &[u64], from: u64, n: u64) -> bool {
+    if n >= 64 {
+        bits[(from / 64) as usize..((from + n) / 64) as usize]
+            .iter()
+            .all(|&w| w == 0)
+    } else {
+        (bits[(from / 64) as usize] >> (from % 64)) & ((1u64 << n) - 1) == 0
+    }
+}
+
+/// The aligned n-page fields (n a power of two) among the first `len` bits of `bits` with no
+/// bit set, in O(words x log n): below 64 pages each field is folded onto its lowest bit.
+/// The length of the run of pages from `i` (below `n`) whose bit is `set`, stopping at `n`: one
+/// step per word.
+fn run_len(bits: &[u64], i: u64, n: u64, set: bool) -> u64 {
+    let mut j = i;
+    while j < n {
+        let w = bits[(j / 64) as usize];
+        // Ones where the run ends.
+        let ends = if set { !w } else { w } >> (j % 64);
+        if ends != 0 {
+            j += ends.trailing_zeros() as u64;
+            break;
+        }
+        j += 64 - j % 64;
+    }
+    j.min(n) - i
+}
+
+fn empty_fields(bits: &[u64], len: u64, n: u64) -> u64 {
+    if n >= 64 {
+        return bits
+            .chunks((n / 64) as usize)
+            .filter(|c| c.iter().all(|&w| w == 0))
+            .count() as u64;
+    }
+    let lows = u64::MAX / ((1u64 << n) - 1); // bit 0 of every n-bit field
+    let mut count = 0;
+    for (k, &w) in bits.iter().enumerate() {
+        let mut x = w;
+        let mut s = 1;
+        while s < n {
+            x |= x >> s;
+            s <<= 1;
+        }
+        let valid = len - 64 * k as u64;
+        let in_range = if valid >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << valid) - 1
+        };
+        count += (lows & in_range & !x).count_ones() as u64;
+    }
+    count
+}
+
+/// A piece of a split reservation (`Reservs::split`): an aligned extent with its population.
+#[derive(Clone, Debug)]
+pub struct Piece {
+    pub cbase: u64,
+    pub pfn: Pfn,
+    pub class: u8,
+    /// Population bitmap of the piece, bit i = page `cbase + i`.
+    pub bits: Vec<u64>,
+    pub popcnt: u64,
+}
+
+/// What `Reservs::split` leaves: the object, the time of the reservation's most recent
+/// allocation, and its pieces in address order.
+#[derive(Clone, Debug)]
+pub struct Split {
+    pub obj: ObjId,
+    pub last: u64,
+    pub pieces: Vec<Piece>,
 }
 
 #[derive(Clone, Debug)]
@@ -94,10 +187,16 @@ pub struct Reservs {
     free_ids: Vec<u32>,
     heads: Vec<u32>,
     tails: Vec<u32>,
-    /// Reservation owning each frame, or NONE.
-    frame_resv: Vec<u32>,
+    /// `slots[c][pfn >> orders[c]]`: the class-c reservation over that aligned extent, or NONE
+    /// (FreeBSD finds a page's reservation by its address the same way, `vm_reserv_from_page`).
+    /// A reservation occupies one slot, so creating and destroying one is O(1) and finding a
+    /// frame's is O(S). `slots[0]` is empty: no reservation is one base page.
+    slots: Vec<Vec<u32>>,
     clock: u64,
     pub stats: ReservStats,
+    /// Elementary steps done so far: list links updated, bitmap words and frame-map slots
+    /// touched, pieces made. Not reported; tests hold the per-operation bounds with it.
+    pub steps: u64,
     /// Frames reserved for pages not yet populated (sum of `2^order - popcnt`), now and at
     /// their peak: memory the reservations hold that no page uses.
     pub unpopulated_frames: u64,
@@ -117,9 +216,20 @@ impl Reservs {
             free_ids: Vec::new(),
             heads: vec![NONE; lists],
             tails: vec![NONE; lists],
-            frame_resv: vec![NONE; frames as usize],
+            slots: orders
+                .iter()
+                .enumerate()
+                .map(|(c, &o)| {
+                    if c == 0 {
+                        Vec::new()
+                    } else {
+                        vec![NONE; frames.div_ceil(1 << o) as usize]
+                    }
+                })
+                .collect(),
             clock: 0,
             stats: ReservStats::default(),
+            steps: 0,
             unpopulated_frames: 0,
             unpopulated_peak_frames: 0,
         }
@@ -136,10 +246,13 @@ impl Reservs {
             .expect("Reservs::get_mut: dangling id")
     }
 
+    /// The reservation covering frame `pfn`, if any: one slot per size class, O(S).
     #[inline]
     pub fn of_frame(&self, pfn: Pfn) -> Option<u32> {
-        let r = self.frame_resv[pfn.0 as usize];
-        (r != NONE).then_some(r)
+        (1..self.orders.len()).find_map(|c| {
+            let r = self.slots[c][(pfn.0 >> self.orders[c]) as usize];
+            (r != NONE).then_some(r)
+        })
     }
 
     pub fn lists(&self) -> usize {
@@ -183,6 +296,7 @@ impl Reservs {
         }
     }
 
+    /// Takes `id` off its list, if it is on one. O(1).
     fn unlink(&mut self, id: u32) {
         let (l, prev, next) = {
             let r = self.get(id);
@@ -191,6 +305,7 @@ impl Reservs {
         if l == NO_LIST {
             return;
         }
+        self.steps += 1;
         if prev != NONE {
             self.get_mut(prev).next = next;
         } else {
@@ -207,15 +322,28 @@ impl Reservs {
         r.next = NONE;
     }
 
+    /// Links `id` (on no list) at the head or the tail of list `l` (nothing for NO_LIST), with
+    /// the key that keeps the list's keys increasing: at the tail `SORTED_BASE + last` (the
+    /// caller makes sure it exceeds the tail's), at the head one less than the head's. O(1).
     fn link(&mut self, id: u32, l: u8, at_head: bool) {
         if l == NO_LIST {
             return;
         }
+        self.steps += 1;
         let li = l as usize;
         let (head, tail) = (self.heads[li], self.tails[li]);
+        let key = if at_head {
+            match head {
+                NONE => SORTED_BASE - 1,
+                h => self.get(h).key.min(SORTED_BASE) - 1,
+            }
+        } else {
+            SORTED_BASE + self.get(id).last
+        };
         {
             let r = self.get_mut(id);
             r.list = l;
+            r.key = key;
             if at_head {
                 r.prev = NONE;
                 r.next = head;
@@ -241,35 +369,6 @@ impl Reservs {
         }
     }
 
-    /// Links `id` into list `l` after the last reservation allocated from no later than it.
-    fn link_sorted(&mut self, id: u32, l: u8) {
-        if l == NO_LIST {
-            return;
-        }
-        let last = self.get(id).last;
-        let mut after = self.tails[l as usize];
-        while after != NONE && self.get(after).last > last {
-            after = self.get(after).prev;
-        }
-        if after == NONE {
-            self.link(id, l, true);
-            return;
-        }
-        let next = self.get(after).next;
-        {
-            let r = self.get_mut(id);
-            r.list = l;
-            r.prev = after;
-            r.next = next;
-        }
-        self.get_mut(after).next = id;
-        if next != NONE {
-            self.get_mut(next).prev = id;
-        } else {
-            self.tails[l as usize] = id;
-        }
-    }
-
     /// Puts `id` on the list its state calls for (tail, or head when `at_head`).
     fn requeue(&mut self, id: u32, at_head: bool) {
         self.unlink(id);
@@ -279,6 +378,7 @@ impl Reservs {
 
     /// Creates an empty reservation of class `class` over frames from `pfn` for object pages
     /// from `cbase`. The caller populates its first page next (an empty reservation is not kept).
+    /// O(S + W): the free-extent counts and a cleared bitmap; one frame-map slot.
     pub fn create(&mut self, obj: ObjId, cbase: u64, pfn: Pfn, class: u8) -> u32 {
         let order = self.orders[class as usize];
         debug_assert!(
@@ -299,9 +399,11 @@ impl Reservs {
             free_extents,
             last: self.clock,
             list: NO_LIST,
+            key: 0,
             prev: NONE,
             next: NONE,
         };
+        self.steps += 1 + r.bits.len() as u64;
         let id = match self.free_ids.pop() {
             Some(i) => {
                 self.slab[i as usize] = Some(r);
@@ -312,16 +414,18 @@ impl Reservs {
                 self.slab.len() as u32 - 1
             }
         };
-        for f in pfn.0..pfn.0 + (1 << order) {
-            self.frame_resv[f as usize] = id;
-        }
+        let slot = &mut self.slots[class as usize][(pfn.0 >> order) as usize];
+        debug_assert_eq!(*slot, NONE, "Reservs::create: extent already reserved");
+        *slot = id;
         self.unpopulated_frames += 1 << order;
         self.stats.created += 1;
         id
     }
 
-    /// Marks page `cindex` populated (an allocation): bitmap, counts, free extents, list position.
-    /// Returns true if the reservation became fully populated.
+    /// Marks page `cindex` populated (an allocation): bitmap, counts, free extents, list position
+    /// (the tail: seed 000 4.8 sorts by the most recent allocation). Returns true if the
+    /// reservation became fully populated (it then leaves the lists). O(S), plus W for classes of
+    /// 64 pages or more.
     pub fn populate(&mut self, id: u32, cindex: u64) -> bool {
         self.clock += 1;
         let clock = self.clock;
@@ -334,13 +438,16 @@ impl Reservs {
             i < 1 << r.order && !r.is_set(i),
             "Reservs::populate: slot {i} out of range or populated"
         );
+        let mut steps = 0;
         for c in 0..r.class as usize {
             let n = 1u64 << orders[c];
             let from = i & !(n - 1);
+            steps += n.div_ceil(64);
             if r.range_empty(from, n) {
                 r.free_extents[c] -= 1;
             }
         }
+        self.steps += steps;
         r.bits[(i / 64) as usize] |= 1 << (i % 64);
         r.popcnt += 1;
         r.last = clock;
@@ -358,6 +465,7 @@ impl Reservs {
 
     /// Marks page `cindex` unpopulated. Returns the extent to give back to the buddy allocator if
     /// the reservation became empty (it is then destroyed; the caller clears the popmap pointer).
+    /// O(S), plus W for classes of 64 pages or more.
     pub fn depopulate(&mut self, id: u32, cindex: u64) -> Option<(Pfn, u8)> {
         let orders = &self.orders;
         let scheme = self.scheme;
@@ -369,94 +477,120 @@ impl Reservs {
         r.bits[(i / 64) as usize] &= !(1 << (i % 64));
         r.popcnt -= 1;
         self.unpopulated_frames += 1;
+        let mut steps = 0;
         for c in 0..r.class as usize {
             let n = 1u64 << orders[c];
+            steps += n.div_ceil(64);
             if r.range_empty(i & !(n - 1), n) {
                 r.free_extents[c] += 1;
             }
         }
+        self.steps += steps;
         if r.popcnt == 0 {
             let extent = (r.pfn, r.order);
-            self.destroy(id);
+            let _ = self.destroy(id);
             self.stats.broken += 1;
             return Some(extent);
         }
-        // FreeBSD requeues at the tail on every change; seed 000 orders by allocations only, so
-        // a reservation that just left the full state goes to the tail and otherwise stays put.
+        // FreeBSD requeues at the tail on every change (vm_reserv_depopulate). seed 000 orders
+        // by allocations only: a free that leaves the reservation on its list leaves it in place.
         let moved_lists = self.get(id).list != self.list_for(self.get(id));
         if scheme == ListScheme::Partpopq {
             self.requeue(id, false);
         } else if moved_lists {
-            // seed 000 4.8: lists stay sorted by the time of the most recent allocation.
+            // A free that changes the list (the largest free extent grew, or the reservation
+            // is no longer full): seed 000 4.8 keeps lists sorted by the most recent allocation
+            // but says nothing of frees, and a sorted insert is a search (up to 400,000 steps
+            // here once). In O(1): the tail if its most recent allocation is the newest on the
+            // list (exact), else the head, as 4.8 places a preempted reservation's pieces: a
+            // reservation whose owner frees its pages is taken for cold.
             self.unlink(id);
             let l = self.list_for(self.get(id));
-            self.link_sorted(id, l);
+            let newest = l == NO_LIST
+                || match self.tails[l as usize] {
+                    NONE => true,
+                    t => SORTED_BASE + self.get(id).last > self.get(t).key,
+                };
+            self.link(id, l, !newest);
         }
         None
     }
 
-    /// Removes a reservation and clears its frames' ownership (the caller frees the frames).
-    fn destroy(&mut self, id: u32) {
+    /// Removes a reservation and clears its frame-map slot (the caller frees the frames); returns
+    /// it. O(1).
+    fn destroy(&mut self, id: u32) -> Resv {
         self.unlink(id);
         let r = self.slab[id as usize]
             .take()
             .expect("Reservs::destroy: dangling id");
         self.unpopulated_frames -= (1u64 << r.order) - r.popcnt;
-        for f in r.pfn.0..r.pfn.0 + (1 << r.order) {
-            self.frame_resv[f as usize] = NONE;
-        }
+        self.slots[r.class as usize][(r.pfn.0 >> r.order) as usize] = NONE;
+        self.steps += 1;
         self.free_ids.push(id);
+        r
     }
 
-    /// Breaks `id` into pieces of class `sub` (the next smaller size, seed 000 4.8). Returns, per piece,
-    /// (cbase, pfn, class, populated offsets within the piece); the reservation is gone, its
+    /// Breaks `id` into its aligned pieces of class `sub` (the next smaller size, seed 000 4.8),
+    /// each with its slice of the bitmap and its population count; the reservation is gone, its
     /// frames unowned. The caller frees empty pieces, and re-reserves partial / full ones with
-    /// `adopt`.
-    pub fn split(&mut self, id: u32, sub: u8) -> (ObjId, u64, Vec<(u64, Pfn, u8, Vec<u64>)>) {
-        let r = self.get(id).clone();
-        debug_assert!(sub < r.class, "Reservs::split: pieces must be smaller");
-        self.destroy(id);
+    /// `adopt`. O(R + W): R pieces, each cut from the bitmap by words or by one mask.
+    pub fn split(&mut self, id: u32, sub: u8) -> Split {
+        debug_assert!(
+            sub < self.get(id).class,
+            "Reservs::split: pieces must be smaller"
+        );
+        let r = self.destroy(id);
         let n = 1u64 << self.orders[sub as usize];
-        let mut pieces = Vec::new();
-        for k in 0..(1u64 << r.order) / n {
+        let count = (1u64 << r.order) / n;
+        let mut pieces = Vec::with_capacity(count as usize);
+        for k in 0..count {
             let from = k * n;
-            let pop: Vec<u64> = (from..from + n)
-                .filter(|&i| r.is_set(i))
-                .map(|i| i - from)
-                .collect();
-            pieces.push((r.cbase + from, Pfn(r.pfn.0 + from), sub, pop));
+            let bits: Vec<u64> = if n >= 64 {
+                r.bits[(from / 64) as usize..((from + n) / 64) as usize].to_vec()
+            } else {
+                vec![(r.bits[(from / 64) as usize] >> (from % 64)) & ((1u64 << n) - 1)]
+            };
+            self.steps += 1 + bits.len() as u64;
+            let popcnt = bits.iter().map(|w| w.count_ones() as u64).sum();
+            pieces.push(Piece {
+                cbase: r.cbase + from,
+                pfn: Pfn(r.pfn.0 + from),
+                class: sub,
+                bits,
+                popcnt,
+            });
         }
-        (r.obj, r.last, pieces)
+        Split {
+            obj: r.obj,
+            last: r.last,
+            pieces,
+        }
     }
 
-    /// Recreates a reservation piece from a split with its populated offsets; partially populated
-    /// ones go to the head of their list (seed 000 4.8), full ones to no list.
-    pub fn adopt(
-        &mut self,
-        obj: ObjId,
-        cbase: u64,
-        pfn: Pfn,
-        class: u8,
-        populated: &[u64],
-        last: u64,
-    ) -> u32 {
-        let id = self.create(obj, cbase, pfn, class);
+    /// Recreates a populated piece from a split as a reservation; partially populated ones go to
+    /// the head of their list (seed 000 4.8: "inserted at the head"), full ones to no list.
+    /// O(S W'): the free-extent counts from the piece's W' bitmap words.
+    pub fn adopt(&mut self, obj: ObjId, piece: Piece, last: u64) -> u32 {
+        debug_assert!(
+            piece.popcnt > 0 && piece.class > 0,
+            "Reservs::adopt: an empty or base-page piece"
+        );
+        let class = piece.class;
+        let id = self.create(obj, piece.cbase, piece.pfn, class);
         self.stats.created -= 1; // a piece of an existing reservation, not a new one
-        let orders = self.orders.clone();
+        let free: Vec<u64> = (0..class as usize)
+            .map(|c| {
+                let len = 1u64 << self.orders[class as usize];
+                empty_fields(&piece.bits, len, 1u64 << self.orders[c])
+            })
+            .collect();
+        self.steps += class as u64 * piece.bits.len() as u64;
         let r = self.get_mut(id);
-        for &i in populated {
-            r.bits[(i / 64) as usize] |= 1 << (i % 64);
-        }
-        r.popcnt = populated.len() as u64;
+        r.bits = piece.bits;
+        r.popcnt = piece.popcnt;
         r.last = last;
-        let populated_now = r.popcnt;
-        for c in 0..class as usize {
-            let n = 1u64 << orders[c];
-            r.free_extents[c] = (0..(1u64 << r.order) / n)
-                .filter(|k| r.range_empty(k * n, n))
-                .count() as u64;
-        }
-        self.unpopulated_frames -= populated_now;
+        r.free_extents = free;
+        self.unpopulated_frames -= piece.popcnt;
         self.note_unpopulated_peak();
         self.requeue(id, true);
         id
@@ -468,11 +602,30 @@ impl Reservs {
     }
 
     /// Dissolves `id` entirely (FreeBSD `vm_reserv_break`): returns it for the caller to free its
-    /// unpopulated frames and forget it.
+    /// unpopulated frames (`unpopulated_runs`) and forget it. O(1).
     pub fn take(&mut self, id: u32) -> Resv {
-        let r = self.get(id).clone();
-        self.destroy(id);
-        r
+        self.destroy(id)
+    }
+
+    /// The runs of unpopulated pages of `r`, as (offset, length), in address order: what a break
+    /// gives back to the buddy allocator (FreeBSD vm_reserv_break frees runs the same way).
+    /// O(W + runs).
+    pub fn unpopulated_runs(&mut self, r: &Resv) -> Vec<(u64, u64)> {
+        let n = 1u64 << r.order;
+        let mut runs = Vec::new();
+        let mut i = 0;
+        while i < n {
+            // Skip populated pages, then take the unpopulated run, a word at a time.
+            i += run_len(&r.bits, i, n, true);
+            if i >= n {
+                break;
+            }
+            let len = run_len(&r.bits, i, n, false);
+            runs.push((i, len));
+            i += len;
+        }
+        self.steps += r.bits.len() as u64 + runs.len() as u64;
+        runs
     }
 
     /// The checks of `check_invariants` that concern reservation `id` alone and cost
@@ -521,18 +674,38 @@ impl Reservs {
                 self.list_for(r)
             ));
         }
-        let stray = |f: &u64| self.frame_resv[*f as usize] != id;
-        let first_stray = if full {
-            (r.pfn.0..r.pfn.0 + n).find(stray)
-        } else {
-            [r.pfn.0, r.pfn.0 + n - 1].into_iter().find(stray)
-        };
-        match first_stray {
-            Some(f) => Err(format!(
-                "reservation {id}: frame {f} not recorded as its own"
-            )),
-            None => Ok(()),
+        if self.slots[r.class as usize][(r.pfn.0 >> r.order) as usize] != id {
+            return Err(format!(
+                "reservation {id}: its frame-map slot names another"
+            ));
         }
+        if full {
+            // No reservation of another size overlaps it.
+            for c in 1..self.orders.len() {
+                let o = self.orders[c];
+                if c == r.class as usize {
+                    continue;
+                }
+                let from = r.pfn.0 >> o;
+                let to = ((r.pfn.0 + n) >> o).max(from + 1);
+                if let Some(k) =
+                    (from..to).find(|&k| self.slots[c].get(k as usize).is_some_and(|&x| x != NONE))
+                {
+                    return Err(format!(
+                        "reservation {id}: overlaps reservation {} of class {c}",
+                        self.slots[c][k as usize]
+                    ));
+                }
+            }
+        }
+        for f in [r.pfn.0, r.pfn.0 + n - 1] {
+            if self.of_frame(Pfn(f)) != Some(id) {
+                return Err(format!(
+                    "reservation {id}: frame {f} not recorded as its own"
+                ));
+            }
+        }
+        Ok(())
     }
 
     pub fn check_invariants(&self) -> Result<(), String> {
@@ -549,7 +722,11 @@ impl Reservs {
                 self.unpopulated_frames
             ));
         }
-        let owned = self.frame_resv.iter().filter(|&&r| r != NONE).count() as u64;
+        let owned: u64 = (1..self.orders.len())
+            .map(|c| {
+                self.slots[c].iter().filter(|&&r| r != NONE).count() as u64 * (1 << self.orders[c])
+            })
+            .sum();
         let total: u64 = self.ids().map(|id| 1u64 << self.get(id).order).sum();
         if owned != total {
             return Err(format!(
@@ -563,6 +740,24 @@ impl Reservs {
                 let r = self.get(id);
                 if r.list as usize != l || r.prev != prev {
                     return Err(format!("reservation list {l}: broken links at {id}"));
+                }
+                // seed 000 4.8: head-placed reservations, then the rest sorted by their most
+                // recent allocation (keys increase; a sorted key is that time).
+                if self.scheme == ListScheme::MultiList {
+                    if prev != NONE && self.get(prev).key >= r.key {
+                        return Err(format!(
+                            "reservation list {l}: {id} (key {:#x}) after {prev} (key {:#x}): out of order",
+                            r.key,
+                            self.get(prev).key
+                        ));
+                    }
+                    if r.key >= SORTED_BASE && r.key != SORTED_BASE + r.last {
+                        return Err(format!(
+                            "reservation list {l}: {id} sorted by {} but last allocated at {}",
+                            r.key - SORTED_BASE,
+                            r.last
+                        ));
+                    }
                 }
                 prev = id;
             }
@@ -654,12 +849,12 @@ mod tests {
             "every 512K piece populated: 64K extents remain"
         );
         rs.check_invariants().unwrap();
-        let (obj, _, pieces) = rs.split(a, 2);
-        assert_eq!((obj, pieces.len()), (ObjId(1), 8));
-        assert_eq!(pieces[0].3, vec![5]);
-        assert_eq!(pieces[1].3, vec![0]);
-        for (cb, pfn, class, pop) in pieces {
-            rs.adopt(ObjId(1), cb, pfn, class, &pop, 0);
+        let split = rs.split(a, 2);
+        assert_eq!((split.obj, split.pieces.len()), (ObjId(1), 8));
+        assert_eq!(split.pieces[0].bits, vec![1 << 5]);
+        assert_eq!(split.pieces[1].bits, vec![1]);
+        for piece in split.pieces {
+            rs.adopt(ObjId(1), piece, 0);
         }
         assert_eq!(rs.list(1).len(), 8);
         rs.check_invariants().unwrap();
@@ -698,5 +893,207 @@ mod order_tests {
         rs.depopulate(a, 64); // A can now yield a 512K extent: it joins B's list, before B
         assert_eq!(rs.list(2), vec![a, b]);
         rs.check_invariants().unwrap();
+    }
+}
+
+/// Issue 10, defect 5: no operation searches a list, and create / split / break touch one
+/// frame-map slot and the bitmap's words rather than every page (seed 000 6.8: O(1), O(S), or
+/// O(S R) for a preemption).
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+
+    /// Alpha: 8K, 64K, 512K, 4M; W = 8 words for a 4M reservation.
+    fn alpha(frames: u64) -> Reservs {
+        Reservs::new(ListScheme::MultiList, &[0, 3, 6, 9], frames)
+    }
+
+    /// The steps `f` takes.
+    fn steps<T>(rs: &mut Reservs, f: impl FnOnce(&mut Reservs) -> T) -> (T, u64) {
+        let before = rs.steps;
+        let t = f(rs);
+        (t, rs.steps - before)
+    }
+
+    /// A free that moves a reservation onto a list of 10,000 costs the same as onto an empty
+    /// one (it used to walk the list from its tail: one free took 400,000 steps).
+    #[test]
+    fn a_free_that_changes_lists_does_not_search_the_list() {
+        let n = 10_000u64;
+        let mut rs = alpha(64 * (n + 1));
+        // A: a 512K reservation with a page in every 64K piece (the 8K list), allocated first.
+        let a = rs.create(ObjId(0), 0, Pfn(0), 2);
+        for k in 0..8 {
+            rs.populate(a, k * 8);
+        }
+        assert_eq!(rs.get(a).list, 0);
+        // Then 10,000 512K reservations of one page each: the 64K list.
+        for k in 1..=n {
+            let id = rs.create(ObjId(k as u32), 0, Pfn(64 * k), 2);
+            rs.populate(id, 0);
+        }
+        assert_eq!(rs.list(1).len(), n as usize);
+        // Freeing A's page in its second 64K piece frees a 64K extent: A joins the 64K list.
+        let (_, s) = steps(&mut rs, |rs| rs.depopulate(a, 8));
+        assert_eq!(rs.get(a).list, 1);
+        assert_eq!(
+            rs.head(1),
+            Some(a),
+            "older than the whole list: preempted first"
+        );
+        assert!(s <= 8, "{s} steps for one free");
+        rs.check_invariants().unwrap();
+    }
+
+    /// A free whose reservation was allocated after everything on the new list goes to the tail:
+    /// the list stays sorted by the most recent allocation, as seed 000 4.8 has it.
+    #[test]
+    fn a_free_of_the_newest_reservation_keeps_it_at_the_tail() {
+        let mut rs = alpha(64 * 3);
+        let b = rs.create(ObjId(1), 0, Pfn(64), 2);
+        rs.populate(b, 0); // 64K list
+        let a = rs.create(ObjId(0), 0, Pfn(0), 2);
+        for k in 0..8 {
+            rs.populate(a, k * 8); // 8K list, allocated after B
+        }
+        rs.depopulate(a, 8);
+        assert_eq!(rs.list(1), vec![b, a]);
+        rs.check_invariants().unwrap();
+    }
+
+    /// Two pieces of one preempted reservation share its most recent allocation. Freed onto the
+    /// same list one after the other, the first goes to the tail (newest there), the second
+    /// cannot follow it with an equal key: it goes to the head (cargo-mutants: `>` -> `>=`).
+    #[test]
+    fn sibling_pieces_freed_onto_one_list_keep_keys_strict() {
+        let mut rs = alpha(512);
+        let r = rs.create(ObjId(1), 0, Pfn(0), 3);
+        for k in 0..16 {
+            rs.populate(r, k * 8); // every 64K of the first two 512K pieces
+        }
+        let split = rs.split(r, 2);
+        let mut pieces = split.pieces.into_iter().filter(|p| p.popcnt > 0);
+        let a = rs.adopt(ObjId(1), pieces.next().unwrap(), split.last);
+        let b = rs.adopt(ObjId(1), pieces.next().unwrap(), split.last);
+        assert_eq!((rs.get(a).list, rs.get(b).list), (0, 0));
+        rs.depopulate(b, 64 + 8);
+        rs.depopulate(a, 8);
+        assert_eq!(rs.list(1), vec![a, b]);
+        rs.check_invariants().unwrap();
+    }
+
+    /// An allocation moves a reservation to the tail in O(S) whatever the list's length, and
+    /// creating a 4M reservation costs one slot and its 8 bitmap words, not its 512 frames.
+    #[test]
+    fn populate_and_create_are_bounded() {
+        let mut rs = alpha(512 * 64);
+        let ids: Vec<u32> = (0..64)
+            .map(|k| {
+                let (id, s) = steps(&mut rs, |rs| rs.create(ObjId(k), 0, Pfn(512 * k as u64), 3));
+                assert!(s <= 1 + 8 + 1, "create: {s} steps");
+                rs.populate(id, 0);
+                id
+            })
+            .collect();
+        let (_, s) = steps(&mut rs, |rs| rs.populate(ids[0], 1));
+        assert_eq!(rs.list(2).last(), Some(&ids[0]));
+        // Three size classes below 4M (the 512K one scans its 64-page piece: 1 word), unlink
+        // and link.
+        assert!(s <= 3 + 2, "populate: {s} steps");
+        rs.check_invariants().unwrap();
+    }
+
+    /// Splitting a 4M reservation into its 8 pieces and adopting the populated ones: O(R + W),
+    /// then O(S W') each, independent of how many pages are populated.
+    #[test]
+    fn split_and_adopt_are_bounded() {
+        let mut rs = alpha(512);
+        let a = rs.create(ObjId(1), 0, Pfn(0), 3);
+        for i in (0..512).step_by(3) {
+            rs.populate(a, i);
+        }
+        let (split, s) = steps(&mut rs, |rs| rs.split(a, 2));
+        assert!(s <= 1 + 1 + 8 * 2, "split: {s} steps");
+        assert_eq!(split.pieces.len(), 8);
+        for p in &split.pieces {
+            assert_eq!(
+                p.popcnt,
+                (p.cbase..p.cbase + 64).filter(|i| i % 3 == 0).count() as u64
+            );
+        }
+        for p in split.pieces {
+            let (_, s) = steps(&mut rs, |rs| rs.adopt(ObjId(1), p, 0));
+            // create (1 + 1 word + slot), 2 classes x 1 word, link.
+            assert!(s <= 3 + 2 + 1, "adopt: {s} steps");
+        }
+        rs.check_invariants().unwrap();
+    }
+
+    /// A break finds the unpopulated runs a word at a time.
+    #[test]
+    fn unpopulated_runs_are_found_by_words() {
+        let mut rs = alpha(512);
+        let a = rs.create(ObjId(1), 0, Pfn(0), 3);
+        for i in [0, 1, 63, 64, 200, 511] {
+            rs.populate(a, i);
+        }
+        let r = rs.take(a);
+        let (runs, s) = steps(&mut rs, |rs| rs.unpopulated_runs(&r));
+        assert_eq!(runs, vec![(2, 61), (65, 135), (201, 310)]);
+        assert!(s <= 8 + 3, "{s} steps");
+        let mut rs = Reservs::new(ListScheme::MultiList, &[0, 3], 8);
+        let b = rs.create(ObjId(1), 0, Pfn(0), 1);
+        rs.populate(b, 3);
+        let r = rs.take(b);
+        assert_eq!(rs.unpopulated_runs(&r), vec![(0, 3), (4, 4)]);
+    }
+
+    /// The free-extent counts of an adopted piece, from its words, agree with a page-by-page
+    /// count (sub-word fields folded, whole words, a piece shorter than a word).
+    #[test]
+    fn empty_fields_counts_like_a_page_scan() {
+        let bits = [0x0000_00f0_0000_0101u64, 0];
+        let scan = |len: u64, n: u64| {
+            (0..len / n)
+                .filter(|k| {
+                    (k * n..(k + 1) * n).all(|i| bits[(i / 64) as usize] >> (i % 64) & 1 == 0)
+                })
+                .count() as u64
+        };
+        for (len, n) in [
+            (128u64, 1u64),
+            (128, 8),
+            (128, 2),
+            (128, 64),
+            (64, 32),
+            (16, 8),
+            (8, 8),
+            (128, 128),
+        ] {
+            assert_eq!(
+                empty_fields(&bits[..len.div_ceil(64) as usize], len, n),
+                scan(len, n),
+                "len {len} n {n}"
+            );
+        }
+    }
+
+    /// The invariant check holds the list order: a key out of order, or a sorted key that is not
+    /// the reservation's most recent allocation, is an error.
+    #[test]
+    fn the_check_catches_lists_out_of_order() {
+        let mut rs = alpha(512 * 2);
+        let a = rs.create(ObjId(1), 0, Pfn(0), 3);
+        rs.populate(a, 0);
+        let b = rs.create(ObjId(2), 0, Pfn(512), 3);
+        rs.populate(b, 0);
+        rs.check_invariants().unwrap();
+        rs.get_mut(a).key += 10;
+        rs.get_mut(a).last += 10;
+        assert!(rs.check_invariants().unwrap_err().contains("out of order"));
+        rs.get_mut(a).key = SORTED_BASE - 5;
+        rs.check_invariants().unwrap();
+        rs.get_mut(b).last -= 1;
+        assert!(rs.check_invariants().unwrap_err().contains("sorted by"));
     }
 }

@@ -50,10 +50,13 @@ impl PopMap {
         self.levels[c].get(&(cindex >> self.orders[c]))
     }
 
-    /// Base page `cindex` became populated (it was not).
-    pub fn populate(&mut self, cindex: u64) {
+    /// Base page `cindex` became populated (it was not). Returns the levels updated (from 1 to
+    /// S: the change propagates upward only on a transition).
+    pub fn populate(&mut self, cindex: u64) -> u64 {
         let (mut some, mut full) = (true, true);
+        let mut levels = 0;
         for c in 1..self.orders.len() {
+            levels += 1;
             let ratio = self.ratio(c);
             let n = self.levels[c]
                 .entry(cindex >> self.orders[c])
@@ -74,12 +77,15 @@ impl PopMap {
                 break;
             }
         }
+        levels
     }
 
-    /// Base page `cindex` became unpopulated (it was populated).
-    pub fn depopulate(&mut self, cindex: u64) {
+    /// Base page `cindex` became unpopulated (it was populated). Returns the levels updated.
+    pub fn depopulate(&mut self, cindex: u64) -> u64 {
         let (mut empty, mut was_full) = (true, true);
+        let mut levels = 0;
         for c in 1..self.orders.len() {
+            levels += 1;
             let ratio = self.ratio(c);
             let key = cindex >> self.orders[c];
             let n = self.levels[c]
@@ -100,6 +106,7 @@ impl PopMap {
                 break;
             }
         }
+        levels
     }
 
     /// No page populated in the class-c region containing `cindex` (c >= 1).
@@ -119,11 +126,20 @@ impl PopMap {
     /// to one (seed 000 4.9, "reserved frame lookup").
     #[inline]
     pub fn reservation_at(&self, cindex: u64) -> Option<u32> {
-        (1..self.orders.len()).rev().find_map(|c| {
+        self.reservation_at_counted(cindex).0
+    }
+
+    /// `reservation_at`, and the levels it looked up (from the root down to the node found).
+    #[inline]
+    pub fn reservation_at_counted(&self, cindex: u64) -> (Option<u32>, u64) {
+        let mut levels = 0;
+        let r = (1..self.orders.len()).rev().find_map(|c| {
+            levels += 1;
             self.node(c, cindex)
                 .map(|n| n.resv)
                 .filter(|&r| r != NO_RESV)
-        })
+        });
+        (r, levels)
     }
 
     /// Points the class-c node of `cindex` to reservation `r` (or clears it with NO_RESV).

@@ -144,9 +144,12 @@ pub struct Pageout {
 type Rmap = FxHashMap<u32, Vec<(Pid, u64, u64, u64)>>;
 
 impl Os {
-    /// Frames an allocation can have without the page daemon: free plus cache.
+    /// Frames an allocation can have without the page daemon: free, reserved for pages not
+    /// yet touched (FreeBSD counts a reservation's unpopulated pages in `v_free_count`; the
+    /// allocator preempts them before it waits), and cache.
     pub fn available_frames(&self) -> u64 {
-        self.phys.buddy.free_frames + self.pageq.count(Queue::Cache)
+        let reserved = self.reserv.as_ref().map_or(0, |r| r.unpopulated_frames);
+        self.phys.buddy.free_frames + reserved + self.pageq.count(Queue::Cache)
     }
 
     /// FreeBSD `vm_paging_needed`: free + cache below `v_free_reserved + v_cache_min`.

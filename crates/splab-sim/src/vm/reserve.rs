@@ -9,7 +9,7 @@
 
 use super::{ObjId, ObjKind, Os, Vma};
 use crate::error::{Result, SimError};
-use crate::policy::{AllocPolicy, CleanWrite, PreferredSize, ReservPolicy, Shortage};
+use crate::policy::{AllocPolicy, CleanWrite, PreferredSize, Promote, ReservPolicy, Shortage};
 use crate::reserv::popmap::NO_RESV;
 use crate::units::{Order, Pfn, Pid, Prot, SizeClass};
 
@@ -32,14 +32,26 @@ impl Os {
             obj.0
         );
         let cindex = pindex + o.colour;
+        let cost = &self.machine.cost;
+        let mut cycles = 0;
         if let Some(pm) = o.popmap.as_mut() {
-            pm.populate(cindex);
+            cycles += pm.populate(cindex) * cost.popmap_level_cycles;
         }
         if let Some(rs) = self.reserv.as_mut() {
             if let Some(id) = rs.of_frame(pfn) {
                 rs.populate(id, cindex);
+                cycles += cost.reserv_populate_cycles;
             }
         }
+        self.charge_reservation(cycles);
+    }
+
+    /// Charges superpage bookkeeping (reservations, population maps: seed 000 4.8, 4.9) as
+    /// kernel work, at the per-operation costs of `CostConfig`.
+    #[inline]
+    fn charge_reservation(&mut self, cycles: u64) {
+        self.stats.cycles_kernel += cycles;
+        self.stats.cycles_reservation += cycles;
     }
 
     /// Removes page `pindex` from `obj`; the frame is released, and freed (event 5) when no
@@ -51,7 +63,8 @@ impl Os {
         let pfn = o.pages.remove(pindex)?;
         let cindex = pindex + o.colour;
         if let Some(pm) = o.popmap.as_mut() {
-            pm.depopulate(cindex);
+            let levels = pm.depopulate(cindex);
+            self.charge_reservation(levels * self.machine.cost.popmap_level_cycles);
         }
         let last = self.phys.release(pfn);
         self.pageq.released(pfn, obj, pindex, last);
@@ -70,7 +83,9 @@ impl Os {
                 let r = rs.get(id);
                 let (obj, class, cbase) = (r.obj, r.class, r.cbase);
                 let cindex = cbase + (pfn.0 - r.pfn.0);
-                if let Some((ext, order)) = rs.depopulate(id, cindex) {
+                let emptied = rs.depopulate(id, cindex);
+                self.charge_reservation(self.machine.cost.reserv_depopulate_cycles);
+                if let Some((ext, order)) = emptied {
                     self.set_popmap_resv(obj, class, cbase, NO_RESV);
                     self.phys.buddy.free(ext, Order(order));
                 }
@@ -80,12 +95,14 @@ impl Os {
         self.phys.buddy.free(pfn, Order(0));
     }
 
+    /// Points (or unpoints) the population-map node of a reservation: one level updated.
     fn set_popmap_resv(&mut self, obj: ObjId, class: u8, cbase: u64, id: u32) {
         if let Some(pm) = self.objects[obj.0 as usize]
             .as_mut()
             .and_then(|o| o.popmap.as_mut())
         {
             pm.set_resv(class as usize, cbase, id);
+            self.charge_reservation(self.machine.cost.popmap_level_cycles);
         }
     }
 
@@ -147,7 +164,9 @@ impl Os {
     /// in the middle (page-table pages, entered under a path being built): makes them free
     /// first, running the page daemon's reclaim if needed.
     pub(crate) fn make_frames_free(&mut self, n: u64) {
-        while self.phys.buddy.free_frames < n
+        // Frames reserved for untouched pages count: the kernel allocation preempts them.
+        let reserved = |os: &Os| os.reserv.as_ref().map_or(0, |r| r.unpopulated_frames);
+        while self.phys.buddy.free_frames + reserved(self) < n
             && !self.pageout.no_reclaim
             && self.reclaim_for_alloc()
         {}
@@ -201,7 +220,10 @@ impl Os {
             .popmap
             .as_ref()
             .expect("alloc_frame: object without population map");
-        if let Some(id) = pm.reservation_at(cindex) {
+        // seed 000 4.9, reserved frame lookup: from the root down to the reservation's node.
+        let (found, levels) = pm.reservation_at_counted(cindex);
+        self.charge_reservation(levels * self.machine.cost.popmap_level_cycles);
+        if let Some(id) = found {
             let r = self
                 .reserv
                 .as_ref()
@@ -234,6 +256,7 @@ impl Os {
                     .as_mut()
                     .expect("reservations")
                     .create(obj, cbase, pfn, c);
+                self.charge_reservation(self.machine.cost.reserv_create_cycles);
                 self.set_popmap_resv(obj, c, cbase, id);
                 return Ok(Pfn(pfn.0 + (cindex - cbase)));
             }
@@ -310,21 +333,25 @@ impl Os {
             .filter(|&c| c < class)
             .max()
             .unwrap_or(0);
-        let (obj, last, pieces) = rs.split(id, sub);
+        let split = rs.split(id, sub);
         rs.stats.preempted += 1;
+        let obj = split.obj;
         self.set_popmap_resv(obj, class, cbase, NO_RESV);
         let sub_order = Order(self.orders[sub as usize]);
-        for (pcbase, pfn, pclass, pop) in pieces {
-            if pop.is_empty() {
-                self.phys.buddy.free(pfn, sub_order);
+        // seed 000 6.8: a preemption is O(S R); each of the R pieces is freed or re-reserved.
+        self.charge_reservation(split.pieces.len() as u64 * self.machine.cost.reserv_piece_cycles);
+        for piece in split.pieces {
+            if piece.popcnt == 0 {
+                self.phys.buddy.free(piece.pfn, sub_order);
                 self.reserv
                     .as_mut()
                     .expect("reservations")
                     .stats
                     .extents_freed += 1;
-            } else if pclass > 0 {
+            } else if piece.class > 0 {
+                let (pclass, pcbase) = (piece.class, piece.cbase);
                 let rs = self.reserv.as_mut().expect("reservations");
-                let nid = rs.adopt(obj, pcbase, pfn, pclass, &pop, last);
+                let nid = rs.adopt(obj, piece, split.last);
                 rs.stats.extents_kept += 1;
                 self.set_popmap_resv(obj, pclass, pcbase, nid);
             }
@@ -333,17 +360,21 @@ impl Os {
 
     /// FreeBSD vm_reserv_break: dissolves a reservation; its unpopulated frames go back to the
     /// buddy allocator (which coalesces them into maximal runs), its populated pages stay as
-    /// ordinary pages.
+    /// ordinary pages. Each run of unpopulated frames is freed as its aligned blocks, largest
+    /// first, in address order (the buddy allocator ends as if they were freed one by one).
     fn break_resv(&mut self, id: u32) {
-        let r = self
-            .reserv
-            .as_mut()
-            .expect("break_resv: reservations")
-            .take(id);
+        let rs = self.reserv.as_mut().expect("break_resv: reservations");
+        let r = rs.take(id);
+        let runs = rs.unpopulated_runs(&r);
+        // Each run of unpopulated frames costs what a freed piece of a preemption does.
+        self.charge_reservation(runs.len() as u64 * self.machine.cost.reserv_piece_cycles);
         self.set_popmap_resv(r.obj, r.class, r.cbase, NO_RESV);
-        for i in 0..1u64 << r.order {
-            if !r.is_set(i) {
-                self.phys.buddy.free(Pfn(r.pfn.0 + i), Order(0));
+        for (start, len) in runs {
+            let (mut p, end) = (r.pfn.0 + start, r.pfn.0 + start + len);
+            while p < end {
+                let o = p.trailing_zeros().min((end - p).ilog2()) as u8;
+                self.phys.buddy.free(Pfn(p), Order(o));
+                p += 1 << o;
             }
         }
     }
@@ -371,6 +402,9 @@ impl Os {
         let Some(rp) = self.reserv_policy() else {
             return 0;
         };
+        if rp.promote == Promote::No {
+            return 0;
+        }
         let Some(p) = self.procs.get(&pid.0) else {
             return 0;
         };
@@ -468,8 +502,10 @@ impl Os {
         }
         let mut prot = prot?;
         let mut cycles = 0;
+        // seed 000 6.6's overhead mode: the mappings are left alone.
+        let overhead = rp.promote == Promote::Overhead;
         if dirty > 0 && clean > 0 {
-            if rp.clean_write == CleanWrite::WriteProtect && prot.writable() {
+            if rp.clean_write == CleanWrite::WriteProtect && prot.writable() && !overhead {
                 // Write-protect the clean pages so that their next write faults and retries.
                 let ro = Prot(prot.0 & !Prot::WRITE.0);
                 let p = self.procs.get_mut(&pid.0)?;
@@ -493,8 +529,19 @@ impl Os {
             // All clean: a read-only superpage (its first write faults and demotes).
             prot = Prot(prot.0 & !Prot::WRITE.0);
             cycles += n * self.machine.cost.pte_write_cycles;
-            let p = self.procs.get_mut(&pid.0)?;
-            p.pmap.protect(head, head + n, prot);
+            if !overhead {
+                let p = self.procs.get_mut(&pid.0)?;
+                p.pmap.protect(head, head + n, prot);
+            }
+        }
+        // Replicated PTEs: every base PTE is rewritten (seed 000 6.1); x86: one PDE.
+        let writes = if self.machine.replicated_ptes { n } else { 1 };
+        if overhead {
+            // seed 000 6.6: "writing the new superpage size into some unused portion of the
+            // page table entries": the writes, no new mapping, nothing to invalidate.
+            cycles += writes * self.machine.cost.pte_write_cycles;
+            self.stats.cycles_promotion += cycles;
+            return Some(cycles);
         }
         let p = self.procs.get_mut(&pid.0)?;
         p.pmap.promote(head, o, SizeClass(c));
@@ -502,8 +549,6 @@ impl Os {
             .tlb
             .invalidate_range(pid.0, head << bs, (head + n) << bs);
         self.stats.promotions[c as usize] += 1;
-        // Replicated PTEs: every base PTE is rewritten (seed 000 6.1); x86: one PDE.
-        let writes = if self.machine.replicated_ptes { n } else { 1 };
         cycles +=
             writes * self.machine.cost.pte_write_cycles + self.machine.cost.tlb_invalidate_cycles;
         self.stats.cycles_promotion += cycles;

@@ -97,6 +97,9 @@ pub struct VmStats {
     /// TLB invalidations; with replicated PTEs one write per base page, seed 000 6.1).
     pub cycles_promotion: u64,
     pub cycles_demotion: u64,
+    /// Of `cycles_kernel`: superpage bookkeeping, i.e. reservations and population maps (seed
+    /// 000 4.8, 4.9; costs in `CostConfig`).
+    pub cycles_reservation: u64,
     pub fault_latency: Histogram,
     /// Page-table pages (wired frames).
     pub pt: super::ptpages::PtStats,

@@ -1,0 +1,286 @@
+/* kernel-ops.c: the superpage bookkeeping a fault, a free, a preemption and a PTE rewrite do in
+ * a kernel, written as FreeBSD writes it, to measure what splab charges for them
+ * (docs/constants.md section 7). Not part of the build.
+ *
+ *   cc -O2 -mpopcnt -o /tmp/kernel-ops scripts/kernel-ops.c
+ *   /tmp/kernel-ops                      # host TSC cycles per operation, warm caches
+ *   valgrind --tool=callgrind --callgrind-out-file=/tmp/ko.cg /tmp/kernel-ops 1
+ *   callgrind_annotate --inclusive=yes /tmp/ko.cg | grep op_   # instructions per call
+ *
+ * Each op_ function is one operation, noinline so callgrind counts it alone:
+ *   op_popmap_update  seed 000 4.9: one population-map level, a hash lookup of (object,
+ *                     index) and its somepop / fullpop counters (one call per level updated);
+ *   op_resv_populate  FreeBSD vm_reserv_populate: set the bit, popcnt, the free-extent counts
+ *                     of the sizes below (seed 000 4.8), and move to the tail of the list;
+ *   op_resv_depopulate  vm_reserv_depopulate, the same in reverse (the list unchanged);
+ *   op_resv_create    vm_reserv_alloc_page's new reservation: a free one from the pool, its
+ *                     fields, a cleared 512-page popmap, its slot in the reservation array;
+ *   op_preempt_piece  seed 000 4.8, one of the R pieces of a preempted reservation: its
+ *                     population from the bitmap, then freed to a buddy list or re-reserved
+ *                     at the head of its list;
+ *   op_pte_rewrite    one PTE of a promotion or demotion as FreeBSD's Alpha pmap reaches it
+ *                     (sys/alpha/alpha/pmap.c, pmap_protect: pmap_lev1pte, pmap_lev2pte,
+ *                     pmap_lev3pte for each page, then read-modify-write of the entry);
+ *   op_pte_fill       the entries of a new page-table page filled in a loop, as x86 kernels
+ *                     split a large mapping (Linux __split_huge_pmd_locked: one made-up entry
+ *                     stored per base page); per entry = the call's count / 512.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <x86intrin.h>
+
+#define NOINLINE __attribute__((noinline))
+
+/* ---- lists (sys/queue.h TAILQ) ---- */
+struct resv {
+	struct resv *prev, *next;
+	uint64_t obj, pindex, pfn;
+	int order, class, list, popcnt;
+	uint64_t free_extents[4];
+	uint64_t popmap[8]; /* 512 pages */
+	uint64_t last;
+};
+struct listhead { struct resv *head, *tail; };
+static struct listhead lists[4];
+
+static inline void list_remove(struct resv *r) {
+	struct listhead *l = &lists[r->list];
+	if (r->prev) r->prev->next = r->next; else l->head = r->next;
+	if (r->next) r->next->prev = r->prev; else l->tail = r->prev;
+}
+static inline void list_insert_tail(struct resv *r, int list) {
+	struct listhead *l = &lists[list];
+	r->list = list; r->next = 0; r->prev = l->tail;
+	if (l->tail) l->tail->next = r; else l->head = r;
+	l->tail = r;
+}
+static inline void list_insert_head(struct resv *r, int list) {
+	struct listhead *l = &lists[list];
+	r->list = list; r->prev = 0; r->next = l->head;
+	if (l->head) l->head->prev = r; else l->tail = r;
+	l->head = r;
+}
+
+static const int orders[4] = {0, 3, 6, 9}; /* Alpha: 8K, 64K, 512K, 4M */
+static uint64_t clock_;
+
+static inline int range_empty(const uint64_t *bits, unsigned from, unsigned n) {
+	if (n >= 64) {
+		for (unsigned w = from / 64; w < (from + n) / 64; w++)
+			if (bits[w]) return 0;
+		return 1;
+	}
+	return ((bits[from / 64] >> (from % 64)) & ((1ULL << n) - 1)) == 0;
+}
+static inline int list_for(const struct resv *r) {
+	for (int c = r->class - 1; c > 0; c--)
+		if (r->free_extents[c]) return c;
+	return 0;
+}
+
+NOINLINE void op_resv_populate(struct resv *r, unsigned i) {
+	for (int c = 0; c < r->class; c++) {
+		unsigned n = 1u << orders[c];
+		if (range_empty(r->popmap, i & ~(n - 1), n)) r->free_extents[c]--;
+	}
+	r->popmap[i / 64] |= 1ULL << (i % 64);
+	r->popcnt++;
+	r->last = ++clock_;
+	list_remove(r);
+	list_insert_tail(r, list_for(r));
+}
+
+NOINLINE void op_resv_depopulate(struct resv *r, unsigned i) {
+	r->popmap[i / 64] &= ~(1ULL << (i % 64));
+	r->popcnt--;
+	for (int c = 0; c < r->class; c++) {
+		unsigned n = 1u << orders[c];
+		if (range_empty(r->popmap, i & ~(n - 1), n)) r->free_extents[c]++;
+	}
+	if (list_for(r) != r->list) { list_remove(r); list_insert_head(r, list_for(r)); }
+}
+
+static struct resv *pool;
+static struct resv *freeresv;
+static struct resv **resv_array; /* one slot per 4MB extent (vm_reserv_array) */
+
+NOINLINE struct resv *op_resv_create(uint64_t obj, uint64_t pindex, uint64_t pfn, int class) {
+	struct resv *r = freeresv;
+	freeresv = r->next;
+	r->obj = obj; r->pindex = pindex; r->pfn = pfn;
+	r->class = class; r->order = orders[class]; r->popcnt = 0; r->last = clock_;
+	for (int c = 0; c < class; c++) r->free_extents[c] = 1ULL << (r->order - orders[c]);
+	memset(r->popmap, 0, sizeof r->popmap);
+	r->prev = r->next = 0; r->list = 0;
+	resv_array[pfn >> 9] = r;
+	return r;
+}
+
+/* ---- population map: a hash of (object, level, index) -> node (seed 000 4.9) ---- */
+struct pnode { struct pnode *next; uint64_t obj, key; uint16_t somepop, fullpop; struct resv *resv; };
+#define NBUCKETS 4096
+static struct pnode *buckets[NBUCKETS];
+
+static inline unsigned hash(uint64_t obj, uint64_t key) {
+	uint64_t h = (obj * 0x9e3779b97f4a7c15ULL) ^ (key * 0xff51afd7ed558ccdULL);
+	return (unsigned)(h >> 52) & (NBUCKETS - 1);
+}
+/* One level: find the node and count a child that became populated / full. Returns whether
+ * the change propagates to the next level. */
+NOINLINE int op_popmap_update(uint64_t obj, uint64_t key, int some, int full, int ratio) {
+	struct pnode *n = buckets[hash(obj, key)];
+	while (n && (n->obj != obj || n->key != key)) n = n->next;
+	if (!n) return 0;
+	int up = 0;
+	if (some && ++n->somepop == 1) up = 1;
+	if (full && ++n->fullpop == ratio) up = 1;
+	return up;
+}
+
+/* ---- buddy free lists, for the freed pieces ---- */
+struct fblock { struct fblock *next, *prev; int order; };
+static struct fblock *free_heads[16];
+static struct fblock *frames_meta;
+
+NOINLINE void op_preempt_piece(struct resv *parent, unsigned k, struct resv *spare) {
+	/* A 4MB reservation's k-th 512KB piece: its 64 pages are one popmap word. */
+	uint64_t w = parent->popmap[k];
+	int pop = __builtin_popcountll(w);
+	uint64_t pfn = parent->pfn + k * 64;
+	if (pop == 0) {
+		struct fblock *b = &frames_meta[pfn];
+		b->order = 6; b->prev = 0; b->next = free_heads[6];
+		if (free_heads[6]) free_heads[6]->prev = b;
+		free_heads[6] = b;
+	} else {
+		spare->obj = parent->obj; spare->pindex = parent->pindex + k * 64; spare->pfn = pfn;
+		spare->class = 2; spare->order = 6; spare->popcnt = pop; spare->last = parent->last;
+		spare->popmap[0] = w;
+		uint64_t x = w; x |= x >> 1; x |= x >> 2; x |= x >> 4;
+		spare->free_extents[1] = __builtin_popcountll(0x0101010101010101ULL & ~x);
+		spare->free_extents[0] = 64 - pop;
+		list_insert_head(spare, list_for(spare));
+	}
+}
+
+/* ---- Alpha page table, three levels of 1024 entries ---- */
+typedef uint64_t pt_entry_t;
+#define PG_V 1ULL
+struct pmap { pt_entry_t *lev1; };
+static inline pt_entry_t *k0seg(pt_entry_t pte) { return (pt_entry_t *)(uintptr_t)(pte & ~0xfffULL); }
+static inline pt_entry_t *lev1pte(struct pmap *p, uint64_t va) { return &p->lev1[(va >> 33) & 1023]; }
+static inline pt_entry_t *lev2pte(struct pmap *p, uint64_t va) {
+	pt_entry_t *l1 = lev1pte(p, va);
+	if (!(*l1 & PG_V)) return 0;
+	return &k0seg(*l1)[(va >> 23) & 1023];
+}
+static inline pt_entry_t *lev3pte(struct pmap *p, uint64_t va) {
+	pt_entry_t *l2 = lev2pte(p, va);
+	if (!l2 || !(*l2 & PG_V)) return 0;
+	return &k0seg(*l2)[(va >> 13) & 1023];
+}
+NOINLINE int op_pte_rewrite(struct pmap *p, uint64_t va, uint64_t gh) {
+	pt_entry_t *pte = lev1pte(p, va);
+	if (!(*pte & PG_V)) return 0;
+	pte = lev2pte(p, va);
+	if (!(*pte & PG_V)) return 0;
+	pte = lev3pte(p, va);
+	if (!(*pte & PG_V)) return 0;
+	*pte = (*pte & ~(3ULL << 5)) | (gh << 5); /* the granularity hint field */
+	return 1;
+}
+
+NOINLINE void op_pte_fill(pt_entry_t *table, uint64_t pfn, uint64_t prot) {
+	for (int i = 0; i < 512; i++)
+		table[i] = ((pfn + i) << 12) | prot | PG_V;
+}
+
+static double tsc_per(uint64_t t0, uint64_t t1, long n) { return (double)(t1 - t0) / n; }
+
+int main(int argc, char **argv) {
+	long iters = argc > 1 ? 100000 : 2000000;
+	pool = aligned_alloc(64, 1024 * sizeof *pool);
+	memset(pool, 0, 1024 * sizeof *pool);
+	for (int i = 0; i < 1023; i++) pool[i].next = &pool[i + 1];
+	freeresv = &pool[0];
+	resv_array = calloc(1 << 16, sizeof *resv_array);
+	frames_meta = calloc(1 << 16, sizeof *frames_meta);
+	struct pnode *nodes = calloc(3 * 256, sizeof *nodes);
+	for (int i = 0; i < 3 * 256; i++) {
+		nodes[i].obj = i % 256; nodes[i].key = i / 256;
+		unsigned h = hash(nodes[i].obj, nodes[i].key);
+		nodes[i].next = buckets[h]; buckets[h] = &nodes[i];
+	}
+	/* 64 live 4MB reservations on the lists. */
+	struct resv *live[64];
+	for (int i = 0; i < 64; i++) {
+		live[i] = op_resv_create(i, 0, (uint64_t)i * 512, 3);
+		list_insert_tail(live[i], 2);
+	}
+	uint64_t t0, t1;
+	volatile long sink = 0;
+	long npop = 0, ndep = 0;
+
+	t0 = __rdtsc();
+	for (long k = 0; k < iters; k++) {
+		struct resv *r = live[k & 63];
+		unsigned i = (unsigned)((k >> 6) * 37) & 511;
+		if (r->popmap[i / 64] >> (i % 64) & 1) { op_resv_depopulate(r, i); ndep++; }
+		else { op_resv_populate(r, i); npop++; }
+	}
+	t1 = __rdtsc();
+	printf("resv populate/depopulate: %.1f TSC cycles per op (%ld populates, %ld depopulates)\n",
+	       tsc_per(t0, t1, iters), npop, ndep);
+
+	t0 = __rdtsc();
+	for (long k = 0; k < iters; k++)
+		sink += op_popmap_update(k & 255, (k >> 8) % 3, 1, 0, 8);
+	t1 = __rdtsc();
+	printf("popmap level update: %.1f TSC cycles per level\n", tsc_per(t0, t1, iters));
+
+	t0 = __rdtsc();
+	for (long k = 0; k < iters; k++) {
+		struct resv *r = op_resv_create(k, 0, (uint64_t)(k & 127) * 512, 3);
+		r->next = freeresv; freeresv = r; /* back to the pool */
+	}
+	t1 = __rdtsc();
+	printf("resv create: %.1f TSC cycles per op\n", tsc_per(t0, t1, iters));
+
+	struct resv spare;
+	memset(&spare, 0, sizeof spare);
+	live[0]->popmap[3] = 0x10; /* piece 3 partially populated, the others empty */
+	t0 = __rdtsc();
+	for (long k = 0; k < iters; k++) {
+		op_preempt_piece(live[0], k & 7, &spare);
+		if ((k & 7) == 3) list_remove(&spare);
+		else free_heads[6] = 0;
+	}
+	t1 = __rdtsc();
+	printf("preempt piece: %.1f TSC cycles per piece\n", tsc_per(t0, t1, iters));
+
+	/* A 64MB region's page table: lev1 -> one lev2 page -> 8 lev3 pages. */
+	pt_entry_t *l1 = aligned_alloc(8192, 8192), *l2 = aligned_alloc(8192, 8192);
+	memset(l1, 0, 8192); memset(l2, 0, 8192);
+	l1[0] = (uint64_t)(uintptr_t)l2 | PG_V;
+	for (int j = 0; j < 8; j++) {
+		pt_entry_t *l3 = aligned_alloc(8192, 8192);
+		for (int e = 0; e < 1024; e++) l3[e] = PG_V;
+		l2[j] = (uint64_t)(uintptr_t)l3 | PG_V;
+	}
+	struct pmap pm = { l1 };
+	t0 = __rdtsc();
+	for (long k = 0; k < iters; k++)
+		sink += op_pte_rewrite(&pm, (uint64_t)(k & 8191) << 13, k & 3);
+	t1 = __rdtsc();
+	printf("PTE rewrite: %.1f TSC cycles per PTE\n", tsc_per(t0, t1, iters));
+
+	pt_entry_t *table = aligned_alloc(4096, 4096);
+	t0 = __rdtsc();
+	for (long k = 0; k < iters / 512; k++) op_pte_fill(table, k * 512, k & 0x1e);
+	t1 = __rdtsc();
+	sink += table[7];
+	printf("PTE fill: %.2f TSC cycles per entry\n", tsc_per(t0, t1, iters / 512 * 512));
+	return (int)(sink & 0);
+}
