@@ -1052,7 +1052,7 @@ mod bound_tests {
     /// count (sub-word fields folded, whole words, a piece shorter than a word).
     #[test]
     fn empty_fields_counts_like_a_page_scan() {
-        let bits = [0x0000_00f0_0000_0101u64, 0];
+        let bits = [0x0000_00f0_0000_0101u64, 0, 0, 0];
         let scan = |len: u64, n: u64| {
             (0..len / n)
                 .filter(|k| {
@@ -1061,6 +1061,8 @@ mod bound_tests {
                 .count() as u64
         };
         for (len, n) in [
+            (256u64, 64u64),
+            (256, 128),
             (128u64, 1u64),
             (128, 8),
             (128, 2),
