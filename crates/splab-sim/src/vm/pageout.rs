@@ -26,7 +26,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::pageq::{Queue, ACT_ADVANCE, ACT_DECLINE, ACT_INIT, ACT_MAX, F_BUSY, F_DIRTY};
+use super::pageq::{Queue, ACT_INIT, ACT_MAX, F_BUSY, F_DIRTY};
 use super::{ObjId, ObjKind, Os};
 use crate::units::{Pfn, Pid};
 
@@ -148,8 +148,13 @@ impl Os {
     /// yet touched (FreeBSD counts a reservation's unpopulated pages in `v_free_count`; the
     /// allocator preempts them before it waits), and cache.
     pub fn available_frames(&self) -> u64 {
+        self.free_or_reserved_frames() + self.pageq.count(Queue::Cache)
+    }
+
+    /// Frames free in the buddy allocator or reserved for pages not yet touched.
+    pub(crate) fn free_or_reserved_frames(&self) -> u64 {
         let reserved = self.reserv.as_ref().map_or(0, |r| r.unpopulated_frames);
-        self.phys.buddy.free_frames + reserved + self.pageq.count(Queue::Cache)
+        self.phys.buddy.free_frames + reserved
     }
 
     /// FreeBSD `vm_paging_needed`: free + cache below `v_free_reserved + v_cache_min`.
@@ -188,10 +193,14 @@ impl Os {
         m
     }
 
-    /// The (pid, vpn) of every page-table entry that maps frame `pfn`, holding page `pindex` of
-    /// `obj`.
-    fn mappings(&self, rmap: &Rmap, obj: ObjId, pindex: u64, pfn: Pfn) -> Vec<(Pid, u64)> {
+    /// The (pid, vpn) of every page-table entry that maps frame `pfn` (none for a frame held by
+    /// several objects, which scans leave alone). A scan finds them once per page visited and
+    /// hands them to the steps below; demotion keeps them valid.
+    fn mappings(&self, rmap: &Rmap, pfn: Pfn) -> Vec<(Pid, u64)> {
         let mut out = Vec::new();
+        let Some((obj, pindex)) = self.pageq.owner(pfn) else {
+            return out;
+        };
         let Some(es) = rmap.get(&obj.0) else {
             return out;
         };
@@ -216,15 +225,12 @@ impl Os {
     /// clears the bits it found (invalidating the TLB entries). A referenced superpage is
     /// demoted towards the page when `demote` (seed 000 4.6, speculative demotion). Returns
     /// (referenced, cycles).
-    fn test_referenced(&mut self, rmap: &Rmap, pfn: Pfn, demote: bool) -> (bool, u64) {
-        let Some((obj, pindex)) = self.pageq.owner(pfn) else {
-            return (false, 0);
-        };
+    fn test_referenced(&mut self, maps: &[(Pid, u64)], demote: bool) -> (bool, u64) {
         let bs = self.base_shift();
-        let cost = self.machine.cost.clone();
+        let clear = self.machine.cost.pte_write_cycles + self.machine.cost.tlb_invalidate_cycles;
         let mut refd = false;
         let mut cycles = 0;
-        for (pid, vpn) in self.mappings(rmap, obj, pindex, pfn) {
+        for &(pid, vpn) in maps {
             let p = self.procs.get_mut(&pid.0).expect("test_referenced: pid");
             let Some(pte) = p.pmap.lookup(vpn) else {
                 continue;
@@ -239,7 +245,7 @@ impl Os {
             self.hw
                 .tlb
                 .invalidate_range(pid.0, head << bs, (head + (1 << order)) << bs);
-            cycles += cost.pte_write_cycles + cost.tlb_invalidate_cycles;
+            cycles += clear;
             if demote && order > 0 {
                 self.demote_to_base(pid, vpn << bs);
                 self.pageout.stats.speculative_demotions += 1;
@@ -249,19 +255,16 @@ impl Os {
     }
 
     /// seed 000 4.6, "incremental repromotions occur when all the base pages of a demoted
-    /// superpage are being referenced": after a scan found base page `pfn` referenced, promote
-    /// around each of its mappings whose smallest superpage extent is all base pages, all
-    /// referenced (the promotion itself checks population, protection and dirty state).
-    fn repromote(&mut self, rmap: &Rmap, pfn: Pfn) -> u64 {
+    /// superpage are being referenced": after a scan found a base page referenced through
+    /// `maps`, promote around each mapping whose smallest superpage extent is all base pages,
+    /// all referenced (the promotion itself checks population, protection and dirty state).
+    fn repromote(&mut self, maps: &[(Pid, u64)]) -> u64 {
         if self.orders.len() < 2 || self.reserv.is_none() {
             return 0;
         }
-        let Some((obj, pindex)) = self.pageq.owner(pfn) else {
-            return 0;
-        };
         let n = 1u64 << self.orders[1];
         let mut cycles = 0;
-        for (pid, vpn) in self.mappings(rmap, obj, pindex, pfn) {
+        for &(pid, vpn) in maps {
             let head = vpn & !(n - 1);
             let p = &self.procs[&pid.0];
             // The page itself was just found referenced (its bit is cleared by now).
@@ -285,29 +288,23 @@ impl Os {
         cycles
     }
 
-    /// Removes every mapping of `pfn` (demoting superpages around it first, seed 000 4.6);
-    /// returns (dirty, cycles): whether a mapping had modified the page.
-    fn unmap_all(&mut self, rmap: &Rmap, pfn: Pfn) -> (bool, u64) {
-        let Some((obj, pindex)) = self.pageq.owner(pfn) else {
-            return (false, 0);
-        };
+    /// Removes the mappings `maps` of a page (demoting superpages around it first, seed 000
+    /// 4.6); returns (dirty, cycles): whether a mapping had modified the page.
+    fn unmap_all(&mut self, maps: &[(Pid, u64)]) -> (bool, u64) {
         let bs = self.base_shift();
-        let cost = self.machine.cost.clone();
+        let remove = self.machine.cost.pte_write_cycles + self.machine.cost.tlb_invalidate_cycles;
         let mut dirty = false;
         let mut cycles = 0;
-        for (pid, vpn) in self.mappings(rmap, obj, pindex, pfn) {
-            let before = self.stats.cycles_demotion;
-            let mut demoted = false;
-            while self
+        for &(pid, vpn) in maps {
+            let in_superpage = self
                 .procs
                 .get(&pid.0)
                 .and_then(|p| p.pmap.lookup(vpn))
-                .is_some_and(|e| !e.size().is_base())
-            {
+                .is_some_and(|e| !e.size().is_base());
+            if in_superpage {
+                // Incrementally, down to the victim (demote_to_base steps one size at a time).
+                let before = self.stats.cycles_demotion;
                 self.demote_to_base(pid, vpn << bs);
-                demoted = true;
-            }
-            if demoted {
                 self.pageout.stats.evict_demotions += 1;
                 cycles += self.stats.cycles_demotion - before;
             }
@@ -317,28 +314,23 @@ impl Os {
             self.hw
                 .tlb
                 .invalidate_range(pid.0, vpn << bs, (vpn + 1) << bs);
-            cycles += cost.pte_write_cycles + cost.tlb_invalidate_cycles;
+            cycles += remove;
         }
         (dirty, cycles)
     }
 
-    /// Whether `pfn` was modified since written out: its flag, or a dirty mapping.
-    fn test_dirty(&self, rmap: &Rmap, pfn: Pfn) -> bool {
+    /// Whether `pfn` was modified since written out: its flag, or a dirty mapping in `maps`.
+    fn test_dirty(&self, maps: &[(Pid, u64)], pfn: Pfn) -> bool {
         if self.pageq.flag(pfn, F_DIRTY) {
             return true;
         }
-        let Some((obj, pindex)) = self.pageq.owner(pfn) else {
-            return false;
-        };
-        self.mappings(rmap, obj, pindex, pfn)
-            .into_iter()
-            .any(|(pid, vpn)| {
-                let p = &self.procs[&pid.0];
-                p.pmap.lookup(vpn).is_some_and(|e| {
-                    let order = self.orders[e.size().0 as usize];
-                    p.pmap.is_dirty(vpn, order)
-                })
+        maps.iter().any(|&(pid, vpn)| {
+            let p = &self.procs[&pid.0];
+            p.pmap.lookup(vpn).is_some_and(|e| {
+                let order = self.orders[e.size().0 as usize];
+                p.pmap.is_dirty(vpn, order)
             })
+        })
     }
 
     /// Whether a dirty page can be written out: a file page always, an anonymous one if it has
@@ -430,16 +422,15 @@ impl Os {
             if !self.scannable(pfn) {
                 continue;
             }
-            let (refd, c) = self.test_referenced(&rmap, pfn, true);
+            let maps = self.mappings(&rmap, pfn);
+            let (refd, c) = self.test_referenced(&maps, true);
             cycles += c;
             if refd {
-                let a = self.pageq.act(pfn).saturating_add(ACT_ADVANCE);
-                self.pageq.set_act(pfn, a);
-                self.pageq.move_to(pfn, Queue::Active);
+                self.pageq.advance(pfn);
                 self.pageout.stats.activated += 1;
                 continue;
             }
-            let dirty = self.test_dirty(&rmap, pfn);
+            let dirty = self.test_dirty(&maps, pfn);
             if dirty && !self.can_launder(pfn) {
                 // No swap space left (FreeBSD swap_pager_full): the page stays in memory.
                 self.pageq.set_act(pfn, ACT_INIT);
@@ -453,7 +444,7 @@ impl Os {
                 self.pageq.move_to(pfn, Queue::Inactive);
                 continue;
             }
-            let (dirty, c) = self.unmap_all(&rmap, pfn);
+            let (dirty, c) = self.unmap_all(&maps);
             cycles += c;
             if dirty || self.pageq.flag(pfn, F_DIRTY) {
                 io += self.launder(pfn);
@@ -479,17 +470,15 @@ impl Os {
                 self.pageq.move_to(pfn, Queue::Active);
                 continue;
             }
-            let (refd, c) = self.test_referenced(&rmap, pfn, true);
+            let maps = self.mappings(&rmap, pfn);
+            let (refd, c) = self.test_referenced(&maps, true);
             cycles += c;
             if refd {
-                let a = self.pageq.act(pfn).saturating_add(ACT_ADVANCE);
-                self.pageq.set_act(pfn, a);
-                self.pageq.move_to(pfn, Queue::Active);
-                cycles += self.repromote(&rmap, pfn);
+                self.pageq.advance(pfn);
+                cycles += self.repromote(&maps);
                 continue;
             }
-            let a = self.pageq.act(pfn).saturating_sub(ACT_DECLINE);
-            self.pageq.set_act(pfn, a);
+            let a = self.pageq.decline(pfn);
             self.pageout.stats.aged += 1;
             if a == 0 {
                 self.pageq.move_to(pfn, Queue::Inactive);
@@ -536,18 +525,16 @@ impl Os {
             if !self.scannable(pfn) {
                 continue;
             }
-            let (refd, c) = self.test_referenced(&rmap, pfn, false);
+            let maps = self.mappings(&rmap, pfn);
+            let (refd, c) = self.test_referenced(&maps, false);
             cycles += c;
             if refd {
-                let a = (self.pageq.act(pfn) as u32 + ACT_ADVANCE as u32).min(ACT_MAX as u32);
-                self.pageq.set_act(pfn, a as u8);
-                self.pageq.move_to(pfn, Queue::Active);
+                self.pageq.advance(pfn);
             } else if self.pageq.act(pfn) == 0 {
                 self.pageq.move_to(pfn, Queue::Inactive);
                 self.pageout.stats.deactivated += 1;
             } else {
-                let a = self.pageq.act(pfn).saturating_sub(ACT_DECLINE);
-                self.pageq.set_act(pfn, a);
+                self.pageq.decline(pfn);
                 self.pageq.move_to(pfn, Queue::Active);
             }
         }

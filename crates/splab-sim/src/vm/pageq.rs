@@ -128,6 +128,19 @@ impl PageQueues {
     pub fn set_act(&mut self, pfn: Pfn, a: u8) {
         self.act[pfn.0 as usize] = a.min(ACT_MAX);
     }
+    /// A scan found the page referenced: its activity rises by `ACT_ADVANCE` (at most
+    /// `ACT_MAX`) and it goes to the tail of the active queue.
+    pub fn advance(&mut self, pfn: Pfn) {
+        let a = self.act(pfn).saturating_add(ACT_ADVANCE);
+        self.set_act(pfn, a);
+        self.move_to(pfn, Queue::Active);
+    }
+    /// A scan found the page unreferenced: its activity falls by `ACT_DECLINE`; returns it.
+    pub fn decline(&mut self, pfn: Pfn) -> u8 {
+        let a = self.act(pfn).saturating_sub(ACT_DECLINE);
+        self.set_act(pfn, a);
+        a
+    }
     #[inline]
     pub fn flag(&self, pfn: Pfn, f: u8) -> bool {
         self.flags[pfn.0 as usize] & f != 0
@@ -385,6 +398,16 @@ mod tests {
         assert_eq!(q.act(Pfn(1)), ACT_MAX);
         q.set_act(Pfn(1), 7);
         assert_eq!(q.act(Pfn(1)), 7);
+        // Referenced: up by ACT_ADVANCE, capped, to the active tail; unreferenced: down by one.
+        q.advance(Pfn(1));
+        assert_eq!(q.act(Pfn(1)), 7 + ACT_ADVANCE);
+        assert_eq!(q.list(Queue::Active).last(), Some(&Pfn(1)));
+        q.set_act(Pfn(1), ACT_MAX - 1);
+        q.advance(Pfn(1));
+        assert_eq!(q.act(Pfn(1)), ACT_MAX);
+        assert_eq!(q.decline(Pfn(1)), ACT_MAX - ACT_DECLINE);
+        q.set_act(Pfn(1), 0);
+        assert_eq!(q.decline(Pfn(1)), 0);
     }
 
     #[test]

@@ -165,8 +165,7 @@ impl Os {
     /// first, running the page daemon's reclaim if needed.
     pub(crate) fn make_frames_free(&mut self, n: u64) {
         // Frames reserved for untouched pages count: the kernel allocation preempts them.
-        let reserved = |os: &Os| os.reserv.as_ref().map_or(0, |r| r.unpopulated_frames);
-        while self.phys.buddy.free_frames + reserved(self) < n
+        while self.free_or_reserved_frames() < n
             && !self.pageout.no_reclaim
             && self.reclaim_for_alloc()
         {}
