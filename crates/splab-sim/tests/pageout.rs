@@ -5,21 +5,10 @@
 
 mod common;
 
-use common::{engine, run, try_run};
+use common::{anon, engine, run, try_run};
 use splab_sim::units::{AccessKind, Prot};
 use splab_sim::vm::{MapFlags, MmapReq};
 use splab_sim::{RunSpec, SimError};
-
-fn anon(len: u64) -> MmapReq {
-    MmapReq {
-        addr: 0,
-        len,
-        prot: Prot::RW,
-        flags: MapFlags::ANON,
-        file: 0,
-        offset: 0,
-    }
-}
 
 /// Issue 10 acceptance: a workload whose footprint is twice physical memory completes,
 /// swapping, with page-outs counted and every invariant checked after every event.

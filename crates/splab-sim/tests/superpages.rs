@@ -36,18 +36,7 @@ fn engine(machine: &str, policy: &str) -> (Engine, Pid) {
 }
 
 fn map(e: &mut Engine, pid: Pid, len: u64) -> u64 {
-    e.mmap(
-        pid,
-        MmapReq {
-            addr: 0,
-            len,
-            prot: Prot::RW,
-            flags: MapFlags::ANON,
-            file: 0,
-            offset: 0,
-        },
-    )
-    .unwrap()
+    e.mmap(pid, common::anon(len)).unwrap()
 }
 
 fn touch_pages(e: &mut Engine, pid: Pid, start: u64, pages: u64, kind: AccessKind) {

@@ -643,11 +643,16 @@ impl Os {
             self.backing.stats.pageins_file += 1;
         }
         if evicted || self.page_cache == super::object::PageCache::Cold {
-            let base = self.machine.base_size();
-            self.stats.io_read_bytes += base;
-            cost.io += self.machine.io_cycles(base);
+            self.read_page(cost);
         }
         Ok(pfn)
+    }
+
+    /// One base page read from the storage device into a fault's cost (a major fault).
+    fn read_page(&mut self, cost: &mut FaultCost) {
+        let base = self.machine.base_size();
+        self.stats.io_read_bytes += base;
+        cost.io += self.machine.io_cycles(base);
     }
 
     /// Anonymous page `pindex` of `obj` is on swap: a frame for it, read back from the swap
@@ -662,10 +667,8 @@ impl Os {
     ) -> Result<Pfn> {
         let pfn = self.alloc_frame(pid, obj, pindex, v)?;
         self.obj_insert(obj, pindex, pfn);
-        let base = self.machine.base_size();
-        self.stats.io_read_bytes += base;
         self.backing.stats.pageins_swap += 1;
-        cost.io += self.machine.io_cycles(base);
+        self.read_page(cost);
         Ok(pfn)
     }
 
