@@ -194,6 +194,14 @@ impl Os {
         v: &Vma,
     ) -> Result<Pfn> {
         loop {
+            // Nothing free and nothing reserved: the attempt would fail (and build the
+            // out-of-memory message for nothing), so reclaim first.
+            if self.free_or_reserved_frames() == 0
+                && !self.pageout.no_reclaim
+                && self.reclaim_for_alloc()
+            {
+                continue;
+            }
             match self.alloc_frame_once(pid, obj, pindex, v) {
                 Ok(pfn) => {
                     self.note_allocation();
