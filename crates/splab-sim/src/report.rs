@@ -109,6 +109,8 @@ pub struct Memory {
     pub fault_around_bytes: u64,
     /// The page daemon and the backing store (vm/pageout.rs, vm/swap.rs).
     pub paging: Paging,
+    /// Contiguity-aware replacement and wired pools (seed 000 5.1, 5.2; vm/contig.rs).
+    pub contiguity: crate::vm::contig::ContigStats,
 }
 
 /// What the page daemon did and the paging I/O it caused. Pages are base pages.
@@ -386,6 +388,7 @@ impl Report {
                     .map_or(0, |r| r.unpopulated_peak_frames << m.base_shift()),
                 fault_around_bytes: st.around.mapped << m.base_shift(),
                 paging: Paging::of(os),
+                contiguity: os.contig.stats.clone(),
             },
             time: Time {
                 cycles_total,
@@ -571,6 +574,23 @@ impl Report {
             human(m.io_read_bytes),
             m.contiguity_end
         );
+        let cs = &m.contiguity;
+        if cs.cache_freed + cs.preferred_failures + cs.wired_pools > 0 {
+            let _ = writeln!(
+                s,
+                "  contiguity    {} allocations found no free region of their preferred size; {} restorations freed {} of {} regions ({} pages cached); cache pages: {} freed to the allocator, {} taken back ({} preempting a reservation), {} reused; {} wired pools",
+                group(cs.preferred_failures),
+                group(cs.restore_runs),
+                group(cs.regions_restored),
+                group(cs.regions_targeted),
+                group(cs.pages_cached),
+                group(cs.cache_freed),
+                group(cs.cache_reactivated),
+                group(cs.reactivation_preemptions),
+                group(cs.cache_dropped),
+                group(cs.wired_pools)
+            );
+        }
         let pg = &m.paging;
         if pg.daemon_scans + pg.sync_scans + pg.stats_scans > 0 {
             let _ = writeln!(

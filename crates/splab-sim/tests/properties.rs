@@ -148,6 +148,15 @@ struct Reach {
     reactivated: u64,
     evict_demotions: u64,
     speculative_demotions: u64,
+    /// Contiguity-aware replacement (seed 000 5.1): cache pages taken back (and of those, from a
+    /// reservation that was preempted), cache frames reused with their contents dropped,
+    /// restorations of contiguity and the pages they cached; wired pools (5.2).
+    cache_reactivated: u64,
+    reactivation_preemptions: u64,
+    cache_dropped: u64,
+    restore_runs: u64,
+    restore_cached: u64,
+    wired_pools: u64,
 }
 
 impl Reach {
@@ -172,6 +181,12 @@ impl Reach {
         self.reactivated += o.reactivated;
         self.evict_demotions += o.evict_demotions;
         self.speculative_demotions += o.speculative_demotions;
+        self.cache_reactivated += o.cache_reactivated;
+        self.reactivation_preemptions += o.reactivation_preemptions;
+        self.cache_dropped += o.cache_dropped;
+        self.restore_runs += o.restore_runs;
+        self.restore_cached += o.restore_cached;
+        self.wired_pools += o.wired_pools;
     }
 }
 
@@ -462,6 +477,13 @@ fn run_policy_stats(
     reach.reactivated = p.reactivated;
     reach.evict_demotions = p.evict_demotions;
     reach.speculative_demotions = p.speculative_demotions;
+    let c = &e.os.contig.stats;
+    reach.cache_reactivated = c.cache_reactivated;
+    reach.reactivation_preemptions = c.reactivation_preemptions;
+    reach.cache_dropped = c.cache_dropped;
+    reach.restore_runs = c.restore_runs;
+    reach.restore_cached = c.pages_cached;
+    reach.wired_pools = c.wired_pools;
     (reach.preempted_total, reach.broken) = resv_counts(&e);
     // Tearing everything down returns every frame.
     for (pid, _) in procs {
@@ -558,10 +580,40 @@ fn random_sequences_reach_every_size_preemption_and_out_of_memory() {
             && r.speculative_demotions > 0,
         "the page daemon's states not all reached: {r:?}"
     );
+    // Contiguity-aware replacement (seed 000 5.1 (1)-(2), navarro's default): cache pages taken
+    // back from a free list and from a preempted reservation, cache frames reused by others,
+    // and the daemon restoring contiguity after failed preferred-size allocations.
+    assert!(
+        r.cache_reactivated > 0
+            && r.reactivation_preemptions > 0
+            && r.cache_dropped > 0
+            && r.restore_runs > 0
+            && r.restore_cached > 0,
+        "contiguity-aware replacement's states not all reached: {r:?}"
+    );
     assert!(
         r.preempted.iter().sum::<u64>() <= r.preempted_total,
         "{r:?}"
     );
+}
+
+/// Figure 4's "cache" scheme with wired page clustering: cache pages reused from the free
+/// lists, no restoration runs (that is the daemon scheme's), wired pools taken.
+#[test]
+fn random_sequences_reach_cache_scheme_and_wired_pools() {
+    let frees: Vec<u64> = PRESSURE_FREE_MB.iter().map(|m| m << 20).collect();
+    let r = reach_of(
+        PRESSURE_MACHINE,
+        "navarro:contiguity=cache,wired=clustered",
+        &frees,
+        30,
+        60..150,
+    );
+    assert!(
+        r.cache_reactivated > 0 && r.cache_dropped > 0 && r.wired_pools > 0 && r.ooms > 0,
+        "{r:?}"
+    );
+    assert_eq!(r.restore_runs, 0, "the cache scheme never restores: {r:?}");
 }
 
 /// FreeBSD's reservations under the same pressure: reclaimed (vm_reserv_reclaim_inactive),
@@ -599,6 +651,16 @@ fn reach_report() {
         (PRESSURE_MACHINE, "navarro", mb(&[3, 5, 6, 9, 12])),
         (PRESSURE_MACHINE, "navarro:sizes=64K+4M", mb(&[6])),
         (PRESSURE_MACHINE, "freebsd", mb(&[3, 5, 6, 9, 12])),
+        (
+            PRESSURE_MACHINE,
+            "navarro:contiguity=cache,wired=clustered",
+            mb(&[3, 5, 6, 9, 12]),
+        ),
+        (
+            PRESSURE_MACHINE,
+            "freebsd:contiguity=cache",
+            mb(&[3, 5, 6, 9, 12]),
+        ),
     ] {
         let t = std::time::Instant::now();
         let r = reach_of(machine, policy, &frees, 60, 60..150);
@@ -637,6 +699,18 @@ proptest! {
         free_mb in prop::sample::select(PRESSURE_FREE_MB.to_vec()),
     ) {
         run_policy(PRESSURE_MACHINE, "navarro", Some(free_mb << 20), &ops)?;
+    }
+
+    /// The same with the cache scheme and wired pools (seed 000 5.1 (1), 5.2), and FreeBSD's
+    /// reservations with cache pages in the buddy allocator.
+    #[test]
+    fn cache_scheme_keeps_invariants_under_pressure(
+        ops in prop::collection::vec(op(), 1..150),
+        free_mb in prop::sample::select(PRESSURE_FREE_MB.to_vec()),
+        freebsd in any::<bool>(),
+    ) {
+        let policy = if freebsd { "freebsd:contiguity=cache,wired=clustered" } else { "navarro:contiguity=cache,wired=clustered" };
+        run_policy(PRESSURE_MACHINE, policy, Some(free_mb << 20), &ops)?;
     }
 
     /// Only 64KB and 4MB: a 4MB reservation is preempted straight into 64KB pieces.

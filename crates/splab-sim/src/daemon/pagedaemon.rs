@@ -24,10 +24,24 @@ impl Daemon for PageDaemon {
     fn wake(&mut self, os: &mut Os, now: u64) -> (u64, u64) {
         let hz = os.machine.freq_hz;
         self.napping = false;
+        // seed 000 5.1 (2): woken because allocations of the preferred size failed: restore
+        // the contiguity they needed (vm/contig.rs), then page out if memory is also short.
+        let mut restored = 0;
+        if os.contiguity_wanted() {
+            let (c, _io) = os.contig_scan();
+            os.pageout.stats.daemon_cycles += c;
+            restored = c;
+            if !os.paging_needed() {
+                os.pageout.wanted = false;
+                os.pageout.pass = 0;
+                return (c, now + STATS_INTERVAL_S * hz);
+            }
+        }
         if os.pageout.wanted || os.paging_needed() {
             os.pageout.stats.scans += 1;
             let (c, _io) = os.pageout_scan(0);
             os.pageout.stats.daemon_cycles += c;
+            let c = c + restored;
             // vm_pageout: the target reached, sleep; else a second pass at once, then every
             // half second (msleep hz/2) while memory stays short.
             if os.paging_target() <= 0 || !os.paging_needed() {

@@ -12,7 +12,9 @@
 //! - `free_frames` equals the sum of the sizes of the free blocks; `free_blocks[o]` the list lengths.
 //!
 //! Allocation order: lists are LIFO (a freed block is the next one handed out), like FreeBSD's
-//! vm_phys free queues for recently freed pages. Deterministic by construction.
+//! vm_phys free queues for recently freed pages. Deterministic by construction. Blocks freed with
+//! `free_tail` (cache pages whose contents are kept, seed 000 5.1 (1)) go to the tail instead,
+//! so allocations take them last.
 
 use crate::units::{Order, Pfn};
 
@@ -27,6 +29,7 @@ pub struct Buddy {
     next: Vec<u32>,
     prev: Vec<u32>,
     heads: Vec<u32>,
+    tails: Vec<u32>,
     /// Number of blocks on each order's list.
     pub free_blocks: Vec<u64>,
     pub free_frames: u64,
@@ -56,6 +59,7 @@ impl Buddy {
             next: vec![NIL; n],
             prev: vec![NIL; n],
             heads: vec![NIL; max_order as usize + 1],
+            tails: vec![NIL; max_order as usize + 1],
             free_blocks: vec![0; max_order as usize + 1],
             free_frames: 0,
             touched: None,
@@ -110,8 +114,27 @@ impl Buddy {
         self.prev[pfn as usize] = NIL;
         if head != NIL {
             self.prev[head as usize] = pfn;
+        } else {
+            self.tails[o] = pfn;
         }
         self.heads[o] = pfn;
+        self.head_order[pfn as usize] = order;
+        self.free_blocks[o] += 1;
+        self.free_frames += 1 << order;
+    }
+
+    /// As `push`, at the tail of the list.
+    fn push_tail(&mut self, pfn: u32, order: u8) {
+        let o = order as usize;
+        let tail = self.tails[o];
+        self.prev[pfn as usize] = tail;
+        self.next[pfn as usize] = NIL;
+        if tail != NIL {
+            self.next[tail as usize] = pfn;
+        } else {
+            self.heads[o] = pfn;
+        }
+        self.tails[o] = pfn;
         self.head_order[pfn as usize] = order;
         self.free_blocks[o] += 1;
         self.free_frames += 1 << order;
@@ -132,6 +155,8 @@ impl Buddy {
         }
         if n != NIL {
             self.prev[n as usize] = p;
+        } else {
+            self.tails[order as usize] = p;
         }
         self.head_order[pfn as usize] = NOT_HEAD;
         self.free_blocks[order as usize] -= 1;
@@ -165,6 +190,20 @@ impl Buddy {
     /// Frees the aligned block `[pfn, pfn + 2^order)`, coalescing with free buddies.
     /// Precondition: the block is allocated (no frame of it is free).
     pub fn free(&mut self, pfn: Pfn, order: Order) {
+        let (p, o) = self.coalesce(pfn, order);
+        self.push(p, o);
+    }
+
+    /// Frees as `free`, putting the coalesced block at the tail of its list (seed 000 5.1 (1):
+    /// coalesced cache pages "are placed at the tail of their respective lists, so that
+    /// subsequent allocations tend to respect the A-LRU order").
+    pub fn free_tail(&mut self, pfn: Pfn, order: Order) {
+        let (p, o) = self.coalesce(pfn, order);
+        self.push_tail(p, o);
+    }
+
+    /// Unlinks the free buddies `[pfn, pfn + 2^order)` coalesces with; returns the merged block.
+    fn coalesce(&mut self, pfn: Pfn, order: Order) -> (u32, u8) {
         debug_assert!(
             pfn.is_aligned(order),
             "Buddy::free: {pfn:?} not aligned to order {}",
@@ -186,7 +225,7 @@ impl Buddy {
             p &= !(1 << o);
             o += 1;
         }
-        self.push(p, o);
+        (p, o)
     }
 
     /// The free block containing `pfn`, as (head, order), if `pfn` is free.
@@ -234,6 +273,25 @@ impl Buddy {
         }
         debug_assert_eq!(base, pfn.0);
         true
+    }
+
+    /// Allocates the highest-addressed aligned block of `2^order` frames that is free (the top
+    /// of the highest free block that can hold it); `None` if none is. O(free blocks of orders
+    /// >= `order`): for rare allocations only (the wired pool, seed 000 5.2).
+    pub fn alloc_high(&mut self, order: Order) -> Option<Pfn> {
+        let mut best: Option<u64> = None;
+        for o in order.0..=self.max_order {
+            let mut p = self.heads[o as usize];
+            while p != NIL {
+                let top = p as u64 + (1u64 << o) - order.pages();
+                best = Some(best.map_or(top, |b: u64| b.max(top)));
+                p = self.next[p as usize];
+            }
+        }
+        let pfn = Pfn(best?);
+        let ok = self.alloc_at(pfn, order);
+        debug_assert!(ok);
+        Some(pfn)
     }
 
     /// Largest order with a free block, if any.
@@ -391,6 +449,9 @@ impl Buddy {
                     return Err(format!("buddy: cycle in the order-{o} list"));
                 }
             }
+            if prev != self.tails[o as usize] {
+                return Err(format!("buddy: the order-{o} list's tail is wrong"));
+            }
             if count != self.free_blocks[o as usize] {
                 return Err(format!(
                     "buddy: order {o} list has {count} blocks, counter says {}",
@@ -453,6 +514,40 @@ mod tests {
         assert_eq!(b.free_frames, 15);
         b.free(Pfn(5), Order(0));
         assert_eq!(b.free_blocks[3], 2);
+    }
+
+    /// seed 000 5.1 (1): a block freed with `free_tail` is handed out after the other blocks
+    /// of its order; `free` puts a block first.
+    #[test]
+    fn tail_blocks_are_allocated_last() {
+        let mut b = Buddy::new(16, 4);
+        let frames: Vec<Pfn> = (0..16).map(|_| b.alloc(Order(0)).unwrap()).collect();
+        // Free three lone frames (no buddies free): 2 at the tail, then 6 and 10 at the head.
+        b.free_tail(frames[2], Order(0));
+        b.free(frames[6], Order(0));
+        b.free(frames[10], Order(0));
+        b.check_invariants().unwrap();
+        assert_eq!(b.alloc(Order(0)), Some(frames[10]));
+        assert_eq!(b.alloc(Order(0)), Some(frames[6]));
+        assert_eq!(b.alloc(Order(0)), Some(frames[2]));
+        // A tail block coalesces like any other.
+        b.free_tail(Pfn(4), Order(0));
+        b.free_tail(Pfn(5), Order(0));
+        assert_eq!(b.free_block_of(Pfn(4)), Some((Pfn(4), Order(1))));
+        b.check_invariants().unwrap();
+    }
+
+    /// The wired pool's block comes from the top of the highest free block.
+    #[test]
+    fn alloc_high_takes_the_highest_block() {
+        let mut b = Buddy::new(64, 4);
+        assert_eq!(b.alloc_high(Order(2)), Some(Pfn(60)));
+        assert_eq!(b.alloc_high(Order(2)), Some(Pfn(56)));
+        assert_eq!(b.alloc_high(Order(4)), Some(Pfn(32)));
+        b.check_invariants().unwrap();
+        assert_eq!(b.free_frames, 64 - 4 - 4 - 16);
+        let mut small = Buddy::new(4, 2);
+        assert_eq!(small.alloc_high(Order(3)), None);
     }
 
     #[test]

@@ -556,6 +556,11 @@ impl Os {
     ) -> Result<FaultCost> {
         let base = self.machine.base_size();
         let mut cost = FaultCost { cycles: 0, io: 0 };
+        // seed 000 5.1 (1): a cache page whose frame was free is taken back first.
+        if let Some(s) = v.shadow {
+            self.reactivate_cached(s, pindex)?;
+        }
+        self.reactivate_cached(v.obj, pindex)?;
         // Which object supplies the page, and is it ours to write?
         let (pfn, exclusive) = if let Some(s) = v.shadow {
             if let Some(pfn) = self.obj(s).pages.get(pindex) {
@@ -629,6 +634,7 @@ impl Os {
         v: &Vma,
         cost: &mut FaultCost,
     ) -> Result<Pfn> {
+        self.reactivate_cached(obj, pindex)?;
         if let Some(pfn) = self.obj(obj).pages.get(pindex) {
             self.page_reused(pfn);
             self.pageq.mark_busy(pfn);

@@ -139,6 +139,7 @@ impl Os {
         if !matches!(o.kind, ObjKind::File { .. })
             || self.page_cache != PageCache::Warm
             || self.backing.evicted(v.obj, pindex)
+            || self.is_free_cached(v.obj, pindex)
         {
             return None;
         }

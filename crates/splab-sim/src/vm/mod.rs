@@ -15,6 +15,7 @@ pub mod pmap;
 pub mod stats;
 
 mod check;
+pub mod contig;
 mod fault;
 pub mod faultaround;
 mod mremap;
@@ -245,6 +246,8 @@ pub struct Os {
     pub pageq: pageq::PageQueues,
     pub pageout: pageout::Pageout,
     pub backing: swap::Backing,
+    /// Contiguity-aware replacement and the wired pool (vm/contig.rs).
+    pub contig: contig::ContigState,
 }
 
 impl Os {
@@ -303,6 +306,7 @@ impl Os {
             pageq: pageq::PageQueues::new(frames),
             pageout,
             backing: swap::Backing::new(machine_swap_pages),
+            contig: contig::ContigState::default(),
         }
         .with_reservations()
     }
@@ -372,6 +376,7 @@ impl Os {
             self.obj_remove(id, pi);
         }
         self.backing.drop_object(id);
+        self.forget_cached_range(id, 0, u64::MAX);
         self.objects[id.0 as usize] = None;
         self.free_objs.push(id.0);
     }
@@ -665,6 +670,7 @@ impl Os {
                     self.obj_remove(obj, pi);
                 }
                 self.backing.free_swap_range(obj, first, last);
+                self.forget_cached_range(obj, first, last);
             }
         }
         // Pages that stay with their object (shared, file) remember they were modified, for

@@ -148,6 +148,10 @@ impl Os {
     /// yet touched (FreeBSD counts a reservation's unpopulated pages in `v_free_count`; the
     /// allocator preempts them before it waits), and cache.
     pub fn available_frames(&self) -> u64 {
+        if self.policy.contiguity.cache_in_buddy() {
+            // seed 000 5.1 (1): cache pages are free frames already.
+            return self.free_or_reserved_frames();
+        }
         self.free_or_reserved_frames() + self.pageq.count(Queue::Cache)
     }
 
@@ -178,7 +182,7 @@ impl Os {
     }
 
     /// The reverse map of every process's map entries, by object.
-    fn rmap(&self) -> Rmap {
+    pub(crate) fn rmap(&self) -> Rmap {
         let bs = self.base_shift();
         let mut m: Rmap = FxHashMap::default();
         for p in self.procs.values() {
@@ -196,7 +200,7 @@ impl Os {
     /// The (pid, vpn) of every page-table entry that maps frame `pfn` (none for a frame held by
     /// several objects, which scans leave alone). A scan finds them once per page visited and
     /// hands them to the steps below; demotion keeps them valid.
-    fn mappings(&self, rmap: &Rmap, pfn: Pfn) -> Vec<(Pid, u64)> {
+    pub(crate) fn mappings(&self, rmap: &Rmap, pfn: Pfn) -> Vec<(Pid, u64)> {
         let mut out = Vec::new();
         let Some((obj, pindex)) = self.pageq.owner(pfn) else {
             return out;
@@ -225,7 +229,7 @@ impl Os {
     /// clears the bits it found (invalidating the TLB entries). A referenced superpage is
     /// demoted towards the page when `demote` (seed 000 4.6, speculative demotion). Returns
     /// (referenced, cycles).
-    fn test_referenced(&mut self, maps: &[(Pid, u64)], demote: bool) -> (bool, u64) {
+    pub(crate) fn test_referenced(&mut self, maps: &[(Pid, u64)], demote: bool) -> (bool, u64) {
         let bs = self.base_shift();
         let clear = self.machine.cost.pte_write_cycles + self.machine.cost.tlb_invalidate_cycles;
         let mut refd = false;
@@ -290,7 +294,7 @@ impl Os {
 
     /// Removes the mappings `maps` of a page (demoting superpages around it first, seed 000
     /// 4.6); returns (dirty, cycles): whether a mapping had modified the page.
-    fn unmap_all(&mut self, maps: &[(Pid, u64)]) -> (bool, u64) {
+    pub(crate) fn unmap_all(&mut self, maps: &[(Pid, u64)]) -> (bool, u64) {
         let bs = self.base_shift();
         let remove = self.machine.cost.pte_write_cycles + self.machine.cost.tlb_invalidate_cycles;
         let mut dirty = false;
@@ -320,7 +324,7 @@ impl Os {
     }
 
     /// Whether `pfn` was modified since written out: its flag, or a dirty mapping in `maps`.
-    fn test_dirty(&self, maps: &[(Pid, u64)], pfn: Pfn) -> bool {
+    pub(crate) fn test_dirty(&self, maps: &[(Pid, u64)], pfn: Pfn) -> bool {
         if self.pageq.flag(pfn, F_DIRTY) {
             return true;
         }
@@ -335,7 +339,7 @@ impl Os {
 
     /// Whether a dirty page can be written out: a file page always, an anonymous one if it has
     /// a swap slot or one is free.
-    fn can_launder(&self, pfn: Pfn) -> bool {
+    pub(crate) fn can_launder(&self, pfn: Pfn) -> bool {
         let Some((obj, pindex)) = self.pageq.owner(pfn) else {
             return false;
         };
@@ -350,7 +354,7 @@ impl Os {
 
     /// Writes a page out (`vm_pageout_clean`): an anonymous page to swap, a file page to its
     /// file. Returns the device time of the write. Precondition: `can_launder`.
-    fn launder(&mut self, pfn: Pfn) -> u64 {
+    pub(crate) fn launder(&mut self, pfn: Pfn) -> u64 {
         let (obj, pindex) = self.pageq.owner(pfn).expect("launder: owned page");
         let base = self.machine.base_size();
         match self.obj(obj).kind {
@@ -370,6 +374,10 @@ impl Os {
     /// Frees the oldest cache page for an allocation (`vm_page_alloc` taking from the cache
     /// queue); false if the cache is empty.
     pub(crate) fn free_cache_page(&mut self) -> bool {
+        if self.policy.contiguity.cache_in_buddy() {
+            // Cache pages are free already (vm/contig.rs).
+            return false;
+        }
         let Some(pfn) = self.pageq.head(Queue::Cache) else {
             return false;
         };
@@ -452,6 +460,9 @@ impl Os {
             self.pageq.set_flag(pfn, SECOND_CHANCE, false);
             self.pageq.move_to(pfn, Queue::Cache);
             self.pageout.stats.cached += 1;
+            if self.policy.contiguity.cache_in_buddy() {
+                self.cache_free(pfn);
+            }
             shortage -= 1;
         }
         // The active queue: age pages, deactivate those whose activity reaches zero.
@@ -571,6 +582,9 @@ impl Os {
             if self.free_cache_page() {
                 return true;
             }
+            if self.policy.contiguity.cache_in_buddy() && self.pageout.stats.cached > cached {
+                return true;
+            }
             if self.pageout.stats.cached == cached {
                 fruitless += 1;
                 if fruitless > ACT_MAX as u32 + 2 {
@@ -590,14 +604,16 @@ impl Os {
         self.pageq
             .check_invariants(|p| self.phys.refs(p))
             .map_err(inv)?;
+        self.check_contig()?;
         self.backing
             .check_invariants()
             .map_err(SimError::Invariant)?;
         crate::ensure_inv!(
-            self.pageq.total() == self.phys.used_frames,
-            "pageq: {} frames on the queues but {} held by objects",
+            self.pageq.total() == self.phys.used_frames + self.contig.cached_free(),
+            "pageq: {} frames on the queues but {} held by objects and {} free cache pages",
             self.pageq.total(),
-            self.phys.used_frames
+            self.phys.used_frames,
+            self.contig.cached_free()
         );
         for (i, o) in self.objects.iter().enumerate() {
             let Some(o) = o else { continue };

@@ -310,7 +310,9 @@ impl PageQueues {
                 if self.prev[i as usize] != prev {
                     return Err(format!("pageq: frame {i}: broken back link"));
                 }
-                if held(Pfn(i as u64)) == 0 {
+                // A cache page whose frame went back to the allocator (vm/contig.rs) is held
+                // by nothing; every other queued frame is held.
+                if held(Pfn(i as u64)) == 0 && q != Queue::Cache {
                     return Err(format!(
                         "pageq: frame {i} is on the {} queue but no object holds it",
                         q.name()
@@ -342,6 +344,15 @@ impl PageQueues {
             ));
         }
         Ok(())
+    }
+
+    /// A cache page whose frame is free (vm/contig.rs) leaves the cache queue: its frame is
+    /// reused, or its page is forgotten or reactivated.
+    pub fn drop_free_cached(&mut self, pfn: Pfn) {
+        let i = pfn.0 as usize;
+        debug_assert_eq!(self.queue[i], Queue::Cache as u8);
+        self.unlink(i as u32);
+        self.flags[i] = 0;
     }
 
     /// Frames on some queue.

@@ -18,7 +18,7 @@ use rustc_hash::FxHashMap;
 use super::Os;
 use crate::error::Result;
 use crate::hw::walk::{PtPath, NO_TABLE};
-use crate::units::{Order, Pfn, Pid, Prot};
+use crate::units::{Pfn, Pid, Prot};
 
 /// The page-table pages of one process: (level, table index) -> (frame, live children).
 #[derive(Clone, Debug, Default)]
@@ -27,6 +27,10 @@ pub struct PtDir {
 }
 
 impl PtDir {
+    /// The frames of the page-table pages.
+    pub fn frames(&self) -> Vec<Pfn> {
+        self.tables.values().map(|t| t.0).collect()
+    }
     pub fn len(&self) -> usize {
         self.tables.len()
     }
@@ -114,7 +118,7 @@ impl Os {
                 Ok(pfn) => frames.push(pfn),
                 Err(e) => {
                     for pfn in frames {
-                        self.phys.buddy.free(pfn, Order(0));
+                        self.free_kernel_frame(pfn);
                     }
                     return Err(e);
                 }
@@ -169,7 +173,7 @@ impl Os {
                 }
                 p.pt.tables.remove(&tkey);
                 self.phys.wired_frames -= 1;
-                self.phys.buddy.free(pfn, Order(0));
+                self.free_kernel_frame(pfn);
                 self.stats.pt.pages -= 1;
                 any = true;
             }

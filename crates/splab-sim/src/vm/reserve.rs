@@ -19,6 +19,8 @@ impl Os {
     /// Page `pindex` of `obj` is now frame `pfn` (it had no page): the object holds the frame,
     /// the population map counts it, and its reservation (if the frame has one) records it.
     pub(crate) fn obj_insert(&mut self, obj: ObjId, pindex: u64, pfn: Pfn) {
+        // A free cache page's old contents go when its frame is reused (seed 000 5.1 (1)).
+        self.claim_frame(pfn);
         self.phys.hold(pfn);
         let first = self.phys.refs(pfn) == 1;
         self.pageq.held(pfn, obj, pindex, first);
@@ -57,6 +59,18 @@ impl Os {
     /// Removes page `pindex` from `obj`; the frame is released, and freed (event 5) when no
     /// object holds it any more. Returns the frame.
     pub(crate) fn obj_remove(&mut self, obj: ObjId, pindex: u64) -> Option<Pfn> {
+        let (pfn, last) = self.obj_detach(obj, pindex)?;
+        self.pageq.released(pfn, obj, pindex, last);
+        if last {
+            self.free_frame(pfn);
+        }
+        Some(pfn)
+    }
+
+    /// Takes page `pindex` out of `obj` and its population map and releases the frame; the
+    /// page queues and deallocation are the caller's. Returns the frame and whether no object
+    /// holds it any more.
+    pub(crate) fn obj_detach(&mut self, obj: ObjId, pindex: u64) -> Option<(Pfn, bool)> {
         let o = self.objects[obj.0 as usize]
             .as_mut()
             .expect("obj_remove: object");
@@ -67,17 +81,19 @@ impl Os {
             self.charge_reservation(levels * self.machine.cost.popmap_level_cycles);
         }
         let last = self.phys.release(pfn);
-        self.pageq.released(pfn, obj, pindex, last);
-        if last {
-            self.free_frame(pfn);
-        }
-        Some(pfn)
+        Some((pfn, last))
     }
 
     /// Event 5, deallocation: a frame no object holds any more. A frame of a reservation stays
     /// reserved until the whole reservation is empty, and then the extent goes back to the buddy
     /// allocator at once (FreeBSD vm_reserv_free_page: deferred deallocation).
     pub(crate) fn free_frame(&mut self, pfn: Pfn) {
+        self.free_frame_at(pfn, false);
+    }
+
+    /// As `free_frame`; `tail`: a cache page keeping its contents (seed 000 5.1 (1)), whose
+    /// block goes to the tail of its free list.
+    pub(crate) fn free_frame_at(&mut self, pfn: Pfn, tail: bool) {
         if let Some(rs) = self.reserv.as_mut() {
             if let Some(id) = rs.of_frame(pfn) {
                 let r = rs.get(id);
@@ -87,12 +103,20 @@ impl Os {
                 self.charge_reservation(self.machine.cost.reserv_depopulate_cycles);
                 if let Some((ext, order)) = emptied {
                     self.set_popmap_resv(obj, class, cbase, NO_RESV);
-                    self.phys.buddy.free(ext, Order(order));
+                    if tail {
+                        self.phys.buddy.free_tail(ext, Order(order));
+                    } else {
+                        self.phys.buddy.free(ext, Order(order));
+                    }
                 }
                 return;
             }
         }
-        self.phys.buddy.free(pfn, Order(0));
+        if tail {
+            self.phys.buddy.free_tail(pfn, Order(0));
+        } else {
+            self.phys.buddy.free(pfn, Order(0));
+        }
     }
 
     /// Points (or unpoints) the population-map node of a reservation: one level updated.
@@ -172,10 +196,15 @@ impl Os {
     }
 
     pub(crate) fn alloc_kernel_frame(&mut self) -> Result<Pfn> {
-        match self.reserv_policy() {
+        if let Some(pfn) = self.alloc_wired_frame() {
+            return Ok(pfn);
+        }
+        let pfn = match self.reserv_policy() {
             Some(rp) => self.alloc_extent(0, &rp).ok_or_else(|| self.oom()),
             None => self.phys.buddy.alloc(Order(0)).ok_or_else(|| self.oom()),
-        }
+        }?;
+        self.claim_frame(pfn);
+        Ok(pfn)
     }
 
     // ---- event 1: physical allocation ----
@@ -243,6 +272,17 @@ impl Os {
             return Ok(Pfn(r.pfn.0 + i));
         }
         let preferred = self.preferred_class(obj, cindex, &rp);
+        // seed 000 5.1 (2): "the criterion for low contiguity is the failure to allocate a
+        // contiguous region of the preferred size".
+        if preferred > 0
+            && self
+                .phys
+                .buddy
+                .largest_free_order()
+                .is_none_or(|o| o < self.orders[preferred as usize])
+        {
+            self.note_preferred_failure(preferred);
+        }
         let candidates: Vec<u8> = rp
             .classes
             .iter()
@@ -330,7 +370,7 @@ impl Os {
     /// seed 000 4.8: breaks a reservation into extents of the next smaller allowed size: empty
     /// ones go to the buddy allocator, partially populated ones to the head of their list, full
     /// ones stay reserved (for promotion) off the lists.
-    fn preempt(&mut self, id: u32, rp: &ReservPolicy) {
+    pub(crate) fn preempt(&mut self, id: u32, rp: &ReservPolicy) {
         let rs = self.reserv.as_mut().expect("preempt: reservations");
         let (class, cbase) = (rs.get(id).class, rs.get(id).cbase);
         let sub = rp
@@ -369,7 +409,7 @@ impl Os {
     /// buddy allocator (which coalesces them into maximal runs), its populated pages stay as
     /// ordinary pages. Each run of unpopulated frames is freed as its aligned blocks, largest
     /// first, in address order (the buddy allocator ends as if they were freed one by one).
-    fn break_resv(&mut self, id: u32) {
+    pub(crate) fn break_resv(&mut self, id: u32) {
         let rs = self.reserv.as_mut().expect("break_resv: reservations");
         let r = rs.take(id);
         let runs = rs.unpopulated_runs(&r);
