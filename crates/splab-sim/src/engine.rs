@@ -311,8 +311,11 @@ impl Engine {
 
     // ---- the event stream ----
 
-    pub fn spawn(&mut self) -> Pid {
-        self.os.spawn()
+    /// A new process (its u-area wired, vm/kmem.rs).
+    pub fn spawn(&mut self) -> Result<Pid> {
+        let pid = self.os.spawn()?;
+        self.after_event()?;
+        Ok(pid)
     }
 
     pub fn mmap(&mut self, pid: Pid, req: MmapReq) -> Result<u64> {

@@ -101,6 +101,9 @@ pub struct Memory {
     /// Page-table pages (wired frames) at the end and at the peak.
     pub page_table_bytes: u64,
     pub page_table_peak_bytes: u64,
+    /// Processes' u-areas (wired kernel memory, vm/kmem.rs) at the end and at the peak.
+    pub uarea_bytes: u64,
+    pub uarea_peak_bytes: u64,
     /// Frames reserved for pages not yet touched (held by reservations, used by no page), at
     /// the end and at the peak; 0 without reservations.
     pub reserved_unpopulated_bytes: u64,
@@ -378,6 +381,8 @@ impl Report {
                 contiguity_end: os.phys.buddy.contiguity(&superpage_orders),
                 page_table_bytes: st.pt.pages << m.base_shift(),
                 page_table_peak_bytes: st.pt.peak_pages << m.base_shift(),
+                uarea_bytes: st.kmem.uarea_pages << m.base_shift(),
+                uarea_peak_bytes: st.kmem.uarea_peak_pages << m.base_shift(),
                 reserved_unpopulated_bytes: os
                     .reserv
                     .as_ref()

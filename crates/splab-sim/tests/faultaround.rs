@@ -144,7 +144,7 @@ fn cold_cache_maps_only_pages_read_before() {
     read(&mut e, a, 6);
     assert_eq!(e.os.stats.faults.major, 2);
     assert_eq!(around(&e), 0, "nothing else is cached");
-    let b = e.spawn();
+    let b = e.spawn().unwrap();
     map_file(&mut e, b, AT, 64, Prot::READ, false);
     read(&mut e, b, 6);
     assert_eq!(around(&e), 1, "page 5, cached by the first process");
@@ -167,7 +167,7 @@ fn spiral_stops_at_the_first_page_not_resident() {
     // Process a reads in order, so each neighbour below is mapped already (skipped) and the one
     // above is not read yet (stop): reading 4 stops at 3 at once.
     assert_eq!(around(&e), 0);
-    let b = e.spawn();
+    let b = e.spawn().unwrap();
     map_file(&mut e, b, AT, 64, Prot::READ, false);
     read(&mut e, b, 1);
     // 0 and 2 mapped; -1 is outside the entry (skipped); 3 is missing: stop before 4 and 5.

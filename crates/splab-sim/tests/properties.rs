@@ -248,7 +248,7 @@ fn run_policy_stats(
     let page = m.base_size();
     let classes = m.page_shifts.len();
     let mut e = Engine::new(m, pol, false, free);
-    let first = e.spawn();
+    let first = e.spawn().unwrap();
     let mut reach = Reach {
         created: vec![0; classes],
         preempted: vec![0; classes],

@@ -386,10 +386,10 @@ fn freebsd_reclaims_the_least_recently_changed_reservation() {
     // Without the page daemon, which would evict pages before the reclaim is needed.
     let mut p = Policy::from_spec("freebsd:pagedaemon=off").unwrap();
     p.resolve(&m).unwrap();
-    // 4MB for two 2MB reservations, and 4 pages for the 4-level page table (the buddy
-    // allocator serves them from the separate 4-page block).
-    let mut e = Engine::new(m, p, true, Some((4 << 20) + (4 << 12)));
-    let pid = e.spawn();
+    // 4MB for two 2MB reservations, and 8 pages for the process's 16KB u-area and the 4-level
+    // page table (the buddy allocator serves them from the separate 8-page block).
+    let mut e = Engine::new(m, p, true, Some((4 << 20) + (8 << 12)));
+    let pid = e.spawn().unwrap();
     let a = map(&mut e, pid, 64 << 20);
     for k in 0..3u64 {
         e.access(pid, a + k * (2 << 20), AccessKind::Write).unwrap();
@@ -608,8 +608,9 @@ fn unmap_demotes_incrementally_under_navarro_only() {
 /// children that did not exist).
 #[test]
 fn running_out_of_memory_for_page_tables_changes_nothing() {
-    // Three free frames: the data page and two of the four tables.
-    let (mut e, pid) = engine_free("skylake:mem=1G", "base", 3 << 12);
+    // Seven free frames: the process's four-page u-area, then the data page and two of the four
+    // tables.
+    let (mut e, pid) = engine_free("skylake:mem=1G", "base", 7 << 12);
     let a = map(&mut e, pid, 1 << 20);
     let free = e.os.phys.buddy.free_frames;
     let err = e.access(pid, a, AccessKind::Write).unwrap_err();
@@ -625,11 +626,12 @@ fn running_out_of_memory_for_page_tables_changes_nothing() {
 /// child with page-table entries but no map entries, then one whose frames were never freed).
 #[test]
 fn fork_out_of_memory_tears_the_child_down() {
-    // Exactly enough for 8 data pages and the parent's 4 page-table pages.
-    let (mut e, pid) = engine_free("skylake:mem=1G", "base", 12 << 12);
+    // Exactly enough for 8 data pages, the parent's 4 page-table pages, and the u-areas of
+    // parent and child (4 pages each): the child's page tables find nothing.
+    let (mut e, pid) = engine_free("skylake:mem=1G", "base", 20 << 12);
     let a = map(&mut e, pid, 1 << 20);
     touch_pages(&mut e, pid, a, 8, AccessKind::Write);
-    assert_eq!(e.os.phys.buddy.free_frames, 0);
+    assert_eq!(e.os.phys.buddy.free_frames, 4);
     let procs = e.os.procs.len();
     let err = e.fork(pid).unwrap_err();
     assert!(matches!(err, splab_sim::SimError::OutOfMemory(_)), "{err}");
@@ -638,7 +640,10 @@ fn fork_out_of_memory_tears_the_child_down() {
     e.exit(pid).unwrap();
     assert_eq!(e.os.phys.used_frames, 0);
     assert_eq!(e.os.stats.pt.pages, 0);
-    assert_eq!(e.os.phys.buddy.free_frames, 12);
+    assert_eq!(
+        e.os.phys.buddy.free_frames, 20,
+        "every frame back, u-areas included"
+    );
 }
 
 /// Memory reserved for pages not yet touched is counted (issue 10, review defect 4): one touched
@@ -720,7 +725,7 @@ fn preemption_takes_the_least_recently_allocated_reservation() {
     assert_eq!((r(&e, x), r(&e, y)), (Some((3, 2, 2)), Some((3, 1, 2))));
     assert_eq!(
         e.os.phys.buddy.largest_free_order(),
-        Some(2),
+        Some(1),
         "no 512KB extent free"
     );
     // A 1MB object prefers 512KB (4.2): the buddy allocator has none, so the head of the 512KB
@@ -753,7 +758,7 @@ fn preemption_tries_the_lists_of_larger_extents() {
     assert_eq!(r(&e, x), Some((3, 1, 2)));
     assert_eq!(
         e.os.phys.buddy.largest_free_order(),
-        Some(2),
+        Some(1),
         "no 64KB extent free"
     );
     // A 128KB object prefers 64KB (4.2); the 64KB list is empty.
@@ -790,7 +795,7 @@ fn preempted_pieces_go_to_the_head_of_their_list() {
     touch_pages(&mut e, pid, f, 384, AccessKind::Write);
     assert_eq!(
         e.os.phys.buddy.largest_free_order(),
-        Some(2),
+        Some(1),
         "no 64KB extent free"
     );
     // c prefers 64KB: the head of the 64KB list is preempted.
@@ -828,7 +833,7 @@ fn fully_populated_pieces_stay_reserved_after_a_preemption() {
     );
     assert_eq!(
         e.os.phys.buddy.largest_free_order(),
-        Some(2),
+        Some(1),
         "no 64KB extent free"
     );
     let c = map(&mut e, pid, 128 * K);
@@ -882,13 +887,13 @@ fn a_free_does_not_make_a_reservation_recent() {
 /// before R2, then frees a page: R2 is at the head and is reclaimed.
 #[test]
 fn freebsd_depopulate_moves_to_the_tail_of_partpopq() {
-    // 4MB for two 2MB reservations, and 5 pages for page tables: the 4-level path of the
-    // first 2MB, and the leaf table of the second (one leaf table maps 2MB).
+    // 4MB for two 2MB reservations, 4 pages for the u-area and 5 for page tables: the 4-level
+    // path of the first 2MB, and the leaf table of the second (one leaf table maps 2MB).
     // Without the page daemon, which would evict pages before the reclaim is needed.
     let (mut e, pid) = engine_free(
         "skylake:mem=1G",
         "freebsd:pagedaemon=off",
-        (4 << 20) + (5 << 12),
+        (4 << 20) + (9 << 12),
     );
     let a = map(&mut e, pid, 64 << 20);
     touch(&mut e, pid, a, AccessKind::Write);

@@ -344,7 +344,7 @@ mod tests {
         let mut p = Policy::from_spec(policy).unwrap();
         p.resolve(&m).unwrap();
         let mut e = Engine::new(m, p, CheckMode::Incremental, None);
-        let pid = e.spawn();
+        let pid = e.spawn().unwrap();
         let req = MmapReq {
             addr: 0,
             len: 8 << 20,

@@ -73,6 +73,11 @@ impl ContigState {
     pub fn cached_free(&self) -> u64 {
         self.cached.len() as u64
     }
+
+    /// Frames of the wired pool not in use (counted as wired).
+    pub fn pool_frames(&self) -> u64 {
+        self.pool.len() as u64
+    }
 }
 
 impl Os {
@@ -483,7 +488,7 @@ mod tests {
         let mut p = Policy::from_spec(policy).unwrap();
         p.resolve(&m).unwrap();
         let mut e = Engine::new(m, p, true, Some(free));
-        let pid = e.spawn();
+        let pid = e.spawn().unwrap();
         (e, pid)
     }
 
@@ -683,7 +688,7 @@ mod tests {
     /// With `contiguity=cache` a failed preferred-size allocation is counted but wakes nothing.
     #[test]
     fn the_cache_scheme_does_not_restore() {
-        let (mut e, pid) = setup("navarro:contiguity=cache", 9 * PAGE);
+        let (mut e, pid) = setup("navarro:contiguity=cache", 16 * PAGE);
         let a = map(&mut e, pid, 8 * PAGE);
         e.os.access(pid, a, AccessKind::Read).unwrap();
         let mut blocks = Vec::new();

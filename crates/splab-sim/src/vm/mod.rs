@@ -18,6 +18,7 @@ mod check;
 pub mod contig;
 mod fault;
 pub mod faultaround;
+pub mod kmem;
 mod mremap;
 pub mod pageout;
 pub mod pageq;
@@ -117,6 +118,8 @@ pub struct Process {
     pub pt: ptpages::PtDir,
     pub brk_start: u64,
     pub brk_end: u64,
+    /// The process's u-area (wired kernel frames, vm/kmem.rs).
+    pub uarea: Vec<Pfn>,
 }
 
 impl Process {
@@ -382,7 +385,9 @@ impl Os {
     }
 
     /// Creates a process with an empty address space; returns its pid.
-    pub fn spawn(&mut self) -> Pid {
+    /// Out of memory only if no frame for its u-area can be had.
+    pub fn spawn(&mut self) -> Result<Pid> {
+        let uarea = self.alloc_uarea()?;
         let pid = Pid(self.next_pid);
         self.next_pid += 1;
         let p = Process {
@@ -392,9 +397,10 @@ impl Os {
             pt: ptpages::PtDir::default(),
             brk_start: self.heap_base,
             brk_end: self.heap_base,
+            uarea,
         };
         self.procs.insert(pid.0, p);
-        pid
+        Ok(pid)
     }
 
     /// Registers a file (or updates its size).
@@ -839,7 +845,7 @@ impl Os {
             let p = self.proc(parent)?;
             (p.brk_start, p.brk_end)
         };
-        let child = self.spawn();
+        let child = self.spawn()?;
         let mut child_vmas = BTreeMap::new();
         let mut child_ptes = Vec::new();
         let mut wp_ranges = Vec::new();
@@ -943,7 +949,9 @@ impl Os {
     /// exit: tears the address space down and removes the process.
     pub fn exit(&mut self, pid: Pid) -> Result<()> {
         self.teardown(pid)?;
-        self.procs.remove(&pid.0);
+        if let Some(p) = self.procs.remove(&pid.0) {
+            self.free_uarea(p.uarea);
+        }
         Ok(())
     }
 

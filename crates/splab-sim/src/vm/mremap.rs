@@ -268,7 +268,7 @@ mod tests {
     #[test]
     fn move_keeps_pages_and_ptes() {
         let mut os = os();
-        let pid = os.spawn();
+        let pid = os.spawn().unwrap();
         let (a, b) = (0x10_0000_0000u64, 0x20_0000_0000u64);
         map(&mut os, pid, a, 64 * PAGE, Prot::RW, MapFlags::ANON);
         write_all(&mut os, pid, a, 64 * PAGE);
@@ -295,7 +295,7 @@ mod tests {
     #[test]
     fn shrink_grow_in_place_and_move_with_growth() {
         let mut os = os();
-        let pid = os.spawn();
+        let pid = os.spawn().unwrap();
         let a = 0x10_0000_0000u64;
         map(&mut os, pid, a, 16 * PAGE, Prot::RW, MapFlags::ANON);
         write_all(&mut os, pid, a, 16 * PAGE);
@@ -336,7 +336,7 @@ mod tests {
     #[test]
     fn move_over_existing_mapping_and_split_entries() {
         let mut os = os();
-        let pid = os.spawn();
+        let pid = os.spawn().unwrap();
         let (a, b) = (0x10_0000_0000u64, 0x10_0001_0000u64);
         map(&mut os, pid, a, 16 * PAGE, Prot::RW, MapFlags::ANON);
         map(&mut os, pid, b, 16 * PAGE, Prot::RW, MapFlags::ANON);
@@ -363,7 +363,7 @@ mod tests {
     #[test]
     fn move_after_fork_keeps_copy_on_write() {
         let mut os = os();
-        let parent = os.spawn();
+        let parent = os.spawn().unwrap();
         let (a, b) = (0x10_0000_0000u64, 0x20_0000_0000u64);
         map(&mut os, parent, a, 8 * PAGE, Prot::RW, MapFlags::ANON);
         write_all(&mut os, parent, a, 8 * PAGE);
@@ -386,7 +386,7 @@ mod tests {
     #[test]
     fn file_mappings_move_and_grow() {
         let mut os = os();
-        let pid = os.spawn();
+        let pid = os.spawn().unwrap();
         os.open_file(7, 8 * PAGE);
         let (a, b) = (0x10_0000_0000u64, 0x20_0000_0000u64);
         map(&mut os, pid, a, 8 * PAGE, Prot::RW, MapFlags::FILE);
@@ -445,7 +445,7 @@ mod tests {
             return; // no superpage policy in this build
         };
         let mut os = Os::new(prep.machine, prep.policy);
-        let pid = os.spawn();
+        let pid = os.spawn().unwrap();
         let mb2 = 2u64 << 20;
         let (a, b, c) = (0x10_0000_0000u64, 0x20_0000_0000u64, 0x30_0000_1000u64);
         map(&mut os, pid, a, 2 * mb2, Prot::RW, MapFlags::ANON);
@@ -488,7 +488,7 @@ mod tests {
     #[test]
     fn errors_are_invalid_events() {
         let mut os = os();
-        let pid = os.spawn();
+        let pid = os.spawn().unwrap();
         assert!(os.mremap(pid, 0x1001, PAGE, 0x2000, PAGE).is_err());
         assert!(os.mremap(pid, 0x1000, 0, 0x2000, PAGE).is_err());
         // Growing a range with nothing mapped below its end.

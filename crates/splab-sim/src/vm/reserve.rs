@@ -142,7 +142,9 @@ impl Os {
         let size = |frames: u64| crate::report::human(frames << self.base_shift());
         let total = self.phys.frames();
         let pt = self.stats.pt.pages;
-        let setup = self.phys.wired_frames.saturating_sub(pt);
+        // Wired as the run goes: page tables, u-areas and the wired pool's spare frames.
+        let kernel = pt + self.stats.kmem.uarea_pages + self.contig.pool_frames();
+        let setup = self.phys.wired_frames.saturating_sub(kernel);
         let used = self.phys.used_frames;
         let free = self.phys.buddy.free_frames;
         let reserved = total.saturating_sub(free + used + self.phys.wired_frames);
@@ -172,11 +174,11 @@ impl Os {
             advice
         };
         SimError::OutOfMemory(format!(
-            "no frame of the {} of modelled memory is free or reclaimable: {} hold pages, {} are reserved for pages not yet touched, {} hold page tables, {} are wired at set-up; {advice}",
+            "no frame of the {} of modelled memory is free or reclaimable: {} hold pages, {} are reserved for pages not yet touched, {} hold page tables and other kernel memory, {} are wired at set-up; {advice}",
             crate::units::fmt_size(self.machine.mem_bytes),
             size(used),
             size(reserved),
-            size(pt),
+            size(kernel),
             size(setup),
         ))
     }

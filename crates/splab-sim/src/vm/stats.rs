@@ -103,6 +103,8 @@ pub struct VmStats {
     pub fault_latency: Histogram,
     /// Page-table pages (wired frames).
     pub pt: super::ptpages::PtStats,
+    /// Per-process wired kernel memory (vm/kmem.rs).
+    pub kmem: super::kmem::KmemStats,
     /// Pages mapped by fault-around or prefault.
     pub around: super::faultaround::AroundStats,
 }

@@ -67,7 +67,7 @@ impl super::Workload for Chase {
                 fmt_size(e.os.machine.mem_bytes)
             )));
         }
-        let pid = e.spawn();
+        let pid = e.spawn()?;
         let base = map_anon(e, pid, self.size)?;
         let n = (self.size / LINE) as usize;
         // Sattolo: a random permutation that is one cycle through every line.

@@ -54,7 +54,7 @@ impl super::Workload for Gups {
     }
 
     fn run(&mut self, e: &mut Engine, rng: &mut Rng) -> Result<()> {
-        let pid = e.spawn();
+        let pid = e.spawn()?;
         let base = map_anon(e, pid, self.size)?;
         let words = self.size / 8;
         let mut buf = Vec::with_capacity(4096);

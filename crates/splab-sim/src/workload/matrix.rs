@@ -60,7 +60,7 @@ impl super::Workload for Matrix {
     }
 
     fn run(&mut self, e: &mut Engine, _rng: &mut Rng) -> Result<()> {
-        let pid = e.spawn();
+        let pid = e.spawn()?;
         let bytes = self.n * self.n * self.elem;
         let (a, b) = if self.heap {
             // Two page-rounded chunks from the break, as phkmalloc hands out large requests.

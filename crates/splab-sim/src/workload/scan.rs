@@ -135,7 +135,7 @@ impl super::Workload for Scan {
     }
 
     fn run(&mut self, e: &mut Engine, _rng: &mut Rng) -> Result<()> {
-        let pid = e.spawn();
+        let pid = e.spawn()?;
         if self.size > e.os.machine.mem_bytes.saturating_mul(64) {
             return Err(SimError::BadInput(format!(
                 "workload {}: size={} is far beyond the machine's memory",

@@ -555,11 +555,11 @@ fn in_event(ev: &st::TraceEvent, n: u64) -> impl FnOnce(SimError) -> SimError + 
 
 impl Replayer {
     /// The engine process of trace pid `tp`, spawning one for a pid never seen.
-    fn pid(&mut self, e: &mut Engine, tp: st::Pid) -> Pid {
+    fn pid(&mut self, e: &mut Engine, tp: st::Pid) -> Result<Pid> {
         if let Some(p) = self.procs.get(&tp.0) {
-            return p.pid;
+            return Ok(p.pid);
         }
-        let pid = e.spawn();
+        let pid = e.spawn()?;
         if self.stats.processes > 0 {
             self.stats.unparented += 1;
         }
@@ -572,7 +572,7 @@ impl Replayer {
                 vfork_shared: false,
             },
         );
-        pid
+        Ok(pid)
     }
 
     #[inline]
@@ -591,7 +591,7 @@ impl Replayer {
             let p = match self.cache {
                 Some((tp, p)) if tp == pid.0 => p,
                 _ => {
-                    let p = self.pid(e, pid);
+                    let p = self.pid(e, pid)?;
                     self.cache = Some((pid.0, p));
                     p
                 }
@@ -821,7 +821,7 @@ impl Replayer {
                 offset,
             } => {
                 self.stats.mmaps += 1;
-                let p = self.pid(e, pid);
+                let p = self.pid(e, pid)?;
                 if len == 0 {
                     return Ok(());
                 }
@@ -897,7 +897,7 @@ impl Replayer {
             }
             T::Munmap { pid, addr, len } => {
                 self.stats.munmaps += 1;
-                let p = self.pid(e, pid);
+                let p = self.pid(e, pid)?;
                 for (_, at, l) in self.ranges(p, addr.0, len) {
                     if l > 0 {
                         e.munmap(p, at, l)?;
@@ -912,7 +912,7 @@ impl Replayer {
                 new_len,
             } => {
                 self.stats.mremaps += 1;
-                let p = self.pid(e, pid);
+                let p = self.pid(e, pid)?;
                 if new_len == 0 {
                     return Ok(());
                 }
@@ -926,7 +926,7 @@ impl Replayer {
                 prot,
             } => {
                 self.stats.mprotects += 1;
-                let p = self.pid(e, pid);
+                let p = self.pid(e, pid)?;
                 if len == 0 {
                     return Ok(());
                 }
@@ -945,7 +945,7 @@ impl Replayer {
                 advice,
             } => {
                 self.stats.madvises += 1;
-                let p = self.pid(e, pid);
+                let p = self.pid(e, pid)?;
                 let a = match advice {
                     st::Advice::DontNeed => Advice::DontNeed,
                     st::Advice::Free => Advice::Free,
@@ -965,12 +965,12 @@ impl Replayer {
             }
             T::Brk { pid, new_end } => {
                 self.stats.brks += 1;
-                let p = self.pid(e, pid);
+                let p = self.pid(e, pid)?;
                 self.brk(e, p, pid, new_end.0)?;
             }
             T::Fork { parent, child } => {
                 self.stats.forks += 1;
-                let pp = self.pid(e, parent);
+                let pp = self.pid(e, parent)?;
                 if let Some(old) = self.procs.remove(&child.0) {
                     // A recycled pid whose exit the trace did not show.
                     e.exit(old.pid)?;
@@ -999,7 +999,7 @@ impl Replayer {
                 // write-protected, so the parent's reservations and superpages are untouched,
                 // as under a real vfork (Linux copy_mm with CLONE_VM shares the mm).
                 self.stats.vforks += 1;
-                let pp = self.pid(e, parent);
+                let pp = self.pid(e, parent)?;
                 if let Some(old) = self.procs.remove(&child.0) {
                     if !old.vfork_shared {
                         e.exit(old.pid)?;
@@ -1024,7 +1024,7 @@ impl Replayer {
                 if shared {
                     // A vfork child's exec leaves the parent's address space to the parent and
                     // gives the child an empty one of its own.
-                    let c = e.spawn();
+                    let c = e.spawn()?;
                     let s = self.procs.get_mut(&pid.0).expect("exec: vfork child");
                     s.pid = c;
                     s.vfork_shared = false;
@@ -1032,7 +1032,7 @@ impl Replayer {
                     self.cache = None;
                     return Ok(());
                 }
-                let p = self.pid(e, pid);
+                let p = self.pid(e, pid)?;
                 e.exec(p)?;
                 self.spaces.remove(&p.0);
                 self.forget_segments();

@@ -468,7 +468,7 @@ impl super::Workload for Tree {
     }
 
     fn run(&mut self, e: &mut Engine, rng: &mut Rng) -> Result<()> {
-        let pid = e.spawn();
+        let pid = e.spawn()?;
         let heap = Heap::new(e, pid)?;
         let mut t = Rb {
             e,
@@ -554,7 +554,7 @@ mod tests {
     #[test]
     fn llrb_stays_balanced_under_inserts_and_deletes() {
         let mut e = Engine::new(machine::skylake(), Policy::base(), false, None);
-        let pid = e.spawn();
+        let pid = e.spawn().unwrap();
         let heap = Heap::new(&e, pid).unwrap();
         let mut rb = Rb {
             e: &mut e,

@@ -37,7 +37,7 @@ pub fn engine(machine: &str, policy: &str, free: Option<u64>) -> (Engine, Pid) {
     let mut p = Policy::from_spec(policy).unwrap();
     p.resolve(&m).unwrap();
     let mut e = Engine::new(m, p, true, free);
-    let pid = e.spawn();
+    let pid = e.spawn().unwrap();
     (e, pid)
 }
 
