@@ -106,6 +106,8 @@ pub struct Engine {
     pub events: u64,
     pub compute_cycles: u64,
     pub background_cycles: u64,
+    /// Cycles with every process asleep (`idle_to`).
+    pub idle_cycles: u64,
     daemons: Vec<(Box<dyn Daemon>, u64)>,
     pub series: Series,
     sample_every: u64,
@@ -154,6 +156,7 @@ impl Engine {
             events: 0,
             compute_cycles: 0,
             background_cycles: 0,
+            idle_cycles: 0,
             daemons: Vec::new(),
             series: Series::default(),
             sample_every: 1 << 20,
@@ -292,6 +295,7 @@ impl Engine {
             let wake = self.daemons.iter().map(|d| d.1).min().unwrap_or(u64::MAX);
             let step = until.min(self.next_sample).min(wake.max(now + 1));
             self.os.hw.core.serial(step - now, cause::IDLE);
+            self.idle_cycles += step - now;
             let s = self.sched.take();
             let r = self.after_event();
             self.sched = s;

@@ -248,7 +248,9 @@ impl Compose {
         for c in &mut self.children {
             let before = live_pids(e);
             let start = e.clock();
-            c.w.run(e, rng)?;
+            let idle = e.idle_cycles;
+            // Each component draws from the run's seed as it would run alone.
+            c.w.run(e, &mut rng.clone())?;
             let mine: BTreeSet<u32> = live_pids(e).difference(&before).copied().collect();
             exit_all(e, &mine)?;
             let end = e.clock();
@@ -256,7 +258,7 @@ impl Compose {
                 describe: c.w.describe(),
                 start,
                 end,
-                cpu: end - start,
+                cpu: end - start - (e.idle_cycles - idle),
                 stats: c.w.stats(),
             });
         }
@@ -285,7 +287,8 @@ impl Compose {
         });
         let shell = e.placeholder();
         shared.lock().slot = Some(std::mem::replace(e, shell));
-        let rngs: Vec<Rng> = (0..n).map(|_| Rng::new(rng.next_u64())).collect();
+        // Each component draws from the run's seed as it would run alone.
+        let rngs: Vec<Rng> = (0..n).map(|_| rng.clone()).collect();
         let results: Vec<(Result<()>, String, Option<serde_json::Value>)> =
             std::thread::scope(|s| {
                 let handles: Vec<_> = self
