@@ -90,6 +90,20 @@ fn par_is_deterministic() {
 }
 
 #[test]
+fn a_sleeper_is_charged_only_the_time_it_ran() {
+    let r = run(M, "navarro", &format!("par({C},seeker:count=2)"));
+    let s = stats(&r);
+    let ran = comp(&s, 1, "cpu_cycles");
+    let alone = run(M, "navarro", "seeker:count=1").time.cycles_total;
+    // Two operations, each about what one costs alone; not the other component's time.
+    assert!(ran < 4 * alone, "{ran} vs {alone}: {s}");
+    assert_eq!(
+        comp(&s, 0, "cpu_cycles") + ran + r.time.breakdown.idle,
+        r.time.cycles_total
+    );
+}
+
+#[test]
 fn par_with_a_sleeper_idles_only_when_all_sleep() {
     // seeker alone: 3 operations 0.2 s apart, idle in between.
     let r = run(M, "navarro", "par(seeker:count=3)");

@@ -274,6 +274,7 @@ impl Compose {
                 slot: None,
                 spares: Vec::new(),
                 cpu: vec![0; n],
+                vtime: vec![0; n],
                 asleep: vec![None; n],
                 finished: vec![false; n],
                 start: vec![None; n],
@@ -340,6 +341,8 @@ struct State {
     spares: Vec<Engine>,
     /// CPU time each component has had, cycles.
     cpu: Vec<u64>,
+    /// The scheduler's key: CPU time, raised on waking to the least runnable one's.
+    vtime: Vec<u64>,
     /// Wake time of a sleeping component.
     asleep: Vec<Option<u64>>,
     finished: Vec<bool>,
@@ -371,6 +374,7 @@ impl State {
     fn charge(&mut self, i: usize, e: &Engine) {
         let now = e.clock();
         self.cpu[i] += now - self.turn_start;
+        self.vtime[i] += now - self.turn_start;
         self.turn_start = now;
         for p in live_pids(e) {
             if self.known.insert(p) {
@@ -385,21 +389,21 @@ impl State {
         let runnable = |s: &State, j: usize| !s.finished[j] && s.asleep[j].is_none();
         let floor = (0..self.cpu.len())
             .filter(|&j| runnable(self, j))
-            .map(|j| self.cpu[j])
+            .map(|j| self.vtime[j])
             .min();
         for j in 0..self.cpu.len() {
             if self.asleep[j].is_some_and(|t| t <= now) {
                 self.asleep[j] = None;
                 if let Some(f) = floor {
-                    self.cpu[j] = self.cpu[j].max(f);
+                    self.vtime[j] = self.vtime[j].max(f);
                 }
             }
         }
         let best = (0..self.cpu.len())
             .filter(|&j| runnable(self, j))
-            .min_by_key(|&j| (self.cpu[j], j))?;
+            .min_by_key(|&j| (self.vtime[j], j))?;
         match cur {
-            Some(c) if runnable(self, c) && self.cpu[c] <= self.cpu[best] => Some(c),
+            Some(c) if runnable(self, c) && self.vtime[c] <= self.vtime[best] => Some(c),
             _ => Some(best),
         }
     }

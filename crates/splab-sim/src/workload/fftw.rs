@@ -33,9 +33,10 @@ use crate::units::{fmt_size, Access, MemOp, Pid};
 
 /// Bytes of one complex double.
 const ELEM: u64 = 16;
-/// Instructions per point of a gather or scatter loop: the first word's load or store carries
-/// the loop's index update, compare and branch (3), the second word's only itself (1).
-const POINT_IPA: [u16; 2] = [3, 1];
+/// Instructions per point of a gather or scatter loop (docs/constants.md 6.6.1): two loads, two
+/// stores (one side in the L1-resident buffer), two pointer increments, compare and branch = 8;
+/// the first word's access carries 6 of them, the second's 2.
+const POINT_IPA: [u16; 2] = [6, 2];
 /// Instructions per 8-byte store of the initialising loop (store, increment, compare and
 /// branch, as a scalar scan; docs/constants.md 6).
 const INIT_IPA: u16 = 4;
