@@ -108,7 +108,11 @@ fn par_with_a_sleeper_idles_only_when_all_sleep() {
     // seeker alone: 3 operations 0.2 s apart, idle in between.
     let r = run(M, "navarro", "par(seeker:count=3)");
     let freq = 500_000_000u64; // alpha21264
-    assert!(r.time.cycles_total >= 2 * freq / 5, "{}", r.time.cycles_total);
+    assert!(
+        r.time.cycles_total >= 2 * freq / 5,
+        "{}",
+        r.time.cycles_total
+    );
     let s = stats(&r);
     assert!(comp(&s, 0, "cpu_cycles") < freq / 100, "{s}");
 }
@@ -129,7 +133,10 @@ fn composition_errors_name_the_position() {
         .err()
         .unwrap()
         .to_string();
-    assert!(e.contains("memory") || e.contains("1T") || e.contains("size"), "{e}");
+    assert!(
+        e.contains("memory") || e.contains("1T") || e.contains("size"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -59,8 +59,8 @@ pub fn figure(
     }
     let mut reports: Vec<(String, Value)> = Vec::new();
     for p in paths {
-        let text = std::fs::read_to_string(p)
-            .map_err(|e| bad(format!("plot: cannot read '{p}': {e}")))?;
+        let text =
+            std::fs::read_to_string(p).map_err(|e| bad(format!("plot: cannot read '{p}': {e}")))?;
         let v: Value = serde_json::from_str(&text)
             .map_err(|e| bad(format!("plot: '{p}' is not JSON: {e}")))?;
         match v["schema"].as_str() {
@@ -107,7 +107,10 @@ pub fn figure(
             )));
         }
         let xs: Vec<f64> = t.iter().filter_map(Value::as_f64).collect();
-        let ys: Vec<f64> = y.iter().filter_map(|v| v.as_f64().map(|v| v * scale)).collect();
+        let ys: Vec<f64> = y
+            .iter()
+            .filter_map(|v| v.as_f64().map(|v| v * scale))
+            .collect();
         if xs.len() != t.len() || ys.len() != y.len() {
             return Err(bad(format!(
                 "plot: report in '{p}': series.{metric} holds non-numbers"
@@ -477,7 +480,10 @@ pub fn png(f: &Figure) -> Result<Vec<u8>> {
     for (i, line) in f.lines.iter().enumerate() {
         let col = COLOURS[i % COLOURS.len()];
         for w in line.xs.iter().zip(&line.ys).collect::<Vec<_>>().windows(2) {
-            let (a, b) = ((l.px(*w[0].0), l.py(*w[0].1)), (l.px(*w[1].0), l.py(*w[1].1)));
+            let (a, b) = (
+                (l.px(*w[0].0), l.py(*w[0].1)),
+                (l.px(*w[1].0), l.py(*w[1].1)),
+            );
             c.line(a, b, col, 2, 0);
         }
         let ly = l.top + 14.0 + 16.0 * i as f64;
@@ -504,6 +510,9 @@ mod tests {
         let f = |lo, hi| ticks(lo, hi).into_iter().map(fmt_tick).collect::<Vec<_>>();
         assert_eq!(f(0.0, 1.0), ["0", "0.2", "0.4", "0.6", "0.8", "1"]);
         assert_eq!(f(0.0, 105.0), ["0", "20", "40", "60", "80", "100"]);
-        assert_eq!(f(0.0, 3.7), ["0", "0.5", "1", "1.5", "2", "2.5", "3", "3.5"]);
+        assert_eq!(
+            f(0.0, 3.7),
+            ["0", "0.5", "1", "1.5", "2", "2.5", "3", "3.5"]
+        );
     }
 }

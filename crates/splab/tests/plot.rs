@@ -13,15 +13,34 @@ fn reports(dir: &std::path::Path) -> (String, String, String) {
         (&b, "base", "seq:size=4M,op=write"),
     ] {
         let out = splab()
-            .args(["run", "-q", "-m", "alpha21264", "-p", policy, "-w", workload, "--json", path])
+            .args([
+                "run",
+                "-q",
+                "-m",
+                "alpha21264",
+                "-p",
+                policy,
+                "-w",
+                workload,
+                "--json",
+                path,
+            ])
             .output()
             .unwrap();
         assert_success(&out, workload);
     }
     let out = splab()
         .args([
-            "compare", "-q", "-m", "alpha21264", "-p", "base,navarro", "-w",
-            "seq:size=4M,op=write", "--json", &c,
+            "compare",
+            "-q",
+            "-m",
+            "alpha21264",
+            "-p",
+            "base,navarro",
+            "-w",
+            "seq:size=4M,op=write",
+            "--json",
+            &c,
         ])
         .output()
         .unwrap();
@@ -35,7 +54,17 @@ fn plots_reports_as_svg_and_png() {
     let (a, b, c) = reports(&dir);
     let svg = dir.join("fig.svg").display().to_string();
     let out = splab()
-        .args(["plot", &a, &b, "-y", "contiguity", "-o", &svg, "--title", "t & <x>"])
+        .args([
+            "plot",
+            &a,
+            &b,
+            "-y",
+            "contiguity",
+            "-o",
+            &svg,
+            "--title",
+            "t & <x>",
+        ])
         .output()
         .unwrap();
     assert_success(&out, "plot svg");
@@ -58,7 +87,16 @@ fn plots_reports_as_svg_and_png() {
     let png = dir.join("fig.png").display().to_string();
     let out = splab()
         .args([
-            "plot", &c, "-y", "superpage_bytes", "-o", &png, "--label", "one", "--label", "two",
+            "plot",
+            &c,
+            "-y",
+            "superpage_bytes",
+            "-o",
+            &png,
+            "--label",
+            "one",
+            "--label",
+            "two",
         ])
         .output()
         .unwrap();
@@ -76,7 +114,10 @@ fn plot_errors_are_one_line() {
     let dir = tempfile_dir("plot-errors");
     let svg = dir.join("x.svg").display().to_string();
     let missing = dir.join("missing.json").display().to_string();
-    let out = splab().args(["plot", &missing, "-o", &svg]).output().unwrap();
+    let out = splab()
+        .args(["plot", &missing, "-o", &svg])
+        .output()
+        .unwrap();
     assert_error_line(&out, 2, "missing", &["cannot read", "missing.json"]);
 
     let not_json = dir.join("n.txt");
@@ -104,7 +145,12 @@ fn plot_errors_are_one_line() {
     assert_error_line(&out, 2, "no series", &["no series 'contiguity'"]);
 
     let out = splab()
-        .args(["plot", no_series.to_str().unwrap(), "-o", &dir.join("f.gif").display().to_string()])
+        .args([
+            "plot",
+            no_series.to_str().unwrap(),
+            "-o",
+            &dir.join("f.gif").display().to_string(),
+        ])
         .output()
         .unwrap();
     assert_error_line(&out, 2, "format", &[".svg or .png"]);

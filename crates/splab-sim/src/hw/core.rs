@@ -105,7 +105,14 @@ impl Breakdown {
         self.data_by_level.iter().sum::<u64>() + self.data_queue + self.stream
     }
     pub fn total(&self) -> u64 {
-        self.compute + self.tlb_hit + self.walk() + self.data() + self.fault + self.io + self.kernel + self.idle
+        self.compute
+            + self.tlb_hit
+            + self.walk()
+            + self.data()
+            + self.fault
+            + self.io
+            + self.kernel
+            + self.idle
     }
 }
 

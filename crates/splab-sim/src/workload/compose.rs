@@ -134,9 +134,7 @@ impl Parser<'_> {
             "par" => Mode::Par,
             other => {
                 self.i = start;
-                return Err(self.err(&format!(
-                    "unknown composition '{other}' (valid: seq, par)"
-                )));
+                return Err(self.err(&format!("unknown composition '{other}' (valid: seq, par)")));
             }
         };
         self.i += 1; // '('
@@ -176,9 +174,9 @@ impl Parser<'_> {
                     }
                     _ if continues => {
                         self.i = item_at;
-                        return Err(self.err(&format!(
-                            "parameter '{leaf}' with no workload before it"
-                        )));
+                        return Err(
+                            self.err(&format!("parameter '{leaf}' with no workload before it"))
+                        );
                     }
                     _ => children.push(Child {
                         text: leaf,
@@ -421,7 +419,12 @@ fn aborted() -> SimError {
 
 impl ParSched {
     /// Hands the engine to `next` and waits until it is this component's turn again.
-    fn handoff<'a>(&'a self, e: &mut Engine, mut g: MutexGuard<'a, State>, next: usize) -> Result<()> {
+    fn handoff<'a>(
+        &'a self,
+        e: &mut Engine,
+        mut g: MutexGuard<'a, State>,
+        next: usize,
+    ) -> Result<()> {
         let shell = match g.spares.pop() {
             Some(s) => s,
             None => e.placeholder(),
@@ -646,13 +649,19 @@ mod tests {
         let m = e("seq()");
         assert!(m.contains("empty list") && m.contains("position 5"), "{m}");
         let m = e("seq(gups,,tree)");
-        assert!(m.contains("empty component") && m.contains("position 10"), "{m}");
+        assert!(
+            m.contains("empty component") && m.contains("position 10"),
+            "{m}"
+        );
         let m = e("seq(gups,bogus)");
         assert!(m.contains("'bogus'") && m.contains("position 10"), "{m}");
         let m = e("pair(gups)");
         assert!(m.contains("unknown composition 'pair'"), "{m}");
         let m = e("seq(gups))");
-        assert!(m.contains("unexpected ')'") && m.contains("position 10"), "{m}");
+        assert!(
+            m.contains("unexpected ')'") && m.contains("position 10"),
+            "{m}"
+        );
         let m = e("seq(n=3,gups)");
         assert!(m.contains("'n=3' with no workload"), "{m}");
         let m = e("gups)");

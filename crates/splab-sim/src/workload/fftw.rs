@@ -66,7 +66,7 @@ impl Fftw {
         let mut m = n;
         let mut passes = 0;
         while m > 1 {
-            match RADICES.iter().chain([2, 3].iter()).find(|&&r| m % r == 0) {
+            match RADICES.iter().chain([2, 3].iter()).find(|&&r| m.is_multiple_of(r)) {
                 Some(&r) => m /= r,
                 None => m = 1,
             }
@@ -187,7 +187,7 @@ mod tests {
         assert_eq!(Fftw::passes(64), 1);
         assert_eq!(Fftw::passes(1024), 2); // 64 x 16
         assert_eq!(Fftw::passes(2 * 17), 2); // 2, then the prime 17 as one generic pass
-        // 5 x 200 x log2(200) = 7643.8 flops, + 4 x 200 x 3 buffer accesses.
+                                             // 5 x 200 x log2(200) = 7643.8 flops, + 4 x 200 x 3 buffer accesses.
         assert_eq!(Fftw::compute_instructions(200), 7644 + 2400);
     }
 }

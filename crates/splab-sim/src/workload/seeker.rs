@@ -74,9 +74,9 @@ impl Seeker {
         let mut va = base.div_ceil(chunk) * chunk;
         while va + chunk <= base + self.size {
             all += 1;
-            let vma = p
-                .vma_at(va)
-                .ok_or_else(|| SimError::Invariant(format!("seeker: {va:#x} not mapped after mmap")))?;
+            let vma = p.vma_at(va).ok_or_else(|| {
+                SimError::Invariant(format!("seeker: {va:#x} not mapped after mmap"))
+            })?;
             let obj = os.obj(vma.shadow.unwrap_or(vma.obj));
             let first = vma.pgoff + ((va - vma.start) >> shift);
             let ok = obj.pages.get(first).is_some_and(|f0| {
@@ -96,7 +96,11 @@ impl super::Workload for Seeker {
             Some(d) => format!("duration={d}"),
             None => format!("count={}", self.count),
         };
-        format!("seeker:size={},rate={},{until}", fmt_size(self.size), self.rate)
+        format!(
+            "seeker:size={},rate={},{until}",
+            fmt_size(self.size),
+            self.rate
+        )
     }
 
     fn expected_accesses(&self) -> Option<u64> {
@@ -107,14 +111,13 @@ impl super::Workload for Seeker {
         let pid = e.spawn();
         let page = e.os.machine.base_size();
         // The largest superpage size not above the request (the base page if none is).
-        self.chunk_bytes = e
-            .os
-            .machine
-            .page_sizes()
-            .into_iter()
-            .filter(|&s| s <= self.size)
-            .max()
-            .unwrap_or(page);
+        self.chunk_bytes =
+            e.os.machine
+                .page_sizes()
+                .into_iter()
+                .filter(|&s| s <= self.size)
+                .max()
+                .unwrap_or(page);
         let period = e.os.machine.freq_hz / self.rate;
         let t0 = e.clock();
         for i in 0..self.count {
