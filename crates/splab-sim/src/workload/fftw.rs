@@ -66,7 +66,11 @@ impl Fftw {
         let mut m = n;
         let mut passes = 0;
         while m > 1 {
-            match RADICES.iter().chain([2, 3].iter()).find(|&&r| m.is_multiple_of(r)) {
+            match RADICES
+                .iter()
+                .chain([2, 3].iter())
+                .find(|&&r| m.is_multiple_of(r))
+            {
                 Some(&r) => m /= r,
                 None => m = 1,
             }
