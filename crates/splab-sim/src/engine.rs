@@ -59,7 +59,7 @@ impl From<bool> for CheckMode {
 /// A background activity woken on the simulated clock (page daemon, khugepaged, ...).
 /// Contract: `wake` does its work on the OS model, charges its cycles to the background account
 /// it returns, and says when it wants to run next.
-pub trait Daemon {
+pub trait Daemon: Send {
     fn name(&self) -> &str;
     /// Runs once at simulated time `now` (cycles); returns (cycles of work done, next wake time).
     fn wake(&mut self, os: &mut Os, now: u64) -> (u64, u64);
@@ -83,7 +83,18 @@ pub struct Series {
 const MAX_SAMPLES: usize = 512;
 
 /// Progress callback: (accesses so far, cycles so far).
-pub type ProgressFn = Box<dyn FnMut(u64, u64)>;
+pub type ProgressFn = Box<dyn FnMut(u64, u64) + Send>;
+
+/// A scheduler of several processes sharing the engine (`par(...)`, workload/compose.rs).
+/// The engine hands itself to it after every event and when a process sleeps; it may lend the
+/// engine to another process before returning.
+pub trait Sched: Send {
+    /// After an event of the running process: switch to another one if it is due.
+    fn after_event(&mut self, e: &mut Engine) -> Result<()>;
+    /// The running process sleeps until simulated time `until` (cycles); returns once it has
+    /// run again at or after that time.
+    fn sleep_until(&mut self, e: &mut Engine, until: u64) -> Result<()>;
+}
 
 pub struct Engine {
     pub os: Os,
@@ -95,6 +106,8 @@ pub struct Engine {
     pub events: u64,
     pub compute_cycles: u64,
     pub background_cycles: u64,
+    /// Cycles with every process asleep (`idle_to`).
+    pub idle_cycles: u64,
     daemons: Vec<(Box<dyn Daemon>, u64)>,
     pub series: Series,
     sample_every: u64,
@@ -104,6 +117,8 @@ pub struct Engine {
     next_progress: u64,
     /// Kernel cycles (`VmStats::cycles_kernel`) already handed to the core.
     kernel_charged: u64,
+    /// The scheduler when processes run concurrently (`par(...)`); None otherwise.
+    pub sched: Option<Box<dyn Sched>>,
 }
 
 impl Engine {
@@ -141,6 +156,7 @@ impl Engine {
             events: 0,
             compute_cycles: 0,
             background_cycles: 0,
+            idle_cycles: 0,
             daemons: Vec::new(),
             series: Series::default(),
             sample_every: 1 << 20,
@@ -149,6 +165,7 @@ impl Engine {
             progress: None,
             next_progress: 1 << 24,
             kernel_charged: 0,
+            sched: None,
         };
         e.sample(0);
         if e.os.policy.pagedaemon {
@@ -244,7 +261,58 @@ impl Engine {
                 p(self.os.acc.total, now);
             }
         }
-        self.check_event()
+        self.check_event()?;
+        if let Some(mut s) = self.sched.take() {
+            // The scheduler may lend the engine to another process meanwhile; whichever state
+            // comes back has no scheduler in it (each lender takes its own out).
+            let r = s.after_event(self);
+            self.sched = Some(s);
+            r?;
+        }
+        Ok(())
+    }
+
+    /// The running process sleeps until simulated time `until` (cycles): under a scheduler
+    /// the others run meanwhile; otherwise (or when all sleep) the machine is idle (`idle_to`).
+    pub fn idle_until(&mut self, until: u64) -> Result<()> {
+        if let Some(mut s) = self.sched.take() {
+            let r = s.sleep_until(self, until);
+            self.sched = Some(s);
+            return r;
+        }
+        self.idle_to(until)
+    }
+
+    /// Advances the clock to `until` with nothing to run, in steps that end at each daemon's
+    /// wake time and each sample, so the page daemon runs (its 5 s aging, seed 000 5.1) and the
+    /// series is sampled while every process sleeps. Each step is one event.
+    pub fn idle_to(&mut self, until: u64) -> Result<()> {
+        loop {
+            let now = self.clock();
+            if now >= until {
+                return Ok(());
+            }
+            let wake = self.daemons.iter().map(|d| d.1).min().unwrap_or(u64::MAX);
+            let step = until.min(self.next_sample).min(wake.max(now + 1));
+            self.os.hw.core.serial(step - now, cause::IDLE);
+            self.idle_cycles += step - now;
+            let s = self.sched.take();
+            let r = self.after_event();
+            self.sched = s;
+            r?;
+        }
+    }
+
+    /// A machine for nothing to run on: the same machine shrunk to its largest page, no
+    /// checks. The concurrent scheduler (workload/compose.rs) parks one in a suspended process's
+    /// place while the real engine runs another.
+    pub fn placeholder(&self) -> Engine {
+        let mut m = self.os.machine.clone();
+        m.mem_bytes = 1u64 << m.page_shifts.last().copied().unwrap_or(m.base_shift());
+        m.storage.swap_bytes = 0;
+        let mut p = self.os.policy.clone();
+        p.pagedaemon = false;
+        Engine::new(m, p, CheckMode::Off, None)
     }
 
     /// The `--check` of one event (see `CheckMode`).

@@ -235,6 +235,14 @@ pub struct BreakdownReport {
     pub fault: u64,
     pub io: u64,
     pub kernel: u64,
+    /// Every process asleep (`Engine::idle_until`, e.g. `seeker` between its operations);
+    /// absent when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub idle: u64,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -411,6 +419,7 @@ impl Report {
                     fault: b.fault,
                     io: b.io,
                     kernel: b.kernel,
+                    idle: b.idle,
                 },
                 cycles_fault: st.cycles_fault,
                 cycles_io: st.cycles_io,

@@ -156,6 +156,10 @@ fn check_passes_on_every_workload() {
         "matrix:n=200",
         "tree:nodes=300,ops=400",
         "chase:size=1M,chains=3,hops=5000",
+        "fftw:n=12",
+        "seeker:size=1M,count=3",
+        "seq(tree:nodes=300,ops=400,seeker:count=2,fftw:n=8)",
+        "par(gups:size=1M,updates=10K,seeker:count=3)",
     ];
     let policies: Vec<&str> = splab_sim::policy::POLICIES.iter().map(|p| p.0).collect();
     for w in small {
@@ -185,7 +189,9 @@ fn check_passes_on_every_workload() {
     // `trace` replays a recorded file; its --check run is in the replay tests.
     for n in names.into_iter().filter(|&n| n != "trace") {
         assert!(
-            small.iter().any(|s| s.starts_with(&format!("{n}:"))),
+            small.iter().any(|s| s.starts_with(&format!("{n}:"))
+                || n.split_once('(')
+                    .is_some_and(|(c, _)| s.starts_with(&format!("{c}(")))),
             "workload {n} not covered by the --check test"
         );
     }

@@ -98,6 +98,25 @@ enum Cmd {
         #[command(flatten)]
         args: RunArgs,
     },
+    /// Draw a time series of JSON reports as a figure (SVG or PNG): one line per report, x =
+    /// simulated seconds, dotted lines at the phase boundaries of seq(...) runs.
+    Plot {
+        /// Reports written by `splab run --json` or `splab compare --json` (all its reports).
+        #[arg(required = true, value_name = "REPORT.json")]
+        reports: Vec<String>,
+        /// The series to draw.
+        #[arg(short = 'y', long = "y", value_parser = ["contiguity", "superpage_bytes", "footprint_bytes"], default_value = "contiguity")]
+        metric: String,
+        /// The figure to write: FILE.svg or FILE.png.
+        #[arg(short, long, value_name = "FIG")]
+        out: String,
+        /// Title (default: the first report's workload).
+        #[arg(long)]
+        title: Option<String>,
+        /// Legend of each line, in order (repeat; default: each report's policy).
+        #[arg(long)]
+        label: Vec<String>,
+    },
     /// List machines, policies or workloads.
     List {
         /// What to list.
@@ -233,6 +252,17 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             jobs,
             args,
         } => cmd_compare(&split_policies(&policy)?, csv.as_deref(), jobs, &args),
+        Cmd::Plot {
+            reports,
+            metric,
+            out,
+            title,
+            label,
+        } => {
+            crate::plot::is_png(&out)?;
+            let fig = crate::plot::figure(&reports, &metric, &label, title.as_deref())?;
+            crate::plot::write(&fig, &out)
+        }
         Cmd::List { what } => {
             cmd_list(&what);
             Ok(())

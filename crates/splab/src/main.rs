@@ -5,6 +5,7 @@
 //! 1 a run that failed (the workload faulted, memory ran out, an invariant broke).
 
 mod cli;
+mod plot;
 
 use std::process::ExitCode;
 

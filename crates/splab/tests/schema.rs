@@ -97,6 +97,16 @@ fn real_reports_validate_against_the_schema() {
     assert!(doc["workload_stats"]["events"].as_u64() > Some(0), "{doc}");
     let errs = errors(&v, &doc);
     assert!(errs.is_empty(), "trace replay:\n{}", errs.join("\n"));
+    // Compositions, whose reports carry their components (and seeker's chunk counts, idle time).
+    for w in [
+        "seq(fftw:n=8,seeker:count=2)",
+        "par(seq(fftw:n=8,seeker:count=2),gups:size=1M,updates=1K)",
+    ] {
+        let doc = json_of(&["run", "-m", "alpha21264", "-p", "navarro", "-w", w]);
+        assert!(doc["workload_stats"]["components"].is_array(), "{doc}");
+        let errs = errors(&v, &doc);
+        assert!(errs.is_empty(), "{w}:\n{}", errs.join("\n"));
+    }
 }
 
 /// The schema is strict: an undescribed field, a missing one, or a wrong unit type fails.

@@ -68,7 +68,9 @@ pub mod cause {
     pub const STREAM: usize = 15;
     /// Waiting for a free hardware walker.
     pub const WALK_QUEUE: usize = 16;
-    pub const N: usize = 17;
+    /// No process had anything to run: every one was asleep (`Engine::idle_until`).
+    pub const IDLE: usize = 17;
+    pub const N: usize = 18;
 }
 
 /// Critical-path attribution of the clock, in cycles once finished.
@@ -91,6 +93,8 @@ pub struct Breakdown {
     pub fault: u64,
     pub io: u64,
     pub kernel: u64,
+    /// Idle: every process asleep (`Engine::idle_until`).
+    pub idle: u64,
 }
 
 impl Breakdown {
@@ -101,7 +105,14 @@ impl Breakdown {
         self.data_by_level.iter().sum::<u64>() + self.data_queue + self.stream
     }
     pub fn total(&self) -> u64 {
-        self.compute + self.tlb_hit + self.walk() + self.data() + self.fault + self.io + self.kernel
+        self.compute
+            + self.tlb_hit
+            + self.walk()
+            + self.data()
+            + self.fault
+            + self.io
+            + self.kernel
+            + self.idle
     }
 }
 
@@ -460,6 +471,7 @@ impl Core {
             fault: parts[cause::FAULT],
             io: parts[cause::IO],
             kernel: parts[cause::KERNEL],
+            idle: parts[cause::IDLE],
         }
     }
 }

@@ -4,9 +4,12 @@
 //! Names and parameters: `NAME:key=value,...`; sizes take K/M/G (binary), counts K/M/G (decimal).
 
 mod chase;
+pub mod compose;
+mod fftw;
 mod gups;
 mod matrix;
 mod scan;
+mod seeker;
 pub mod trace;
 mod tree;
 
@@ -48,12 +51,23 @@ pub const WORKLOADS: &[(&str, &str)] = &[
          heap=native (rebuild a heap Valgrind capped, the default) or recorded",
     ),
     ("tree", "red-black tree of 50000 nodes with 128-byte records (seed 000 6.2): nodes=50000, ops=20000"),
+    ("fftw", "out-of-place complex 3D FFT of an n x n x n array (seed 000 6.2): n=200, repeat=1, alloc=brk|mmap"),
+    ("seeker", "map, touch and unmap `size` five times a second, sleeping between (seed 000 6.5): size=1M, rate=5, duration=60 (simulated seconds) or count=N; counts chunks satisfied with contiguous memory"),
+    ("seq(A,B,...)", "run workloads one after another on the same machine, each a fresh process (seed 000 6.5): seq(web,fftw,fftw); components keep their parameters: seq(gups:size=1M,updates=10,tree)"),
+    ("par(A,B,...)", "run workloads concurrently, interleaved per event on the simulated clock, fairly (seed 000 6.5): par(web,seeker:duration=300)"),
 ];
 
 /// Parses a workload spec.
 pub fn parse(text: &str) -> Result<Box<dyn Workload>> {
+    if compose::is_composition(text) {
+        return Ok(Box::new(compose::parse(text)?));
+    }
     let mut spec = Spec::parse("workload", text)?;
-    let names: Vec<&str> = WORKLOADS.iter().map(|w| w.0).collect();
+    let names: Vec<&str> = WORKLOADS
+        .iter()
+        .map(|w| w.0)
+        .filter(|n| !n.contains('('))
+        .collect();
     let w: Box<dyn Workload> = match spec.name.as_str() {
         "seq" => Box::new(scan::Scan::seq(&mut spec)?),
         "stride" => Box::new(scan::Scan::stride(&mut spec)?),
@@ -62,6 +76,8 @@ pub fn parse(text: &str) -> Result<Box<dyn Workload>> {
         "chase" => Box::new(chase::Chase::parse(&mut spec)?),
         "matrix" => Box::new(matrix::Matrix::parse(&mut spec)?),
         "tree" => Box::new(tree::Tree::parse(&mut spec)?),
+        "fftw" => Box::new(fftw::Fftw::parse(&mut spec)?),
+        "seeker" => Box::new(seeker::Seeker::parse(&mut spec)?),
         "trace" => Box::new(trace::TraceReplay::parse(&mut spec)?),
         _ => return Err(spec.unknown_name(&names)),
     };

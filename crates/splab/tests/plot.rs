@@ -1,0 +1,165 @@
+//! `splab plot`: figures from real reports, in SVG and PNG, and its errors.
+
+mod common;
+use common::{assert_error_line, assert_success, splab};
+
+/// Two small reports (one a seq(...) run with a phase boundary) and a comparison of two.
+fn reports(dir: &std::path::Path) -> (String, String, String) {
+    let a = dir.join("a.json").display().to_string();
+    let b = dir.join("b.json").display().to_string();
+    let c = dir.join("c.json").display().to_string();
+    for (path, policy, workload) in [
+        (&a, "navarro", "seq(seq:size=4M,op=write,seeker:count=2)"),
+        (&b, "base", "seq:size=4M,op=write"),
+    ] {
+        let out = splab()
+            .args([
+                "run",
+                "-q",
+                "-m",
+                "alpha21264",
+                "-p",
+                policy,
+                "-w",
+                workload,
+                "--json",
+                path,
+            ])
+            .output()
+            .unwrap();
+        assert_success(&out, workload);
+    }
+    let out = splab()
+        .args([
+            "compare",
+            "-q",
+            "-m",
+            "alpha21264",
+            "-p",
+            "base,navarro",
+            "-w",
+            "seq:size=4M,op=write",
+            "--json",
+            &c,
+        ])
+        .output()
+        .unwrap();
+    assert_success(&out, "compare");
+    (a, b, c)
+}
+
+#[test]
+fn plots_reports_as_svg_and_png() {
+    let dir = tempfile_dir("plot");
+    let (a, b, c) = reports(&dir);
+    let svg = dir.join("fig.svg").display().to_string();
+    let out = splab()
+        .args([
+            "plot",
+            &a,
+            &b,
+            "-y",
+            "contiguity",
+            "-o",
+            &svg,
+            "--title",
+            "t & <x>",
+        ])
+        .output()
+        .unwrap();
+    assert_success(&out, "plot svg");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("the SVG is XML");
+    let polylines = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline"))
+        .count();
+    assert_eq!(polylines, 2);
+    // One dotted phase line (the seq run's second component) and the legends.
+    let dashed = doc
+        .descendants()
+        .filter(|n| n.attribute("stroke-dasharray").is_some())
+        .count();
+    assert_eq!(dashed, 1);
+    assert!(text.contains(">navarro<") && text.contains(">base<"));
+
+    // A comparison holds two reports: two lines, labelled as asked.
+    let png = dir.join("fig.png").display().to_string();
+    let out = splab()
+        .args([
+            "plot",
+            &c,
+            "-y",
+            "superpage_bytes",
+            "-o",
+            &png,
+            "--label",
+            "one",
+            "--label",
+            "two",
+        ])
+        .output()
+        .unwrap();
+    assert_success(&out, "plot png");
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!(&bytes[12..16], b"IHDR");
+    let w = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
+    let h = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
+    assert_eq!((w, h), (800, 500));
+}
+
+#[test]
+fn plot_errors_are_one_line() {
+    let dir = tempfile_dir("plot-errors");
+    let svg = dir.join("x.svg").display().to_string();
+    let missing = dir.join("missing.json").display().to_string();
+    let out = splab()
+        .args(["plot", &missing, "-o", &svg])
+        .output()
+        .unwrap();
+    assert_error_line(&out, 2, "missing", &["cannot read", "missing.json"]);
+
+    let not_json = dir.join("n.txt");
+    std::fs::write(&not_json, "hello").unwrap();
+    let out = splab()
+        .args(["plot", not_json.to_str().unwrap(), "-o", &svg])
+        .output()
+        .unwrap();
+    assert_error_line(&out, 2, "not json", &["not JSON"]);
+
+    let other = dir.join("o.json");
+    std::fs::write(&other, r#"{"schema":"something.else"}"#).unwrap();
+    let out = splab()
+        .args(["plot", other.to_str().unwrap(), "-o", &svg])
+        .output()
+        .unwrap();
+    assert_error_line(&out, 2, "not a report", &["not a splab report"]);
+
+    let no_series = dir.join("s.json");
+    std::fs::write(&no_series, r#"{"schema":"splab.report.v2","series":{}}"#).unwrap();
+    let out = splab()
+        .args(["plot", no_series.to_str().unwrap(), "-o", &svg])
+        .output()
+        .unwrap();
+    assert_error_line(&out, 2, "no series", &["no series 'contiguity'"]);
+
+    let out = splab()
+        .args([
+            "plot",
+            no_series.to_str().unwrap(),
+            "-o",
+            &dir.join("f.gif").display().to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert_error_line(&out, 2, "format", &[".svg or .png"]);
+}
+
+/// A fresh directory under the target dir for one test's files.
+fn tempfile_dir(name: &str) -> std::path::PathBuf {
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
