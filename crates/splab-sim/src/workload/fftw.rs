@@ -134,7 +134,7 @@ impl super::Workload for Fftw {
     }
 
     fn run(&mut self, e: &mut Engine, _rng: &mut Rng) -> Result<()> {
-        let pid = e.spawn();
+        let pid = e.spawn()?;
         let n = self.n;
         let bytes = n * n * n * ELEM;
         let (input, out) = if self.heap {

@@ -108,7 +108,7 @@ impl super::Workload for Seeker {
     }
 
     fn run(&mut self, e: &mut Engine, _rng: &mut Rng) -> Result<()> {
-        let pid = e.spawn();
+        let pid = e.spawn()?;
         let page = e.os.machine.base_size();
         // The largest superpage size not above the request (the base page if none is).
         self.chunk_bytes =
