@@ -63,6 +63,8 @@ struct Done {
     start: u64,
     end: u64,
     cpu: u64,
+    /// Promotions to each superpage size while it ran (seq only: in par they interleave).
+    promotions: Option<Vec<u64>>,
     stats: Option<serde_json::Value>,
 }
 
@@ -247,8 +249,17 @@ impl Compose {
             let before = live_pids(e);
             let start = e.clock();
             let idle = e.idle_cycles;
+            let promoted = e.os.stats.promotions.clone();
             // Each component draws from the run's seed as it would run alone.
             c.w.run(e, &mut rng.clone())?;
+            let promotions =
+                e.os.stats
+                    .promotions
+                    .iter()
+                    .zip(&promoted)
+                    .skip(1)
+                    .map(|(a, b)| a - b)
+                    .collect();
             let mine: BTreeSet<u32> = live_pids(e).difference(&before).copied().collect();
             exit_all(e, &mine)?;
             let end = e.clock();
@@ -257,6 +268,7 @@ impl Compose {
                 start,
                 end,
                 cpu: end - start - (e.idle_cycles - idle),
+                promotions: Some(promotions),
                 stats: c.w.stats(),
             });
         }
@@ -322,6 +334,7 @@ impl Compose {
                 start: st.start[i].unwrap_or(now),
                 end: st.end[i],
                 cpu: st.cpu[i],
+                promotions: None,
                 stats,
             });
         }
@@ -603,6 +616,9 @@ impl Workload for Compose {
                     "end_seconds": secs(d.end),
                     "cpu_cycles": d.cpu,
                 });
+                if let Some(p) = &d.promotions {
+                    v["promotions"] = serde_json::json!(p);
+                }
                 if let Some(s) = &d.stats {
                     v["stats"] = s.clone();
                 }
