@@ -168,6 +168,14 @@ pub struct Policy {
     /// memory is short (`pagedaemon=off`: memory running out is an error, for studying the
     /// allocator alone).
     pub pagedaemon: bool,
+    /// Clustered read-ahead on file page-in (vm/file.rs): FreeBSD's read-behind / read-ahead
+    /// around a faulting page and `cluster_read`'s sequential read-ahead for read().
+    /// `readahead=off`: one base page per read request, as before issue 10.
+    pub readahead: bool,
+    /// seed 000 5.1 (3): the clean pages of a file move to the inactive queue as soon as no
+    /// process has it open or mapped (`close_deactivate=on`; "this differs from the current
+    /// behaviour of FreeBSD", so only `navarro` has it by default).
+    pub close_deactivate: bool,
 }
 
 /// Names accepted by `Policy::from_spec`, with one-line descriptions for `splab list`.
@@ -200,6 +208,8 @@ impl Policy {
                 bytes: LINUX_FAULT_AROUND_BYTES,
             },
             pagedaemon: true,
+            readahead: true,
+            close_deactivate: false,
         }
     }
 
@@ -248,6 +258,9 @@ impl Policy {
                     // seed 000 runs on FreeBSD 4.3, whose pmap_prefault maps 4 + 4 neighbours.
                     fault_around: prefault_default(),
                     pagedaemon: true,
+                    readahead: true,
+                    // seed 000 5.1 (3).
+                    close_deactivate: true,
                 }
             }
             "freebsd" => Policy {
@@ -267,6 +280,8 @@ impl Policy {
                 placement: Placement::SuperpageAligned,
                 fault_around: prefault_default(),
                 pagedaemon: true,
+                readahead: true,
+                close_deactivate: false,
             },
             _ => return Err(spec.unknown_name(&names)),
         };
@@ -294,6 +309,8 @@ impl Policy {
             (None, None) => {}
         }
         p.pagedaemon = spec.take_bool("pagedaemon", p.pagedaemon)?;
+        p.readahead = spec.take_bool("readahead", p.readahead)?;
+        p.close_deactivate = spec.take_bool("close_deactivate", p.close_deactivate)?;
         p.spec = text.trim().to_string();
         spec.finish()?;
         Ok(p)

@@ -17,6 +17,7 @@ pub mod stats;
 mod check;
 mod fault;
 pub mod faultaround;
+pub mod file;
 mod mremap;
 pub mod pageout;
 pub mod pageq;
@@ -245,6 +246,8 @@ pub struct Os {
     pub pageq: pageq::PageQueues,
     pub pageout: pageout::Pageout,
     pub backing: swap::Backing,
+    /// Open files and their I/O state (vm/file.rs).
+    pub fileio: file::FileIo,
 }
 
 impl Os {
@@ -303,6 +306,7 @@ impl Os {
             pageq: pageq::PageQueues::new(frames),
             pageout,
             backing: swap::Backing::new(machine_swap_pages),
+            fileio: file::FileIo::default(),
         }
         .with_reservations()
     }
@@ -365,6 +369,10 @@ impl Os {
         let o = self.obj_mut(id);
         o.refs -= 1;
         if o.refs > 0 {
+            if let (1, ObjKind::File { file }) = (o.refs, o.kind) {
+                // The last mapping of a file went (seed 000 5.1 (3), vm/file.rs).
+                self.file_unused(file);
+            }
             return;
         }
         let pages = o.pages.all();
