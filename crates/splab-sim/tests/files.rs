@@ -351,3 +351,44 @@ fn bad_file_events_are_clear_errors() {
         .to_string();
     assert!(m.contains("overflows"), "{m}");
 }
+
+/// The web server (workload/web.rs): under navarro its files' clean pages are inactive once it
+/// has exited (5.1 (3)); under freebsd the pages it used last stay active. Its requests reach
+/// the file set's Zipf head: fewer files requested than requests.
+#[test]
+fn web_server_leaves_its_pages_inactive_under_navarro_only() {
+    let w = "web:requests=3000,files=2000,maps=100";
+    let stats = |policy: &str| {
+        let r = common::run("alpha21264:mem=256M", policy, w);
+        let s = r.workload_stats.expect("web stats");
+        (r.memory.files.opens, s)
+    };
+    let (opens, n) = stats("navarro");
+    assert_eq!(n["pages_after_exit"]["active"], 0);
+    assert!(n["pages_after_exit"]["inactive"].as_u64().unwrap() > 0);
+    assert!(
+        n["pages_before_exit"]["inactive"].as_u64().unwrap() > 0,
+        "{n}"
+    );
+    let files = n["files_requested"].as_u64().unwrap();
+    assert!(files < 3000 && files > 100, "{files}");
+    // Each file is opened when it enters the map cache: at least once per file requested.
+    assert!(opens >= files, "{opens} {files}");
+    let (_, f) = stats("freebsd");
+    assert!(f["pages_after_exit"]["active"].as_u64().unwrap() > 0, "{f}");
+    let lat = &n["request_latency_ns"];
+    assert!(lat["p50"].as_u64().unwrap() <= lat["p99"].as_u64().unwrap());
+    // read() mode: every request opens, reads and closes its file.
+    let r = common::run(
+        "alpha21264:mem=256M",
+        "navarro",
+        "web:requests=500,files=200,mode=read",
+    );
+    assert_eq!(r.memory.files.opens, 500);
+    assert_eq!(r.memory.files.reads, 500);
+    assert_eq!(r.memory.files.closes, 500);
+    let e = common::try_run("alpha21264", "navarro", "web:zipf=abc")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("zipf='abc'") && e.contains("0.75"), "{e}");
+}

@@ -156,6 +156,8 @@ fn check_passes_on_every_workload() {
         "matrix:n=200",
         "tree:nodes=300,ops=400",
         "chase:size=1M,chains=3,hops=5000",
+        "web:requests=300,files=400,maps=50",
+        "web:requests=100,files=50,mode=read",
     ];
     let policies: Vec<&str> = splab_sim::policy::POLICIES.iter().map(|p| p.0).collect();
     for w in small {

@@ -9,6 +9,7 @@ mod matrix;
 mod scan;
 pub mod trace;
 mod tree;
+mod web;
 
 use crate::engine::Engine;
 use crate::error::Result;
@@ -48,6 +49,7 @@ pub const WORKLOADS: &[(&str, &str)] = &[
          heap=native (rebuild a heap Valgrind capped, the default) or recorded",
     ),
     ("tree", "red-black tree of 50000 nodes with 128-byte records (seed 000 6.2): nodes=50000, ops=20000"),
+    ("web", "thttpd-like web server (seed 000 6.5): SPECweb96 file sizes, Zipf popularity; requests=50000, files=100000, zipf=0.75, maps=2000 (thttpd's map cache), mode=mmap|read"),
 ];
 
 /// Parses a workload spec.
@@ -63,6 +65,7 @@ pub fn parse(text: &str) -> Result<Box<dyn Workload>> {
         "matrix" => Box::new(matrix::Matrix::parse(&mut spec)?),
         "tree" => Box::new(tree::Tree::parse(&mut spec)?),
         "trace" => Box::new(trace::TraceReplay::parse(&mut spec)?),
+        "web" => Box::new(web::Web::parse(&mut spec)?),
         _ => return Err(spec.unknown_name(&names)),
     };
     spec.finish()?;
