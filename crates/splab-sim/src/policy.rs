@@ -182,11 +182,11 @@ pub struct Policy {
 pub const POLICIES: &[(&str, &str)] = &[
     (
         "base",
-        "base pages only, no superpages (the baseline); maps around file read faults as Linux does (fault_around=64K; off, or prefault=4+4 for FreeBSD's)",
+        "base pages only, no superpages (the baseline); maps around file read faults as Linux does (fault_around=64K; off, or prefault=4+4 for FreeBSD's); every policy: readahead=off (one page per read request), close_deactivate=on|off",
     ),
     (
         "navarro",
-        "seed 000: multi-size reservations, population maps, preemption (multi-list), incremental promotion, demotion; sizes=64K+4M restricts the superpage sizes; promote=overhead reserves and pays for promotion but maps base pages (6.6), promote=no never promotes; prefault=4+4 as FreeBSD",
+        "seed 000: multi-size reservations, population maps, preemption (multi-list), incremental promotion, demotion; sizes=64K+4M restricts the superpage sizes; promote=overhead reserves and pays for promotion but maps base pages (6.6), promote=no never promotes; prefault=4+4 as FreeBSD; close_deactivate: a file no process has open or mapped has its clean pages moved to the inactive queue (5.1 (3))",
     ),
     (
         "freebsd",

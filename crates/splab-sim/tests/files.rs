@@ -392,3 +392,25 @@ fn web_server_leaves_its_pages_inactive_under_navarro_only() {
         .to_string();
     assert!(e.contains("zipf='abc'") && e.contains("0.75"), "{e}");
 }
+
+/// The policy knobs parse as `name:key=value`, with errors naming the key and the choices.
+#[test]
+fn file_policy_knobs_parse() {
+    use splab_sim::policy::Policy;
+    assert!(!Policy::from_spec("base:readahead=off").unwrap().readahead);
+    assert!(Policy::from_spec("base").unwrap().readahead);
+    assert!(Policy::from_spec("navarro").unwrap().close_deactivate);
+    assert!(!Policy::from_spec("freebsd").unwrap().close_deactivate);
+    assert!(
+        !Policy::from_spec("navarro:close_deactivate=off")
+            .unwrap()
+            .close_deactivate
+    );
+    let e = Policy::from_spec("base:readahead=maybe")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("readahead") && e.contains("maybe") && e.contains("true or false"),
+        "{e}"
+    );
+}
