@@ -175,6 +175,9 @@ fn a_partial_write_of_a_stored_page_reads_it_first() {
     assert_eq!(requests(&e), 0);
     e.write(pid, FILE, 3 * PAGE + 10, 20, buf).unwrap();
     assert_eq!((requests(&e), read_bytes(&e)), (1, PAGE));
+    // A partial write of the page just past the end: a new page, nothing to read.
+    e.write(pid, FILE, 8 * PAGE + 10, 20, buf).unwrap();
+    assert_eq!(requests(&e), 1);
     // Both pages are dirty in the cache.
     let f = splab_sim::vm::pageq::F_DIRTY;
     assert!(e.os.pageq.flag(frame(&e, FILE, 2).unwrap(), f));
