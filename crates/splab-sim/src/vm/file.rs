@@ -442,13 +442,14 @@ impl Os {
         &mut self,
         pid: Pid,
         obj: ObjId,
-        file_pages: u64,
         lbn: u64,
         totread: u64,
         seq: u64,
         v: &Vma,
     ) -> Result<u64> {
         let base = self.machine.base_size();
+        // The file's object is as large as the file, in pages.
+        let file_pages = self.obj(obj).size;
         let racluster = (MAXPHYS / base).max(1);
         let mut maxra = seq.min(READ_MAX);
         if lbn + maxra + 1 > file_pages {
@@ -540,15 +541,13 @@ impl Os {
         };
         of.nextoff = offset + n;
         let bs = self.base_shift();
-        let base = self.machine.base_size();
-        let file_pages = size.div_ceil(base);
         let v = self.file_vma(obj);
         let (first, last) = (offset >> bs, (offset + n - 1) >> bs);
         let mut io = 0;
         for lbn in first..=last {
             if self.policy.readahead {
                 let totread = offset + n - (lbn << bs);
-                io += self.cluster_read(pid, obj, file_pages, lbn, totread, seq, &v)?;
+                io += self.cluster_read(pid, obj, lbn, totread, seq, &v)?;
             } else if self.page_needs_io(obj, lbn) {
                 io += self.read_cluster(pid, obj, lbn, 1, true, &v)?.1;
             }
