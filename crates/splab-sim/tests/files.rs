@@ -417,3 +417,37 @@ fn file_policy_knobs_parse() {
         "{e}"
     );
 }
+
+/// Under memory pressure the page daemon writes a written file's dirty pages to the file and
+/// evicts them; reading the file back then reads what was evicted, and only that (every
+/// invariant checked after every event).
+#[test]
+fn written_pages_evicted_under_pressure_are_read_back_from_storage() {
+    let (mut e, pid) = common::engine("skylake:mem=1G", "base", Some(16 << 20));
+    e.os.page_cache = PageCache::Warm;
+    let buf = e.mmap(pid, common::anon(1 << 20)).unwrap();
+    e.open(pid, 9, 0).unwrap();
+    let pages = (48 << 20) / PAGE;
+    for p in 0..pages / 16 {
+        e.write(pid, 9, p * 16 * PAGE, 16 * PAGE, buf).unwrap();
+    }
+    let laundered = e.os.backing.stats.pageouts_file;
+    assert!(laundered > 0, "the daemon wrote dirty file pages");
+    assert_eq!(
+        e.os.stats.io_write_requests, laundered,
+        "one page a request"
+    );
+    assert_eq!(requests(&e), 0, "nothing read while writing whole pages");
+    let obj = e.os.file_object(9).unwrap();
+    let evicted = (0..pages)
+        .filter(|&p| e.os.obj(obj).pages.get(p).is_none())
+        .count() as u64;
+    assert!(evicted > 0);
+    for p in 0..pages / 16 {
+        e.read(pid, 9, p * 16 * PAGE, 16 * PAGE, buf).unwrap();
+    }
+    assert!(requests(&e) > 0);
+    // Every evicted page is read back once (later reads may evict and re-read more).
+    assert!(e.os.backing.stats.pageins_file >= evicted);
+    assert_eq!(read_bytes(&e), e.os.backing.stats.pageins_file * PAGE);
+}
