@@ -451,3 +451,22 @@ fn written_pages_evicted_under_pressure_are_read_back_from_storage() {
     assert!(e.os.backing.stats.pageins_file >= evicted);
     assert_eq!(read_bytes(&e), e.os.backing.stats.pageins_file * PAGE);
 }
+
+/// A forked child shares its parent's open files: it can read them, and the file stays in use
+/// until both have closed it.
+#[test]
+fn a_forked_child_inherits_open_files() {
+    let (mut e, pid, buf) = engine("navarro", PageCache::Warm);
+    e.open(pid, FILE, 4 * PAGE).unwrap();
+    e.open(pid, 11, 4 * PAGE).unwrap();
+    e.close(pid, 11).unwrap();
+    e.read(pid, FILE, 0, PAGE, buf).unwrap();
+    let child = e.fork(pid).unwrap();
+    assert_eq!(e.os.fileio.open_count(FILE), 2);
+    assert!(e.os.fileio.is_open(child, FILE) && !e.os.fileio.is_open(child, 11));
+    e.read(child, FILE, PAGE, PAGE, buf).unwrap();
+    e.close(pid, FILE).unwrap();
+    assert_eq!(queue(&e, FILE, 0), Queue::Active, "the child has it open");
+    e.exit(child).unwrap();
+    assert_eq!(queue(&e, FILE, 0), Queue::Inactive);
+}
