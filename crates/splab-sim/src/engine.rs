@@ -443,6 +443,7 @@ impl Engine {
 
     pub fn fork(&mut self, pid: Pid) -> Result<Pid> {
         let c = self.os.fork(pid)?;
+        self.os.files_fork(pid, c);
         self.touch_everything();
         self.after_event()?;
         Ok(c)
@@ -455,6 +456,7 @@ impl Engine {
     }
 
     pub fn exit(&mut self, pid: Pid) -> Result<()> {
+        self.os.files_exit(pid);
         self.os.exit(pid)?;
         self.touch(pid, 0, u64::MAX);
         self.after_event()
@@ -463,6 +465,69 @@ impl Engine {
     pub fn open_file(&mut self, file: u32, size: u64) -> Result<()> {
         self.os.open_file(file, size);
         self.after_event()
+    }
+
+    // ---- files (vm/file.rs) ----
+
+    /// open(): `pid` opens `file`, created with `size` bytes if it is new (one event).
+    pub fn open(&mut self, pid: Pid, file: u32, size: u64) -> Result<()> {
+        self.os.file_open(pid, file, size)?;
+        self.after_event()
+    }
+
+    /// close(): one open of `file` by `pid` ends (one event).
+    pub fn close(&mut self, pid: Pid, file: u32) -> Result<()> {
+        self.os.file_close(pid, file)?;
+        self.after_event()
+    }
+
+    /// read(): `len` bytes of `file` from `offset` into the buffer at `buf_va` of `pid`;
+    /// returns the bytes read (fewer at the end of the file). The kernel's copy-out stores to
+    /// each line of the buffer (an access per line, as the process's).
+    pub fn read(&mut self, pid: Pid, file: u32, offset: u64, len: u64, buf_va: u64) -> Result<u64> {
+        let n = self.os.file_read(pid, file, offset, len)?;
+        self.after_event()?;
+        self.touch_buffer(pid, buf_va, n, MemOp::Store)?;
+        Ok(n)
+    }
+
+    /// write(): `len` bytes from the buffer at `buf_va` of `pid` to `file` at `offset` (the
+    /// kernel's copy-in loads each line of the buffer first).
+    pub fn write(&mut self, pid: Pid, file: u32, offset: u64, len: u64, buf_va: u64) -> Result<()> {
+        self.touch_buffer(pid, buf_va, len, MemOp::Load)?;
+        self.os.file_write(pid, file, offset, len)?;
+        self.after_event()
+    }
+
+    /// fsync(): writes `file`'s dirty cached pages and waits; returns the pages written.
+    pub fn fsync(&mut self, pid: Pid, file: u32) -> Result<u64> {
+        let n = self.os.file_fsync(pid, file)?;
+        self.after_event()?;
+        Ok(n)
+    }
+
+    /// A write of `len` bytes from the buffer at `buf_va` to a socket (or pipe): the kernel
+    /// copies them out of the buffer (loads of each line, then the copy's cost).
+    pub fn send(&mut self, pid: Pid, buf_va: u64, len: u64) -> Result<()> {
+        self.touch_buffer(pid, buf_va, len, MemOp::Load)?;
+        self.os.socket_send(len);
+        self.after_event()
+    }
+
+    /// One access per cache line of `[va, va + len)`: a kernel copy's use of a user buffer.
+    fn touch_buffer(&mut self, pid: Pid, va: u64, len: u64, op: MemOp) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let line = 1u64 << crate::hw::cache::LINE_SHIFT;
+        let first = va & !(line - 1);
+        let end = va.checked_add(len).ok_or_else(|| {
+            crate::SimError::InvalidEvent(format!(
+                "buffer at {va:#x} of {len} bytes wraps the address space"
+            ))
+        })?;
+        let lines = (end - first).div_ceil(line);
+        self.access_run(pid, first, line as i64, lines, op, 1)
     }
 
     /// One independent access with one instruction (one event).

@@ -208,17 +208,25 @@ pub struct Policy {
     pub contiguity: Contiguity,
     /// Wired page placement (seed 000 5.2): `wired=scattered|clustered`.
     pub wired: WiredPlacement,
+    /// Clustered read-ahead on file page-in (vm/file.rs): FreeBSD's read-behind / read-ahead
+    /// around a faulting page and `cluster_read`'s sequential read-ahead for read().
+    /// `readahead=off`: one base page per read request, as before issue 10.
+    pub readahead: bool,
+    /// seed 000 5.1 (3): the clean pages of a file move to the inactive queue as soon as no
+    /// process has it open or mapped (`close_deactivate=on`; "this differs from the current
+    /// behaviour of FreeBSD", so only `navarro` has it by default).
+    pub close_deactivate: bool,
 }
 
 /// Names accepted by `Policy::from_spec`, with one-line descriptions for `splab list`.
 pub const POLICIES: &[(&str, &str)] = &[
     (
         "base",
-        "base pages only, no superpages (the baseline); maps around file read faults as Linux does (fault_around=64K; off, or prefault=4+4 for FreeBSD's)",
+        "base pages only, no superpages (the baseline); maps around file read faults as Linux does (fault_around=64K; off, or prefault=4+4 for FreeBSD's); every policy: readahead=off (one page per read request), close_deactivate=on|off",
     ),
     (
         "navarro",
-        "seed 000: multi-size reservations, population maps, preemption (multi-list), incremental promotion, demotion; sizes=64K+4M restricts the superpage sizes; promote=overhead reserves and pays for promotion but maps base pages (6.6), promote=no never promotes; prefault=4+4 as FreeBSD; contiguity=daemon (5.1, default) | cache | off; wired=scattered (default) | clustered (5.2)",
+        "seed 000: multi-size reservations, population maps, preemption (multi-list), incremental promotion, demotion; sizes=64K+4M restricts the superpage sizes; promote=overhead reserves and pays for promotion but maps base pages (6.6), promote=no never promotes; prefault=4+4 as FreeBSD; contiguity=daemon (5.1, default) | cache | off; wired=scattered (default) | clustered (5.2); close_deactivate: a file no process has open or mapped has its clean pages moved to the inactive queue (5.1 (3))",
     ),
     (
         "freebsd",
@@ -242,6 +250,8 @@ impl Policy {
             pagedaemon: true,
             contiguity: Contiguity::Off,
             wired: WiredPlacement::Scattered,
+            readahead: true,
+            close_deactivate: false,
         }
     }
 
@@ -297,6 +307,9 @@ impl Policy {
                     // 6.5").
                     contiguity: Contiguity::Daemon,
                     wired: WiredPlacement::Scattered,
+                    readahead: true,
+                    // seed 000 5.1 (3).
+                    close_deactivate: true,
                 }
             }
             "freebsd" => Policy {
@@ -318,6 +331,8 @@ impl Policy {
                 pagedaemon: true,
                 contiguity: Contiguity::Off,
                 wired: WiredPlacement::Scattered,
+                readahead: true,
+                close_deactivate: false,
             },
             _ => return Err(spec.unknown_name(&names)),
         };
@@ -364,6 +379,8 @@ impl Policy {
                 ))),
             };
         }
+        p.readahead = spec.take_bool("readahead", p.readahead)?;
+        p.close_deactivate = spec.take_bool("close_deactivate", p.close_deactivate)?;
         p.spec = text.trim().to_string();
         spec.finish()?;
         Ok(p)

@@ -97,6 +97,11 @@ pub struct Memory {
     pub copied_bytes: u64,
     pub io_read_bytes: u64,
     pub io_write_bytes: u64,
+    /// Requests to the storage device (vm/file.rs clusters reads and fsync's writes).
+    pub io_read_requests: u64,
+    pub io_write_requests: u64,
+    /// File events (vm/file.rs).
+    pub files: crate::vm::file::FileStats,
     pub contiguity_end: f64,
     /// Page-table pages (wired frames) at the end and at the peak.
     pub page_table_bytes: u64,
@@ -386,6 +391,9 @@ impl Report {
                 copied_bytes: st.copied_bytes,
                 io_read_bytes: st.io_read_bytes,
                 io_write_bytes: st.io_write_bytes,
+                io_read_requests: st.io_read_requests,
+                io_write_requests: st.io_write_requests,
+                files: os.fileio.stats.clone(),
                 contiguity_end: os.phys.buddy.contiguity(&superpage_orders),
                 page_table_bytes: st.pt.pages << m.base_shift(),
                 page_table_peak_bytes: st.pt.peak_pages << m.base_shift(),
@@ -603,6 +611,24 @@ impl Report {
                 group(cs.reactivation_preemptions),
                 group(cs.cache_dropped),
                 group(cs.wired_pools)
+            );
+        }
+        let f = &m.files;
+        if f.opens + m.io_read_requests + m.io_write_requests > 0 {
+            let _ = writeln!(
+                s,
+                "  files         {} opens, {} reads ({}), {} writes ({}), {} fsyncs; storage: read {} in {} requests ({} pages read ahead), written {} in {} requests",
+                group(f.opens),
+                group(f.reads),
+                human(f.read_bytes),
+                group(f.writes),
+                human(f.written_bytes),
+                group(f.fsyncs),
+                human(m.io_read_bytes),
+                group(m.io_read_requests),
+                group(f.readahead_pages),
+                human(m.io_write_bytes),
+                group(m.io_write_requests)
             );
         }
         let pg = &m.paging;

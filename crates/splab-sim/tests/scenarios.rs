@@ -160,6 +160,8 @@ fn check_passes_on_every_workload() {
         "seeker:size=1M,count=3",
         "seq(tree:nodes=300,ops=400,seeker:count=2,fftw:n=8)",
         "par(gups:size=1M,updates=10K,seeker:count=3)",
+        "web:requests=300,files=400,maps=50",
+        "web:requests=100,files=50,mode=read",
     ];
     let policies: Vec<&str> = splab_sim::policy::POLICIES.iter().map(|p| p.0).collect();
     for w in small {

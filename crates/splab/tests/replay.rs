@@ -1651,7 +1651,13 @@ fn issue9_replay_maps_and_reads_the_code_pages() {
         };
         splab_trace::record(&opts, &[exe.display().to_string()], &spt, |_| {}).unwrap();
         let (_, t) = splab_trace::read_header_and_trailer(&spt).unwrap();
-        let cold = run_trace_as(&spt, false, "base:fault_around=off", PageCache::Cold);
+        // One page a request (no read-ahead, vm/file.rs), so the bytes read count the pages.
+        let cold = run_trace_as(
+            &spt,
+            false,
+            "base:fault_around=off,readahead=off",
+            PageCache::Cold,
+        );
         (cold, run_trace(&spt, false), t.ifetches)
     };
     let (with, with_warm, pages) = rec(true);

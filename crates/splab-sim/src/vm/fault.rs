@@ -640,17 +640,15 @@ impl Os {
             self.pageq.mark_busy(pfn);
             return Ok(pfn);
         }
+        // A page the page daemon evicted is read again, warm cache or not; a cold cache reads
+        // the file's data at first use. With its read-behind and read-ahead (vm/file.rs).
+        if self.page_needs_io(obj, pindex) {
+            let va = v.start + ((pindex - v.pgoff) << self.base_shift());
+            cost.io += self.fault_readahead(pid, obj, pindex, va, v)?;
+            return Ok(self.obj(obj).pages.get(pindex).expect("file_page: read"));
+        }
         let pfn = self.alloc_frame(pid, obj, pindex, v)?;
         self.obj_insert(obj, pindex, pfn);
-        // A page the page daemon evicted is read again, warm cache or not.
-        let evicted = self.backing.evicted(obj, pindex);
-        if evicted {
-            self.backing.set_evicted(obj, pindex, false);
-            self.backing.stats.pageins_file += 1;
-        }
-        if evicted || self.page_cache == super::object::PageCache::Cold {
-            self.read_page(cost);
-        }
         Ok(pfn)
     }
 
@@ -658,6 +656,7 @@ impl Os {
     fn read_page(&mut self, cost: &mut FaultCost) {
         let base = self.machine.base_size();
         self.stats.io_read_bytes += base;
+        self.stats.io_read_requests += 1;
         cost.io += self.machine.io_cycles(base);
     }
 

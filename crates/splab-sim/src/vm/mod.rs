@@ -18,6 +18,7 @@ mod check;
 pub mod contig;
 mod fault;
 pub mod faultaround;
+pub mod file;
 pub mod kmem;
 mod mremap;
 pub mod pageout;
@@ -251,6 +252,8 @@ pub struct Os {
     pub backing: swap::Backing,
     /// Contiguity-aware replacement and the wired pool (vm/contig.rs).
     pub contig: contig::ContigState,
+    /// Open files and their I/O state (vm/file.rs).
+    pub fileio: file::FileIo,
 }
 
 impl Os {
@@ -310,6 +313,7 @@ impl Os {
             pageout,
             backing: swap::Backing::new(machine_swap_pages),
             contig: contig::ContigState::default(),
+            fileio: file::FileIo::default(),
         }
         .with_reservations()
     }
@@ -372,6 +376,10 @@ impl Os {
         let o = self.obj_mut(id);
         o.refs -= 1;
         if o.refs > 0 {
+            if let (1, ObjKind::File { file }) = (o.refs, o.kind) {
+                // The last mapping of a file went (seed 000 5.1 (3), vm/file.rs).
+                self.file_unused(file);
+            }
             return;
         }
         let pages = o.pages.all();

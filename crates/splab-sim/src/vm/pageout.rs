@@ -366,6 +366,7 @@ impl Os {
             ObjKind::File { .. } => self.backing.stats.pageouts_file += 1,
         }
         self.stats.io_write_bytes += base;
+        self.stats.io_write_requests += 1;
         self.pageq.set_flag(pfn, F_DIRTY, false);
         self.pageout.stats.laundered += 1;
         self.machine.io_cycles(base)

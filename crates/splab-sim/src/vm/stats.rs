@@ -81,6 +81,10 @@ pub struct VmStats {
     pub copied_bytes: u64,
     pub io_read_bytes: u64,
     pub io_write_bytes: u64,
+    /// Requests to the storage device (one per clustered read or write, vm/file.rs), so that
+    /// `io_read_bytes / io_read_requests` is the mean request size.
+    pub io_read_requests: u64,
+    pub io_write_requests: u64,
     /// Promotions and demotions, indexed by the size class created / destroyed.
     pub promotions: Vec<u64>,
     pub demotions: Vec<u64>,

@@ -12,6 +12,7 @@ mod scan;
 mod seeker;
 pub mod trace;
 mod tree;
+mod web;
 
 use crate::engine::Engine;
 use crate::error::Result;
@@ -55,6 +56,7 @@ pub const WORKLOADS: &[(&str, &str)] = &[
     ("seeker", "map, touch and unmap `size` five times a second, sleeping between (seed 000 6.5): size=1M, rate=5, duration=60 (simulated seconds) or count=N; counts chunks satisfied with contiguous memory"),
     ("seq(A,B,...)", "run workloads one after another on the same machine, each a fresh process (seed 000 6.5): seq(web,fftw,fftw); components keep their parameters: seq(gups:size=1M,updates=10,tree)"),
     ("par(A,B,...)", "run workloads concurrently, interleaved per event on the simulated clock, fairly (seed 000 6.5): par(web,seeker:duration=300)"),
+    ("web", "thttpd-like web server (seed 000 6.5): SPECweb96 file sizes, Zipf popularity; requests=50000, files=100000, zipf=0.75, maps=2000 (thttpd's map cache), mode=mmap|read"),
 ];
 
 /// Parses a workload spec.
@@ -79,6 +81,7 @@ pub fn parse(text: &str) -> Result<Box<dyn Workload>> {
         "fftw" => Box::new(fftw::Fftw::parse(&mut spec)?),
         "seeker" => Box::new(seeker::Seeker::parse(&mut spec)?),
         "trace" => Box::new(trace::TraceReplay::parse(&mut spec)?),
+        "web" => Box::new(web::Web::parse(&mut spec)?),
         _ => return Err(spec.unknown_name(&names)),
     };
     spec.finish()?;
