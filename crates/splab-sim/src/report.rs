@@ -109,6 +109,9 @@ pub struct Memory {
     /// Processes' u-areas (wired kernel memory, vm/kmem.rs) at the end and at the peak.
     pub uarea_bytes: u64,
     pub uarea_peak_bytes: u64,
+    /// Vnodes the file system allocated and the wired zone pages holding them (vm/kmem.rs).
+    pub vnodes: u64,
+    pub vnode_zone_bytes: u64,
     /// Frames reserved for pages not yet touched (held by reservations, used by no page), at
     /// the end and at the peak; 0 without reservations.
     pub reserved_unpopulated_bytes: u64,
@@ -399,6 +402,8 @@ impl Report {
                 page_table_peak_bytes: st.pt.peak_pages << m.base_shift(),
                 uarea_bytes: st.kmem.uarea_pages << m.base_shift(),
                 uarea_peak_bytes: st.kmem.uarea_peak_pages << m.base_shift(),
+                vnodes: st.kmem.vnodes,
+                vnode_zone_bytes: st.kmem.vnode_zone_pages << m.base_shift(),
                 reserved_unpopulated_bytes: os
                     .reserv
                     .as_ref()

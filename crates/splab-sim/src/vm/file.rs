@@ -162,6 +162,8 @@ impl Os {
     /// `size` grows it, as a trace's `FileOpen` does).
     pub fn file_open(&mut self, pid: Pid, file: u32, size: u64) -> Result<()> {
         self.proc(pid)?;
+        // Its vnode and inode (vm/kmem.rs): wired kernel memory.
+        self.vnode_for(file)?;
         if !self.files.contains_key(&file) {
             let pages = size.div_ceil(self.machine.base_size());
             self.fileio.stored_pages.insert(file, pages);

@@ -143,7 +143,10 @@ impl Os {
         let total = self.phys.frames();
         let pt = self.stats.pt.pages;
         // Wired as the run goes: page tables, u-areas and the wired pool's spare frames.
-        let kernel = pt + self.stats.kmem.uarea_pages + self.contig.pool_frames();
+        let kernel = pt
+            + self.stats.kmem.uarea_pages
+            + self.stats.kmem.vnode_zone_pages
+            + self.contig.pool_frames();
         let setup = self.phys.wired_frames.saturating_sub(kernel);
         let used = self.phys.used_frames;
         let free = self.phys.buddy.free_frames;
