@@ -350,6 +350,10 @@ impl Os {
         let pa = (t.pfn.0 << self.base_shift()) + (a.va & ((1u64 << shift) - 1));
         if a.op != MemOp::Ifetch {
             self.note_last(a.va, t);
+            if self.dirty.track {
+                // dirty=hash: the write changes the page's contents (vm/dirty.rs).
+                self.track_access(a.op.kind() == AccessKind::Write, pa);
+            }
         }
         self.data(a, pa, trip);
     }
@@ -530,6 +534,7 @@ impl Os {
         let new = self.alloc_frame(pid, layer, pindex, v)?;
         self.obj_remove(layer, pindex);
         self.obj_insert(layer, pindex, new);
+        self.new_contents(new);
         self.stats.faults.cow += 1;
         self.stats.copied_bytes += self.machine.base_size();
         Ok(new)
@@ -594,6 +599,7 @@ impl Os {
             // Zero-fill (event 2, preparation: one base page zeroed at fault time).
             let pfn = self.alloc_frame(pid, v.obj, pindex, v)?;
             self.obj_insert(v.obj, pindex, pfn);
+            self.new_contents(pfn);
             self.stats.faults.zero_fill += 1;
             self.stats.zeroed_bytes += base;
             cost.cycles += self.machine.cost.zero_page_cycles;
@@ -645,6 +651,8 @@ impl Os {
         if evicted || self.page_cache == super::object::PageCache::Cold {
             self.read_page(cost);
         }
+        // A clean page: its digest under dirty=hash (seed 000 4.7; vm/dirty.rs).
+        cost.cycles += self.digest_clean(pfn);
         Ok(pfn)
     }
 
@@ -669,6 +677,7 @@ impl Os {
         self.obj_insert(obj, pindex, pfn);
         self.backing.stats.pageins_swap += 1;
         self.read_page(cost);
+        cost.cycles += self.digest_clean(pfn);
         Ok(pfn)
     }
 

@@ -15,6 +15,7 @@ pub mod pmap;
 pub mod stats;
 
 mod check;
+pub mod dirty;
 mod fault;
 pub mod faultaround;
 mod mremap;
@@ -245,6 +246,8 @@ pub struct Os {
     pub pageq: pageq::PageQueues,
     pub pageout: pageout::Pageout,
     pub backing: swap::Backing,
+    /// Dirty superpages' write-out and msync (vm/dirty.rs; seed 000 4.7, 6.7).
+    pub dirty: dirty::DirtyState,
 }
 
 impl Os {
@@ -257,6 +260,12 @@ impl Os {
             ..Default::default()
         };
         let hw = Hw::new(&machine);
+        let dirty = dirty::DirtyState::new(
+            policy
+                .reserv()
+                .map_or(crate::policy::Dirty::Trap, |r| r.dirty),
+            frames,
+        );
         let orders: Vec<u8> = (0..machine.page_shifts.len())
             .map(|c| machine.order_of(c))
             .collect();
@@ -303,6 +312,7 @@ impl Os {
             pageq: pageq::PageQueues::new(frames),
             pageout,
             backing: swap::Backing::new(machine_swap_pages),
+            dirty,
         }
         .with_reservations()
     }

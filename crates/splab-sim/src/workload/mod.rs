@@ -4,6 +4,7 @@
 //! Names and parameters: `NAME:key=value,...`; sizes take K/M/G (binary), counts K/M/G (decimal).
 
 mod chase;
+pub mod filedirty;
 mod gups;
 mod matrix;
 mod scan;
@@ -47,6 +48,7 @@ pub const WORKLOADS: &[(&str, &str)] = &[
          skip=N (accesses not replayed), limit=N (accesses replayed), \
          heap=native (rebuild a heap Valgrind capped, the default) or recorded",
     ),
+    ("filedirty", "seed 000 6.7: map a file shared, read every base page (promotion), write one base page in `every`, msync, exit: size=100M, every=512"),
     ("tree", "red-black tree of 50000 nodes with 128-byte records (seed 000 6.2): nodes=50000, ops=20000"),
 ];
 
@@ -62,6 +64,7 @@ pub fn parse(text: &str) -> Result<Box<dyn Workload>> {
         "chase" => Box::new(chase::Chase::parse(&mut spec)?),
         "matrix" => Box::new(matrix::Matrix::parse(&mut spec)?),
         "tree" => Box::new(tree::Tree::parse(&mut spec)?),
+        "filedirty" => Box::new(filedirty::FileDirty::parse(&mut spec)?),
         "trace" => Box::new(trace::TraceReplay::parse(&mut spec)?),
         _ => return Err(spec.unknown_name(&names)),
     };
