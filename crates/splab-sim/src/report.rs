@@ -626,6 +626,19 @@ impl Report {
                 human(m.reserved_unpopulated_bytes)
             );
         }
+        if m.paging.msyncs + m.paging.hash_cycles > 0 {
+            // seed 000 4.7 / 6.7 (vm/dirty.rs).
+            let _ = writeln!(
+                s,
+                "  dirty pages   msync {} calls, {} pages written ({} written in all); SHA-1 digests {} cycles, {} pages written, {} found clean",
+                group(m.paging.msyncs),
+                group(m.paging.msync_written),
+                human(m.io_write_bytes),
+                group(m.paging.hash_cycles),
+                group(m.paging.hash_written),
+                group(m.paging.hash_clean)
+            );
+        }
         let t = &self.time;
         let pct = |x: u64| {
             if t.cycles_total > 0 {

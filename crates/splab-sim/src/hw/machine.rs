@@ -63,7 +63,7 @@ pub struct CostConfig {
     pub reserv_piece_cycles: u64,
     /// SHA-1 over one 64-byte block, scalar integer code (a kernel does not use the vector
     /// registers), for seed 000 4.7's hash digests of base pages (`policy dirty=hash`). From
-    /// OpenSSL's per-CPU cycles/byte of its hand-tuned SHA-1 (docs/constants.md 8).
+    /// OpenSSL's per-CPU cycles/byte of its hand-tuned SHA-1 (docs/constants.md 9).
     pub sha1_block_cycles: u64,
 }
 

@@ -19,7 +19,7 @@
 //! was computed at, together with the page it belonged to, so "digest unchanged" is "not
 //! written since". To see every write, `hash` sends all writes through the slow access path
 //! (`Tlb::last` is never left write-through); the other modes keep the fast path as it was.
-//! Hashing costs `CostConfig::sha1_block_cycles` per 64-byte block (docs/constants.md 8).
+//! Hashing costs `CostConfig::sha1_block_cycles` per 64-byte block (docs/constants.md 9).
 //!
 //! msync(MS_SYNC) (`Os::msync`, FreeBSD `vm_map_sync` -> `vm_object_page_clean`): the dirty pages
 //! of the shared file mappings in the range are written to the file in clusters of contiguous
