@@ -238,3 +238,109 @@ fn filedirty_parameters() {
     assert_eq!(r.accesses.writes, 3);
     assert_eq!(r.memory.io_write_bytes, 64 << 10, "one dirty 64K superpage");
 }
+
+/// What msync costs: the writes the caller waits for, contiguous pages in one request of at
+/// most 16 (FreeBSD vm_object_page_collect_flush, vm_pageout_page_count), and the kernel work
+/// of digests and of clearing each dirty mapping's bit (a PTE write and a TLB invalidation).
+#[test]
+fn msync_charges_clustered_writes_and_its_kernel_work() {
+    let clear = 29 + 20; // the 21264's pte_write_cycles + tlb_invalidate_cycles
+                         // trap: one base page, one request; its base mapping's dirty bit cleared.
+    let (mut e, pid, f) = promoted_file("navarro:prefault=off");
+    e.access(pid, f + 3 * PAGE, AccessKind::Write).unwrap();
+    let (io, k) = (e.os.stats.cycles_io, e.os.stats.cycles_kernel);
+    e.msync(pid, f, 4 << 20).unwrap();
+    assert_eq!(e.os.stats.cycles_io - io, e.os.machine.io_cycles(PAGE));
+    assert_eq!(e.os.stats.cycles_kernel - k, clear);
+    // Nothing dirty any more: no request, no work.
+    let (io, k) = (e.os.stats.cycles_io, e.os.stats.cycles_kernel);
+    e.msync(pid, f, 4 << 20).unwrap();
+    assert_eq!((e.os.stats.cycles_io, e.os.stats.cycles_kernel), (io, k));
+
+    // whole: 512 contiguous pages, 32 requests of 16.
+    let (mut e, pid, f) = promoted_file("navarro:prefault=off,dirty=whole");
+    e.access(pid, f, AccessKind::Write).unwrap();
+    let (io, k) = (e.os.stats.cycles_io, e.os.stats.cycles_kernel);
+    e.msync(pid, f, 4 << 20).unwrap();
+    assert_eq!(
+        e.os.stats.cycles_io - io,
+        32 * e.os.machine.io_cycles(16 * PAGE)
+    );
+    assert_eq!(e.os.stats.cycles_kernel - k, clear);
+
+    // hash: pages 7 and 8 in one request, 300 in another; 512 digests recomputed.
+    let (mut e, pid, f) = promoted_file("navarro:prefault=off,dirty=hash");
+    for i in [7, 8, 300, 7] {
+        e.access(pid, f + i * PAGE, AccessKind::Write).unwrap();
+    }
+    // Every write moved its page's content version on.
+    let version = |e: &Engine, i: u64| {
+        let pfn = e.os.procs[&pid.0].pmap.lookup(f / PAGE + i).unwrap().pfn();
+        e.os.dirty.version(pfn)
+    };
+    assert_eq!((version(&e, 7), version(&e, 8), version(&e, 9)), (2, 1, 0));
+    let (io, k) = (e.os.stats.cycles_io, e.os.stats.cycles_kernel);
+    e.msync(pid, f, 4 << 20).unwrap();
+    assert_eq!(
+        e.os.stats.cycles_io - io,
+        e.os.machine.io_cycles(2 * PAGE) + e.os.machine.io_cycles(PAGE)
+    );
+    assert_eq!(e.os.stats.cycles_kernel - k, 512 * HASH_PAGE + clear);
+    assert_eq!(e.os.dirty.stats.msync_written, 3);
+}
+
+/// msync covers only what it is given and stops at a hole between mappings (ENOMEM); a private
+/// file mapping writes nothing to its file.
+#[test]
+fn msync_ranges_holes_and_private_mappings() {
+    let (mut e, pid) = engine("alpha21264", "base", None);
+    e.open_file(9, 64 * PAGE).unwrap();
+    let f = e.mmap(pid, shared_file(9, 64 * PAGE)).unwrap();
+    for i in [0, 10, 63] {
+        e.access(pid, f + i * PAGE, AccessKind::Write).unwrap();
+    }
+    e.msync(pid, f + 10 * PAGE, PAGE).unwrap();
+    assert_eq!(e.os.stats.io_write_bytes, PAGE, "page 10 alone");
+    e.msync(pid, f + 11 * PAGE, 53 * PAGE).unwrap();
+    assert_eq!(e.os.stats.io_write_bytes, 2 * PAGE, "then page 63");
+    // Two mappings with a hole between them.
+    e.munmap(pid, f + 20 * PAGE, PAGE).unwrap();
+    let err = e.msync(pid, f, 64 * PAGE).unwrap_err().to_string();
+    assert!(err.contains("no mapping"), "{err}");
+    assert_eq!(
+        e.os.stats.io_write_bytes,
+        2 * PAGE,
+        "nothing written on error"
+    );
+    e.msync(pid, f + 21 * PAGE, 43 * PAGE).unwrap();
+    e.msync(pid, f, 20 * PAGE).unwrap();
+    assert_eq!(e.os.stats.io_write_bytes, 3 * PAGE, "page 0");
+    // A private mapping's writes go to its own copies, never to the file.
+    let mut req = shared_file(9, 64 * PAGE);
+    req.flags = MapFlags::FILE;
+    let p = e.mmap(pid, req).unwrap();
+    e.access(pid, p + 5 * PAGE, AccessKind::Write).unwrap();
+    e.msync(pid, p, 64 * PAGE).unwrap();
+    assert_eq!(e.os.stats.io_write_bytes, 3 * PAGE);
+}
+
+/// FreeBSD with `dirty=whole` keeps a written superpage (no write-protect trick) and writes it
+/// out whole; with its default it demotes and writes the page.
+#[test]
+fn freebsd_dirty_whole_keeps_the_superpage() {
+    for (policy, bytes) in [
+        ("freebsd:prefault=off", 8192),
+        ("freebsd:prefault=off,dirty=whole", 64 << 10),
+    ] {
+        let (mut e, pid) = engine("alpha21264", policy, None);
+        e.open_file(9, 64 << 10).unwrap();
+        let f = e.mmap(pid, shared_file(9, 64 << 10)).unwrap();
+        for i in 0..8 {
+            e.access(pid, f + i * PAGE, AccessKind::Read).unwrap();
+        }
+        assert_eq!(e.os.stats.promotions[1], 1, "{policy}");
+        e.access(pid, f + PAGE, AccessKind::Write).unwrap();
+        e.msync(pid, f, 64 << 10).unwrap();
+        assert_eq!(e.os.stats.io_write_bytes, bytes, "{policy}");
+    }
+}

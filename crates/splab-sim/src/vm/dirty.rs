@@ -17,7 +17,11 @@
 //! Page contents are modelled exactly by a content version per frame, bumped by every write
 //! the model makes to the base page (vm/fault.rs `finish_access`): a digest is the version it
 //! was computed at, together with the page it belonged to, so "digest unchanged" is "not
-//! written since". To see every write, `hash` sends all writes through the slow access path
+//! written since". A frame reused for another page keeps its old digest, which names the old
+//! page; a copy on write is made by a write, which moves the version on. (Only an unwritten
+//! zero-filled page that lands in the same frame under a reused object id and the same index
+//! could pass: it is skipped at write-out, and a fault on it, having no swap copy, zero-fills it
+//! again, so nothing is lost.) To see every write, `hash` sends all writes through the slow access path
 //! (`Tlb::last` is never left write-through); the other modes keep the fast path as it was.
 //! Hashing costs `CostConfig::sha1_block_cycles` per 64-byte block (docs/constants.md 9).
 //!
@@ -134,13 +138,6 @@ impl Os {
             pindex,
             version: self.dirty.version[i],
         };
-    }
-
-    /// `pfn` holds contents with no copy on disk (zero-filled, copied on write): no digest.
-    pub(crate) fn new_contents(&mut self, pfn: Pfn) {
-        if self.dirty.track {
-            self.dirty.digest[pfn.0 as usize].valid = false;
-        }
     }
 
     /// The write-out of a page considered dirty: whether it must be written, and the CPU cycles

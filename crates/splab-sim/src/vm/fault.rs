@@ -534,7 +534,6 @@ impl Os {
         let new = self.alloc_frame(pid, layer, pindex, v)?;
         self.obj_remove(layer, pindex);
         self.obj_insert(layer, pindex, new);
-        self.new_contents(new);
         self.stats.faults.cow += 1;
         self.stats.copied_bytes += self.machine.base_size();
         Ok(new)
@@ -599,7 +598,6 @@ impl Os {
             // Zero-fill (event 2, preparation: one base page zeroed at fault time).
             let pfn = self.alloc_frame(pid, v.obj, pindex, v)?;
             self.obj_insert(v.obj, pindex, pfn);
-            self.new_contents(pfn);
             self.stats.faults.zero_fill += 1;
             self.stats.zeroed_bytes += base;
             cost.cycles += self.machine.cost.zero_page_cycles;
