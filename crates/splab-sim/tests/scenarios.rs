@@ -156,6 +156,7 @@ fn check_passes_on_every_workload() {
         "matrix:n=200",
         "tree:nodes=300,ops=400",
         "chase:size=1M,chains=3,hops=5000",
+        "filedirty:size=8M,every=7",
     ];
     let policies: Vec<&str> = splab_sim::policy::POLICIES.iter().map(|p| p.0).collect();
     for w in small {
