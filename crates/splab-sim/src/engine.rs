@@ -462,6 +462,15 @@ impl Engine {
         self.after_event()
     }
 
+    /// msync(MS_SYNC) of `[addr, addr + len)` by `pid` (`Os::msync`, vm/dirty.rs): the dirty
+    /// pages of its shared file mappings are written, the caller waiting (one event).
+    pub fn msync(&mut self, pid: Pid, addr: u64, len: u64) -> Result<()> {
+        self.os.msync(pid, addr, len)?;
+        // Dirty bits are cleared in every process mapping the files.
+        self.touch_everything();
+        self.after_event()
+    }
+
     pub fn open_file(&mut self, file: u32, size: u64) -> Result<()> {
         self.os.open_file(file, size);
         self.after_event()

@@ -58,6 +58,28 @@ pub enum CleanWrite {
     /// FreeBSD pmap_promote_pde: clean writable PTEs are write-protected before promotion; an
     /// all-clean run becomes a read-only superpage, whose first write faults and demotes.
     WriteProtect,
+    /// seed 000 6.7, "without demoting on writing": the write sets the superpage's one dirty
+    /// bit and the superpage stays; its write-out writes every base page of it (4.7), or, with
+    /// `Dirty::Hash`, the ones whose digest changed. Set by `dirty=whole|hash`.
+    MarkDirty,
+}
+
+/// What a write to a clean superpage and the write-out of a dirty one do (seed 000 4.7, 6.7).
+/// `dirty=` on a reserving policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dirty {
+    /// The preset's clean-write rule (`CleanWrite`): seed 000 demotes on the dirty-bit trap,
+    /// FreeBSD write-protects clean superpages. `dirty=trap`, the default.
+    Trap,
+    /// seed 000 6.7's alternative: a write marks the whole superpage dirty and keeps it; its
+    /// write-out writes every base page (the OS has one dirty bit per superpage, 4.7).
+    /// `dirty=whole`.
+    Whole,
+    /// seed 000 4.7, "inferring dirty base pages using hash digests": as `Whole`, but at
+    /// write-out each base page's SHA-1 digest is recomputed and compared with the one recorded
+    /// when it was clean, and only modified base pages are written (vm/dirty.rs). `dirty=hash`.
+    Hash,
 }
 
 /// Whether promotion maps superpages (event 3). `promote=` on a reserving policy.
@@ -106,6 +128,8 @@ pub struct ReservPolicy {
     pub unmap_demotes: bool,
     /// Whether promotion maps superpages, or only pays for it (seed 000 6.6's overhead mode).
     pub promote: Promote,
+    /// Clean-superpage writes and dirty write-out (seed 000 4.7, 6.7).
+    pub dirty: Dirty,
 }
 
 /// Event 2, preparation: how a new page's contents are made.
@@ -226,11 +250,11 @@ pub const POLICIES: &[(&str, &str)] = &[
     ),
     (
         "navarro",
-        "seed 000: multi-size reservations, population maps, preemption (multi-list), incremental promotion, demotion; sizes=64K+4M restricts the superpage sizes; promote=overhead reserves and pays for promotion but maps base pages (6.6), promote=no never promotes; prefault=4+4 as FreeBSD; contiguity=daemon (5.1, default) | cache | off; wired=scattered (default) | clustered (5.2); close_deactivate: a file no process has open or mapped has its clean pages moved to the inactive queue (5.1 (3))",
+        "seed 000: multi-size reservations, population maps, preemption (multi-list), incremental promotion, demotion; sizes=64K+4M restricts the superpage sizes; promote=overhead reserves and pays for promotion but maps base pages (6.6), promote=no never promotes; prefault=4+4 as FreeBSD; contiguity=daemon (5.1, default) | cache | off; wired=scattered (default) | clustered (5.2); close_deactivate: a file no process has open or mapped has its clean pages moved to the inactive queue (5.1 (3)); dirty=trap|whole|hash: a write to a clean superpage demotes it (4.7, the default), or marks it dirty and it is written out whole (6.7), or written out per base page whose SHA-1 digest changed (4.7); prefault=4+4 as FreeBSD",
     ),
     (
         "freebsd",
-        "FreeBSD amd64: one reservation level (the smallest superpage, 2MB on x86-64), partpopq, write-protect-clean promotion, deferred deallocation, reclaim_inactive, prefault=4+4; promote=, contiguity= (default off) and wired= as navarro",
+        "FreeBSD amd64: one reservation level (the smallest superpage, 2MB on x86-64), partpopq, write-protect-clean promotion, deferred deallocation, reclaim_inactive, prefault=4+4; promote=, dirty=, contiguity= (default off) and wired= as navarro",
     ),
 ];
 
@@ -294,6 +318,7 @@ impl Policy {
                         clean_write: CleanWrite::DemoteOnTrap,
                         unmap_demotes: true,
                         promote: Promote::Yes,
+                        dirty: Dirty::Trap,
                     }),
                     prep: PrepPolicy::PerPage,
                     placement: Placement::SuperpageAligned,
@@ -324,6 +349,7 @@ impl Policy {
                     clean_write: CleanWrite::WriteProtect,
                     unmap_demotes: false,
                     promote: Promote::Yes,
+                    dirty: Dirty::Trap,
                 }),
                 prep: PrepPolicy::PerPage,
                 placement: Placement::SuperpageAligned,
@@ -347,6 +373,19 @@ impl Policy {
                         "policy '{name}': bad promote='{v}': expected yes, overhead (seed 000 6.6: reserve and pay for promotion, map base pages only) or no (reserve, never promote)"
                     ))),
                 };
+            }
+            if let Some(v) = spec.take_str("dirty") {
+                r.dirty = match v.as_str() {
+                    "trap" => Dirty::Trap,
+                    "whole" => Dirty::Whole,
+                    "hash" => Dirty::Hash,
+                    _ => return Err(SimError::BadInput(format!(
+                        "policy '{name}': bad dirty='{v}': expected trap (the preset's clean-write rule: demote on the dirty-bit trap, seed 000 4.7), whole (6.7: mark the superpage dirty, write it out whole) or hash (4.7: write out only base pages whose SHA-1 digest changed)"
+                    ))),
+                };
+                if r.dirty != Dirty::Trap {
+                    r.clean_write = CleanWrite::MarkDirty;
+                }
             }
         }
         match (spec.take_str("fault_around"), spec.take_str("prefault")) {
@@ -538,5 +577,32 @@ mod tests {
             .to_string();
         assert!(e.contains("'never'") && e.contains("overhead"), "{e}");
         assert!(Policy::from_spec("base:promote=no").is_err());
+        // seed 000 4.7 / 6.7: dirty= on any reserving policy; whole and hash keep the superpage.
+        for (v, want, cw) in [
+            ("trap", Dirty::Trap, CleanWrite::DemoteOnTrap),
+            ("whole", Dirty::Whole, CleanWrite::MarkDirty),
+            ("hash", Dirty::Hash, CleanWrite::MarkDirty),
+        ] {
+            let p = Policy::from_spec(&format!("navarro:dirty={v}")).unwrap();
+            assert_eq!(
+                (p.reserv().unwrap().dirty, p.reserv().unwrap().clean_write),
+                (want, cw)
+            );
+        }
+        let p = Policy::from_spec("freebsd:dirty=whole").unwrap();
+        assert_eq!(p.reserv().unwrap().clean_write, CleanWrite::MarkDirty);
+        let p = Policy::from_spec("freebsd").unwrap();
+        assert_eq!(
+            (p.reserv().unwrap().dirty, p.reserv().unwrap().clean_write),
+            (Dirty::Trap, CleanWrite::WriteProtect)
+        );
+        let e = Policy::from_spec("navarro:dirty=sha1")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("'sha1'") && e.contains("whole") && e.contains("hash"),
+            "{e}"
+        );
+        assert!(Policy::from_spec("base:dirty=whole").is_err());
     }
 }

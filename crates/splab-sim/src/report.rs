@@ -158,6 +158,14 @@ pub struct Paging {
     /// application waited in synchronous scans (CPU and write-out, inside `time`).
     pub daemon_cycles: u64,
     pub stall_cycles: u64,
+    /// seed 000 4.7 / 6.7 (vm/dirty.rs): msync calls and the base pages they wrote; under
+    /// `dirty=hash`, the CPU cycles of SHA-1 digests (inside `time`) and the base pages a
+    /// write-out considered dirty that were written / found clean by their digest.
+    pub msyncs: u64,
+    pub msync_written: u64,
+    pub hash_cycles: u64,
+    pub hash_written: u64,
+    pub hash_clean: u64,
 }
 
 impl Paging {
@@ -165,6 +173,7 @@ impl Paging {
         let bs = os.base_shift();
         let b = &os.backing.stats;
         let p = &os.pageout.stats;
+        let d = &os.dirty.stats;
         Paging {
             swap_bytes: os.backing.swap_limit << bs,
             swap_peak_bytes: b.swap_peak_slots << bs,
@@ -188,6 +197,11 @@ impl Paging {
             repromotions: p.repromotions,
             daemon_cycles: p.daemon_cycles,
             stall_cycles: p.stall_cycles,
+            msyncs: d.msyncs,
+            msync_written: d.msync_written,
+            hash_cycles: d.hash_cycles,
+            hash_written: d.hash_written,
+            hash_clean: d.hash_clean,
         }
     }
 }
@@ -675,6 +689,19 @@ impl Report {
                 "                reserved for untouched pages: peak {}, end {}",
                 human(m.reserved_unpopulated_peak_bytes),
                 human(m.reserved_unpopulated_bytes)
+            );
+        }
+        if m.paging.msyncs + m.paging.hash_cycles > 0 {
+            // seed 000 4.7 / 6.7 (vm/dirty.rs).
+            let _ = writeln!(
+                s,
+                "  dirty pages   msync {} calls, {} pages written ({} written in all); SHA-1 digests {} cycles, {} pages written, {} found clean",
+                group(m.paging.msyncs),
+                group(m.paging.msync_written),
+                human(m.io_write_bytes),
+                group(m.paging.hash_cycles),
+                group(m.paging.hash_written),
+                group(m.paging.hash_clean)
             );
         }
         let t = &self.time;

@@ -724,6 +724,17 @@ proptest! {
         run_policy("pa8000:mem=64M", "navarro", Some(2 << 20), &ops)?;
     }
 
+    /// seed 000 4.7 / 6.7's dirty modes (vm/dirty.rs): dirty superpages kept and written out
+    /// whole or by digest while the page daemon runs.
+    #[test]
+    fn dirty_modes_keep_invariants_under_pressure(
+        ops in prop::collection::vec(op(), 1..150),
+        free_mb in prop::sample::select(PRESSURE_FREE_MB.to_vec()),
+        policy in prop::sample::select(vec!["navarro:dirty=whole", "navarro:dirty=hash", "freebsd:dirty=hash"]),
+    ) {
+        run_policy(PRESSURE_MACHINE, policy, Some(free_mb << 20), &ops)?;
+    }
+
     /// FreeBSD's reservations with reclaim_inactive when memory runs out.
     #[test]
     fn freebsd_keeps_invariants_under_pressure(

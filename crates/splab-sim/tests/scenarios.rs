@@ -162,6 +162,7 @@ fn check_passes_on_every_workload() {
         "par(gups:size=1M,updates=10K,seeker:count=3)",
         "web:requests=300,files=400,maps=50",
         "web:requests=100,files=50,mode=read",
+        "filedirty:size=8M,every=7",
     ];
     let policies: Vec<&str> = splab_sim::policy::POLICIES.iter().map(|p| p.0).collect();
     for w in small {

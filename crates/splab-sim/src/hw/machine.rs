@@ -61,6 +61,10 @@ pub struct CostConfig {
     /// One piece of a preempted or broken reservation: its population from the bitmap, then
     /// freed to a buddy list or re-reserved at a list head (seed 000 4.8; 58.0 instructions).
     pub reserv_piece_cycles: u64,
+    /// SHA-1 over one 64-byte block, scalar integer code (a kernel does not use the vector
+    /// registers), for seed 000 4.7's hash digests of base pages (`policy dirty=hash`). From
+    /// OpenSSL's per-CPU cycles/byte of its hand-tuned SHA-1 (docs/constants.md 11).
+    pub sha1_block_cycles: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -263,6 +267,9 @@ pub fn alpha21264() -> Machine {
             reserv_depopulate_cycles: 120,
             reserv_create_cycles: 59,
             reserv_piece_cycles: 58,
+            // OpenSSL crypto/sha/asm/sha1-alpha.pl: "On 21264 ... 8.7 cycles per processed byte":
+            // 8.7 x 64 = 557 per block (hand-tuned; seed 000's 2002 kernel C would be slower).
+            sha1_block_cycles: 557,
         },
         // 10k rpm SCSI disk of 2002: 3ms rotational latency (60s/10000/2) + ~5ms seek assumed,
         // ~30MB/s sequential assumed (docs/constants.md).
@@ -337,6 +344,9 @@ pub fn pa8000() -> Machine {
             reserv_depopulate_cycles: 120,
             reserv_create_cycles: 59,
             reserv_piece_cycles: 58,
+            // No published SHA-1 rate for the PA-8000 (OpenSSL sha1-parisc.pl gives none): the
+            // 21264's 8.7 cycles/byte assumed, a 4-wide out-of-order RISC of the same years.
+            sha1_block_cycles: 557,
         },
         // 7200 rpm SCSI: 4.2ms rotation (derived) + ~8ms seek assumed; ~10MB/s assumed.
         storage: StorageConfig { name: "1998 SCSI disk".into(), read_latency_ns: 12_000_000, bytes_per_sec: 10_000_000, swap_bytes: 0 },
@@ -407,6 +417,9 @@ pub fn core2() -> Machine {
             reserv_depopulate_cycles: 120,
             reserv_create_cycles: 59,
             reserv_piece_cycles: 58,
+            // OpenSSL crypto/sha/asm/sha1-x86_64.pl table, Core2, x86_64 (scalar): 6.70
+            // cycles/byte, x 64 = 429 per block.
+            sha1_block_cycles: 429,
         },
         // A 2007 7200 rpm SATA disk: 4.2ms rotation + ~8ms seek assumed, ~70MB/s assumed.
         storage: StorageConfig { name: "SATA disk".into(), read_latency_ns: 12_000_000, bytes_per_sec: 70_000_000, swap_bytes: 0 },
@@ -485,6 +498,9 @@ pub fn skylake() -> Machine {
             reserv_depopulate_cycles: 120,
             reserv_create_cycles: 59,
             reserv_piece_cycles: 58,
+            // OpenSSL crypto/sha/asm/sha1-x86_64.pl lists no Skylake: Haswell's scalar 5.98
+            // cycles/byte assumed (its predecessor core), x 64 = 383 per block.
+            sha1_block_cycles: 383,
         },
         // Samsung 960 EVO 250GB class NVMe (seed 003 does not name its SSD): 14K IOPS at QD1
         // 4KB random read = 71us; 3.2GB/s sequential read (docs/constants.md).

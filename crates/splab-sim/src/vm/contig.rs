@@ -324,7 +324,9 @@ impl Os {
             let (dirty, c) = self.unmap_all(&maps);
             cycles += c;
             if dirty || self.pageq.flag(pfn, F_DIRTY) {
-                io += self.launder(pfn);
+                let (c, d) = self.launder(pfn);
+                cycles += c;
+                io += d;
             }
             self.pageq.move_to(pfn, Queue::Cache);
             self.pageout.stats.cached += 1;

@@ -350,6 +350,10 @@ impl Os {
         let pa = (t.pfn.0 << self.base_shift()) + (a.va & ((1u64 << shift) - 1));
         if a.op != MemOp::Ifetch {
             self.note_last(a.va, t);
+            if self.dirty.track {
+                // dirty=hash: the write changes the page's contents (vm/dirty.rs).
+                self.track_access(a.op.kind() == AccessKind::Write, pa);
+            }
         }
         self.data(a, pa, trip);
     }
@@ -649,6 +653,9 @@ impl Os {
         }
         let pfn = self.alloc_frame(pid, obj, pindex, v)?;
         self.obj_insert(obj, pindex, pfn);
+        // A clean page: its digest under dirty=hash (seed 000 4.7; vm/dirty.rs). Pages read
+        // from storage get theirs in vm/file.rs `cache_insert`.
+        cost.cycles += self.digest_clean(pfn);
         Ok(pfn)
     }
 
@@ -674,6 +681,7 @@ impl Os {
         self.obj_insert(obj, pindex, pfn);
         self.backing.stats.pageins_swap += 1;
         self.read_page(cost);
+        cost.cycles += self.digest_clean(pfn);
         Ok(pfn)
     }
 

@@ -149,6 +149,9 @@ impl Os {
         self.pageout.no_reclaim = false;
         let pfn = pfn.ok()?;
         self.obj_insert(v.obj, pindex, pfn);
+        // A clean page from the page cache: its digest under dirty=hash (vm/dirty.rs).
+        let c = self.digest_clean(pfn);
+        self.stats.cycles_kernel += c;
         Some(pfn)
     }
 

@@ -313,6 +313,9 @@ impl Os {
         }
         let pfn = self.alloc_frame(pid, obj, pindex, v)?;
         self.obj_insert(obj, pindex, pfn);
+        // It arrives clean: its digest under dirty=hash (seed 000 4.7; vm/dirty.rs).
+        let c = self.digest_clean(pfn);
+        self.stats.cycles_kernel += c;
         if self.backing.evicted(obj, pindex) {
             self.backing.set_evicted(obj, pindex, false);
             self.backing.stats.pageins_file += 1;
@@ -604,6 +607,10 @@ impl Os {
                 None => self.cache_insert(pid, obj, p, &v)?,
             };
             self.pageq.set_flag(pfn, F_DIRTY, true);
+            // Its contents change (dirty=hash compares them at write-out).
+            if self.dirty.track {
+                self.track_access(true, pfn.0 << bs);
+            }
         }
         self.wait_io(io);
         self.charge_copy(len);

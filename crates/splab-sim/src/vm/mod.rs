@@ -16,6 +16,7 @@ pub mod stats;
 
 mod check;
 pub mod contig;
+pub mod dirty;
 mod fault;
 pub mod faultaround;
 pub mod file;
@@ -254,6 +255,8 @@ pub struct Os {
     pub contig: contig::ContigState,
     /// Open files and their I/O state (vm/file.rs).
     pub fileio: file::FileIo,
+    /// Dirty superpages' write-out and msync (vm/dirty.rs; seed 000 4.7, 6.7).
+    pub dirty: dirty::DirtyState,
 }
 
 impl Os {
@@ -266,6 +269,12 @@ impl Os {
             ..Default::default()
         };
         let hw = Hw::new(&machine);
+        let dirty = dirty::DirtyState::new(
+            policy
+                .reserv()
+                .map_or(crate::policy::Dirty::Trap, |r| r.dirty),
+            frames,
+        );
         let orders: Vec<u8> = (0..machine.page_shifts.len())
             .map(|c| machine.order_of(c))
             .collect();
@@ -314,6 +323,7 @@ impl Os {
             backing: swap::Backing::new(machine_swap_pages),
             contig: contig::ContigState::default(),
             fileio: file::FileIo::default(),
+            dirty,
         }
         .with_reservations()
     }

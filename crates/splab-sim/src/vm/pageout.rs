@@ -353,10 +353,17 @@ impl Os {
     }
 
     /// Writes a page out (`vm_pageout_clean`): an anonymous page to swap, a file page to its
-    /// file. Returns the device time of the write. Precondition: `can_launder`.
-    pub(crate) fn launder(&mut self, pfn: Pfn) -> u64 {
+    /// file. Returns (CPU cycles, device time of the write). Precondition: `can_launder`.
+    /// Under `dirty=hash` a page whose digest is unchanged is clean and not written (seed 000
+    /// 4.7, vm/dirty.rs `must_write`).
+    pub(crate) fn launder(&mut self, pfn: Pfn) -> (u64, u64) {
         let (obj, pindex) = self.pageq.owner(pfn).expect("launder: owned page");
         let base = self.machine.base_size();
+        let (write, hash) = self.must_write(pfn);
+        if !write {
+            self.pageq.set_flag(pfn, F_DIRTY, false);
+            return (hash, 0);
+        }
         match self.obj(obj).kind {
             ObjKind::Anon => {
                 let ok = self.backing.add_swap(obj, pindex);
@@ -369,7 +376,7 @@ impl Os {
         self.stats.io_write_requests += 1;
         self.pageq.set_flag(pfn, F_DIRTY, false);
         self.pageout.stats.laundered += 1;
-        self.machine.io_cycles(base)
+        (hash, self.machine.io_cycles(base))
     }
 
     /// Frees the oldest cache page for an allocation (`vm_page_alloc` taking from the cache
@@ -456,7 +463,9 @@ impl Os {
             let (dirty, c) = self.unmap_all(&maps);
             cycles += c;
             if dirty || self.pageq.flag(pfn, F_DIRTY) {
-                io += self.launder(pfn);
+                let (c, d) = self.launder(pfn);
+                cycles += c;
+                io += d;
             }
             self.pageq.set_flag(pfn, SECOND_CHANCE, false);
             self.pageq.move_to(pfn, Queue::Cache);

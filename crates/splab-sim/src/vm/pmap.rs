@@ -547,6 +547,19 @@ impl Pmap {
         was
     }
 
+    /// Clears only the dirty bit of the entry at `head` (the first page of a superpage, or a base
+    /// page); returns whether it was set. FreeBSD `pmap_clear_modify` as msync's page cleaning
+    /// uses it (vm_object_page_clean), which leaves the reference bit alone.
+    pub fn clear_dirty(&mut self, head: u64) -> bool {
+        let Some(c) = self.chunks.get_mut(&(head >> CHUNK_SHIFT)) else {
+            return false;
+        };
+        let s = &mut c[(head as usize) & (CHUNK - 1)];
+        let was = *s & VALID != 0 && *s & DIRTY != 0;
+        *s &= !DIRTY;
+        was
+    }
+
     /// Every valid entry as (vpn, pte), in no particular order.
     pub fn entries(&self) -> impl Iterator<Item = (u64, Pte)> + '_ {
         self.chunks.iter().flat_map(|(&k, c)| {

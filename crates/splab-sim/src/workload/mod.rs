@@ -6,6 +6,7 @@
 mod chase;
 pub mod compose;
 mod fftw;
+pub mod filedirty;
 mod gups;
 mod matrix;
 mod scan;
@@ -51,6 +52,7 @@ pub const WORKLOADS: &[(&str, &str)] = &[
          skip=N (accesses not replayed), limit=N (accesses replayed), \
          heap=native (rebuild a heap Valgrind capped, the default) or recorded",
     ),
+    ("filedirty", "seed 000 6.7: map a file shared, read every base page (promotion), write one base page in `every`, msync, exit: size=100M, every=512"),
     ("tree", "red-black tree of 50000 nodes with 128-byte records (seed 000 6.2): nodes=50000, ops=20000"),
     ("fftw", "out-of-place complex 3D FFT of an n x n x n array (seed 000 6.2): n=200, repeat=1, alloc=brk|mmap"),
     ("seeker", "map, touch and unmap `size` five times a second, sleeping between (seed 000 6.5): size=1M, rate=5, duration=60 (simulated seconds) or count=N; counts chunks satisfied with contiguous memory"),
@@ -80,6 +82,7 @@ pub fn parse(text: &str) -> Result<Box<dyn Workload>> {
         "tree" => Box::new(tree::Tree::parse(&mut spec)?),
         "fftw" => Box::new(fftw::Fftw::parse(&mut spec)?),
         "seeker" => Box::new(seeker::Seeker::parse(&mut spec)?),
+        "filedirty" => Box::new(filedirty::FileDirty::parse(&mut spec)?),
         "trace" => Box::new(trace::TraceReplay::parse(&mut spec)?),
         "web" => Box::new(web::Web::parse(&mut spec)?),
         _ => return Err(spec.unknown_name(&names)),
