@@ -470,3 +470,49 @@ fn a_forked_child_inherits_open_files() {
     e.exit(child).unwrap();
     assert_eq!(queue(&e, FILE, 0), Queue::Inactive);
 }
+
+/// The map entry bounds the read-behind and read-ahead, not only the file: a mapping of pages
+/// 8..=23 of a 64-page file reads 8..=16 for a fault on its first page and 17..=23 for one on
+/// its last.
+#[test]
+fn fault_read_ahead_stays_inside_the_map_entry() {
+    let (mut e, pid, _) = engine("base:fault_around=off", PageCache::Cold);
+    e.open_file(FILE, 64 * PAGE).unwrap();
+    let a = e
+        .mmap(
+            pid,
+            MmapReq {
+                addr: 0,
+                len: 16 * PAGE,
+                prot: Prot::READ,
+                flags: MapFlags::FILE,
+                file: FILE,
+                offset: 8 * PAGE,
+            },
+        )
+        .unwrap();
+    e.access(pid, a, AccessKind::Read).unwrap();
+    assert_eq!((requests(&e), read_bytes(&e)), (1, 9 * PAGE));
+    assert!(frame(&e, FILE, 7).is_none() && frame(&e, FILE, 16).is_some());
+    e.access(pid, a + 15 * PAGE, AccessKind::Read).unwrap();
+    assert_eq!((requests(&e), read_bytes(&e)), (2, 16 * PAGE));
+    assert!(frame(&e, FILE, 24).is_none());
+}
+
+/// The kernel's copy costs the machine's page-copy time per page of data moved: read(),
+/// write() and a send to a socket.
+#[test]
+fn the_copy_is_charged_per_page() {
+    let (mut e, pid, buf) = engine("base", PageCache::Warm);
+    e.open(pid, FILE, 64 * PAGE).unwrap();
+    // The buffer is mapped already, so the copies are the only kernel work.
+    e.write(pid, FILE, 0, 8 * PAGE, buf).unwrap();
+    let copy = e.os.machine.cost.copy_page_cycles;
+    let k0 = e.os.stats.cycles_kernel;
+    e.read(pid, FILE, 0, 3 * PAGE + 1, buf).unwrap();
+    assert_eq!(e.os.stats.cycles_kernel - k0, 4 * copy);
+    e.send(pid, buf, 100).unwrap();
+    assert_eq!(e.os.stats.cycles_kernel - k0, 5 * copy);
+    e.write(pid, FILE, PAGE, 2 * PAGE, buf).unwrap();
+    assert_eq!(e.os.stats.cycles_kernel - k0, 7 * copy);
+}
