@@ -553,6 +553,32 @@ mod tests {
         assert_eq!(e.os.phys.buddy.free_frames, free);
     }
 
+    /// A file page read with read() whose frame went back to the allocator is taken back by
+    /// the next read(), with no I/O (the page cache path, vm/file.rs `cache_insert`).
+    #[test]
+    fn read_takes_back_a_cached_file_page() {
+        let (mut e, pid) = setup(
+            "base:contiguity=cache,pagedaemon=off,readahead=off",
+            1 << 20,
+        );
+        e.os.page_cache = crate::vm::object::PageCache::Cold;
+        let buf = map(&mut e, pid, 2 * PAGE);
+        e.open(pid, 7, 2 * PAGE).unwrap();
+        e.read(pid, 7, 0, 2 * PAGE, buf).unwrap();
+        let read = e.os.stats.io_read_bytes;
+        assert_eq!(read, 2 * PAGE);
+        let obj = e.os.file_object(7).unwrap();
+        let pfn = e.os.obj(obj).pages.get(0).unwrap();
+        e.os.pageq.move_to(pfn, Queue::Cache);
+        e.os.cache_free(pfn);
+        assert!(e.os.phys.buddy.is_free(pfn));
+        e.read(pid, 7, 0, PAGE, buf).unwrap();
+        assert_eq!(e.os.stats.io_read_bytes, read, "no I/O");
+        assert_eq!(e.os.obj(obj).pages.get(0), Some(pfn));
+        assert_eq!(e.os.contig.stats.cache_reactivated, 1);
+        e.os.check_invariants().unwrap();
+    }
+
     /// A cache page's frame handed to another page loses its contents: the old page, touched
     /// again, is made anew (a zero page here), not reactivated.
     #[test]
