@@ -528,6 +528,12 @@ impl Os {
             return None;
         }
         let mut prot = None;
+        // Pages entered writable, and whether all were: a clean page's write permission is not
+        // part of its protection for promotion. FreeBSD pmap_promote_pde write-protects a clean
+        // writable PTE before comparing it; on seed 000's Alpha a clean page is write-trapped
+        // (fault-on-write) anyway. So the faulting page of a read fault (entered writable) and
+        // its prefaulted neighbours (entered read-only, pmap_enter_quick) can form a superpage.
+        let (mut any_w, mut all_w) = (false, true);
         let (mut dirty, mut clean) = (0u64, 0u64);
         // Only the write-protect trick needs to see every page of a mixed run.
         let stop_at_mix = rp.clean_write != CleanWrite::WriteProtect;
@@ -539,9 +545,12 @@ impl Os {
             if e.pfn().0 != first.pfn().0 + i || self.phys.refs(e.pfn()) != 1 {
                 return None;
             }
-            if *prot.get_or_insert(e.prot()) != e.prot() {
+            let w = e.prot().writable();
+            let rest = Prot(e.prot().0 & !Prot::WRITE.0);
+            if *prot.get_or_insert(rest) != rest {
                 return None;
             }
+            (any_w, all_w) = (any_w || w, all_w && w);
             let is_dirty = p.pmap.is_dirty(head + i, orders[e.size().0 as usize]);
             if is_dirty {
                 dirty += 1;
@@ -552,7 +561,15 @@ impl Os {
                 return None;
             }
         }
+        // The run lies in one map entry (try_promote), so a page entered read-only beside
+        // writable ones was a prefault of a writable mapping, or clean: it may be written.
         let mut prot = prot?;
+        if any_w {
+            prot = Prot(prot.0 | Prot::WRITE.0);
+            if !all_w && dirty > 0 {
+                return None; // a dirty read-only page beside writable ones: not uniform
+            }
+        }
         let mut cycles = 0;
         // seed 000 6.6's overhead mode: the mappings are left alone.
         let overhead = rp.promote == Promote::Overhead;
@@ -585,6 +602,12 @@ impl Os {
                 let p = self.procs.get_mut(&pid.0)?;
                 p.pmap.protect(head, head + n, prot);
             }
+        } else if any_w && !all_w && !overhead {
+            // All clean, some entered read-only by prefault: the superpage is writable (its
+            // first write takes the clean-superpage trap, seed 000 4.7, or marks it dirty).
+            cycles += n * self.machine.cost.pte_write_cycles;
+            let p = self.procs.get_mut(&pid.0)?;
+            p.pmap.set_prot_run(head, n, prot);
         }
         // Replicated PTEs: every base PTE is rewritten (seed 000 6.1); x86: one PDE.
         let writes = if self.machine.replicated_ptes { n } else { 1 };
