@@ -541,6 +541,7 @@ mod tests {
         assert_eq!(e.os.phys.buddy.free_frames, free + 1);
         assert_eq!(e.os.available_frames(), free + 1, "counted once, as free");
         assert_eq!(e.os.contig.cached_free(), 1);
+        assert_eq!(e.os.contig.stats.cache_freed, 1);
         e.os.check_invariants().unwrap();
         let zero_fills = e.os.stats.faults.zero_fill;
         e.access(pid, a, AccessKind::Read).unwrap();
@@ -654,12 +655,15 @@ mod tests {
         let a = map(&mut e, pid, 8 * PAGE);
         e.access(pid, a, AccessKind::Read).unwrap();
         e.access(pid, a + PAGE, AccessKind::Read).unwrap();
-        let pfn = frame(&e, pid, a);
+        // The second page (not the reservation's first frame), so its slot is not the head's.
+        let b = a + PAGE;
+        let pfn = frame(&e, pid, b);
         evict(&mut e.os, pfn);
         assert!(e.os.reserv.as_ref().unwrap().of_frame(pfn).is_some());
         assert!(!e.os.phys.buddy.is_free(pfn), "reserved, not free");
-        e.access(pid, a, AccessKind::Read).unwrap();
-        assert_eq!(frame(&e, pid, a), pfn);
+        e.access(pid, b, AccessKind::Read).unwrap();
+        assert_eq!(frame(&e, pid, b), pfn);
+        assert_eq!(e.os.contig.stats.cache_reactivated, 1);
         assert_eq!(e.os.contig.stats.reactivation_preemptions, 0);
         assert_eq!(e.os.reserv.as_ref().unwrap().stats.preempted, 0);
     }
