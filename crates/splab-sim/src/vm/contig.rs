@@ -549,6 +549,7 @@ mod tests {
         assert_eq!(e.os.stats.faults.zero_fill, zero_fills, "contents reused");
         assert_eq!((e.os.stats.io_read_bytes, e.os.stats.faults.major), (0, 0));
         assert_eq!(e.os.contig.stats.cache_reactivated, 1);
+        assert_eq!(e.os.pageout.stats.reactivated, 1);
         assert_eq!(e.os.contig.cached_free(), 0);
         assert_eq!(e.os.pageq.queue_of(pfn), Queue::Active);
         assert_eq!(e.os.phys.buddy.free_frames, free);
@@ -647,6 +648,26 @@ mod tests {
         assert_eq!(e.os.stats.io_read_bytes, 0);
     }
 
+    /// FreeBSD's reservations are broken (vm_reserv_break), not split, to give the frame back:
+    /// one preemption counted.
+    #[test]
+    fn reactivation_breaks_a_freebsd_reservation() {
+        let (mut e, pid) = setup("freebsd:contiguity=cache,pagedaemon=off", 16 * PAGE);
+        let a = map(&mut e, pid, 8 * PAGE);
+        e.access(pid, a, AccessKind::Read).unwrap();
+        let pfn = frame(&e, pid, a);
+        evict(&mut e.os, pfn);
+        let b = map(&mut e, pid, 8 * PAGE);
+        e.access(pid, b + PAGE, AccessKind::Read).unwrap();
+        assert!(e.os.reserv.as_ref().unwrap().of_frame(pfn).is_some());
+        let preempted = e.os.reserv.as_ref().unwrap().stats.preempted;
+        e.access(pid, a, AccessKind::Read).unwrap();
+        assert_eq!(frame(&e, pid, a), pfn);
+        assert_eq!(e.os.reserv.as_ref().unwrap().stats.preempted, preempted + 1);
+        assert_eq!(e.os.contig.stats.reactivation_preemptions, 1);
+        e.os.check_invariants().unwrap();
+    }
+
     /// A cache page that sits in its own page's reservation (other pages of the extent still
     /// populated) is simply populated again: nothing is preempted.
     #[test]
@@ -732,6 +753,9 @@ mod tests {
         e.os.access(pid, b, AccessKind::Read).unwrap();
         assert_eq!(e.os.contig.stats.preferred_failures, 1);
         assert!(!e.os.contiguity_wanted());
+        // Nothing failed under the daemon's rule: a restoration is a no-op.
+        assert_eq!(e.os.contig_scan(), (0, 0));
+        assert_eq!(e.os.contig.stats.restore_runs, 0);
     }
 
     /// seed 000 5.2: clustered wired pages come from one pool at the top of the free memory;
