@@ -542,6 +542,8 @@ mod tests {
         assert_eq!(e.os.available_frames(), free + 1, "counted once, as free");
         assert_eq!(e.os.contig.cached_free(), 1);
         assert_eq!(e.os.contig.stats.cache_freed, 1);
+        let obj = e.os.proc(pid).unwrap().vma_at(a).unwrap().obj;
+        assert!(e.os.is_free_cached(obj, 0) && !e.os.is_free_cached(obj, 1));
         e.os.check_invariants().unwrap();
         let zero_fills = e.os.stats.faults.zero_fill;
         e.access(pid, a, AccessKind::Read).unwrap();
@@ -578,6 +580,23 @@ mod tests {
         assert_eq!(e.os.stats.io_read_bytes, read, "no I/O");
         assert_eq!(e.os.obj(obj).pages.get(0), Some(pfn));
         assert_eq!(e.os.contig.stats.cache_reactivated, 1);
+        e.os.check_invariants().unwrap();
+    }
+
+    /// Unmapping the range forgets its cache pages (their frames stay free).
+    #[test]
+    fn munmap_forgets_cache_pages() {
+        let (mut e, pid) = setup("base:contiguity=cache,pagedaemon=off", 1 << 20);
+        let a = map(&mut e, pid, 2 * PAGE);
+        e.access(pid, a, AccessKind::Read).unwrap();
+        e.access(pid, a + PAGE, AccessKind::Read).unwrap();
+        let pfn = frame(&e, pid, a);
+        evict(&mut e.os, pfn);
+        assert_eq!(e.os.contig.cached_free(), 1);
+        e.munmap(pid, a, 2 * PAGE).unwrap();
+        assert_eq!(e.os.contig.cached_free(), 0);
+        assert_eq!(e.os.pageq.queue_of(pfn), Queue::None);
+        assert!(e.os.phys.buddy.is_free(pfn));
         e.os.check_invariants().unwrap();
     }
 
@@ -709,6 +728,19 @@ mod tests {
             e.os.test_referenced(&maps, false);
             e.os.pageq.move_to(p, Queue::Inactive);
         }
+        // A's first region holds 8 inactive pages; the region of the u-area and page tables
+        // does not qualify (wired frames).
+        let head = pages[0].0 & !7;
+        assert_eq!(e.os.region_recoverable(head, 3), Some(8));
+        let pt = e.os.proc(pid).unwrap().pt.frames()[0].0 & !7;
+        assert_eq!(
+            e.os.region_recoverable(pt, 3),
+            None,
+            "a page-table page is wired"
+        );
+        assert!(!e.os.contiguity_wanted());
+        e.os.contig.failed = vec![0; 4];
+        assert!(!e.os.contiguity_wanted(), "zero failures want nothing");
         let b = map(&mut e, pid, 8 * PAGE);
         e.os.access(pid, b, AccessKind::Read).unwrap();
         assert_eq!(e.os.contig.stats.preferred_failures, 1);
@@ -726,7 +758,6 @@ mod tests {
         );
         assert!(!e.os.contiguity_wanted());
         // One whole 64KB region is free; the other region's pages are untouched.
-        let head = pages[0].0 & !7;
         assert_eq!(
             e.os.phys.buddy.free_block_of(Pfn(head)).map(|(_, o)| o.0),
             Some(3)
