@@ -116,19 +116,7 @@ fn window_is_clipped_and_skips_writes_and_anonymous_memory() {
     read(&mut one, p1, 5);
     assert_eq!(around(&one), 0);
     // Private anonymous memory: nothing around.
-    let a = e
-        .mmap(
-            pid,
-            MmapReq {
-                addr: 0,
-                len: 64 * PAGE,
-                prot: Prot::RW,
-                flags: MapFlags::ANON,
-                file: 0,
-                offset: 0,
-            },
-        )
-        .unwrap();
+    let a = e.mmap(pid, MmapReq::anon(64 * PAGE)).unwrap();
     let before = around(&e);
     e.access(pid, a + 5 * PAGE, AccessKind::Read).unwrap();
     assert_eq!(around(&e), before);
@@ -211,19 +199,7 @@ fn prefault_maps_resident_anonymous_pages_after_fork() {
     ] {
         let (mut e, pid) = common::engine("skylake:mem=1G", policy, None);
         let mb = 1u64 << 20;
-        let a = e
-            .mmap(
-                pid,
-                MmapReq {
-                    addr: 0,
-                    len: 4 * mb,
-                    prot: Prot::RW,
-                    flags: MapFlags::ANON,
-                    file: 0,
-                    offset: 0,
-                },
-            )
-            .unwrap();
+        let a = e.mmap(pid, MmapReq::anon(4 * mb)).unwrap();
         for i in 0..(4 * mb / PAGE) {
             e.access(pid, a + i * PAGE, AccessKind::Write).unwrap();
         }

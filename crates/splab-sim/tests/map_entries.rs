@@ -18,12 +18,8 @@ fn map(e: &mut Engine, pid: Pid, len: u64, prot: Prot) -> u64 {
     e.mmap(
         pid,
         MmapReq {
-            addr: 0,
-            len,
             prot,
-            flags: MapFlags::ANON,
-            file: 0,
-            offset: 0,
+            ..MmapReq::anon(len)
         },
     )
     .unwrap()

@@ -336,7 +336,7 @@ mod tests {
     use crate::hw::Machine;
     use crate::policy::Policy;
     use crate::units::{AccessKind, Pfn, Pid, Prot};
-    use crate::vm::{MapFlags, MmapReq};
+    use crate::vm::MmapReq;
     use crate::SimError;
 
     fn engine(policy: &str) -> (Engine, Pid, u64) {
@@ -345,15 +345,7 @@ mod tests {
         p.resolve(&m).unwrap();
         let mut e = Engine::new(m, p, CheckMode::Incremental, None);
         let pid = e.spawn().unwrap();
-        let req = MmapReq {
-            addr: 0,
-            len: 8 << 20,
-            prot: Prot::RW,
-            flags: MapFlags::ANON,
-            file: 0,
-            offset: 0,
-        };
-        let base = e.mmap(pid, req).unwrap();
+        let base = e.mmap(pid, MmapReq::anon(8 << 20)).unwrap();
         (e, pid, base)
     }
 

@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::pageq::{Queue, F_BUSY, F_DIRTY};
+use super::pageq::{Queue, F_BUSY};
 use super::{ObjId, ObjKind, Os};
 use crate::error::{Result, SimError};
 use crate::policy::{Contiguity, Shortage, WiredPlacement};
@@ -162,15 +162,18 @@ impl Os {
         // Otherwise the reservation the frame sits in is preempted (5.1 (1)), and so is one
         // made since for the page's own place, which the old frame is not part of.
         let mut preempted = false;
+        let rp = self.policy.reserv().cloned();
         while let Some(id) = self
             .reserv
             .as_ref()
             .and_then(|rs| rs.of_frame(pfn))
             .or_else(|| covering(self))
         {
-            let rp = self.policy.reserv().cloned().expect("reservations");
+            let rp = rp
+                .as_ref()
+                .expect("a reservation implies a reserving policy");
             match rp.shortage {
-                Shortage::Preempt => self.preempt(id, &rp),
+                Shortage::Preempt => self.preempt(id, rp),
                 Shortage::FallbackThenReclaim => {
                     self.break_resv(id);
                     self.reserv.as_mut().expect("reservations").stats.preempted += 1;
@@ -321,17 +324,11 @@ impl Os {
                 chosen[gi] -= 1;
                 continue;
             }
-            let (dirty, c) = self.unmap_all(&maps);
+            // Only the daemon scheme restores, and its cache pages live in the buddy allocator.
+            let (c, d) = self.move_to_cache(pfn, &maps);
             cycles += c;
-            if dirty || self.pageq.flag(pfn, F_DIRTY) {
-                let (c, d) = self.launder(pfn);
-                cycles += c;
-                io += d;
-            }
-            self.pageq.move_to(pfn, Queue::Cache);
-            self.pageout.stats.cached += 1;
+            io += d;
             self.contig.stats.pages_cached += 1;
-            self.cache_free(pfn);
             let left = verdict
                 .get_mut(&key)
                 .and_then(|v| v.as_mut())
@@ -479,8 +476,8 @@ mod tests {
     use crate::engine::Engine;
     use crate::hw::Machine;
     use crate::policy::Policy;
-    use crate::units::{AccessKind, Pid, Prot};
-    use crate::vm::{MapFlags, MmapReq};
+    use crate::units::{AccessKind, Pid};
+    use crate::vm::MmapReq;
 
     const PAGE: u64 = 8192;
 
@@ -495,16 +492,8 @@ mod tests {
     }
 
     fn map(e: &mut Engine, pid: Pid, len: u64) -> u64 {
-        let req = MmapReq {
-            addr: 0,
-            len,
-            prot: Prot::RW,
-            flags: MapFlags::ANON,
-            file: 0,
-            offset: 0,
-        };
         // Through the OS, not the engine: no daemon runs after it.
-        e.os.mmap(pid, req).unwrap()
+        e.os.mmap(pid, MmapReq::anon(len)).unwrap()
     }
 
     /// The frame holding the page at `va` (through its object: superpages included).

@@ -77,6 +77,20 @@ pub struct MmapReq {
     pub offset: u64,
 }
 
+impl MmapReq {
+    /// `len` bytes of private anonymous read-write memory, placed by the OS.
+    pub fn anon(len: u64) -> MmapReq {
+        MmapReq {
+            addr: 0,
+            len,
+            prot: Prot::RW,
+            flags: MapFlags::ANON,
+            file: 0,
+            offset: 0,
+        }
+    }
+}
+
 /// madvise advice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Advice {

@@ -379,6 +379,27 @@ impl Os {
         (hash, self.machine.io_cycles(base))
     }
 
+    /// Moves an unreferenced inactive page to the cache queue: unmaps it (demoting the
+    /// superpages it is part of), writes it out first if it is dirty, and, when cache pages live
+    /// in the buddy allocator (vm/contig.rs), gives its frame back at once. Returns (CPU cycles,
+    /// device time). Precondition: a dirty page `can_launder`.
+    pub(crate) fn move_to_cache(&mut self, pfn: Pfn, maps: &[(Pid, u64)]) -> (u64, u64) {
+        let (dirty, mut cycles) = self.unmap_all(maps);
+        let mut io = 0;
+        if dirty || self.pageq.flag(pfn, F_DIRTY) {
+            let (c, d) = self.launder(pfn);
+            cycles += c;
+            io += d;
+        }
+        self.pageq.set_flag(pfn, SECOND_CHANCE, false);
+        self.pageq.move_to(pfn, Queue::Cache);
+        self.pageout.stats.cached += 1;
+        if self.policy.contiguity.cache_in_buddy() {
+            self.cache_free(pfn);
+        }
+        (cycles, io)
+    }
+
     /// Frees the oldest cache page for an allocation (`vm_page_alloc` taking from the cache
     /// queue); false if the cache is empty.
     pub(crate) fn free_cache_page(&mut self) -> bool {
@@ -460,19 +481,9 @@ impl Os {
                 self.pageq.move_to(pfn, Queue::Inactive);
                 continue;
             }
-            let (dirty, c) = self.unmap_all(&maps);
+            let (c, d) = self.move_to_cache(pfn, &maps);
             cycles += c;
-            if dirty || self.pageq.flag(pfn, F_DIRTY) {
-                let (c, d) = self.launder(pfn);
-                cycles += c;
-                io += d;
-            }
-            self.pageq.set_flag(pfn, SECOND_CHANCE, false);
-            self.pageq.move_to(pfn, Queue::Cache);
-            self.pageout.stats.cached += 1;
-            if self.policy.contiguity.cache_in_buddy() {
-                self.cache_free(pfn);
-            }
+            io += d;
             shortage -= 1;
         }
         // The active queue: age pages, deactivate those whose activity reaches zero.

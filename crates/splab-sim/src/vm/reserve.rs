@@ -94,6 +94,11 @@ impl Os {
     /// As `free_frame`; `tail`: a cache page keeping its contents (seed 000 5.1 (1)), whose
     /// block goes to the tail of its free list.
     pub(crate) fn free_frame_at(&mut self, pfn: Pfn, tail: bool) {
+        let free = if tail {
+            crate::phys::Buddy::free_tail
+        } else {
+            crate::phys::Buddy::free
+        };
         if let Some(rs) = self.reserv.as_mut() {
             if let Some(id) = rs.of_frame(pfn) {
                 let r = rs.get(id);
@@ -103,20 +108,12 @@ impl Os {
                 self.charge_reservation(self.machine.cost.reserv_depopulate_cycles);
                 if let Some((ext, order)) = emptied {
                     self.set_popmap_resv(obj, class, cbase, NO_RESV);
-                    if tail {
-                        self.phys.buddy.free_tail(ext, Order(order));
-                    } else {
-                        self.phys.buddy.free(ext, Order(order));
-                    }
+                    free(&mut self.phys.buddy, ext, Order(order));
                 }
                 return;
             }
         }
-        if tail {
-            self.phys.buddy.free_tail(pfn, Order(0));
-        } else {
-            self.phys.buddy.free(pfn, Order(0));
-        }
+        free(&mut self.phys.buddy, pfn, Order(0));
     }
 
     /// Points (or unpoints) the population-map node of a reservation: one level updated.

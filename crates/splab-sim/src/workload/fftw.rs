@@ -24,9 +24,9 @@
 //! passes being the factors of n in FFTW 2's codelet radices (2..16, 32, 64): 200 = 10 x 10 x 2,
 //! three passes. Addresses come from loop counters: no access depends on a load (`dep` 0).
 
-use super::{map_anon, Batch};
+use super::{two_arrays, Batch};
 use crate::engine::Engine;
-use crate::error::{Result, SimError};
+use crate::error::Result;
 use crate::rng::Rng;
 use crate::spec::Spec;
 use crate::units::{fmt_size, Access, MemOp, Pid};
@@ -137,22 +137,8 @@ impl super::Workload for Fftw {
         let pid = e.spawn()?;
         let n = self.n;
         let bytes = n * n * n * ELEM;
-        let (input, out) = if self.heap {
-            // Two page-rounded chunks from the break, as phkmalloc hands out large requests.
-            let page = e.os.machine.base_size();
-            let chunk = bytes.div_ceil(page) * page;
-            let start = e.current_brk(pid)?.div_ceil(page) * page;
-            let want = start + 2 * chunk;
-            if e.brk(pid, want)? < want {
-                return Err(SimError::OutOfMemory(format!(
-                    "fftw: brk to {want:#x} refused (two arrays of {})",
-                    fmt_size(bytes)
-                )));
-            }
-            (start, start + chunk)
-        } else {
-            (map_anon(e, pid, bytes)?, map_anon(e, pid, bytes)?)
-        };
+        let what = format!("two arrays of {}", fmt_size(bytes));
+        let (input, out) = two_arrays(e, pid, bytes, self.heap, "fftw", &what)?;
         // Fill the input: two 8-byte stores per point, in order.
         e.access_run(pid, input, 8, 2 * n * n * n, MemOp::Store, INIT_IPA)?;
         let width = e.os.machine.core.width as u64;

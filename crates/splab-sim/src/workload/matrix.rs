@@ -3,9 +3,9 @@
 //! bytes) apart, which with 8KB pages and n = 1000 touches a new page on every write: one TLB
 //! miss for every two accesses (seed 000 6.3).
 
-use super::{map_anon, Batch};
+use super::{two_arrays, Batch};
 use crate::engine::Engine;
-use crate::error::{Result, SimError};
+use crate::error::Result;
 use crate::rng::Rng;
 use crate::spec::Spec;
 use crate::units::{fmt_size, Access, MemOp};
@@ -62,21 +62,8 @@ impl super::Workload for Matrix {
     fn run(&mut self, e: &mut Engine, _rng: &mut Rng) -> Result<()> {
         let pid = e.spawn()?;
         let bytes = self.n * self.n * self.elem;
-        let (a, b) = if self.heap {
-            // Two page-rounded chunks from the break, as phkmalloc hands out large requests.
-            let page = e.os.machine.base_size();
-            let chunk = bytes.div_ceil(page) * page;
-            let start = e.current_brk(pid)?.div_ceil(page) * page;
-            let want = start + 2 * chunk;
-            if e.brk(pid, want)? < want {
-                return Err(SimError::OutOfMemory(format!(
-                    "matrix: brk to {want:#x} refused (two {bytes}-byte matrices)"
-                )));
-            }
-            (start, start + chunk)
-        } else {
-            (map_anon(e, pid, bytes)?, map_anon(e, pid, bytes)?)
-        };
+        let what = format!("two {bytes}-byte matrices");
+        let (a, b) = two_arrays(e, pid, bytes, self.heap, "matrix", &what)?;
         let row = self.n * self.elem;
         if self.init {
             // A[i][j] = value: a sequential store run, one store and ~3 instructions per element.

@@ -19,8 +19,8 @@ use crate::engine::Engine;
 use crate::error::Result;
 use crate::rng::Rng;
 use crate::spec::Spec;
-use crate::units::{Access, MemOp, Pid, Prot};
-use crate::vm::{MapFlags, MmapReq};
+use crate::units::{Access, MemOp, Pid};
+use crate::vm::MmapReq;
 
 /// A workload: a program whose memory events the engine replays.
 pub trait Workload {
@@ -121,17 +121,33 @@ impl Op {
 
 /// Maps `len` bytes of private anonymous read-write memory, placed by the OS.
 pub(crate) fn map_anon(e: &mut Engine, pid: Pid, len: u64) -> Result<u64> {
-    e.mmap(
-        pid,
-        MmapReq {
-            addr: 0,
-            len,
-            prot: Prot::RW,
-            flags: MapFlags::ANON,
-            file: 0,
-            offset: 0,
-        },
-    )
+    e.mmap(pid, MmapReq::anon(len))
+}
+
+/// Two arrays of `bytes` each: two page-rounded chunks from the break, as FreeBSD 4's malloc
+/// (phkmalloc) hands out large requests (`heap`), or one anonymous mapping each. `who` and
+/// `what` name the workload and its arrays in the error when the break is refused.
+pub(crate) fn two_arrays(
+    e: &mut Engine,
+    pid: Pid,
+    bytes: u64,
+    heap: bool,
+    who: &str,
+    what: &str,
+) -> Result<(u64, u64)> {
+    if !heap {
+        return Ok((map_anon(e, pid, bytes)?, map_anon(e, pid, bytes)?));
+    }
+    let page = e.os.machine.base_size();
+    let chunk = bytes.div_ceil(page) * page;
+    let start = e.current_brk(pid)?.div_ceil(page) * page;
+    let want = start + 2 * chunk;
+    if e.brk(pid, want)? < want {
+        return Err(crate::error::SimError::OutOfMemory(format!(
+            "{who}: brk to {want:#x} refused ({what})"
+        )));
+    }
+    Ok((start, start + chunk))
 }
 
 /// Buffers accesses and hands them to the engine in batches of one event each. Counts the

@@ -5,8 +5,8 @@ use splab_sim::engine::Engine;
 use splab_sim::hw::Machine;
 use splab_sim::policy::Policy;
 use splab_sim::report::Report;
-use splab_sim::units::{Pid, Prot};
-use splab_sim::vm::{MapFlags, MmapReq};
+use splab_sim::units::Pid;
+use splab_sim::vm::MmapReq;
 use splab_sim::{RunSpec, SimError};
 
 #[allow(dead_code)]
@@ -44,12 +44,5 @@ pub fn engine(machine: &str, policy: &str, free: Option<u64>) -> (Engine, Pid) {
 /// A private anonymous read-write mapping of `len` bytes, placed by the OS.
 #[allow(dead_code)]
 pub fn anon(len: u64) -> MmapReq {
-    MmapReq {
-        addr: 0,
-        len,
-        prot: Prot::RW,
-        flags: MapFlags::ANON,
-        file: 0,
-        offset: 0,
-    }
+    MmapReq::anon(len)
 }
