@@ -94,6 +94,8 @@ pub trait Sched: Send {
     /// The running process sleeps until simulated time `until` (cycles); returns once it has
     /// run again at or after that time.
     fn sleep_until(&mut self, e: &mut Engine, until: u64) -> Result<()>;
+    /// Whether another process of the composition has not finished yet.
+    fn others_active(&self) -> bool;
 }
 
 pub struct Engine {
@@ -119,6 +121,10 @@ pub struct Engine {
     kernel_charged: u64,
     /// The scheduler when processes run concurrently (`par(...)`); None otherwise.
     pub sched: Option<Box<dyn Sched>>,
+    /// Named points that workloads reached (`mark`), with the clock at each, in order: how one
+    /// component of a `par(...)` waits for another's phase (seed 000 6.5's seeker starts once
+    /// the web server is warm).
+    marks: Vec<(String, u64)>,
 }
 
 impl Engine {
@@ -166,6 +172,7 @@ impl Engine {
             next_progress: 1 << 24,
             kernel_charged: 0,
             sched: None,
+            marks: Vec::new(),
         };
         e.sample(0);
         if e.os.policy.pagedaemon {
@@ -281,6 +288,23 @@ impl Engine {
             return r;
         }
         self.idle_to(until)
+    }
+
+    /// Records that the running workload reached the point `name` now (see `marked`).
+    pub fn mark(&mut self, name: &str) {
+        let now = self.clock();
+        self.marks.push((name.to_string(), now));
+    }
+
+    /// The clock when a workload first reached the point `name`, if one has.
+    pub fn marked(&self, name: &str) -> Option<u64> {
+        self.marks.iter().find(|(n, _)| n == name).map(|&(_, t)| t)
+    }
+
+    /// Whether another process of a composition (`par(...)`) is still running or asleep: if
+    /// not, nothing else can reach a mark the running one waits for.
+    pub fn others_running(&self) -> bool {
+        self.sched.as_ref().is_some_and(|s| s.others_active())
     }
 
     /// Advances the clock to `until` with nothing to run, in steps that end at each daemon's

@@ -193,3 +193,89 @@ fn seeker_is_refused_contiguity_on_a_fragmented_machine() {
         "fragmented memory satisfied every chunk: {s}"
     );
 }
+
+/// Seed 000 6.5's concurrent experiment in small: the seeker starts once the web server is
+/// warm (`after=warm`) and stops once it has served every request (`until=served`).
+#[test]
+fn the_seeker_runs_between_the_web_servers_marks() {
+    let w = "par(web:warmup=300,requests=300,files=200,seeker:after=warm,until=served)";
+    // From a cold page cache, so that requests wait for storage and take simulated seconds.
+    let r = splab_sim::run(&splab_sim::RunSpec {
+        machine: M.into(),
+        policy: "navarro".into(),
+        workload: w.into(),
+        seed: 1,
+        check: false.into(),
+        free_bytes: None,
+        page_cache: splab_sim::vm::object::PageCache::Cold,
+        dump_reservations: false,
+    })
+    .unwrap();
+    let s = stats(&r);
+    let (web, seeker) = (&s["components"][0], &s["components"][1]);
+    let freq = 500_000_000f64; // alpha21264
+    let web_end = web["end_cycles"].as_u64().unwrap() as f64 / freq;
+    let measured = web["stats"]["measured_seconds"].as_f64().unwrap();
+    let warm = web_end - measured;
+    let first = seeker["stats"]["first_operation_seconds"].as_f64().unwrap();
+    // It waited for the mark, looking once a period (0.2 s), and began within one of it.
+    assert!(
+        first >= warm && first < warm + 0.2 + 1e-9,
+        "warm {warm}, first {first}"
+    );
+    let ops = seeker["stats"]["operations"].as_u64().unwrap();
+    assert!(ops >= 1, "{seeker}");
+    // It stopped at the first period after the server was done: at most one period past it.
+    let seeker_end = seeker["end_cycles"].as_u64().unwrap() as f64 / freq;
+    assert!(
+        seeker_end < web_end + 0.2 + 0.1,
+        "{seeker_end} vs {web_end}"
+    );
+    assert!(
+        ops as f64 <= 1.0 + measured * 5.0,
+        "{ops} ops in {measured} s"
+    );
+    assert_eq!(web["stats"]["warmup_requests"], 300);
+    assert_eq!(
+        r.config.workload,
+        "par(web:warmup=300,requests=300,files=200,zipf=0.75,maps=2000,mode=mmap,seeker:size=1M,rate=5,after=warm,until=served)"
+    );
+}
+
+#[test]
+fn a_mark_nobody_can_set_is_an_error_or_the_end() {
+    // Alone, nothing can set it.
+    let e = try_run(M, "navarro", "seeker:after=warm")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("after=warm") && e.contains("no other component"),
+        "{e}"
+    );
+    // In par, the other component ends without setting it (no warmup=).
+    let e = try_run(
+        M,
+        "navarro",
+        "par(web:requests=20,files=20,seeker:after=warm)",
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("after=warm"), "{e}");
+    // until= a mark never set: the seeker stops when nothing else runs.
+    let r = run(
+        M,
+        "navarro",
+        "par(web:requests=20,files=20,seeker:until=nope)",
+    );
+    let ops = stats(&r)["components"][1]["stats"]["operations"]
+        .as_u64()
+        .unwrap();
+    assert!((1..=3).contains(&ops), "{ops}");
+    let e = try_run(M, "navarro", "seeker:after=")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("after= needs the name of a mark"), "{e}");
+}

@@ -101,6 +101,8 @@ fn real_reports_validate_against_the_schema() {
     for w in [
         "seq(fftw:n=8,seeker:count=2)",
         "par(seq(fftw:n=8,seeker:count=2),gups:size=1M,updates=1K)",
+        // The web server's warm-up and measured phase, and a seeker waiting for its marks.
+        "par(web:warmup=20,requests=20,files=50,seeker:after=warm,until=served)",
     ] {
         let doc = json_of(&["run", "-m", "alpha21264", "-p", "navarro", "-w", w]);
         assert!(doc["workload_stats"]["components"].is_array(), "{doc}");

@@ -12,9 +12,18 @@
 //! - `free_frames` equals the sum of the sizes of the free blocks; `free_blocks[o]` the list lengths.
 //!
 //! Allocation order: lists are LIFO (a freed block is the next one handed out), like FreeBSD's
-//! vm_phys free queues for recently freed pages. Deterministic by construction. Blocks freed with
-//! `free_tail` (cache pages whose contents are kept, seed 000 5.1 (1)) go to the tail instead,
-//! so allocations take them last.
+//! vm_phys free queues for recently freed pages. Deterministic by construction.
+//!
+//! Cache pages (seed 000 5.1 (1)): a frame freed with `free_tail`, or marked with `mark_cached`
+//! before `free`, still holds a cache page's contents. A free block holding any such frame goes
+//! to the tail of its list ("coalesced regions are placed at the tail of their respective lists,
+//! so that subsequent allocations tend to respect the A-LRU order"), so every list holds its
+//! blocks without cache pages first. An allocation takes a block without cache pages, of any
+//! order large enough, before one with them: FreeBSD 4's `vm_page_alloc` takes a page from the
+//! free queue, and from the cache queue (its oldest page) only when the free queue is at its
+//! reserve, and 5.1 (1) keeps "the contents of a cache page ... as long as possible". (FreeBSD's
+//! reserve, `v_free_reserved`, a few dozen pages kept for the kernel, is not modelled: free
+//! blocks go first until there are none.)
 
 use crate::units::{Order, Pfn};
 
@@ -37,6 +46,10 @@ pub struct Buddy {
     /// last `take_touched`; `None` unless an incremental `--check` asked for them. Debugging
     /// aid only: nothing in the model reads it.
     touched: Option<Vec<(u32, u8)>>,
+    /// One bit per frame: a free frame that still holds a cache page (module doc).
+    cached: Vec<u64>,
+    /// Frames with their `cached` bit set.
+    pub cached_frames: u64,
 }
 
 impl Buddy {
@@ -63,6 +76,8 @@ impl Buddy {
             free_blocks: vec![0; max_order as usize + 1],
             free_frames: 0,
             touched: None,
+            cached: vec![0; n.div_ceil(64)],
+            cached_frames: 0,
         };
         // Insert in decreasing address order so that, LIFO, the lowest block is handed out first.
         let step = 1u64 << max_order;
@@ -123,6 +138,63 @@ impl Buddy {
         self.free_frames += 1 << order;
     }
 
+    /// Puts a free block on its list: at the tail if it holds a cache page, else at the head.
+    #[inline]
+    fn place(&mut self, pfn: u32, order: u8) {
+        if self.holds_cache(pfn as u64, order) {
+            self.push_tail(pfn, order);
+        } else {
+            self.push(pfn, order);
+        }
+    }
+
+    /// Whether any frame of the aligned block `[pfn, pfn + 2^order)` holds a cache page.
+    #[inline]
+    pub fn holds_cache(&self, pfn: u64, order: u8) -> bool {
+        if self.cached_frames == 0 {
+            return false;
+        }
+        let n = 1u64 << order;
+        if n < 64 {
+            let mask = ((1u64 << n) - 1) << (pfn % 64);
+            self.cached[(pfn / 64) as usize] & mask != 0
+        } else {
+            let w = (pfn / 64) as usize;
+            self.cached[w..w + (n / 64) as usize]
+                .iter()
+                .any(|&x| x != 0)
+        }
+    }
+
+    /// Clears the cache bits of the aligned block `[pfn, pfn + 2^order)`: it is being
+    /// allocated, and whatever cache pages it held are the allocator's caller's to drop.
+    fn clear_cached(&mut self, pfn: u64, order: u8) {
+        if self.cached_frames == 0 {
+            return;
+        }
+        let n = 1u64 << order;
+        let (w, words) = ((pfn / 64) as usize, (n / 64).max(1) as usize);
+        let mask = if n < 64 {
+            ((1u64 << n) - 1) << (pfn % 64)
+        } else {
+            u64::MAX
+        };
+        for x in &mut self.cached[w..w + words] {
+            self.cached_frames -= (*x & mask).count_ones() as u64;
+            *x &= !mask;
+        }
+    }
+
+    /// Marks the allocated frame `pfn` as holding a cache page, before it is freed (`free`), so
+    /// its block is placed and allocated as one that does (module doc).
+    pub fn mark_cached(&mut self, pfn: Pfn) {
+        let (w, b) = ((pfn.0 / 64) as usize, pfn.0 % 64);
+        if self.cached[w] & (1 << b) == 0 {
+            self.cached[w] |= 1 << b;
+            self.cached_frames += 1;
+        }
+    }
+
     /// As `push`, at the tail of the list.
     fn push_tail(&mut self, pfn: u32, order: u8) {
         let o = order as usize;
@@ -164,26 +236,34 @@ impl Buddy {
     }
 
     /// Allocates an aligned block of `2^order` frames; `None` if no free block is large enough.
+    /// The smallest block that holds no cache page, else the smallest block (whose cache pages
+    /// are then given up, oldest first): module doc.
     pub fn alloc(&mut self, order: Order) -> Option<Pfn> {
         let want = order.0;
         if want > self.max_order {
             return None;
         }
-        let mut o = want;
-        while self.heads[o as usize] == NIL {
-            o += 1;
-            if o > self.max_order {
-                return None;
-            }
-        }
+        let smallest = (want..=self.max_order).find(|&o| self.heads[o as usize] != NIL)?;
+        // A list's first block holds a cache page only if all of the list's blocks do.
+        let mut o = if self.cached_frames == 0 {
+            smallest
+        } else {
+            (smallest..=self.max_order)
+                .find(|&o| {
+                    let h = self.heads[o as usize];
+                    h != NIL && !self.holds_cache(h as u64, o)
+                })
+                .unwrap_or(smallest)
+        };
         let pfn = self.heads[o as usize];
         self.note_touched(pfn as u64, want);
         self.unlink(pfn);
         // Split: keep the lower half, free the upper halves.
         while o > want {
             o -= 1;
-            self.push(pfn + (1 << o), o);
+            self.place(pfn + (1 << o), o);
         }
+        self.clear_cached(pfn as u64, want);
         Some(Pfn(pfn as u64))
     }
 
@@ -191,15 +271,16 @@ impl Buddy {
     /// Precondition: the block is allocated (no frame of it is free).
     pub fn free(&mut self, pfn: Pfn, order: Order) {
         let (p, o) = self.coalesce(pfn, order);
-        self.push(p, o);
+        self.place(p, o);
     }
 
-    /// Frees as `free`, putting the coalesced block at the tail of its list (seed 000 5.1 (1):
-    /// coalesced cache pages "are placed at the tail of their respective lists, so that
-    /// subsequent allocations tend to respect the A-LRU order").
+    /// Frees as `free` a block of frames that hold cache pages (seed 000 5.1 (1)): the block it
+    /// coalesces into goes to the tail of its list.
     pub fn free_tail(&mut self, pfn: Pfn, order: Order) {
-        let (p, o) = self.coalesce(pfn, order);
-        self.push_tail(p, o);
+        for f in pfn.0..pfn.0 + order.pages() {
+            self.mark_cached(Pfn(f));
+        }
+        self.free(pfn, order);
     }
 
     /// Unlinks the free buddies `[pfn, pfn + 2^order)` coalesces with; returns the merged block.
@@ -265,13 +346,14 @@ impl Buddy {
             o -= 1;
             let half = 1u64 << o;
             if pfn.0 >= base + half {
-                self.push(base as u32, o);
+                self.place(base as u32, o);
                 base += half;
             } else {
-                self.push((base + half) as u32, o);
+                self.place((base + half) as u32, o);
             }
         }
         debug_assert_eq!(base, pfn.0);
+        self.clear_cached(pfn.0, order.0);
         true
     }
 
@@ -364,6 +446,12 @@ impl Buddy {
             return Err(format!("buddy: frame {} beyond memory", pfn.0));
         }
         let Some((head, o)) = self.free_block_of(pfn) else {
+            if self.cached[(pfn.0 / 64) as usize] & (1 << (pfn.0 % 64)) != 0 {
+                return Err(format!(
+                    "buddy: frame {} is allocated but marked as a free cache page",
+                    pfn.0
+                ));
+            }
             return Ok(None);
         };
         let (h, o8) = (head.0 as usize, o.0);
@@ -413,8 +501,16 @@ impl Buddy {
             let mut count = 0u64;
             let mut p = self.heads[o as usize];
             let mut prev = NIL;
+            let mut cache_seen = false;
             while p != NIL {
                 let pfn = p as u64;
+                let holds = self.holds_cache(pfn, o);
+                if cache_seen && !holds {
+                    return Err(format!(
+                        "buddy: block {pfn} of order {o} holds no cache page but follows one that does on its list"
+                    ));
+                }
+                cache_seen |= holds;
                 if self.head_order[p as usize] != o {
                     return Err(format!(
                         "buddy: block {pfn} on the order-{o} list records order {}",
@@ -457,6 +553,25 @@ impl Buddy {
                     "buddy: order {o} list has {count} blocks, counter says {}",
                     self.free_blocks[o as usize]
                 ));
+            }
+        }
+        let marked: u64 = self.cached.iter().map(|w| w.count_ones() as u64).sum();
+        if marked != self.cached_frames {
+            return Err(format!(
+                "buddy: {marked} frames marked as cache pages, counter {}",
+                self.cached_frames
+            ));
+        }
+        for (w, &bits) in self.cached.iter().enumerate() {
+            let mut b = bits;
+            while b != 0 {
+                let f = w * 64 + b.trailing_zeros() as usize;
+                if !seen.get(f).copied().unwrap_or(false) {
+                    return Err(format!(
+                        "buddy: frame {f} is marked as a free cache page but is not free"
+                    ));
+                }
+                b &= b - 1;
             }
         }
         let heads = self.head_order.iter().filter(|&&h| h != NOT_HEAD).count() as u64;
@@ -539,6 +654,67 @@ mod tests {
 
     /// The wired pool's block comes from the top of the highest free block.
     #[test]
+    fn free_blocks_of_any_order_go_before_cache_pages() {
+        let mut b = Buddy::new(16, 4);
+        let frames: Vec<Pfn> = (0..16).map(|_| b.alloc(Order(0)).unwrap()).collect();
+        b.free_tail(frames[2], Order(0)); // a cache page, alone on the order-0 list
+        for f in 8..12 {
+            b.free(frames[f], Order(0)); // coalesce into one free order-2 block
+        }
+        assert_eq!(b.free_block_of(Pfn(8)), Some((Pfn(8), Order(2))));
+        assert_eq!(b.cached_frames, 1);
+        b.check_invariants().unwrap();
+        // FreeBSD vm_page_alloc: the free block is split before the cache page is taken.
+        for want in [8, 9, 10, 11] {
+            assert_eq!(b.alloc(Order(0)), Some(Pfn(want)));
+            b.check_invariants().unwrap();
+        }
+        assert_eq!(b.cached_frames, 1);
+        // Nothing free is left: now the cache page goes, and its mark with it.
+        assert_eq!(b.alloc(Order(0)), Some(Pfn(2)));
+        assert_eq!(b.cached_frames, 0);
+        assert_eq!(b.alloc(Order(0)), None);
+        b.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_block_with_a_cache_page_goes_to_the_tail_and_keeps_its_mark_when_split() {
+        let mut b = Buddy::new(16, 4);
+        let frames: Vec<Pfn> = (0..16).map(|_| b.alloc(Order(0)).unwrap()).collect();
+        // A free frame coalesces with a cache page: the pair holds one, so it goes to the tail.
+        b.mark_cached(frames[5]);
+        b.free(frames[5], Order(0));
+        b.free(frames[4], Order(0));
+        // A pair with no cache page goes to the head.
+        b.free(frames[12], Order(0));
+        b.free(frames[13], Order(0));
+        b.check_invariants().unwrap();
+        assert!(b.holds_cache(4, 1) && !b.holds_cache(12, 1));
+        assert_eq!(b.alloc(Order(1)), Some(Pfn(12)));
+        // Splitting the marked pair for one frame: the free half (4) goes first, and the half
+        // holding the cache page keeps its mark.
+        assert_eq!(b.alloc(Order(0)), Some(Pfn(4)));
+        assert!(b.holds_cache(5, 0));
+        assert_eq!(b.cached_frames, 1);
+        // alloc_at (a cache page taken back) clears the mark.
+        assert!(b.alloc_at(Pfn(5), Order(0)));
+        assert_eq!(b.cached_frames, 0);
+        b.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_cache_mark_on_an_allocated_frame_is_an_invariant_violation() {
+        let mut b = Buddy::new(16, 4);
+        let f = b.alloc(Order(0)).unwrap();
+        b.check_invariants().unwrap();
+        b.mark_cached(f);
+        let err = b.check_invariants().unwrap_err();
+        assert!(err.contains("marked as a free cache page"), "{err}");
+        let err = b.check_frame(f).unwrap_err();
+        assert!(err.contains("allocated but marked"), "{err}");
+    }
+
+    #[test]
     fn alloc_high_takes_the_highest_block() {
         let mut b = Buddy::new(64, 4);
         assert_eq!(b.alloc_high(Order(2)), Some(Pfn(60)));
@@ -565,6 +741,7 @@ mod tests {
         let mut rng = Rng::new(7);
         let mut b = Buddy::new(1024, 6);
         let mut held: Vec<(Pfn, Order)> = Vec::new();
+        let mut reach = (0u64, 0u64);
         for step in 0..5000 {
             if rng.below(2) == 0 || held.is_empty() {
                 let o = Order(rng.below(5) as u8);
@@ -575,12 +752,22 @@ mod tests {
             } else {
                 let i = rng.below(held.len() as u64) as usize;
                 let (p, o) = held.swap_remove(i);
-                b.free(p, o);
+                // A third of the frees are cache pages (seed 000 5.1 (1)).
+                if rng.below(3) == 0 {
+                    b.free_tail(p, o);
+                    reach.0 += 1;
+                } else {
+                    b.free(p, o);
+                }
+            }
+            if b.cached_frames > 0 && b.free_frames > b.cached_frames {
+                reach.1 += 1; // free and cache blocks side by side: the order rule matters
             }
             if step % 97 == 0 {
                 b.check_invariants().unwrap();
             }
         }
+        assert!(reach.0 > 500 && reach.1 > 1000, "reach {reach:?}");
         for (p, o) in held.drain(..) {
             b.free(p, o);
         }

@@ -90,9 +90,24 @@ impl Os {
             .expect("cache_free: a cache page has one holder");
         let detached = self.obj_detach(obj, pindex);
         debug_assert_eq!(detached, Some((pfn, true)));
-        self.free_frame_at(pfn, true);
+        self.free_frame(pfn);
         self.contig.cached.insert((obj.0, pindex), pfn);
         self.contig.stats.cache_freed += 1;
+    }
+
+    /// Gives the aligned extent `[pfn, pfn + 2^order)` (no object holds any of it) back to the
+    /// buddy allocator, marking its frames that hold cache pages (5.1 (1)): the block goes to
+    /// the tail of its list, and allocations take blocks without cache pages first
+    /// (phys/buddy.rs).
+    pub(crate) fn free_extent(&mut self, pfn: Pfn, order: Order) {
+        if self.pageq.count(Queue::Cache) > 0 {
+            for f in (pfn.0..pfn.0 + order.pages()).map(Pfn) {
+                if self.pageq.queue_of(f) == Queue::Cache && self.phys.refs(f) == 0 {
+                    self.phys.buddy.mark_cached(f);
+                }
+            }
+        }
+        self.phys.buddy.free(pfn, order);
     }
 
     /// `pfn` is about to get a new owner: if it is a free cache page, its old contents are

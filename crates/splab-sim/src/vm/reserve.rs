@@ -87,18 +87,9 @@ impl Os {
     /// Event 5, deallocation: a frame no object holds any more. A frame of a reservation stays
     /// reserved until the whole reservation is empty, and then the extent goes back to the buddy
     /// allocator at once (FreeBSD vm_reserv_free_page: deferred deallocation).
+    /// A cache page keeping its contents (seed 000 5.1 (1)) is freed here too: its block goes
+    /// to the tail of its free list (`free_extent`).
     pub(crate) fn free_frame(&mut self, pfn: Pfn) {
-        self.free_frame_at(pfn, false);
-    }
-
-    /// As `free_frame`; `tail`: a cache page keeping its contents (seed 000 5.1 (1)), whose
-    /// block goes to the tail of its free list.
-    pub(crate) fn free_frame_at(&mut self, pfn: Pfn, tail: bool) {
-        let free = if tail {
-            crate::phys::Buddy::free_tail
-        } else {
-            crate::phys::Buddy::free
-        };
         if let Some(rs) = self.reserv.as_mut() {
             if let Some(id) = rs.of_frame(pfn) {
                 let r = rs.get(id);
@@ -108,12 +99,12 @@ impl Os {
                 self.charge_reservation(self.machine.cost.reserv_depopulate_cycles);
                 if let Some((ext, order)) = emptied {
                     self.set_popmap_resv(obj, class, cbase, NO_RESV);
-                    free(&mut self.phys.buddy, ext, Order(order));
+                    self.free_extent(ext, Order(order));
                 }
                 return;
             }
         }
-        free(&mut self.phys.buddy, pfn, Order(0));
+        self.free_extent(pfn, Order(0));
     }
 
     /// Points (or unpoints) the population-map node of a reservation: one level updated.
@@ -391,7 +382,7 @@ impl Os {
         self.charge_reservation(split.pieces.len() as u64 * self.machine.cost.reserv_piece_cycles);
         for piece in split.pieces {
             if piece.popcnt == 0 {
-                self.phys.buddy.free(piece.pfn, sub_order);
+                self.free_extent(piece.pfn, sub_order);
                 self.reserv
                     .as_mut()
                     .expect("reservations")
@@ -422,7 +413,7 @@ impl Os {
             let (mut p, end) = (r.pfn.0 + start, r.pfn.0 + start + len);
             while p < end {
                 let o = p.trailing_zeros().min((end - p).ilog2()) as u8;
-                self.phys.buddy.free(Pfn(p), Order(o));
+                self.free_extent(Pfn(p), Order(o));
                 p += 1 << o;
             }
         }

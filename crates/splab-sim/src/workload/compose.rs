@@ -499,6 +499,11 @@ impl Sched for ParSched {
         g.asleep[self.i] = Some(until);
         self.reschedule(e, g)
     }
+
+    fn others_active(&self) -> bool {
+        let g = self.shared.lock();
+        (0..g.finished.len()).any(|j| j != self.i && !g.finished[j])
+    }
 }
 
 /// One component's thread: waits for its first turn, runs, exits its processes and hands the

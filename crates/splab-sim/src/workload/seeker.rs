@@ -8,6 +8,13 @@
 //! (512KB on the Alpha for 1MB); after the touch, a chunk is satisfied when its base pages sit
 //! in one aligned physical extent of that size, in order (read through the map entry's object,
 //! the OS model's own record of the frames).
+//!
+//! In a composition, `after=MARK` holds the first operation until another component has
+//! reached the point MARK (`Engine::mark`), and `until=MARK` stops before the next operation
+//! once one has: `par(web:warmup=100000,requests=100000,seeker:after=warm,until=served)` is
+//! 6.5's experiment, the seeker running while the warm server serves its next requests. Waiting
+//! for a mark, the seeker wakes once a period to look; a mark that no running component can set
+//! any more is an error for `after=` and the end of the run for `until=`.
 
 use super::{map_anon, MAX_SIZE};
 use crate::engine::Engine;
@@ -28,11 +35,17 @@ pub struct Seeker {
     count: u64,
     /// The parameter it came from, for `describe`.
     duration: Option<u64>,
+    after: Option<String>,
+    until: Option<String>,
     chunk_bytes: u64,
     chunks: u64,
     contiguous: u64,
     /// Operations that started after their time (the previous one overran its period).
     late: u64,
+    /// Operations done (fewer than `count` when `until=` stopped them).
+    ops: u64,
+    /// Clock (seconds) of the first operation.
+    began: f64,
 }
 
 impl Seeker {
@@ -41,7 +54,18 @@ impl Seeker {
         let rate = spec.take_count("rate", 5, 1, 1_000_000)?;
         let duration = spec.take_count("duration", 0, 1, 1 << 32)?;
         let count = spec.take_count("count", 0, 1, 1 << 32)?;
+        let after = spec.take_str("after");
+        let until = spec.take_str("until");
+        for (key, v) in [("after", &after), ("until", &until)] {
+            if v.as_deref().is_some_and(|m| m.is_empty()) {
+                return Err(SimError::BadInput(format!(
+                    "workload 'seeker': {key}= needs the name of a mark another component sets (web sets 'warm' after its warm-up and 'served' at its end)"
+                )));
+            }
+        }
         let (count, duration) = match (duration, count) {
+            // Bounded by a mark alone: as many operations as it takes.
+            (0, 0) if until.is_some() => (u64::MAX, None),
             (0, 0) => (60 * rate, Some(60)),
             (d, 0) => (d * rate, Some(d)),
             (0, c) => (c, None),
@@ -57,10 +81,14 @@ impl Seeker {
             rate,
             count,
             duration,
+            after,
+            until,
             chunk_bytes: 0,
             chunks: 0,
             contiguous: 0,
             late: 0,
+            ops: 0,
+            began: 0.0,
         })
     }
 
@@ -92,12 +120,21 @@ impl Seeker {
 
 impl super::Workload for Seeker {
     fn describe(&self) -> String {
-        let until = match self.duration {
-            Some(d) => format!("duration={d}"),
-            None => format!("count={}", self.count),
+        let mut bound = match (self.duration, self.count) {
+            (Some(d), _) => format!("duration={d}"),
+            (None, u64::MAX) => String::new(),
+            (None, c) => format!("count={c}"),
         };
+        for (key, m) in [("after", &self.after), ("until", &self.until)] {
+            if let Some(m) = m {
+                if !bound.is_empty() {
+                    bound.push(',');
+                }
+                bound.push_str(&format!("{key}={m}"));
+            }
+        }
         format!(
-            "seeker:size={},rate={},{until}",
+            "seeker:size={},rate={},{bound}",
             fmt_size(self.size),
             self.rate
         )
@@ -119,8 +156,25 @@ impl super::Workload for Seeker {
                 .max()
                 .unwrap_or(page);
         let period = e.os.machine.freq_hz / self.rate;
+        if let Some(m) = &self.after {
+            while e.marked(m).is_none() {
+                if !e.others_running() {
+                    return Err(SimError::BadInput(format!(
+                        "workload 'seeker': after={m}: no other component of the composition is left to reach the mark '{m}' (web sets 'warm' after its warm-up, with warmup=N)"
+                    )));
+                }
+                let next = e.clock() + period;
+                e.idle_until(next)?;
+            }
+        }
         let t0 = e.clock();
+        self.began = t0 as f64 / e.os.machine.freq_hz as f64;
         for i in 0..self.count {
+            if let Some(m) = &self.until {
+                if e.marked(m).is_some() || !e.others_running() {
+                    break;
+                }
+            }
             let due = t0 + i * period;
             if e.clock() > due {
                 self.late += 1;
@@ -133,14 +187,16 @@ impl super::Workload for Seeker {
             self.chunks += all;
             self.contiguous += good;
             e.munmap(pid, base, self.size)?;
+            self.ops += 1;
         }
         Ok(())
     }
 
     fn stats(&self) -> Option<serde_json::Value> {
         Some(serde_json::json!({
-            "operations": self.count,
+            "operations": self.ops,
             "late_operations": self.late,
+            "first_operation_seconds": self.began,
             "chunk_bytes": self.chunk_bytes,
             "chunks": self.chunks,
             "chunks_contiguous": self.contiguous,

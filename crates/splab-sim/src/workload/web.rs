@@ -24,6 +24,13 @@
 //!   mapping is unmapped (thttpd frees unreferenced maps older than `DEFAULT_EXPIRE_AGE`, 600 s,
 //!   and sooner when over its limits: modelled as LRU; the 600 s are longer than these runs).
 //!   `mode=read`: open, read() into a 1MB buffer, send from it, close.
+//! - `warmup=N`: N requests first, then `requests` more, in one run of the server (seed 000
+//!   6.5's concurrent experiment: "We warm up the web server footprint by playing 100,000
+//!   requests from the trace, and then measure the time taken to service the next 100,000").
+//!   The server marks `warm` (`Engine::mark`) when the warm-up is done and `served` after the
+//!   last request, so a concurrent `seeker:after=warm,until=served` runs beside the measured
+//!   requests; `measured_seconds`, `measured_read_requests` / `_bytes` and the latencies cover
+//!   those only.
 //! - At the end the server exits: its mappings go and its files are closed, so under
 //!   `close_deactivate` (navarro, seed 000 5.1 (3)) their clean pages move to the inactive
 //!   queue, as 6.5 describes ("the web server closes its files on exit").
@@ -59,6 +66,10 @@ enum Mode {
 }
 
 pub struct Web {
+    /// Requests served before the measured ones (`warmup=`): seed 000 6.5's concurrent
+    /// experiment warms the server up with 100,000 requests of the log and measures the next
+    /// 100,000, in one run of the server.
+    warmup: u64,
     requests: u64,
     files: u64,
     zipf: f64,
@@ -70,6 +81,7 @@ pub struct Web {
 impl Web {
     pub fn parse(spec: &mut Spec) -> Result<Web> {
         let requests = spec.take_count("requests", 50_000, 1, 1 << 32)?;
+        let warmup = spec.take_count("warmup", 0, 0, 1 << 32)?;
         let files = spec.take_count("files", 100_000, 1, 1 << 22)?;
         let zipf = match spec.take_str("zipf") {
             None => 0.75,
@@ -85,6 +97,7 @@ impl Web {
             _ => Mode::Mmap,
         };
         Ok(Web {
+            warmup,
             requests,
             files,
             zipf,
@@ -111,8 +124,12 @@ struct MapCache {
 
 impl super::Workload for Web {
     fn describe(&self) -> String {
+        let warmup = match self.warmup {
+            0 => String::new(),
+            w => format!("warmup={w},"),
+        };
         format!(
-            "web:requests={},files={},zipf={},maps={},mode={}",
+            "web:{warmup}requests={},files={},zipf={},maps={},mode={}",
             self.requests,
             self.files,
             self.zipf,
@@ -160,7 +177,16 @@ impl super::Workload for Web {
         let mut served_bytes = 0u64;
         let mut touched = vec![false; sizes.len()];
         let freq = e.os.machine.freq_hz;
-        for t in 0..self.requests {
+        let mut measured_from = e.clock();
+        let io = |e: &Engine| (e.os.stats.io_read_requests, e.os.stats.io_read_bytes);
+        let mut io_from = io(e);
+        for t in 0..self.warmup + self.requests {
+            if t == self.warmup && t > 0 {
+                // The warm-up is over: the measured requests start (`seeker:after=warm`).
+                e.mark("warm");
+                measured_from = e.clock();
+                io_from = io(e);
+            }
             let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
             let i = cum.partition_point(|&c| c <= u).min(sizes.len() - 1);
             let file = FILE_BASE + i as u32;
@@ -216,8 +242,14 @@ impl super::Workload for Web {
                 }
             }
             served_bytes += size;
-            lat.push(e.clock() - start);
+            if t >= self.warmup {
+                lat.push(e.clock() - start);
+            }
         }
+        let measured = e.clock() - measured_from;
+        let io_measured = (io(e).0 - io_from.0, io(e).1 - io_from.1);
+        // Every request is served (`seeker:until=served`); the exit follows.
+        e.mark("served");
         let q = &e.os.pageq;
         let queues_before_exit = [
             q.count(Queue::Active),
@@ -251,6 +283,10 @@ impl super::Workload for Web {
         let queues =
             |c: [u64; 3]| serde_json::json!({"active": c[0], "inactive": c[1], "cache": c[2]});
         self.stats = Some(serde_json::json!({
+            "warmup_requests": self.warmup,
+            "measured_seconds": measured as f64 / freq as f64,
+            "measured_read_requests": io_measured.0,
+            "measured_read_bytes": io_measured.1,
             "data_set_bytes": sizes.iter().sum::<u64>(),
             "working_set_bytes": working_set,
             "files_requested": touched.iter().filter(|&&t| t).count(),
