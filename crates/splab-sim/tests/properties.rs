@@ -157,6 +157,9 @@ struct Reach {
     restore_runs: u64,
     restore_cached: u64,
     wired_pools: u64,
+    /// Allocations that took free memory over a smaller block holding cache pages
+    /// (phys/buddy.rs: FreeBSD's free-before-cache rule).
+    cache_passed: u64,
 }
 
 impl Reach {
@@ -187,6 +190,7 @@ impl Reach {
         self.restore_runs += o.restore_runs;
         self.restore_cached += o.restore_cached;
         self.wired_pools += o.wired_pools;
+        self.cache_passed += o.cache_passed;
     }
 }
 
@@ -484,6 +488,7 @@ fn run_policy_stats(
     reach.restore_runs = c.restore_runs;
     reach.restore_cached = c.pages_cached;
     reach.wired_pools = c.wired_pools;
+    reach.cache_passed = e.os.phys.buddy.cache_passed;
     (reach.preempted_total, reach.broken) = resv_counts(&e);
     // Tearing everything down returns every frame.
     for (pid, _) in procs {
@@ -588,7 +593,8 @@ fn random_sequences_reach_every_size_preemption_and_out_of_memory() {
             && r.reactivation_preemptions > 0
             && r.cache_dropped > 0
             && r.restore_runs > 0
-            && r.restore_cached > 0,
+            && r.restore_cached > 0
+            && r.cache_passed > 0,
         "contiguity-aware replacement's states not all reached: {r:?}"
     );
     assert!(
@@ -610,7 +616,11 @@ fn random_sequences_reach_cache_scheme_and_wired_pools() {
         60..150,
     );
     assert!(
-        r.cache_reactivated > 0 && r.cache_dropped > 0 && r.wired_pools > 0 && r.ooms > 0,
+        r.cache_reactivated > 0
+            && r.cache_dropped > 0
+            && r.wired_pools > 0
+            && r.ooms > 0
+            && r.cache_passed > 0,
         "{r:?}"
     );
     assert_eq!(r.restore_runs, 0, "the cache scheme never restores: {r:?}");

@@ -50,6 +50,9 @@ pub struct Buddy {
     cached: Vec<u64>,
     /// Frames with their `cached` bit set.
     pub cached_frames: u64,
+    /// Allocations that split a larger block without cache pages rather than take a smaller
+    /// one holding some (the free-before-cache rule decided them).
+    pub cache_passed: u64,
 }
 
 impl Buddy {
@@ -78,6 +81,7 @@ impl Buddy {
             touched: None,
             cached: vec![0; n.div_ceil(64)],
             cached_frames: 0,
+            cache_passed: 0,
         };
         // Insert in decreasing address order so that, LIFO, the lowest block is handed out first.
         let step = 1u64 << max_order;
@@ -255,6 +259,7 @@ impl Buddy {
                 })
                 .unwrap_or(smallest)
         };
+        self.cache_passed += (o != smallest) as u64;
         let pfn = self.heads[o as usize];
         self.note_touched(pfn as u64, want);
         self.unlink(pfn);
@@ -669,6 +674,9 @@ mod tests {
             assert_eq!(b.alloc(Order(0)), Some(Pfn(want)));
             b.check_invariants().unwrap();
         }
+        // The first and third passed the cache page over for a larger block (order 2, then
+        // the order-1 half); the others found a free block on the order-0 list itself.
+        assert_eq!(b.cache_passed, 2);
         assert_eq!(b.cached_frames, 1);
         // Nothing free is left: now the cache page goes, and its mark with it.
         assert_eq!(b.alloc(Order(0)), Some(Pfn(2)));
