@@ -55,10 +55,10 @@ pub const WORKLOADS: &[(&str, &str)] = &[
     ("filedirty", "seed 000 6.7: map a file shared, read every base page (promotion), write one base page in `every`, msync, exit: size=100M, every=512"),
     ("tree", "red-black tree of 50000 nodes with 128-byte records (seed 000 6.2): nodes=50000, ops=20000"),
     ("fftw", "out-of-place complex 3D FFT of an n x n x n array (seed 000 6.2): n=200, repeat=1, alloc=brk|mmap"),
-    ("seeker", "map, touch and unmap `size` five times a second, sleeping between (seed 000 6.5): size=1M, rate=5, duration=60 (simulated seconds) or count=N; counts chunks satisfied with contiguous memory"),
+    ("seeker", "map, touch and unmap `size` five times a second, sleeping between (seed 000 6.5): size=1M, rate=5, duration=60 (simulated seconds) or count=N; counts chunks satisfied with contiguous memory; in par(...): after=MARK starts once another component reached MARK, until=MARK stops once one has (web marks warm and served)"),
     ("seq(A,B,...)", "run workloads one after another on the same machine, each a fresh process (seed 000 6.5): seq(web,fftw,fftw); components keep their parameters: seq(gups:size=1M,updates=10,tree)"),
-    ("par(A,B,...)", "run workloads concurrently, interleaved per event on the simulated clock, fairly (seed 000 6.5): par(web,seeker:duration=300)"),
-    ("web", "thttpd-like web server (seed 000 6.5): SPECweb96 file sizes, Zipf popularity; requests=50000, files=100000, zipf=0.75, maps=2000 (thttpd's map cache), mode=mmap|read"),
+    ("par(A,B,...)", "run workloads concurrently, interleaved per event on the simulated clock, fairly (seed 000 6.5): par(web:warmup=100000,requests=100000,seeker:after=warm,until=served)"),
+    ("web", "thttpd-like web server (seed 000 6.5): SPECweb96 file sizes, Zipf popularity; requests=50000, files=100000, zipf=0.75, maps=2000 (thttpd's map cache), mode=mmap|read; warmup=N requests first (marks warm, then served at the end; the stats measure the rest)"),
 ];
 
 /// Parses a workload spec.
