@@ -78,6 +78,16 @@ fn every_preset_from_its_file_gives_the_same_report() {
         "base:prefault=4+4,readahead=off",
         "navarro:pagedaemon=off,fault_around=off",
     ];
+    // Every preset is here: the header row of `list policies` names them all.
+    let out = splab().args(["list", "policies"]).output().unwrap();
+    let list = String::from_utf8_lossy(&out.stdout);
+    let header = list
+        .lines()
+        .find(|l| l.starts_with(' ') && !l.trim().is_empty())
+        .expect("the table's header row");
+    for preset in header.split_whitespace() {
+        assert!(specs.contains(&preset), "preset {preset} not round-tripped");
+    }
     for (i, spec) in specs.iter().enumerate() {
         let file = dir.path(&format!("p{i}.toml"));
         show(spec, &file);

@@ -790,6 +790,9 @@ mod tests {
 
     #[test]
     fn every_preset_and_option_round_trips_exactly() {
+        for (preset, _) in POLICIES {
+            assert!(SPECS.contains(preset), "preset {preset} not round-tripped");
+        }
         for spec in SPECS {
             let p = Policy::from_spec(spec).unwrap();
             let text = p.to_toml();
@@ -835,6 +838,7 @@ mod tests {
     }
 
     /// The error of `text` after replacing `from` by `to` in navarro's file.
+    #[track_caller]
     fn navarro_err(from: &str, to: &str) -> String {
         let text = Policy::from_spec("navarro").unwrap().to_toml();
         assert!(text.contains(from), "{from} not in:\n{text}");
@@ -890,7 +894,10 @@ mod tests {
             e.contains(&format!("line {}:", line_of("sizes = "))) && e.contains("bad size \"64Q\""),
             "{e}"
         );
-        let e = navarro_err("behind = 4", "behind = 600");
+        let e = navarro_err(
+            "fault_around = { kind = \"spiral\", behind = 4",
+            "fault_around = { kind = \"spiral\", behind = 600",
+        );
         assert!(
             e.contains(
                 "mapping_creation.fault_around.behind = 600: expected an integer from 0 to 512"
@@ -898,8 +905,8 @@ mod tests {
             "{e}"
         );
         let e = navarro_err(
-            "kind = \"spiral\", behind = 4",
-            "kind = \"window\", behind = 4",
+            "fault_around = { kind = \"spiral\", behind = 4, ahead = 4 }",
+            "fault_around = { kind = \"window\", behind = 4 }",
         );
         assert!(
             e.contains("missing key 'mapping_creation.fault_around.bytes'"),
