@@ -655,7 +655,7 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
                 "dirty",
                 v,
                 &format!(
-                    "{} with clean_write = \"{}\": whole or hash need clean_write = \"mark_dirty\" (the superpage is kept and marked dirty), trap needs demote_on_trap or write_protect",
+                    "{} while clean_write = \"{}\" (whole and hash keep the superpage and need clean_write = \"mark_dirty\"; trap needs demote_on_trap or write_protect)",
                     if r.dirty == Dirty::Trap { "whole or hash" } else { "trap" },
                     word_of(CLEAN_WRITE, r.clean_write)
                 ),
@@ -913,9 +913,12 @@ mod tests {
             "{e}"
         );
         let e = navarro_err("dirty = \"trap\"", "dirty = \"hash\"");
-        assert!(
-            e.contains("mapping_destruction.dirty = \"hash\"") && e.contains("mark_dirty"),
-            "{e}"
+        assert_eq!(
+            e,
+            format!(
+                "policy file 'p.toml', line {}: mapping_destruction.dirty = \"hash\": expected trap while clean_write = \"demote_on_trap\" (whole and hash keep the superpage and need clean_write = \"mark_dirty\"; trap needs demote_on_trap or write_protect)",
+                line_of("dirty = \"trap\"")
+            )
         );
         let e = navarro_err("name = \"navarro\"", "name = \"x\"\nflavour = 1");
         assert!(
