@@ -87,7 +87,7 @@ impl Prepared {
         let start = Instant::now();
         let mem_bytes = self.machine.mem_bytes;
         let machine_name = self.machine.name.clone();
-        let policy_spec = self.policy.spec.clone();
+        let policy_name = self.policy.name.clone();
         let mut e = engine::Engine::new(
             self.machine,
             self.policy,
@@ -108,7 +108,7 @@ impl Prepared {
             } else {
                 machine_name
             },
-            policy: policy_spec,
+            policy: policy_name,
             workload: self.workload.describe(),
             mem_bytes,
             seed: self.spec.seed,

@@ -2,6 +2,8 @@
 //! superpage's life (physical allocation, preparation, mapping creation, mapping destruction,
 //! deallocation), plus mmap placement and daemons. A policy is a value; the named designs are
 //! presets. Mechanisms (vm, phys, reservations) never read a policy's name, only its options.
+//! A policy is also data: `file.rs` writes and reads it as TOML, one table per event
+//! (`splab policy show`, `-p file:PATH.toml`).
 //!
 //! Contract: every field has a default that means "what a base-pages-only OS does", so a new
 //! design is one preset, or one new option at one event.
@@ -12,6 +14,9 @@ use crate::error::{Result, SimError};
 use crate::hw::Machine;
 use crate::spec::Spec;
 use crate::units::fmt_size;
+
+mod file;
+pub use file::presets_table;
 
 /// Event 1, physical allocation: what the fault handler asks of physical memory.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -213,12 +218,76 @@ pub enum WiredPlacement {
     Clustered,
 }
 
-#[derive(Clone, Debug, Serialize)]
+/// The words naming each option's choices, in policy specs (`promote=overhead`), policy
+/// files and `splab list policies`: one table per option, so the three never disagree.
+pub const PROMOTE: &[(&str, Promote)] = &[
+    ("yes", Promote::Yes),
+    ("overhead", Promote::Overhead),
+    ("no", Promote::No),
+];
+pub const DIRTY: &[(&str, Dirty)] = &[
+    ("trap", Dirty::Trap),
+    ("whole", Dirty::Whole),
+    ("hash", Dirty::Hash),
+];
+pub const CONTIGUITY: &[(&str, Contiguity)] = &[
+    ("off", Contiguity::Off),
+    ("cache", Contiguity::Cache),
+    ("daemon", Contiguity::Daemon),
+];
+pub const WIRED: &[(&str, WiredPlacement)] = &[
+    ("scattered", WiredPlacement::Scattered),
+    ("clustered", WiredPlacement::Clustered),
+];
+pub const PREFERRED: &[(&str, PreferredSize)] = &[
+    ("navarro", PreferredSize::Navarro),
+    ("freebsd", PreferredSize::FreeBsd),
+];
+pub const LISTS: &[(&str, ListScheme)] = &[
+    ("multi_list", ListScheme::MultiList),
+    ("partpopq", ListScheme::Partpopq),
+];
+pub const SHORTAGE: &[(&str, Shortage)] = &[
+    ("preempt", Shortage::Preempt),
+    ("fallback_then_reclaim", Shortage::FallbackThenReclaim),
+];
+pub const CLEAN_WRITE: &[(&str, CleanWrite)] = &[
+    ("demote_on_trap", CleanWrite::DemoteOnTrap),
+    ("write_protect", CleanWrite::WriteProtect),
+    ("mark_dirty", CleanWrite::MarkDirty),
+];
+pub const PLACEMENT: &[(&str, Placement)] = &[
+    ("base_page", Placement::BasePage),
+    ("superpage_aligned", Placement::SuperpageAligned),
+];
+pub const PREP: &[(&str, PrepPolicy)] = &[("per_page", PrepPolicy::PerPage)];
+
+/// The choice a word names in `table`.
+pub fn word<T: Copy>(table: &[(&str, T)], w: &str) -> Option<T> {
+    table.iter().find(|(n, _)| *n == w).map(|(_, v)| *v)
+}
+
+/// The word naming `v` in `table` (every table lists every choice: `words_are_complete`).
+pub fn word_of<T: Copy + PartialEq>(table: &[(&'static str, T)], v: T) -> &'static str {
+    table
+        .iter()
+        .find(|(_, x)| *x == v)
+        .map(|(n, _)| *n)
+        .expect("a word for every choice")
+}
+
+/// The first value `v` lists twice.
+fn repeated(v: &[u64]) -> Option<u64> {
+    v.iter()
+        .enumerate()
+        .find_map(|(i, b)| v[..i].contains(b).then_some(*b))
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Policy {
-    /// The preset's name, for reports only.
+    /// What reports and error messages call the policy: the spec as given for a preset
+    /// (`navarro:sizes=64K+4M`), a policy file's `name` key. Mechanisms never read it.
     pub name: String,
-    /// The spec as given (name and parameters), for reports.
-    pub spec: String,
     pub alloc: AllocPolicy,
     pub prep: PrepPolicy,
     pub placement: Placement,
@@ -262,7 +331,6 @@ impl Policy {
     pub fn base() -> Policy {
         Policy {
             name: "base".into(),
-            spec: "base".into(),
             alloc: AllocPolicy::BasePage,
             prep: PrepPolicy::PerPage,
             placement: Placement::BasePage,
@@ -279,67 +347,58 @@ impl Policy {
         }
     }
 
+    /// Parses a policy spec: a preset with parameters (`navarro:sizes=64K+4M,promote=no`), or
+    /// a policy file with optional parameters on top (`file:PATH.toml[:key=value,...]`; README
+    /// "Policies as files"). The result is not yet bound to a machine (`resolve`).
     pub fn from_spec(text: &str) -> Result<Policy> {
+        let text = text.trim();
+        if let Some(rest) = text.strip_prefix("file:") {
+            return file::load(text, rest);
+        }
         let mut spec = Spec::parse("policy", text)?;
+        let mut p = Policy::preset(&spec.name)?;
+        p.set_params(&spec.name.clone(), &mut spec)?;
+        p.name = text.to_string();
+        spec.finish()?;
+        Ok(p)
+    }
+
+    /// A preset by its name, without parameters.
+    pub fn preset(name: &str) -> Result<Policy> {
         let names: Vec<&str> = POLICIES.iter().map(|p| p.0).collect();
-        let mut p = match spec.name.as_str() {
+        Ok(match name {
             "base" => Policy::base(),
-            "navarro" => {
-                let sizes = match spec.take_str("sizes") {
-                    None => Vec::new(),
-                    Some(list) => list
-                        .split('+')
-                        .map(|t| {
-                            crate::spec::parse_size(t).filter(|&b| b > 0).ok_or_else(|| {
-                                SimError::BadInput(format!("policy 'navarro': bad size '{t}' in sizes='{list}': expected sizes joined by '+', e.g. sizes=64K+4M"))
-                            })
-                        })
-                        .collect::<Result<Vec<u64>>>()?,
-                };
-                if let Some(d) = sizes
-                    .iter()
-                    .enumerate()
-                    .find_map(|(i, b)| sizes[..i].contains(b).then_some(*b))
-                {
-                    return Err(SimError::BadInput(format!(
-                        "policy 'navarro': size {} is given twice in sizes; list each size once, e.g. sizes=64K+4M",
-                        fmt_size(d)
-                    )));
-                }
-                Policy {
-                    name: "navarro".into(),
-                    spec: String::new(),
-                    alloc: AllocPolicy::Reserve(ReservPolicy {
-                        sizes,
-                        classes: Vec::new(),
-                        preferred: PreferredSize::Navarro,
-                        lists: ListScheme::MultiList,
-                        shortage: Shortage::Preempt,
-                        clean_write: CleanWrite::DemoteOnTrap,
-                        unmap_demotes: true,
-                        promote: Promote::Yes,
-                        dirty: Dirty::Trap,
-                    }),
-                    prep: PrepPolicy::PerPage,
-                    placement: Placement::SuperpageAligned,
-                    // seed 000 runs on FreeBSD 4.3, whose pmap_prefault maps 4 + 4 neighbours.
-                    fault_around: prefault_default(),
-                    pagedaemon: true,
-                    // seed 000 5.1: the paper's page daemon is the "daemon" scheme of Figure 4.
-                    // Its wired page clustering (5.2) is `wired=clustered`, not the default:
-                    // the pool moves page-table pages, and with them the cache behaviour of
-                    // every walk, so the default keeps today's placement (README, "Seed 000
-                    // 6.5").
-                    contiguity: Contiguity::Daemon,
-                    wired: WiredPlacement::Scattered,
-                    readahead: true,
-                    // seed 000 5.1 (3).
-                    close_deactivate: true,
-                }
-            }
+            "navarro" => Policy {
+                name: "navarro".into(),
+                alloc: AllocPolicy::Reserve(ReservPolicy {
+                    sizes: Vec::new(),
+                    classes: Vec::new(),
+                    preferred: PreferredSize::Navarro,
+                    lists: ListScheme::MultiList,
+                    shortage: Shortage::Preempt,
+                    clean_write: CleanWrite::DemoteOnTrap,
+                    unmap_demotes: true,
+                    promote: Promote::Yes,
+                    dirty: Dirty::Trap,
+                }),
+                prep: PrepPolicy::PerPage,
+                placement: Placement::SuperpageAligned,
+                // seed 000 runs on FreeBSD 4.3, whose pmap_prefault maps 4 + 4 neighbours.
+                fault_around: prefault_default(),
+                pagedaemon: true,
+                // seed 000 5.1: the paper's page daemon is the "daemon" scheme of Figure 4.
+                // Its wired page clustering (5.2) is `wired=clustered`, not the default:
+                // the pool moves page-table pages, and with them the cache behaviour of
+                // every walk, so the default keeps today's placement (README, "Seed 000
+                // 6.5").
+                contiguity: Contiguity::Daemon,
+                wired: WiredPlacement::Scattered,
+                readahead: true,
+                // seed 000 5.1 (3).
+                close_deactivate: true,
+            },
             "freebsd" => Policy {
                 name: "freebsd".into(),
-                spec: String::new(),
                 alloc: AllocPolicy::Reserve(ReservPolicy {
                     sizes: Vec::new(),
                     classes: Vec::new(),
@@ -360,31 +419,55 @@ impl Policy {
                 readahead: true,
                 close_deactivate: false,
             },
-            _ => return Err(spec.unknown_name(&names)),
-        };
-        let name = p.name.clone();
+            _ => {
+                return Err(SimError::BadInput(format!(
+                    "unknown policy '{name}' (valid: {}; or file:PATH.toml)",
+                    names.join(", ")
+                )))
+            }
+        })
+    }
+
+    /// Applies `key=value` parameters to a preset's or a file's policy; `name` is what error
+    /// messages call it. Keys the policy does not take are left in `spec` for `finish`.
+    fn set_params(&mut self, name: &str, spec: &mut Spec) -> Result<()> {
+        let p = self;
         if let AllocPolicy::Reserve(r) = &mut p.alloc {
+            // Only seed 000's preferred-size rule chooses among sizes; FreeBSD has one level.
+            if r.preferred == PreferredSize::Navarro {
+                if let Some(list) = spec.take_str("sizes") {
+                    r.sizes = list
+                        .split('+')
+                        .map(|t| {
+                            crate::spec::parse_size(t).filter(|&b| b > 0).ok_or_else(|| {
+                                SimError::BadInput(format!("policy '{name}': bad size '{t}' in sizes='{list}': expected sizes joined by '+', e.g. sizes=64K+4M"))
+                            })
+                        })
+                        .collect::<Result<Vec<u64>>>()?;
+                    if let Some(d) = repeated(&r.sizes) {
+                        return Err(SimError::BadInput(format!(
+                            "policy '{name}': size {} is given twice in sizes; list each size once, e.g. sizes=64K+4M",
+                            fmt_size(d)
+                        )));
+                    }
+                }
+            }
             if let Some(v) = spec.take_str("promote") {
-                r.promote = match v.as_str() {
-                    "yes" => Promote::Yes,
-                    "overhead" => Promote::Overhead,
-                    "no" => Promote::No,
-                    _ => return Err(SimError::BadInput(format!(
-                        "policy '{name}': bad promote='{v}': expected yes, overhead (seed 000 6.6: reserve and pay for promotion, map base pages only) or no (reserve, never promote)"
-                    ))),
-                };
+                r.promote = word(PROMOTE, &v).ok_or_else(|| SimError::BadInput(format!(
+                    "policy '{name}': bad promote='{v}': expected yes, overhead (seed 000 6.6: reserve and pay for promotion, map base pages only) or no (reserve, never promote)"
+                )))?;
             }
             if let Some(v) = spec.take_str("dirty") {
-                r.dirty = match v.as_str() {
-                    "trap" => Dirty::Trap,
-                    "whole" => Dirty::Whole,
-                    "hash" => Dirty::Hash,
-                    _ => return Err(SimError::BadInput(format!(
-                        "policy '{name}': bad dirty='{v}': expected trap (the preset's clean-write rule: demote on the dirty-bit trap, seed 000 4.7), whole (6.7: mark the superpage dirty, write it out whole) or hash (4.7: write out only base pages whose SHA-1 digest changed)"
-                    ))),
-                };
+                r.dirty = word(DIRTY, &v).ok_or_else(|| SimError::BadInput(format!(
+                    "policy '{name}': bad dirty='{v}': expected trap (the preset's clean-write rule: demote on the dirty-bit trap, seed 000 4.7), whole (6.7: mark the superpage dirty, write it out whole) or hash (4.7: write out only base pages whose SHA-1 digest changed)"
+                )))?;
                 if r.dirty != Dirty::Trap {
                     r.clean_write = CleanWrite::MarkDirty;
+                } else if r.clean_write == CleanWrite::MarkDirty {
+                    // Only a file can say mark_dirty; which trap rule it means is not known.
+                    return Err(SimError::BadInput(format!(
+                        "policy '{name}': dirty=trap needs the clean-write rule the trap follows, and this policy's mapping_destruction.clean_write is mark_dirty: set clean_write (demote_on_trap or write_protect) and dirty in the file instead"
+                    )));
                 }
             }
         }
@@ -394,35 +477,38 @@ impl Policy {
                     "policy '{name}': give fault_around= (Linux's window) or prefault= (FreeBSD's spiral), not both"
                 )))
             }
-            (Some(v), None) => p.fault_around = parse_fault_around(&name, &v)?,
-            (None, Some(v)) => p.fault_around = parse_prefault(&name, &v)?,
+            (Some(v), None) => p.fault_around = parse_fault_around(name, &v)?,
+            (None, Some(v)) => p.fault_around = parse_prefault(name, &v)?,
             (None, None) => {}
         }
         p.pagedaemon = spec.take_bool("pagedaemon", p.pagedaemon)?;
         if let Some(v) = spec.take_str("contiguity") {
-            p.contiguity = match v.as_str() {
-                "off" => Contiguity::Off,
-                "cache" => Contiguity::Cache,
-                "daemon" => Contiguity::Daemon,
-                _ => return Err(SimError::BadInput(format!(
-                    "policy '{name}': bad contiguity='{v}': expected off (FreeBSD's cache queue), cache (cache pages coalesced in the buddy allocator, seed 000 5.1 (1)) or daemon (also restore contiguity when a preferred-size allocation fails, 5.1 (2))"
-                ))),
-            };
+            p.contiguity = word(CONTIGUITY, &v).ok_or_else(|| SimError::BadInput(format!(
+                "policy '{name}': bad contiguity='{v}': expected off (FreeBSD's cache queue), cache (cache pages coalesced in the buddy allocator, seed 000 5.1 (1)) or daemon (also restore contiguity when a preferred-size allocation fails, 5.1 (2))"
+            )))?;
         }
         if let Some(v) = spec.take_str("wired") {
-            p.wired = match v.as_str() {
-                "scattered" => WiredPlacement::Scattered,
-                "clustered" => WiredPlacement::Clustered,
-                _ => return Err(SimError::BadInput(format!(
+            p.wired = word(WIRED, &v).ok_or_else(|| {
+                SimError::BadInput(format!(
                     "policy '{name}': bad wired='{v}': expected scattered or clustered (seed 000 5.2)"
-                ))),
-            };
+                ))
+            })?;
         }
         p.readahead = spec.take_bool("readahead", p.readahead)?;
         p.close_deactivate = spec.take_bool("close_deactivate", p.close_deactivate)?;
-        p.spec = text.trim().to_string();
-        spec.finish()?;
-        Ok(p)
+        Ok(())
+    }
+
+    /// The policy as a TOML document organised by the five events (module `file`): `-p
+    /// file:PATH` of it gives this value again (`splab policy show`).
+    pub fn to_toml(&self) -> String {
+        file::to_toml(self)
+    }
+
+    /// Reads a policy file's text; `origin` names it in error messages. Without a `name` key
+    /// the policy is called `origin`.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Policy> {
+        file::from_toml(text, origin)
     }
 
     /// The reservation options, if this policy reserves.

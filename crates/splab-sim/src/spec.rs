@@ -26,22 +26,26 @@ impl Spec {
         if name.is_empty() {
             return Err(SimError::BadInput(format!("empty {what} name in '{text}'")));
         }
+        Spec::with_params(what, name, rest.unwrap_or(""))
+    }
+
+    /// The `key=value,...` parameters `rest` of a thing called `name` (which may itself hold a
+    /// ':', as a policy file's path does).
+    pub fn with_params(what: &'static str, name: &str, rest: &str) -> Result<Spec> {
         let mut params = Vec::new();
-        if let Some(rest) = rest {
-            for kv in rest.split(',').filter(|s| !s.is_empty()) {
-                let Some((k, v)) = kv.split_once('=') else {
-                    return Err(SimError::BadInput(format!(
-                        "{what} '{name}': parameter '{kv}' is not of the form key=value"
-                    )));
-                };
-                let k = k.trim();
-                if params.iter().any(|(pk, _)| pk == k) {
-                    return Err(SimError::BadInput(format!(
-                        "{what} '{name}': parameter '{k}' given twice"
-                    )));
-                }
-                params.push((k.to_string(), v.trim().to_string()));
+        for kv in rest.split(',').filter(|s| !s.is_empty()) {
+            let Some((k, v)) = kv.split_once('=') else {
+                return Err(SimError::BadInput(format!(
+                    "{what} '{name}': parameter '{kv}' is not of the form key=value"
+                )));
+            };
+            let k = k.trim();
+            if params.iter().any(|(pk, _)| pk == k) {
+                return Err(SimError::BadInput(format!(
+                    "{what} '{name}': parameter '{k}' given twice"
+                )));
             }
+            params.push((k.to_string(), v.trim().to_string()));
         }
         Ok(Spec {
             what,

@@ -78,7 +78,8 @@ struct RunArgs {
 enum Cmd {
     /// Run one workload under one policy and print a summary.
     Run {
-        /// Policy, e.g. base. See `splab list policies`.
+        /// Policy, e.g. base or navarro:sizes=64K+4M, or a policy file: file:PATH.toml (see
+        /// `splab policy show`). See `splab list policies`.
         #[arg(short, long, default_value = "base")]
         policy: String,
         #[command(flatten)]
@@ -86,7 +87,8 @@ enum Cmd {
     },
     /// Run one workload under several policies and compare them with the first (the baseline).
     Compare {
-        /// Policies, comma-separated or repeated (the first is the baseline), e.g. -p base,navarro.
+        /// Policies, comma-separated or repeated (the first is the baseline), e.g. -p base,navarro
+        /// or -p base,file:mine.toml.
         #[arg(short, long, required = true)]
         policy: Vec<String>,
         /// Also write the comparison table as CSV to PATH ("-" for standard output).
@@ -122,6 +124,11 @@ enum Cmd {
         /// What to list.
         #[arg(value_parser = ["machines", "policies", "workloads"])]
         what: String,
+    },
+    /// Policies as data: print a policy as the TOML file `-p file:PATH.toml` reads back.
+    Policy {
+        #[command(subcommand)]
+        cmd: PolicyCmd,
     },
     /// Measure the simulator's own speed (simulated accesses per second).
     Bench {
@@ -185,6 +192,18 @@ enum Cmd {
     Trace {
         #[command(subcommand)]
         cmd: TraceCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCmd {
+    /// Print a policy (a preset with parameters, e.g. navarro:sizes=64K+4M, or file:PATH.toml)
+    /// as TOML, organised by the five events of a superpage's life. Run with `-p file:OUT.toml`
+    /// it gives the same results as the policy itself.
+    Show {
+        /// The policy, as `-p` takes it.
+        #[arg(value_name = "POLICY")]
+        name: String,
     },
 }
 
@@ -265,6 +284,12 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::List { what } => {
             cmd_list(&what);
+            Ok(())
+        }
+        Cmd::Policy {
+            cmd: PolicyCmd::Show { name },
+        } => {
+            print!("{}", policy::Policy::from_spec(&name)?.to_toml());
             Ok(())
         }
         Cmd::Bench { quick } => cmd_bench(quick),
@@ -429,7 +454,7 @@ fn run_one(spec: &RunSpec, quiet: bool) -> Result<Report> {
     let label = format!(
         "{} {} {}",
         prepared.machine.name,
-        prepared.policy.spec,
+        prepared.policy.name,
         prepared.workload.describe()
     );
     let p = progress(label, prepared.workload.expected_accesses(), quiet);
@@ -732,6 +757,11 @@ fn cmd_list(what: &str) {
             println!("\nParameters: mem=SIZE (e.g. skylake:mem=4G).");
         }
         "policies" => {
+            println!(
+                "Each preset's choice per event (`splab policy show NAME` prints one as TOML):\n"
+            );
+            print!("{}", policy::presets_table());
+            println!("\nParameters (NAME:key=value,...; any policy also as file:PATH.toml[:key=value,...]):\n");
             for (name, d) in policy::POLICIES {
                 println!("{name:<12} {d}");
             }

@@ -1,0 +1,1007 @@
+//! Policies as files (issue 11): the TOML form of a `Policy`, organised by seed 003's five
+//! events of a superpage's life (design.md's table), then the daemons and the choices that are
+//! none of the events. `splab policy show NAME` writes it; `-p file:PATH.toml` reads it back to
+//! the same value (the `policy_files` tests hold both directions, and
+//! `crates/splab/tests/policy_files.rs` holds that the reports are byte-identical).
+//!
+//! Where each field of `Policy` goes:
+//!
+//! | table | keys | `Policy` field |
+//! |---|---|---|
+//! | (top) | `name` | `name`: what reports call the policy |
+//! | `[physical_allocation]` | `kind`, `sizes`, `preferred` | `alloc`, its `ReservPolicy::sizes`, `preferred` |
+//! | `[preparation]` | `kind` | `prep` |
+//! | `[mapping_creation]` | `promote`, `fault_around` | `ReservPolicy::promote`, `fault_around` |
+//! | `[mapping_destruction]` | `clean_write`, `dirty`, `unmap_demotes` | `ReservPolicy::clean_write`, `dirty`, `unmap_demotes` |
+//! | `[deallocation]` | `shortage`, `lists` | `ReservPolicy::shortage`, `lists` |
+//! | `[daemons.pagedaemon]` | `enabled`, `contiguity` | `pagedaemon`, `contiguity` |
+//! | `[placement]` | `mmap`, `wired` | `placement`, `wired` |
+//! | `[page_cache]` | `readahead`, `close_deactivate` | `readahead`, `close_deactivate` |
+//!
+//! The reservation options exist only with `physical_allocation.kind = "reserve"`, as in the
+//! value. `ReservPolicy::classes` is not in the file: it is derived from `sizes` and the machine
+//! (`Policy::resolve`). Every table and key is required (base pages leave out the tables that
+//! would be empty), so a file says everything it means; a key that is unknown, missing, of the
+//! wrong type or out of range is an error naming the key and its line.
+
+use std::fmt::Write as _;
+use std::ops::Range;
+
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+use super::{
+    word, word_of, AllocPolicy, CleanWrite, Dirty, FaultAround, Policy, PreferredSize,
+    ReservPolicy, CLEAN_WRITE, CONTIGUITY, DIRTY, LISTS, PLACEMENT, POLICIES, PREFERRED, PREP,
+    PROMOTE, SHORTAGE, WIRED,
+};
+use crate::error::{Result, SimError};
+use crate::spec::{parse_size, Spec};
+use crate::units::fmt_size;
+
+/// A value in a policy file.
+#[derive(Clone, Debug, PartialEq)]
+enum Val {
+    Word(&'static str),
+    Bool(bool),
+    /// Byte sizes, written as "64K" where that reads back exactly.
+    Sizes(Vec<u64>),
+    FaultAround(FaultAround),
+}
+
+/// One table of the file: its name, what it is, and its keys with a comment each.
+struct Table {
+    name: &'static str,
+    about: &'static str,
+    keys: Vec<(&'static str, Val, String)>,
+}
+
+/// "a | b | c".
+fn choices<T>(t: &[(&'static str, T)]) -> String {
+    t.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(" | ")
+}
+
+const ALLOC_KIND: &[(&str, bool)] = &[("base_page", false), ("reserve", true)];
+const FAULT_AROUND_KIND: &[(&str, u8)] = &[("off", 0), ("window", 1), ("spiral", 2)];
+
+/// The policy's tables, in file order. The one description of the file's shape: the writer,
+/// `splab list policies` and (by the round-trip tests) the reader follow it.
+fn tables(p: &Policy) -> Vec<Table> {
+    use Val::*;
+    let r = p.reserv();
+    let mut alloc = vec![(
+        "kind",
+        Word(word_of(ALLOC_KIND, r.is_some())),
+        "base_page: one base page per fault | reserve: reservations (seed 000 4.1, FreeBSD vm_reserv)"
+            .to_string(),
+    )];
+    let mut creation = Vec::new();
+    let mut destruction = Vec::new();
+    let mut dealloc = Vec::new();
+    if let Some(r) = r {
+        alloc.push((
+            "sizes",
+            Sizes(r.sizes.clone()),
+            "superpage sizes reservations may use, e.g. [\"64K\", \"4M\"]; [] = all of the machine's (preferred = \"freebsd\": [] only)".into(),
+        ));
+        alloc.push((
+            "preferred",
+            Word(word_of(PREFERRED, r.preferred)),
+            format!(
+                "{}: seed 000 4.2's preferred size | FreeBSD's one level",
+                choices(PREFERRED)
+            ),
+        ));
+        creation.push((
+            "promote",
+            Word(word_of(PROMOTE, r.promote)),
+            format!(
+                "{}: incremental promotion (4.5) | pay for it, map base pages (6.6) | never",
+                choices(PROMOTE)
+            ),
+        ));
+        destruction.push((
+            "clean_write",
+            Word(word_of(CLEAN_WRITE, r.clean_write)),
+            format!(
+                "{}: a write to a clean superpage (4.7; mark_dirty with dirty = whole | hash)",
+                choices(CLEAN_WRITE)
+            ),
+        ));
+        destruction.push((
+            "dirty",
+            Word(word_of(DIRTY, r.dirty)),
+            format!(
+                "{}: what a dirty superpage's write-out writes (4.7, 6.7)",
+                choices(DIRTY)
+            ),
+        ));
+        destruction.push((
+            "unmap_demotes",
+            Bool(r.unmap_demotes),
+            "unmapping a superpage demotes it incrementally first (seed 000 6.6) | removes it whole (FreeBSD)".into(),
+        ));
+        dealloc.push((
+            "shortage",
+            Word(word_of(SHORTAGE, r.shortage)),
+            format!("{}: no free extent: preempt a reservation (4.3, 4.8) | a base page, then break partpopq's head", choices(SHORTAGE)),
+        ));
+        dealloc.push((
+            "lists",
+            Word(word_of(LISTS, r.lists)),
+            format!(
+                "{}: how partially populated reservations wait for preemption (4.8 | FreeBSD)",
+                choices(LISTS)
+            ),
+        ));
+    }
+    creation.push((
+        "fault_around",
+        FaultAround(p.fault_around),
+        "neighbours mapped with a faulting page: { kind = \"off\" } | { kind = \"window\", bytes = \"64K\" } (Linux) | { kind = \"spiral\", behind = 4, ahead = 4 } (FreeBSD prefault)".into(),
+    ));
+    vec![
+        Table {
+            name: "physical_allocation",
+            about: "Event 1, physical allocation: what a fault asks of physical memory.",
+            keys: alloc,
+        },
+        Table {
+            name: "preparation",
+            about: "Event 2, preparation: how a new page's contents are made.",
+            keys: vec![(
+                "kind",
+                Word(word_of(PREP, p.prep)),
+                format!("{}: zero or read each base page at its fault", choices(PREP)),
+            )],
+        },
+        Table {
+            name: "mapping_creation",
+            about: "Event 3, mapping creation: promotion, and the neighbours a fault maps.",
+            keys: creation,
+        },
+        Table {
+            name: "mapping_destruction",
+            about: "Event 4, mapping destruction: demotion.",
+            keys: destruction,
+        },
+        Table {
+            name: "deallocation",
+            about: "Event 5, deallocation: giving reserved memory back.",
+            keys: dealloc,
+        },
+        Table {
+            name: "daemons.pagedaemon",
+            about: "The page daemon (seed 000 5.1, FreeBSD vm_pageout).",
+            keys: vec![
+                (
+                    "enabled",
+                    Bool(p.pagedaemon),
+                    "false: memory running out is an error (to study an allocator alone)".into(),
+                ),
+                (
+                    "contiguity",
+                    Word(word_of(CONTIGUITY, p.contiguity)),
+                    format!("{}: contiguity-aware replacement (5.1)", choices(CONTIGUITY)),
+                ),
+            ],
+        },
+        Table {
+            name: "placement",
+            about: "Placement, none of the events: where mappings and wired pages go.",
+            keys: vec![
+                (
+                    "mmap",
+                    Word(word_of(PLACEMENT, p.placement)),
+                    format!("{}: mmap addresses aligned to superpages (5.3) or not", choices(PLACEMENT)),
+                ),
+                (
+                    "wired",
+                    Word(word_of(WIRED, p.wired)),
+                    format!("{}: the kernel's wired pages (5.2)", choices(WIRED)),
+                ),
+            ],
+        },
+        Table {
+            name: "page_cache",
+            about: "The page cache, none of the events.",
+            keys: vec![
+                (
+                    "readahead",
+                    Bool(p.readahead),
+                    "clustered read-ahead on file page-in and read() (false: one page a request)".into(),
+                ),
+                (
+                    "close_deactivate",
+                    Bool(p.close_deactivate),
+                    "a file no process has open or mapped has its clean pages deactivated (5.1 (3))".into(),
+                ),
+            ],
+        },
+    ]
+}
+
+/// A size as the file writes it: "64K" when that reads back as the same bytes, else bytes.
+fn size_text(b: u64) -> String {
+    let t = fmt_size(b);
+    if t.chars().last().is_some_and(|c| c.is_ascii_alphabetic()) && parse_size(&t) == Some(b) {
+        toml_str(&t)
+    } else {
+        b.to_string()
+    }
+}
+
+fn toml_str(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+fn toml_value(v: &Val) -> String {
+    match v {
+        Val::Word(w) => toml_str(w),
+        Val::Bool(b) => b.to_string(),
+        Val::Sizes(s) => format!(
+            "[{}]",
+            s.iter()
+                .map(|&b| size_text(b))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Val::FaultAround(FaultAround::Off) => "{ kind = \"off\" }".into(),
+        Val::FaultAround(FaultAround::Window { bytes }) => {
+            format!("{{ kind = \"window\", bytes = {} }}", size_text(*bytes))
+        }
+        Val::FaultAround(FaultAround::Spiral { behind, ahead }) => {
+            format!("{{ kind = \"spiral\", behind = {behind}, ahead = {ahead} }}")
+        }
+    }
+}
+
+/// The value as `splab list policies` shows it: the words of the policy spec where there is
+/// one (`prefault=4+4`), else `key=value`.
+fn list_value(k: &str, v: &Val) -> String {
+    match v {
+        Val::Word(w) => format!("{k}={w}"),
+        Val::Bool(b) => format!("{k}={b}"),
+        Val::Sizes(s) if s.is_empty() => format!("{k}=all"),
+        Val::Sizes(s) => format!(
+            "{k}={}",
+            s.iter().map(|&b| fmt_size(b)).collect::<Vec<_>>().join("+")
+        ),
+        Val::FaultAround(FaultAround::Off) => "fault_around=off".into(),
+        Val::FaultAround(FaultAround::Window { bytes }) => {
+            format!("fault_around={}", fmt_size(*bytes))
+        }
+        Val::FaultAround(FaultAround::Spiral { behind, ahead }) => {
+            format!("prefault={behind}+{ahead}")
+        }
+    }
+}
+
+pub(super) fn to_toml(p: &Policy) -> String {
+    let mut out = String::new();
+    out.push_str(
+        "# A splab policy: `splab run -p file:THIS.toml` (README \"Policies as files\").\n\
+         # Every key is required; `name` is what reports call the policy.\n",
+    );
+    let _ = writeln!(out, "name = {}", toml_str(&p.name));
+    for t in tables(p) {
+        let _ = writeln!(out, "\n# {}\n[{}]", t.about, t.name);
+        if t.keys.is_empty() {
+            out.push_str(
+                "# (no options without reservations: physical_allocation.kind = \"base_page\")\n",
+            );
+        }
+        for (k, v, c) in &t.keys {
+            let line = format!("{k} = {}", toml_value(v));
+            if line.len() > 34 {
+                let _ = writeln!(out, "# {c}\n{line}");
+            } else {
+                let _ = writeln!(out, "{line:<34} # {c}");
+            }
+        }
+    }
+    out
+}
+
+/// `splab list policies`: each preset's choice per event, one column a preset.
+pub fn presets_table() -> String {
+    let presets: Vec<Policy> = POLICIES
+        .iter()
+        .map(|(n, _)| Policy::preset(n).expect("presets parse"))
+        .collect();
+    let cols: Vec<Vec<Table>> = presets.iter().map(tables).collect();
+    let names: Vec<&str> = cols[0].iter().map(|t| t.name).collect();
+    // Rows: per table, as many lines as the preset with the most keys there.
+    let mut rows: Vec<Vec<String>> = vec![std::iter::once(String::new())
+        .chain(presets.iter().map(|p| p.name.clone()))
+        .collect()];
+    for (i, table) in names.iter().enumerate() {
+        let cells: Vec<Vec<String>> = cols
+            .iter()
+            .map(|c| {
+                let keys = &c[i].keys;
+                if keys.is_empty() {
+                    vec!["-".to_string()]
+                } else {
+                    keys.iter().map(|(k, v, _)| list_value(k, v)).collect()
+                }
+            })
+            .collect();
+        let n = cells.iter().map(Vec::len).max().unwrap_or(1);
+        for line in 0..n {
+            let mut row = vec![if line == 0 {
+                table.to_string()
+            } else {
+                String::new()
+            }];
+            row.extend(
+                cells
+                    .iter()
+                    .map(|c| c.get(line).cloned().unwrap_or_default()),
+            );
+            rows.push(row);
+        }
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|j| rows.iter().map(|r| r[j].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
+    out
+}
+
+/// The file's text, for line numbers and the text of bad values.
+struct Src<'a> {
+    text: &'a str,
+    origin: &'a str,
+}
+
+impl Src<'_> {
+    fn err(&self, span: Option<Range<usize>>, msg: impl std::fmt::Display) -> SimError {
+        let at = match span {
+            Some(s) => format!(
+                ", line {}",
+                self.text[..s.start.min(self.text.len())]
+                    .matches('\n')
+                    .count()
+                    + 1
+            ),
+            None => String::new(),
+        };
+        SimError::BadInput(format!("policy file '{}'{at}: {msg}", self.origin))
+    }
+
+    fn text_of(&self, span: Range<usize>) -> &str {
+        self.text.get(span).unwrap_or("?").trim()
+    }
+}
+
+/// A table being read: every key read is marked, and `finish` refuses the others.
+struct Tbl<'t, 'i> {
+    path: String,
+    span: Option<Range<usize>>,
+    t: &'t DeTable<'i>,
+    read: Vec<&'static str>,
+}
+
+type Value<'t, 'i> = &'t Spanned<DeValue<'i>>;
+
+impl<'t, 'i> Tbl<'t, 'i> {
+    fn key(&self, k: &str) -> String {
+        if self.path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{}.{k}", self.path)
+        }
+    }
+
+    fn get(&mut self, k: &'static str) -> Option<Value<'t, 'i>> {
+        self.read.push(k);
+        self.t
+            .iter()
+            .find(|(key, _)| key.get_ref() == k)
+            .map(|(_, v)| v)
+    }
+
+    fn need(&mut self, s: &Src, k: &'static str, expect: &str) -> Result<Value<'t, 'i>> {
+        let key = self.key(k);
+        let span = self.span.clone();
+        self.get(k)
+            .ok_or_else(|| s.err(span, format!("missing key '{key}' ({expect})")))
+    }
+
+    fn bad(&self, s: &Src, k: &str, v: Value, expect: &str) -> SimError {
+        s.err(
+            Some(v.span()),
+            format!(
+                "{} = {}: expected {expect}",
+                self.key(k),
+                s.text_of(v.span())
+            ),
+        )
+    }
+
+    fn word<T: Copy>(&mut self, s: &Src, k: &'static str, t: &[(&'static str, T)]) -> Result<T> {
+        let expect = format!("one of {}", choices(t).replace(" | ", ", "));
+        let v = self.need(s, k, &expect)?;
+        v.get_ref()
+            .as_str()
+            .and_then(|w| word(t, w))
+            .ok_or_else(|| self.bad(s, k, v, &expect))
+    }
+
+    fn bool(&mut self, s: &Src, k: &'static str) -> Result<bool> {
+        let v = self.need(s, k, "true or false")?;
+        v.get_ref()
+            .as_bool()
+            .ok_or_else(|| self.bad(s, k, v, "true or false"))
+    }
+
+    fn int(&mut self, s: &Src, k: &'static str, max: u64) -> Result<u64> {
+        let expect = format!("an integer from 0 to {max}");
+        let v = self.need(s, k, &expect)?;
+        int_of(v)
+            .filter(|&n| n <= max)
+            .ok_or_else(|| self.bad(s, k, v, &expect))
+    }
+
+    /// A table under this one; `None` if it is absent and `optional`.
+    fn table(&mut self, s: &Src, k: &'static str, optional: bool) -> Result<Option<Tbl<'t, 'i>>> {
+        let key = self.key(k);
+        let Some(v) = self.get(k) else {
+            if optional {
+                return Ok(None);
+            }
+            return Err(s.err(None, format!("missing table [{key}]")));
+        };
+        match v.get_ref() {
+            DeValue::Table(t) => Ok(Some(Tbl {
+                path: key,
+                span: Some(v.span()),
+                t,
+                read: Vec::new(),
+            })),
+            _ => Err(self.bad(s, k, v, "a table")),
+        }
+    }
+
+    /// Refuses the first key (in the file's order) no one read.
+    fn finish(&self, s: &Src) -> Result<()> {
+        let unread = self
+            .t
+            .iter()
+            .filter(|(k, _)| !self.read.iter().any(|r| k.get_ref() == r))
+            .min_by_key(|(k, _)| k.span().start);
+        if let Some((k, _)) = unread {
+            let within = if self.path.is_empty() {
+                "top-level keys".to_string()
+            } else {
+                format!("keys of [{}]", self.path)
+            };
+            let known = if self.read.is_empty() {
+                "none".to_string()
+            } else {
+                self.read.join(", ")
+            };
+            return Err(s.err(
+                Some(k.span()),
+                format!(
+                    "unknown key '{}' ({within}: {known})",
+                    self.key(k.get_ref())
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn int_of(v: Value) -> Option<u64> {
+    match v.get_ref() {
+        DeValue::Integer(i) => u64::from_str_radix(i.as_str(), i.radix()).ok(),
+        _ => None,
+    }
+}
+
+/// A byte size: "64K" or an integer, greater than zero.
+fn size_of(v: Value) -> Option<u64> {
+    match v.get_ref() {
+        DeValue::String(t) => parse_size(t),
+        _ => int_of(v),
+    }
+    .filter(|&b| b > 0)
+}
+
+/// `fault_around = { kind = ..., ... }`.
+fn read_fault_around(s: &Src, t: &mut Tbl) -> Result<FaultAround> {
+    let kinds = "a table: { kind = \"off\" }, { kind = \"window\", bytes = \"64K\" } or { kind = \"spiral\", behind = 4, ahead = 4 }";
+    let v = t.need(s, "fault_around", kinds)?;
+    let DeValue::Table(ft) = v.get_ref() else {
+        return Err(t.bad(s, "fault_around", v, kinds));
+    };
+    let mut f = Tbl {
+        path: t.key("fault_around"),
+        span: Some(v.span()),
+        t: ft,
+        read: Vec::new(),
+    };
+    let fa = match f.word(s, "kind", FAULT_AROUND_KIND)? {
+        0 => FaultAround::Off,
+        1 => {
+            let expect = "a power-of-two size such as \"64K\" (Linux's fault_around_bytes)";
+            let b = f.need(s, "bytes", expect)?;
+            match size_of(b) {
+                Some(n) if n.is_power_of_two() => FaultAround::Window { bytes: n },
+                _ => return Err(f.bad(s, "bytes", b, expect)),
+            }
+        }
+        _ => FaultAround::Spiral {
+            behind: f.int(s, "behind", 512)? as u32,
+            ahead: f.int(s, "ahead", 512)? as u32,
+        },
+    };
+    f.finish(s)?;
+    Ok(fa)
+}
+
+/// `physical_allocation.sizes`.
+fn read_sizes(s: &Src, t: &mut Tbl) -> Result<Vec<u64>> {
+    let expect = "a list of sizes such as [\"64K\", \"4M\"], or [] for all of the machine's";
+    let v = t.need(s, "sizes", expect)?;
+    let DeValue::Array(items) = v.get_ref() else {
+        return Err(t.bad(s, "sizes", v, expect));
+    };
+    let mut sizes = Vec::new();
+    for it in items.iter() {
+        let b = size_of(it).ok_or_else(|| {
+            s.err(
+                Some(it.span()),
+                format!(
+                    "{}: bad size {}: expected a size greater than zero such as \"64K\" or 65536",
+                    t.key("sizes"),
+                    s.text_of(it.span())
+                ),
+            )
+        })?;
+        if sizes.contains(&b) {
+            return Err(s.err(
+                Some(it.span()),
+                format!(
+                    "{}: {} is listed twice; list each size once",
+                    t.key("sizes"),
+                    fmt_size(b)
+                ),
+            ));
+        }
+        sizes.push(b);
+    }
+    Ok(sizes)
+}
+
+pub(super) fn from_toml(text: &str, origin: &str) -> Result<Policy> {
+    let (name, mut p) = read(text, origin)?;
+    p.name = name.unwrap_or_else(|| origin.to_string());
+    Ok(p)
+}
+
+/// The file's `name`, if it has one, and its policy (called by its origin).
+fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
+    let s = Src { text, origin };
+    let doc = DeTable::parse(text).map_err(|e| {
+        let msg = e.message().trim().replace('\n', "; ");
+        s.err(e.span(), format!("not TOML: {msg}"))
+    })?;
+    let mut root = Tbl {
+        path: String::new(),
+        span: None,
+        t: doc.get_ref(),
+        read: Vec::new(),
+    };
+    let name = match root.get("name") {
+        None => None,
+        Some(v) => match v.get_ref().as_str() {
+            Some(n) if !n.trim().is_empty() => Some(n.trim().to_string()),
+            _ => return Err(root.bad(&s, "name", v, "a non-empty string")),
+        },
+    };
+    let mut alloc_t = root
+        .table(&s, "physical_allocation", false)?
+        .expect("required");
+    let reserve = alloc_t.word(&s, "kind", ALLOC_KIND)?;
+    let mut prep_t = root.table(&s, "preparation", false)?.expect("required");
+    let mut create_t = root
+        .table(&s, "mapping_creation", false)?
+        .expect("required");
+    let mut destroy_t = root.table(&s, "mapping_destruction", !reserve)?;
+    let mut dealloc_t = root.table(&s, "deallocation", !reserve)?;
+    let alloc = if reserve {
+        let (destroy, dealloc) = (
+            destroy_t.as_mut().expect("required"),
+            dealloc_t.as_mut().expect("required"),
+        );
+        let sizes = read_sizes(&s, &mut alloc_t)?;
+        let preferred = alloc_t.word(&s, "preferred", PREFERRED)?;
+        if preferred == PreferredSize::FreeBsd && !sizes.is_empty() {
+            let v = alloc_t.get("sizes").expect("read above");
+            return Err(alloc_t.bad(
+                &s,
+                "sizes",
+                v,
+                "[] with preferred = \"freebsd\" (one reservation level: the machine's smallest superpage); or preferred = \"navarro\"",
+            ));
+        }
+        let r = ReservPolicy {
+            sizes,
+            classes: Vec::new(),
+            preferred,
+            lists: dealloc.word(&s, "lists", LISTS)?,
+            shortage: dealloc.word(&s, "shortage", SHORTAGE)?,
+            clean_write: destroy.word(&s, "clean_write", CLEAN_WRITE)?,
+            unmap_demotes: destroy.bool(&s, "unmap_demotes")?,
+            promote: create_t.word(&s, "promote", PROMOTE)?,
+            dirty: destroy.word(&s, "dirty", DIRTY)?,
+        };
+        // The clean-write rule and the write-out go together (seed 000 4.7, 6.7).
+        if (r.clean_write == CleanWrite::MarkDirty) != (r.dirty != Dirty::Trap) {
+            let v = destroy.get("dirty").expect("read above");
+            return Err(destroy.bad(
+                &s,
+                "dirty",
+                v,
+                &format!(
+                    "{} while clean_write = \"{}\" (whole and hash keep the superpage and need clean_write = \"mark_dirty\"; trap needs demote_on_trap or write_protect)",
+                    if r.dirty == Dirty::Trap { "whole or hash" } else { "trap" },
+                    word_of(CLEAN_WRITE, r.clean_write)
+                ),
+            ));
+        }
+        AllocPolicy::Reserve(r)
+    } else {
+        // Options of reservations given without them.
+        for (t, keys) in [
+            (Some(&mut alloc_t), &["sizes", "preferred"][..]),
+            (Some(&mut create_t), &["promote"][..]),
+            (
+                destroy_t.as_mut(),
+                &["clean_write", "dirty", "unmap_demotes"][..],
+            ),
+            (dealloc_t.as_mut(), &["shortage", "lists"][..]),
+        ] {
+            let Some(t) = t else { continue };
+            for &k in keys {
+                if let Some(v) = t.get(k) {
+                    return Err(s.err(
+                        Some(v.span()),
+                        format!(
+                            "{} is an option of reservations: it needs physical_allocation.kind = \"reserve\"",
+                            t.key(k)
+                        ),
+                    ));
+                }
+            }
+        }
+        AllocPolicy::BasePage
+    };
+    let prep = prep_t.word(&s, "kind", PREP)?;
+    let fault_around = read_fault_around(&s, &mut create_t)?;
+    let mut daemons = root.table(&s, "daemons", false)?.expect("required");
+    let mut pd = daemons.table(&s, "pagedaemon", false)?.expect("required");
+    let pagedaemon = pd.bool(&s, "enabled")?;
+    let contiguity = pd.word(&s, "contiguity", CONTIGUITY)?;
+    let mut place = root.table(&s, "placement", false)?.expect("required");
+    let placement = place.word(&s, "mmap", PLACEMENT)?;
+    let wired = place.word(&s, "wired", WIRED)?;
+    let mut cache = root.table(&s, "page_cache", false)?.expect("required");
+    let readahead = cache.bool(&s, "readahead")?;
+    let close_deactivate = cache.bool(&s, "close_deactivate")?;
+    for t in [&alloc_t, &prep_t, &create_t, &pd, &daemons, &place, &cache]
+        .into_iter()
+        .chain(destroy_t.as_ref())
+        .chain(dealloc_t.as_ref())
+    {
+        t.finish(&s)?;
+    }
+    root.finish(&s)?;
+    let p = Policy {
+        name: origin.to_string(),
+        alloc,
+        prep,
+        placement,
+        fault_around,
+        pagedaemon,
+        contiguity,
+        wired,
+        readahead,
+        close_deactivate,
+    };
+    Ok((name, p))
+}
+
+/// `-p file:PATH[:key=value,...]`: `text` is the whole spec, `rest` what follows `file:`.
+/// Parameters are told from the path by an '=' after its last ':' (a path holding ':' and '='
+/// after it cannot take parameters). The policy is called by the file's `name`, with the
+/// parameters joined as a preset's are (`navarro:sizes=64K+4M` and `promote=no` give
+/// `navarro:sizes=64K+4M,promote=no`); without a `name`, by `text`.
+pub(super) fn load(text: &str, rest: &str) -> Result<Policy> {
+    let (path, params) = match rest.rsplit_once(':') {
+        Some((p, kv)) if kv.contains('=') => (p, kv),
+        _ => (rest, ""),
+    };
+    if path.is_empty() {
+        return Err(SimError::BadInput(format!(
+            "policy '{text}': no file named; give -p file:PATH.toml"
+        )));
+    }
+    let body = std::fs::read_to_string(path)
+        .map_err(|e| SimError::BadInput(format!("policy file '{path}': cannot read it: {e}")))?;
+    let (name, mut p) = read(&body, path)?;
+    let label = name.clone().unwrap_or_else(|| text.to_string());
+    let mut spec = Spec::with_params("policy", &label, params)?;
+    p.set_params(&label, &mut spec)?;
+    spec.finish()?;
+    p.name = match (name, params.trim().trim_matches(',')) {
+        (None, _) => text.to_string(),
+        (Some(n), "") => n,
+        (Some(n), kv) if n.contains(':') => format!("{n},{kv}"),
+        (Some(n), kv) => format!("{n}:{kv}"),
+    };
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every preset, and each option of each (the specs of README and `splab list policies`).
+    const SPECS: &[&str] = &[
+        "base",
+        "navarro",
+        "freebsd",
+        "navarro:sizes=64K+4M",
+        "navarro:sizes=4M+64K",
+        "navarro:promote=overhead",
+        "navarro:promote=no",
+        "freebsd:promote=overhead",
+        "navarro:contiguity=cache",
+        "navarro:contiguity=off",
+        "freebsd:contiguity=daemon",
+        "navarro:wired=clustered",
+        "navarro:dirty=whole",
+        "navarro:dirty=hash",
+        "freebsd:dirty=hash",
+        "navarro:dirty=trap",
+        "base:fault_around=off",
+        "base:prefault=4+4",
+        "base:fault_around=1M",
+        "freebsd:prefault=0",
+        "navarro:prefault=2+7",
+        "base:pagedaemon=off",
+        "navarro:readahead=off",
+        "base:close_deactivate=on",
+        "navarro:close_deactivate=off",
+        "navarro:sizes=64K+4M,promote=no,contiguity=cache,wired=clustered,dirty=hash,prefault=1+2",
+    ];
+
+    #[test]
+    fn every_preset_and_option_round_trips_exactly() {
+        for (preset, _) in POLICIES {
+            assert!(SPECS.contains(preset), "preset {preset} not round-tripped");
+        }
+        for spec in SPECS {
+            let p = Policy::from_spec(spec).unwrap();
+            let text = p.to_toml();
+            let q = Policy::from_toml(&text, "x.toml")
+                .unwrap_or_else(|e| panic!("{spec}: {e}\n{text}"));
+            assert_eq!(p, q, "{spec}:\n{text}");
+            assert_eq!(q.to_toml(), text, "{spec}");
+            // Bound to every machine alike (sizes become the same classes).
+            for m in crate::hw::MACHINES {
+                let m = crate::hw::Machine::from_spec(m).unwrap();
+                let (mut a, mut b) = (p.clone(), q.clone());
+                assert_eq!(a.resolve(&m).is_ok(), b.resolve(&m).is_ok(), "{spec}");
+                assert_eq!(a, b, "{spec} on {}", m.name);
+            }
+        }
+    }
+
+    #[test]
+    fn words_are_complete() {
+        // word_of panics on a choice its table lacks: name each enum's every variant.
+        use super::super::*;
+        for v in [Promote::Yes, Promote::Overhead, Promote::No] {
+            assert_eq!(word(PROMOTE, word_of(PROMOTE, v)), Some(v));
+        }
+        for v in [Dirty::Trap, Dirty::Whole, Dirty::Hash] {
+            assert_eq!(word(DIRTY, word_of(DIRTY, v)), Some(v));
+        }
+        for v in [Contiguity::Off, Contiguity::Cache, Contiguity::Daemon] {
+            assert_eq!(word(CONTIGUITY, word_of(CONTIGUITY, v)), Some(v));
+        }
+        for v in [
+            CleanWrite::DemoteOnTrap,
+            CleanWrite::WriteProtect,
+            CleanWrite::MarkDirty,
+        ] {
+            assert_eq!(word(CLEAN_WRITE, word_of(CLEAN_WRITE, v)), Some(v));
+        }
+        assert_eq!(PREFERRED.len(), 2);
+        assert_eq!(LISTS.len(), 2);
+        assert_eq!(SHORTAGE.len(), 2);
+        assert_eq!(PLACEMENT.len(), 2);
+        assert_eq!(WIRED.len(), 2);
+    }
+
+    /// The error of `text` after replacing `from` by `to` in navarro's file.
+    #[track_caller]
+    fn navarro_err(from: &str, to: &str) -> String {
+        let text = Policy::from_spec("navarro").unwrap().to_toml();
+        assert!(text.contains(from), "{from} not in:\n{text}");
+        let bad = text.replacen(from, to, 1);
+        Policy::from_toml(&bad, "p.toml").unwrap_err().to_string()
+    }
+
+    /// The line of `text` holding `needle`, 1-based.
+    fn line_of(needle: &str) -> usize {
+        let text = Policy::from_spec("navarro").unwrap().to_toml();
+        text.lines().position(|l| l.contains(needle)).unwrap() + 1
+    }
+
+    #[test]
+    fn errors_name_the_key_and_line() {
+        let promote = line_of("promote = ");
+        let e = navarro_err("promote = \"yes\"", "promote = \"never\"");
+        assert_eq!(
+            e,
+            format!("policy file 'p.toml', line {promote}: mapping_creation.promote = \"never\": expected one of yes, overhead, no")
+        );
+        let e = navarro_err("promote = \"yes\"", "promote = 1");
+        assert!(
+            e.contains(&format!("line {promote}:")) && e.contains("mapping_creation.promote = 1"),
+            "{e}"
+        );
+        let e = navarro_err("promote = \"yes\"", "promote = \"yes\"\npromot = \"no\"");
+        assert!(
+            e.contains(&format!("line {}:", promote + 1))
+                && e.contains("unknown key 'mapping_creation.promot'")
+                && e.contains("promote, fault_around"),
+            "{e}"
+        );
+        let e = navarro_err("contiguity = \"daemon\"", "");
+        assert!(
+            e.contains("missing key 'daemons.pagedaemon.contiguity' (one of off, cache, daemon)"),
+            "{e}"
+        );
+        let e = navarro_err("[deallocation]", "[dealocation]");
+        assert!(e.contains("missing table [deallocation]"), "{e}");
+        let e = navarro_err("enabled = true", "enabled = \"yes\"");
+        assert!(
+            e.contains("daemons.pagedaemon.enabled = \"yes\": expected true or false"),
+            "{e}"
+        );
+        let e = navarro_err("sizes = []", "sizes = [\"64K\", \"64K\"]");
+        assert!(
+            e.contains("physical_allocation.sizes: 64K is listed twice"),
+            "{e}"
+        );
+        let e = navarro_err("sizes = []", "sizes = [\"64Q\"]");
+        assert!(
+            e.contains(&format!("line {}:", line_of("sizes = "))) && e.contains("bad size \"64Q\""),
+            "{e}"
+        );
+        let e = navarro_err(
+            "fault_around = { kind = \"spiral\", behind = 4",
+            "fault_around = { kind = \"spiral\", behind = 600",
+        );
+        assert!(
+            e.contains(
+                "mapping_creation.fault_around.behind = 600: expected an integer from 0 to 512"
+            ),
+            "{e}"
+        );
+        let e = navarro_err(
+            "fault_around = { kind = \"spiral\", behind = 4, ahead = 4 }",
+            "fault_around = { kind = \"window\", behind = 4 }",
+        );
+        assert!(
+            e.contains("missing key 'mapping_creation.fault_around.bytes'"),
+            "{e}"
+        );
+        let e = navarro_err("dirty = \"trap\"", "dirty = \"hash\"");
+        assert_eq!(
+            e,
+            format!(
+                "policy file 'p.toml', line {}: mapping_destruction.dirty = \"hash\": expected trap while clean_write = \"demote_on_trap\" (whole and hash keep the superpage and need clean_write = \"mark_dirty\"; trap needs demote_on_trap or write_protect)",
+                line_of("dirty = \"trap\"")
+            )
+        );
+        let e = navarro_err("name = \"navarro\"", "name = \"x\"\nflavour = 1");
+        assert!(
+            e.contains("line 4:") && e.contains("unknown key 'flavour' (top-level keys:"),
+            "{e}"
+        );
+        let e = navarro_err("[placement]", "[placement");
+        assert!(
+            e.starts_with("policy file 'p.toml', line ") && e.contains("not TOML"),
+            "{e}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+        // Reservation options without reservations.
+        let base = Policy::from_spec("base").unwrap().to_toml();
+        let bad = base.replace("[mapping_creation]", "[mapping_creation]\npromote = \"no\"");
+        let e = Policy::from_toml(&bad, "b.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("mapping_creation.promote is an option of reservations")
+                && e.contains("kind = \"reserve\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn freebsd_sizes_and_base_tables() {
+        let text = Policy::from_spec("freebsd").unwrap().to_toml();
+        let bad = text.replace("sizes = []", "sizes = [\"2M\"]");
+        let e = Policy::from_toml(&bad, "f.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("physical_allocation.sizes = [\"2M\"]")
+                && e.contains("preferred = \"navarro\""),
+            "{e}"
+        );
+        // Base pages may leave out the tables they have no options in.
+        let base = Policy::from_spec("base").unwrap();
+        let text = base.to_toml();
+        let cut = text
+            .replace("[mapping_destruction]", "")
+            .replace("[deallocation]", "");
+        assert_eq!(Policy::from_toml(&cut, "b.toml").unwrap(), base);
+    }
+
+    #[test]
+    fn list_shows_each_preset_per_event() {
+        let t = presets_table();
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(
+            lines[0].contains("base")
+                && lines[0].contains("navarro")
+                && lines[0].contains("freebsd"),
+            "{t}"
+        );
+        for table in [
+            "physical_allocation",
+            "preparation",
+            "mapping_creation",
+            "mapping_destruction",
+            "deallocation",
+            "daemons.pagedaemon",
+            "placement",
+            "page_cache",
+        ] {
+            assert!(
+                lines.iter().any(|l| l.starts_with(table)),
+                "{table} missing:\n{t}"
+            );
+        }
+        let row = lines
+            .iter()
+            .find(|l| l.starts_with("deallocation"))
+            .unwrap();
+        assert!(
+            row.contains("shortage=preempt") && row.contains("shortage=fallback_then_reclaim"),
+            "{t}"
+        );
+        let row = lines
+            .iter()
+            .find(|l| l.starts_with("mapping_creation"))
+            .unwrap();
+        assert!(row.contains("promote=yes"), "{t}");
+        assert!(
+            t.contains("fault_around=64K") && t.contains("prefault=4+4"),
+            "{t}"
+        );
+    }
+}
