@@ -26,6 +26,12 @@ impl Spec {
         if name.is_empty() {
             return Err(SimError::BadInput(format!("empty {what} name in '{text}'")));
         }
+        Spec::from_parts(what, name, rest)
+    }
+
+    /// A spec whose name was split off by the caller (a machine file's path may hold ':'):
+    /// `rest` is the `key=value,...` part, if any.
+    pub fn from_parts(what: &'static str, name: &str, rest: Option<&str>) -> Result<Spec> {
         let mut params = Vec::new();
         if let Some(rest) = rest {
             for kv in rest.split(',').filter(|s| !s.is_empty()) {
