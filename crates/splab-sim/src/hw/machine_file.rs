@@ -102,7 +102,11 @@ pub fn value_span(text: &str, path: &str) -> Option<Range<usize>> {
 
 /// One error line: where (file, line, key) and what.
 fn located(text: &str, origin: &str, offset: usize, path: Option<&str>, msg: &str) -> SimError {
-    let line = text[..offset.min(text.len())].matches('\n').count() + 1;
+    let line = text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1;
     let path = match path {
         Some(p) => Some(p.to_string()),
         None => DeTable::parse(text)
@@ -630,6 +634,23 @@ fn build_walk(w: &FileWalk, shifts: &[u8]) -> std::result::Result<WalkConfig, Ba
             ),
         );
     }
+    // A table is one base page of entries, so each level's entries map that many of the next
+    // level's: the sizes step by base page / pte_bytes (512 on x86-64, 1024 on the Alpha).
+    let entry_bits = base - w.pte_bytes.trailing_zeros() as u8;
+    for (i, pair) in level_shifts.windows(2).enumerate() {
+        if pair[0] - pair[1] != entry_bits {
+            return bad(
+                format!("walk.level_sizes[{i}]"),
+                format!(
+                    "an entry maps {}, but a table of {} {}-byte entries below it maps {}",
+                    fmt_size(1 << pair[0]),
+                    1u64 << entry_bits,
+                    w.pte_bytes,
+                    fmt_size(1 << (pair[1] + entry_bits))
+                ),
+            );
+        }
+    }
     let only = |key: &str, present: bool, kind: &str| -> std::result::Result<(), Bad> {
         if present {
             return bad(format!("walk.{key}"), format!("only for kind = \"{kind}\""));
@@ -992,9 +1013,15 @@ mod tests {
             ),
             (
                 "level_sizes = [\"512G\", \"1G\", \"2M\", \"4K\"]",
-                "level_sizes = [\"512G\", \"2M\", \"4K\"]",
+                "level_sizes = [\"2M\", \"4K\"]",
                 "walk.level_sizes",
                 "no level maps the 1G page",
+            ),
+            (
+                "level_sizes = [\"512G\", \"1G\", \"2M\", \"4K\"]",
+                "level_sizes = [\"512G\", \"2M\", \"4K\"]",
+                "walk.level_sizes[0]",
+                "an entry maps 512G, but a table of 512 8-byte entries below it maps 1G",
             ),
             (
                 "window = 224",
