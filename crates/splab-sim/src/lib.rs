@@ -86,7 +86,7 @@ impl Prepared {
     pub fn run(mut self, progress: Option<engine::ProgressFn>) -> Result<report::Report> {
         let start = Instant::now();
         let mem_bytes = self.machine.mem_bytes;
-        let machine_name = self.machine.name.clone();
+        let machine_label = self.machine.label.clone();
         let policy_name = self.policy.name.clone();
         let mut e = engine::Engine::new(
             self.machine,
@@ -103,11 +103,7 @@ impl Prepared {
         e.finish();
         e.final_check()?;
         let config = report::Config {
-            machine: if self.spec.machine.contains(':') {
-                self.spec.machine.clone()
-            } else {
-                machine_name
-            },
+            machine: machine_label,
             policy: policy_name,
             workload: self.workload.describe(),
             mem_bytes,

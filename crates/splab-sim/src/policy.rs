@@ -625,7 +625,7 @@ mod tests {
         let e = Policy::from_spec("solaris").unwrap_err().to_string();
         assert!(e.contains("'solaris'") && e.contains("base"), "{e}");
         assert!(Policy::from_spec("base:x=1").is_err());
-        let m = crate::hw::machine::alpha21264();
+        let m = crate::hw::Machine::from_spec("alpha21264").unwrap();
         let mut p = Policy::from_spec("navarro:sizes=4M+64K").unwrap();
         p.resolve(&m).unwrap();
         assert_eq!(p.reserv().unwrap().classes, vec![1, 3]);
@@ -639,7 +639,8 @@ mod tests {
             .to_string();
         assert!(e.contains("64K") && e.contains("twice"), "{e}");
         let mut p = Policy::from_spec("navarro").unwrap();
-        p.resolve(&crate::hw::machine::skylake()).unwrap();
+        p.resolve(&crate::hw::Machine::from_spec("skylake").unwrap())
+            .unwrap();
         assert_eq!(p.reserv().unwrap().classes, vec![1, 2]);
         // seed 000 6.6's overhead mode, on any reserving policy.
         for (v, want) in [

@@ -15,7 +15,7 @@ use splab_sim::vm::{MapFlags, MmapReq};
 
 const PAGE: u64 = 8192;
 /// One base page (8K) through SHA-1 on the 21264: 128 blocks and the padding block, at 557
-/// cycles a block (hw/machine.rs `sha1_block_cycles`).
+/// cycles a block (`sha1_block_cycles` in machines/alpha21264.toml).
 const HASH_PAGE: u64 = 129 * 557;
 
 fn shared_file(file: u32, len: u64) -> MmapReq {

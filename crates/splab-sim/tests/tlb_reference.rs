@@ -590,10 +590,10 @@ mod reference {
 
 use std::collections::HashMap;
 
-use splab_sim::hw::machine;
 use splab_sim::hw::tlb::{
     ArrayConfig, LastHit, LevelConfig, Lookup, Tlb, TlbConfig, TlbReplacement, Translation,
 };
+use splab_sim::hw::Machine;
 use splab_sim::rng::Rng;
 use splab_sim::units::{Pfn, SizeClass};
 
@@ -1038,25 +1038,25 @@ fn differential(name: &str, cfg: &TlbConfig, shifts: &[u8]) {
 
 #[test]
 fn alpha21264_matches_reference() {
-    let m = machine::alpha21264();
+    let m = Machine::from_spec("alpha21264").unwrap();
     differential("alpha21264", &m.tlb, &m.page_shifts);
 }
 
 #[test]
 fn pa8000_matches_reference() {
-    let m = machine::pa8000();
+    let m = Machine::from_spec("pa8000").unwrap();
     differential("pa8000", &m.tlb, &m.page_shifts);
 }
 
 #[test]
 fn core2_matches_reference() {
-    let m = machine::core2();
+    let m = Machine::from_spec("core2").unwrap();
     differential("core2", &m.tlb, &m.page_shifts);
 }
 
 #[test]
 fn skylake_matches_reference() {
-    let m = machine::skylake();
+    let m = Machine::from_spec("skylake").unwrap();
     differential("skylake", &m.tlb, &m.page_shifts);
 }
 

@@ -42,7 +42,9 @@ struct Cli {
 
 #[derive(clap::Args, Clone)]
 struct RunArgs {
-    /// Machine preset, optionally with parameters (e.g. skylake, skylake:mem=4G). See `splab list machines`.
+    /// Machine: a preset or a machine file, optionally with parameters mem=SIZE and swap=SIZE
+    /// (e.g. skylake, skylake:mem=4G, file:my.toml, file:my.toml:mem=4G; the path ends at
+    /// `.toml`). See `splab list machines`; `splab machine show NAME` prints a preset's file.
     #[arg(short, long, default_value = "skylake")]
     machine: String,
     /// Workload, e.g. gups:size=1G or matrix:n=1000. See `splab list workloads`.
@@ -118,6 +120,11 @@ enum Cmd {
         /// Legend of each line, in order (repeat; default: each report's policy).
         #[arg(long)]
         label: Vec<String>,
+    },
+    /// Machines as data: print a preset (or a machine file) as TOML.
+    Machine {
+        #[command(subcommand)]
+        cmd: MachineCmd,
     },
     /// List machines, policies or workloads.
     List {
@@ -208,6 +215,17 @@ enum PolicyCmd {
 }
 
 #[derive(Subcommand)]
+enum MachineCmd {
+    /// Print a machine as a TOML machine file, every value with its source note, to start a
+    /// machine of your own from: splab machine show skylake > my.toml; then run with
+    /// -m file:my.toml. Options are written into the file (skylake:mem=4G gives mem = "4G").
+    Show {
+        /// A preset (splab list machines), or file:PATH.toml, optionally with :mem=SIZE,swap=SIZE.
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum TraceCmd {
     /// Header, counts, processes, files and live regions of a trace.
     ///
@@ -281,6 +299,17 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             crate::plot::is_png(&out)?;
             let fig = crate::plot::figure(&reports, &metric, &label, title.as_deref())?;
             crate::plot::write(&fig, &out)
+        }
+        Cmd::Machine {
+            cmd: MachineCmd::Show { name },
+        } => {
+            let text = hw::Machine::show(&name)?;
+            let mut out = std::io::stdout().lock();
+            match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+                // `splab machine show skylake | head` is not an error.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                r => r.context("writing the machine file to standard output"),
+            }
         }
         Cmd::List { what } => {
             cmd_list(&what);
@@ -754,7 +783,11 @@ fn cmd_list(what: &str) {
                 let m = hw::Machine::from_spec(name).expect("presets parse");
                 println!("{:<12} {}", name, m.description);
             }
-            println!("\nParameters: mem=SIZE (e.g. skylake:mem=4G).");
+            println!(
+                "\nParameters: mem=SIZE, swap=SIZE (e.g. skylake:mem=4G). A machine file: \
+                 -m file:PATH.toml[:mem=SIZE,swap=SIZE]; `splab machine show NAME` prints a \
+                 preset's file to start one from."
+            );
         }
         "policies" => {
             println!(

@@ -16,7 +16,7 @@
 //! the PLRU/NRU state is one u32 per set in a separate vector. A tag is `(line >> set_bits) + 1`
 //! (0 = invalid), which fits 32 bits for up to 2^37 lines (8TB) with 32+ sets.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One cache level.
 #[derive(Clone, Debug, Serialize)]
@@ -30,8 +30,8 @@ pub struct CacheLevelConfig {
 }
 
 /// Replacement policy of a cache level.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Replacement {
     /// Tree pseudo-LRU (power-of-two ways; exact LRU for 2 ways).
     Plru,

@@ -35,7 +35,7 @@ use serde::Serialize;
 
 pub use crate::units::MemOp;
 
-/// Core parameters of a machine (sources in machine.rs).
+/// Core parameters of a machine (values and sources in the machine files, `machines/*.toml`).
 #[derive(Clone, Debug, Serialize)]
 pub struct CoreConfig {
     /// Reorder window, instructions (ROB size).

@@ -1,14 +1,17 @@
-//! Machine presets: page sizes, TLB hierarchy, walk model, memory size and the cost model.
+//! A machine: page sizes, TLB hierarchy, walk model, memory size and the cost model.
 //!
-//! Every constant cites its source. Where a value is not published (page-walk cache sizes, the
-//! bookkeeping part of a page fault), the comment says so and gives where the value came from;
-//! `docs/constants.md` collects them in one table.
+//! A machine is data. The presets are the TOML machine files in `crates/splab-sim/machines/`,
+//! built into the binary (`machine_file.rs` parses and checks them), where every value has its
+//! source note. Where a value is not published (page-walk cache sizes, the bookkeeping part of a
+//! page fault), the note says so and gives where the value came from; `docs/constants.md`
+//! collects them in one table.
 
 use serde::Serialize;
 
-use super::cache::{CacheLevelConfig, CachesConfig, Replacement};
+use super::cache::CachesConfig;
 use super::core::CoreConfig;
-use super::tlb::{ArrayConfig, LevelConfig, TlbConfig, TlbReplacement};
+use super::machine_file;
+use super::tlb::TlbConfig;
 use super::walk::WalkConfig;
 use crate::error::{Result, SimError};
 use crate::spec::Spec;
@@ -21,8 +24,9 @@ pub struct StorageConfig {
     pub read_latency_ns: u64,
     /// Sustained transfer rate, bytes per second.
     pub bytes_per_sec: u64,
-    /// Size of the swap area on it (`swap=SIZE`; default twice the memory, the old BSD
-    /// installers' rule of thumb; 0 = no swap).
+    /// Size of the swap area on it: the machine file's `swap` (the presets' is `"2x"`, twice
+    /// the memory, the old BSD installers' rule of thumb), or the option `swap=SIZE`; 0 = no
+    /// swap.
     pub swap_bytes: u64,
 }
 
@@ -70,6 +74,9 @@ pub struct CostConfig {
 #[derive(Clone, Debug, Serialize)]
 pub struct Machine {
     pub name: String,
+    /// How reports name the machine: `name`, then `:` and the options when options were given
+    /// (`skylake:mem=1G`). Set by `from_spec`.
+    pub label: String,
     pub description: String,
     /// Byte shifts of the page sizes: `[base, superpages...]`, increasing.
     pub page_shifts: Vec<u8>,
@@ -90,7 +97,111 @@ pub struct Machine {
     pub storage: StorageConfig,
 }
 
+/// The built-in presets (`machine_file::BUILT_IN`), in `splab list machines` order.
 pub const MACHINES: &[&str] = &["alpha21264", "pa8000", "core2", "skylake"];
+
+/// The prefix of a machine file in a machine spec: `file:PATH.toml[:key=value,...]`.
+pub const FILE_PREFIX: &str = "file:";
+
+/// A machine spec resolved to its TOML text: a built-in preset's, or a file's.
+struct Source {
+    text: String,
+    /// Names the text in errors ("built-in machine skylake", "machine file s.toml").
+    origin: String,
+    /// The options, parsed against `origin`'s name.
+    spec: Spec,
+    /// The options as given (after the name or the path), if any.
+    options: Option<String>,
+}
+
+impl Source {
+    /// `NAME[:options]` or `file:PATH.toml[:options]`. The path is everything up to and
+    /// including `.toml`; options follow its `:`. So a path may hold `:` but must end in `.toml`.
+    fn resolve(text: &str) -> Result<Source> {
+        let text = text.trim();
+        if let Some(rest) = text.strip_prefix(FILE_PREFIX) {
+            let (path, options) = match rest.find(".toml:") {
+                Some(i) => (&rest[..i + 5], Some(&rest[i + 6..])),
+                None => (rest, None),
+            };
+            if !path.ends_with(".toml") {
+                return Err(SimError::BadInput(format!(
+                    "machine '{text}': a machine file is given as file:PATH.toml[:mem=SIZE,swap=SIZE] \
+                     (the path must end in .toml)"
+                )));
+            }
+            let origin = format!("machine file {path}");
+            let body = std::fs::read_to_string(path)
+                .map_err(|e| SimError::BadInput(format!("{origin}: cannot read it: {e}")))?;
+            return Ok(Source {
+                text: body,
+                spec: Spec::with_params("machine", path, options.unwrap_or(""))?,
+                origin,
+                options: options.map(str::to_string),
+            });
+        }
+        let spec = Spec::parse("machine", text)?;
+        let Some(body) = machine_file::built_in(&spec.name) else {
+            return Err(spec.unknown_name(MACHINES));
+        };
+        Ok(Source {
+            text: body.to_string(),
+            origin: format!("built-in machine {}", spec.name),
+            options: text.split_once(':').map(|(_, o)| o.to_string()),
+            spec,
+        })
+    }
+}
+
+/// A machine spec loaded: the machine with its options applied, and what `show` needs.
+struct Loaded {
+    machine: Machine,
+    source: Source,
+    /// The file's own memory size and swap rule, before the options.
+    file_mem: u64,
+    file_swap: machine_file::Swap,
+}
+
+fn load(text: &str) -> Result<Loaded> {
+    let mut source = Source::resolve(text)?;
+    let parsed = machine_file::parse(&source.text, &source.origin)?;
+    let mut m = parsed.machine;
+    let spec = &mut source.spec;
+    // The options: `mem=` (at least one page of the largest size, a multiple of it, at most
+    // 1TB) and `swap=` (default: the file's `swap`, e.g. twice the memory).
+    let largest = 1u64 << m.page_shifts[m.page_shifts.len() - 1];
+    let mem = spec.take_size("mem", m.mem_bytes, largest, machine_file::MAX_MEM)?;
+    if !mem.is_multiple_of(largest) {
+        return Err(SimError::BadInput(format!(
+            "machine '{}': mem={} is not a multiple of the largest page size ({})",
+            spec.name,
+            crate::units::fmt_size(mem),
+            crate::units::fmt_size(largest)
+        )));
+    }
+    let swap_default = machine_file::check_swap("swap", parsed.swap, mem).map_err(|(_, msg)| {
+        SimError::BadInput(format!(
+            "machine '{}': mem={} gives {msg}",
+            spec.name,
+            crate::units::fmt_size(mem)
+        ))
+    })?;
+    let swap = spec.take_size("swap", swap_default, 0, machine_file::MAX_SWAP)?;
+    spec.clone().finish()?;
+    let (file_mem, file_swap) = (m.mem_bytes, parsed.swap);
+    m.mem_bytes = mem;
+    m.storage.swap_bytes = swap;
+    m.label = match &source.options {
+        Some(o) => format!("{}:{o}", m.name),
+        None => m.name.clone(),
+    };
+    Ok(Loaded {
+        machine: m,
+        source,
+        file_mem,
+        file_swap,
+    })
+}
 
 impl Machine {
     pub fn base_shift(&self) -> u8 {
@@ -122,389 +233,53 @@ impl Machine {
         self.ns_to_cycles(ns)
     }
 
-    /// Parses `NAME[:mem=SIZE]`.
+    /// Parses `NAME[:mem=SIZE,swap=SIZE]` (a built-in preset) or
+    /// `file:PATH.toml[:mem=SIZE,swap=SIZE]` (a machine file).
     pub fn from_spec(text: &str) -> Result<Machine> {
-        let mut spec = Spec::parse("machine", text)?;
-        let mut m = match spec.name.as_str() {
-            "alpha21264" => alpha21264(),
-            "pa8000" => pa8000(),
-            "core2" => core2(),
-            "skylake" => skylake(),
-            _ => return Err(spec.unknown_name(MACHINES)),
-        };
-        // At least one page of the largest size; at most 1TB (2^28 frames of 4KB).
-        let min = 1u64 << m.page_shifts[m.page_shifts.len() - 1];
-        let mem = spec.take_size("mem", m.mem_bytes, min, 1 << 40)?;
-        if mem % (1u64 << m.page_shifts[m.page_shifts.len() - 1]) != 0 {
-            return Err(SimError::BadInput(format!(
-                "machine '{}': mem={} is not a multiple of the largest page size ({})",
-                m.name,
-                crate::units::fmt_size(mem),
-                crate::units::fmt_size(1 << m.page_shifts[m.page_shifts.len() - 1])
-            )));
+        Ok(load(text)?.machine)
+    }
+
+    /// The machine file of a spec, as TOML: the preset's or the file's own text, with the
+    /// values its options changed rewritten in place (`splab machine show`). Loading the text
+    /// gives the same machine as the spec.
+    pub fn show(text: &str) -> Result<String> {
+        let l = load(text)?;
+        let m = &l.machine;
+        let mut out = l.source.text.clone();
+        // Edits from the end of the text back, so that earlier spans stay valid.
+        let mut edits: Vec<(std::ops::Range<usize>, String)> = Vec::new();
+        if m.mem_bytes != l.file_mem {
+            let span = machine_file::value_span(&out, "mem").ok_or_else(|| {
+                SimError::Invariant(format!("{}: no `mem` after parsing", l.source.origin))
+            })?;
+            edits.push((
+                span,
+                format!(
+                    "\"{0}\" # from the option mem={0}",
+                    crate::units::fmt_size(m.mem_bytes)
+                ),
+            ));
         }
-        m.mem_bytes = mem;
-        m.storage.swap_bytes = spec.take_size("swap", 2 * mem, 0, 1 << 42)?;
-        spec.finish()?;
-        Ok(m)
-    }
-}
-
-fn fa(sizes: &[u8], entries: u32) -> ArrayConfig {
-    ArrayConfig {
-        sizes: sizes.to_vec(),
-        entries,
-        ways: entries,
-        replacement: TlbReplacement::Lru,
-    }
-}
-fn cl(
-    name: &str,
-    size_bytes: u64,
-    ways: u32,
-    latency: u64,
-    replacement: Replacement,
-) -> CacheLevelConfig {
-    CacheLevelConfig {
-        name: name.into(),
-        size_bytes,
-        ways,
-        latency,
-        replacement,
-    }
-}
-fn sa(sizes: &[u8], entries: u32, ways: u32) -> ArrayConfig {
-    ArrayConfig {
-        sizes: sizes.to_vec(),
-        entries,
-        ways,
-        replacement: TlbReplacement::Lru,
-    }
-}
-/// A fully associative array with round-robin allocation.
-fn fa_round_robin(sizes: &[u8], entries: u32) -> ArrayConfig {
-    ArrayConfig {
-        replacement: TlbReplacement::RoundRobin,
-        ..fa(sizes, entries)
-    }
-}
-
-/// Compaq XP-1000, Alpha 21264 at 500 MHz, 512MB (seed 000 6.1).
-pub fn alpha21264() -> Machine {
-    let mhz = 500;
-    Machine {
-        name: "alpha21264".into(),
-        description: "Compaq XP-1000: Alpha 21264 500 MHz, 8K pages + 64K/512K/4M, 128-entry FA DTLB, PALcode refill (seed 000 6.1)".into(),
-        // seed 000 2.2 / 6.1: 8KB base pages, 64KB, 512KB and 4MB superpages.
-        page_shifts: vec![13, 16, 19, 22],
-        freq_hz: mhz * 1_000_000,
-        mem_bytes: 512 << 20, // seed 000 6.1
-        // 21264 HRM 2.1: 43-bit virtual addresses with 8KB pages
-        va_bits: 43,
-        tlb: TlbConfig {
-            // seed 000 6.1: fully associative, 128 entries for data and 128 for instructions,
-            // each entry any of the four page sizes (21264 Hardware Reference Manual 2.1.2.2).
-            // 21264/EV68A HRM 2.1.1.3 (ITB) and 2.1.6.4 (DTB): 128 entries, fully associative,
-            // "The allocation scheme is round-robin."
-            // (https://manualsdump.com/en/manuals/compaq-ev68a/128831/33 and .../41)
-            l1d: LevelConfig { name: "DTB".into(), arrays: vec![fa_round_robin(&[0, 1, 2, 3], 128)], hit_cycles: 0 },
-            l1i: Some(LevelConfig { name: "ITB".into(), arrays: vec![fa_round_robin(&[0, 1, 2, 3], 128)], hit_cycles: 0 }),
-            lower: vec![],
-        },
-        // seed 000 6.1: "software page tables, with firmware-based TLB loader"; one PTE load per
-        // miss from the replicated, virtually mapped page table, whose leaf pages belong to the
-        // OS's three-level table (8KB pages of 1024 8-byte entries: 21264 HRM 2.1, shifts 33 /
-        // 23 / 13). Handler cost: see docs/constants.md.
-        walk: WalkConfig::Software {
-            // 21264 HRM Table 2-1: a DTB miss aborts the pipeline for 13 cycles; the PALcode body
-            // besides its PTE load is not published: ~10 cycles assumed (docs/constants.md).
-            handler_cycles: 13 + 10,
-            level_shifts: vec![33, 23, 13],
-            pte_refs: 1,
-            pte_bytes: 8,
-        },
-        caches: CachesConfig {
-            levels: vec![
-                // seed 000 6.1 and 21264 HRM 2.1.5.2: 64KB 2-way Dcache with round-robin
-                // replacement, 3-cycle load-to-use (HRM Table 2-4; docs/constants.md 6.1).
-                cl("L1D", 64 << 10, 2, 3, Replacement::RoundRobin),
-                // seed 000 6.1: 4MB direct-mapped external Bcache; HRM Table 2-4: 13 cycles
-                // for a load that misses the Dcache and hits a 6-cycle Bcache.
-                cl("Bcache", 4 << 20, 1, 13, Replacement::Plru),
-            ],
-            // XP-1000 DRAM latency not published: ~170ns = 85 cycles assumed (docs/constants.md).
-            dram_latency: 85,
-        },
-        core: CoreConfig {
-            // docs/constants.md 6.1: 80 in-flight instructions (HRM 2.1.1.1), 4-wide (Kessler,
-            // IEEE Micro 1999), 8-entry miss address file (HRM 2.1.6.3).
-            window: 80,
-            width: 4,
-            mshrs: 8,
-            walkers: 1,
-            // XP-1000 bandwidth not published: ~1GB/s assumed (docs/constants.md 6.1), 2 B/cycle.
-            // The 21264 has no hardware prefetcher, but 8 misses of 64 bytes per 85 cycles
-            // (6 B/cycle) exceed that bandwidth, so sequential runs are bandwidth-bound anyway.
-            stream_bytes_per_cycle: 2.0,
-        },
-        replicated_ptes: true,
-        // No published fault or bandwidth figures for the XP-1000 (docs/constants.md): zeroing
-        // 8KB at an assumed ~1GB/s is 8us = 4000 cycles, copying twice that; the trap and
-        // bookkeeping of a FreeBSD 4 fault assumed ~5us. PTE write: FreeBSD's Alpha pmap reaches
-        // each PTE through pmap_lev1pte / lev2pte / lev3pte (pmap_protect) and rewrites it: 29
-        // x86-64 instructions measured (scripts/kernel-ops.c, op_pte_rewrite), at one per cycle
-        // (docs/constants.md 7). Superpage bookkeeping: see CostConfig.
-        cost: CostConfig {
-            access_cycles: 1,
-            fault_cycles: 2_500,
-            zero_page_cycles: 4_000,
-            zero_bulk_page_cycles: 4_000,
-            copy_page_cycles: 8_000,
-            pte_write_cycles: 29,
-            tlb_invalidate_cycles: 20,
-            popmap_level_cycles: 27,
-            reserv_populate_cycles: 146,
-            reserv_depopulate_cycles: 120,
-            reserv_create_cycles: 59,
-            reserv_piece_cycles: 58,
-            // OpenSSL crypto/sha/asm/sha1-alpha.pl: "On 21264 ... 8.7 cycles per processed byte":
-            // 8.7 x 64 = 557 per block (hand-tuned; seed 000's 2002 kernel C would be slower).
-            sha1_block_cycles: 557,
-        },
-        // 10k rpm SCSI disk of 2002: 3ms rotational latency (60s/10000/2) + ~5ms seek assumed,
-        // ~30MB/s sequential assumed (docs/constants.md).
-        storage: StorageConfig { name: "2002 SCSI disk".into(), read_latency_ns: 8_000_000, bytes_per_sec: 30_000_000, swap_bytes: 0 },
-    }
-}
-
-/// HP 9000 Series 800 with a 180 MHz PA-8000 (seed 002 9).
-pub fn pa8000() -> Machine {
-    Machine {
-        name: "pa8000".into(),
-        description: "HP 9000/800: PA-8000 180 MHz, 4K pages + 16K..64M (x4), 96-entry FA unified TLB, 70-cycle software miss handler (seed 002 9)".into(),
-        // seed 002 1: 4KB base, 16KB, 64KB, 256KB, 1MB, 4MB, 16MB, 64MB.
-        page_shifts: vec![12, 14, 16, 18, 20, 22, 24, 26],
-        freq_hz: 180_000_000,
-        // seed 002 does not state the memory size; its largest footprint is ~213MB (Table 4),
-        // run "under no-paging conditions": 1GB assumed.
-        mem_bytes: 1 << 30,
-        // 64-bit HP-UX; 48 bits are plenty for the workloads
-        va_bits: 48,
-        tlb: TlbConfig {
-            // seed 002 9: "96 combined data and instruction TLB entries".
-            l1d: LevelConfig { name: "TLB".into(), arrays: vec![fa(&[0, 1, 2, 3, 4, 5, 6, 7], 96)], hit_cycles: 0 },
-            l1i: None,
-            lower: vec![],
-        },
-        // seed 002 9, Table 2: "average miss handling overhead of 70 cycles for a PA-8000"; that
-        // average already includes the hashed pdir access, so no separate reference is charged.
-        // HP-UX's pdir is one hashed table allocated at boot, not per-process pages: no
-        // page-table pages are modelled (level_shifts empty).
-        walk: WalkConfig::Software {
-            handler_cycles: 70,
-            level_shifts: vec![],
-            pte_refs: 0,
-            pte_bytes: 16,
-        },
-        caches: CachesConfig {
-            // PA-8000: no on-chip cache; off-chip 1MB direct-mapped data cache (docs/constants.md
-            // 2), 3-cycle latency taken from the sibling PA-8600 (7-cpu.com).
-            levels: vec![cl("Dcache", 1 << 20, 1, 3, Replacement::Plru)],
-            // PA-8600 J6000 (7-cpu.com): ~220ns to RAM = 40 cycles at 180 MHz (sibling part,
-            // docs/constants.md 6.2).
-            dram_latency: 40,
-        },
-        core: CoreConfig {
-            // docs/constants.md 6.2: 56-entry instruction reorder buffer and 4-wide insert
-            // (Gaddis et al., ISSCC 1996); 6 outstanding misses (Runway bus: six pending
-            // transactions; low confidence).
-            window: 56,
-            width: 4,
-            mshrs: 6,
-            walkers: 1,
-            // ~500MB/s (docs/constants.md 6.2): 2.8 B/cycle at 180 MHz; no hardware prefetcher,
-            // but 6 x 64 bytes per 40 cycles exceeds that bandwidth.
-            stream_bytes_per_cycle: 2.8,
-        },
-        replicated_ptes: true,
-        // Memory bandwidth ~500MB/s assumed (Runway bus peak 768MB/s, docs/constants.md):
-        // zeroing 4KB ~8us = 1500 cycles at 180MHz, copying twice that. Fault trap and
-        // bookkeeping ~8us assumed. PTE write: as the Alpha's (a per-page walk to the entry, 29
-        // instructions; HP-UX's hashed pdir lookup is not measured, docs/constants.md 7).
-        cost: CostConfig {
-            access_cycles: 1,
-            fault_cycles: 1_500,
-            zero_page_cycles: 1_500,
-            zero_bulk_page_cycles: 1_500,
-            copy_page_cycles: 3_000,
-            pte_write_cycles: 29,
-            tlb_invalidate_cycles: 20,
-            popmap_level_cycles: 27,
-            reserv_populate_cycles: 146,
-            reserv_depopulate_cycles: 120,
-            reserv_create_cycles: 59,
-            reserv_piece_cycles: 58,
-            // No published SHA-1 rate for the PA-8000 (OpenSSL sha1-parisc.pl gives none): the
-            // 21264's 8.7 cycles/byte assumed, a 4-wide out-of-order RISC of the same years.
-            sha1_block_cycles: 557,
-        },
-        // 7200 rpm SCSI: 4.2ms rotation (derived) + ~8ms seek assumed; ~10MB/s assumed.
-        storage: StorageConfig { name: "1998 SCSI disk".into(), read_latency_ns: 12_000_000, bytes_per_sec: 10_000_000, swap_bytes: 0 },
-    }
-}
-
-/// Intel Core 2 Duo at 2.33 GHz (seed 004 5.1), 32-bit paging with 4MB large pages.
-pub fn core2() -> Machine {
-    Machine {
-        name: "core2".into(),
-        description: "Intel Core 2 Duo 2.33 GHz: 4K + 4M pages, 256-entry 4-way (4K) + 32-entry 4-way (4M) DTLB, 2-level walk (seed 004 5.1)".into(),
-        page_shifts: vec![12, 22],
-        freq_hz: 2_330_000_000,
-        // seed 004 does not state the memory size: 2GB assumed.
-        mem_bytes: 2 << 30,
-        // 32-bit paging (Intel SDM vol. 3 4.3), the mode with 4MB pages
-        va_bits: 32,
-        tlb: TlbConfig {
-            // seed 004 5.1: "a 4-way TLB with 256 entries for 4KB pages and a 4-way TLB with 32
-            // entries for large pages".
-            l1d: LevelConfig { name: "DTLB".into(), arrays: vec![sa(&[0], 256, 4), sa(&[1], 32, 4)], hit_cycles: 0 },
-            l1i: None,
-            lower: vec![],
-        },
-        // 32-bit non-PAE paging: page directory (VA >> 22) and page table (VA >> 12), 4-byte
-        // entries (Intel SDM vol. 3 4.3). PDE cache size: see docs/constants.md.
-        walk: WalkConfig::Radix {
-            level_shifts: vec![22, 12],
-            pwc_entries: vec![16],
-            pte_bytes: 4,
-        },
-        caches: CachesConfig {
-            levels: vec![
-                // Optimization Reference Manual 2.1.4: 32KB 8-way L1D; 3 cycles (docs/constants.md).
-                cl("L1D", 32 << 10, 8, 3, Replacement::Plru),
-                // Shared 4MB 16-way L2, 14 cycles measured on a 65nm Core 2 (docs/constants.md).
-                cl("L2", 4 << 20, 16, 14, Replacement::Plru),
-            ],
-            // DRAM ~75ns = 175 cycles beyond the L2 assumed (docs/constants.md).
-            dram_latency: 14 + 175,
-        },
-        core: CoreConfig {
-            // docs/constants.md 6.3: 96-entry ROB (Optimization Manual 2.4.3), 4-wide, 8 L1D
-            // fill buffers (RealWorldTech), one page walk at a time.
-            window: 96,
-            width: 4,
-            mshrs: 8,
-            walkers: 1,
-            // docs/constants.md 6.3: ~5GB/s sustained (< 6GiB/s measured on FSB1066, hexus):
-            // 2.1 B/cycle at 2.33 GHz.
-            stream_bytes_per_cycle: 2.1,
-        },
-        replicated_ptes: false,
-        // Zeroing 4KB at ~4.5GB/s (hexus: < 6GiB/s measured on FSB1066) is ~0.9us = 2100
-        // cycles; copying twice that. Fault trap + bookkeeping ~1.5us assumed. PTE write: the
-        // entries of a table filled in a loop (Linux __split_huge_pmd_locked), 4.5 x86-64
-        // instructions per entry measured (scripts/kernel-ops.c, op_pte_fill), at one per cycle.
-        cost: CostConfig {
-            access_cycles: 1,
-            fault_cycles: 3_500,
-            zero_page_cycles: 2_100,
-            zero_bulk_page_cycles: 2_100,
-            copy_page_cycles: 4_200,
-            pte_write_cycles: 5,
-            tlb_invalidate_cycles: 100,
-            popmap_level_cycles: 27,
-            reserv_populate_cycles: 146,
-            reserv_depopulate_cycles: 120,
-            reserv_create_cycles: 59,
-            reserv_piece_cycles: 58,
-            // OpenSSL crypto/sha/asm/sha1-x86_64.pl table, Core2, x86_64 (scalar): 6.70
-            // cycles/byte, x 64 = 429 per block.
-            sha1_block_cycles: 429,
-        },
-        // A 2007 7200 rpm SATA disk: 4.2ms rotation + ~8ms seek assumed, ~70MB/s assumed.
-        storage: StorageConfig { name: "SATA disk".into(), read_latency_ns: 12_000_000, bytes_per_sec: 70_000_000, swap_bytes: 0 },
-    }
-}
-
-/// Intel Xeon E3-1245 v6 (Kaby Lake, Skylake microarchitecture) at 3.7 GHz, 32GB, NVMe
-/// (seed 003 4).
-pub fn skylake() -> Machine {
-    Machine {
-        name: "skylake".into(),
-        description: "Xeon E3-1245 v6 (Kaby Lake) 3.7 GHz: 4K + 2M + 1G pages, L1 DTLB 64/32/4 + 1536-entry STLB, 4-level walk with PWCs, 32GB, NVMe (seed 003 4)".into(),
-        page_shifts: vec![12, 21, 30],
-        freq_hz: 3_700_000_000,
-        mem_bytes: 32 << 30, // seed 003 4: 32GB DDR4 2400
-        // 4-level paging: 48-bit virtual addresses (Intel SDM vol. 3 4.5)
-        va_bits: 48,
-        tlb: TlbConfig {
-            // Intel 64 and IA-32 Optimization Reference Manual, Table 2-5 (Skylake client):
-            // DTLB 64 entries 4-way (4K), 32 entries 4-way (2M/4M), 4 entries FA (1G);
-            // STLB 1536 entries 12-way shared by 4K and 2M, 16 entries 4-way for 1G.
-            l1d: LevelConfig { name: "L1D".into(), arrays: vec![sa(&[0], 64, 4), sa(&[1], 32, 4), fa(&[2], 4)], hit_cycles: 0 },
-            l1i: Some(LevelConfig { name: "L1I".into(), arrays: vec![sa(&[0], 128, 8), fa(&[1], 8)], hit_cycles: 0 }),
-            // STLB hit: 9 cycles (7-cpu.com, Skylake: "L1 DTLB miss, L2 TLB hit").
-            lower: vec![LevelConfig { name: "STLB".into(), arrays: vec![sa(&[0, 1], 1536, 12), sa(&[2], 16, 4)], hit_cycles: 9 }],
-        },
-        // 4-level radix (Intel SDM vol. 3 4.5), 8-byte entries; page-walk cache sizes are not
-        // published by Intel: see docs/constants.md.
-        walk: WalkConfig::Radix {
-            level_shifts: vec![39, 30, 21, 12],
-            pwc_entries: vec![2, 4, 32],
-            pte_bytes: 8,
-        },
-        caches: CachesConfig {
-            levels: vec![
-                // 7-cpu.com Skylake and the Optimization Manual's cache table: 32KB 8-way L1D
-                // 4 cycles, 256KB 4-way L2 12 cycles, 8MB 16-way L3 42 cycles (E3-1245 v6: 8MB).
-                cl("L1D", 32 << 10, 8, 4, Replacement::Plru),
-                cl("L2", 256 << 10, 4, 12, Replacement::Plru),
-                cl("LLC", 8 << 20, 16, 42, Replacement::Nru),
-            ],
-            // 7-cpu.com Skylake: L3 latency + 51ns = 42 + 189 cycles at 3.7 GHz.
-            dram_latency: 42 + 189,
-        },
-        core: CoreConfig {
-            // docs/constants.md 6.4: 224-entry ROB, 4-wide rename/allocate, 10 L1D fill buffers
-            // (measured by Lemire; 12 is also quoted), "two page walks in parallel" (Intel
-            // Optimization Manual, Skylake).
-            window: 224,
-            width: 4,
-            mshrs: 10,
-            walkers: 2,
-            // DDR4-2400 dual channel peak 38.4GB/s; single-core sustained ~18GB/s (scaled from
-            // a 25.4GB/s single-thread reading on an i7-6700K; docs/constants.md 6.4): 4.9
-            // B/cycle at 3.7 GHz. Low confidence.
-            stream_bytes_per_cycle: 4.9,
-        },
-        replicated_ptes: false,
-        // A 4KB anonymous fault takes ~1.2us on Linux (derived from seed 003 4 Obs. 1, see
-        // docs/constants.md), of which ~0.16us is zeroing: trap + bookkeeping ~1.04us = 3850.
-        // PTE write: as core2's (op_pte_fill, 4.5 instructions at one per cycle).
-        cost: CostConfig {
-            access_cycles: 1,
-            fault_cycles: 3_850,
-            // seed 003 Table 5, E3-1245v6: 2MB zeroed 4KB at a time (temporal) in 84us, i.e.
-            // 164ns = 607 cycles per 4KB; bulk non-temporal 2MB in 71us, 139ns = 513 cycles.
-            zero_page_cycles: 607,
-            zero_bulk_page_cycles: 513,
-            // Copy reads and writes: twice the 4KB zeroing time assumed.
-            copy_page_cycles: 1_214,
-            pte_write_cycles: 5,
-            // Local INVLPG: not published; ~200 cycles assumed (docs/constants.md).
-            tlb_invalidate_cycles: 200,
-            popmap_level_cycles: 27,
-            reserv_populate_cycles: 146,
-            reserv_depopulate_cycles: 120,
-            reserv_create_cycles: 59,
-            reserv_piece_cycles: 58,
-            // OpenSSL crypto/sha/asm/sha1-x86_64.pl lists no Skylake: Haswell's scalar 5.98
-            // cycles/byte assumed (its predecessor core), x 64 = 383 per block.
-            sha1_block_cycles: 383,
-        },
-        // Samsung 960 EVO 250GB class NVMe (seed 003 does not name its SSD): 14K IOPS at QD1
-        // 4KB random read = 71us; 3.2GB/s sequential read (docs/constants.md).
-        storage: StorageConfig { name: "NVMe SSD".into(), read_latency_ns: 71_000, bytes_per_sec: 3_200_000_000, swap_bytes: 0 },
+        if l.file_swap.bytes(m.mem_bytes) != Some(m.storage.swap_bytes) {
+            let span = machine_file::value_span(&out, "storage.swap").ok_or_else(|| {
+                SimError::Invariant(format!(
+                    "{}: no `storage.swap` after parsing",
+                    l.source.origin
+                ))
+            })?;
+            edits.push((
+                span,
+                format!(
+                    "\"{0}\" # from the option swap={0}",
+                    crate::units::fmt_size(m.storage.swap_bytes)
+                ),
+            ));
+        }
+        edits.sort_by_key(|(span, _)| std::cmp::Reverse(span.start));
+        for (span, text) in edits {
+            out.replace_range(span, &text);
+        }
+        Ok(out)
     }
 }
 
@@ -532,6 +307,119 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn presets_are_the_built_in_files() {
+        let names: Vec<&str> = machine_file::BUILT_IN.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, MACHINES);
+        for name in MACHINES {
+            let m = Machine::from_spec(name).unwrap();
+            assert_eq!(m.name, *name, "the file's name is the preset's");
+            assert_eq!(m.label, *name);
+            // The file's swap rule: twice the memory.
+            assert_eq!(m.storage.swap_bytes, 2 * m.mem_bytes, "{name}");
+            // `show` of a preset without options is its file, byte for byte.
+            assert_eq!(
+                Machine::show(name).unwrap(),
+                machine_file::built_in(name).unwrap()
+            );
+        }
+    }
+
+    /// A scratch directory of this test process (removed by the caller).
+    fn scratch(tag: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("splab-machine-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn options_apply_on_top_of_a_preset_and_a_file() {
+        let m = Machine::from_spec("skylake:mem=4G").unwrap();
+        assert_eq!((m.mem_bytes, m.storage.swap_bytes), (4 << 30, 8 << 30));
+        assert_eq!(m.label, "skylake:mem=4G");
+        let m = Machine::from_spec("skylake:mem=4G,swap=0").unwrap();
+        assert_eq!((m.mem_bytes, m.storage.swap_bytes), (4 << 30, 0));
+
+        let dir = scratch("opts");
+        let path = dir.join("a.toml");
+        // An absolute swap in the file stays when mem= changes the memory.
+        let text = machine_file::built_in("core2")
+            .unwrap()
+            .replace("swap = \"2x\"", "swap = \"1G\"");
+        std::fs::write(&path, text).unwrap();
+        let p = path.display();
+        let m = Machine::from_spec(&format!("file:{p}")).unwrap();
+        assert_eq!((m.mem_bytes, m.storage.swap_bytes), (2 << 30, 1 << 30));
+        assert_eq!(m.label, "core2", "a file's machine is named by the file");
+        let m = Machine::from_spec(&format!("file:{p}:mem=64M")).unwrap();
+        assert_eq!((m.mem_bytes, m.storage.swap_bytes), (64 << 20, 1 << 30));
+        assert_eq!(m.label, "core2:mem=64M");
+        let m = Machine::from_spec(&format!("file:{p}:swap=3G")).unwrap();
+        assert_eq!(m.storage.swap_bytes, 3 << 30);
+        let e = Machine::from_spec(&format!("file:{p}:mem=5M"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("mem") && e.contains("5M") && e.contains("4M"),
+            "{e}"
+        );
+        let e = Machine::from_spec(&format!("file:{p}:size=1G"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'size'") && e.contains("mem, swap"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn show_writes_the_options_into_the_file() {
+        let dir = scratch("show");
+        for spec in [
+            "skylake:mem=1G",
+            "skylake:swap=0",
+            "alpha21264:mem=64M,swap=1G",
+            "pa8000:mem=128M",
+        ] {
+            let text = Machine::show(spec).unwrap();
+            let path = dir.join("m.toml");
+            std::fs::write(&path, &text).unwrap();
+            let mut from_file = Machine::from_spec(&format!("file:{}", path.display())).unwrap();
+            let mut direct = Machine::from_spec(spec).unwrap();
+            from_file.label.clear();
+            direct.label.clear();
+            assert_eq!(format!("{from_file:?}"), format!("{direct:?}"), "{spec}");
+            assert!(text.contains("# from the option"), "{spec}: {text}");
+        }
+        // Options on a file are written into its text the same way.
+        let path = dir.join("s.toml");
+        std::fs::write(&path, Machine::show("skylake").unwrap()).unwrap();
+        let text = Machine::show(&format!("file:{}:mem=2G", path.display())).unwrap();
+        assert!(
+            text.contains("mem = \"2G\" # from the option mem=2G"),
+            "{text}"
+        );
+        assert!(text.contains("swap = \"2x\""), "{text}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_path_ends_at_toml_and_may_hold_colons() {
+        let dir = scratch("colon").join("a:b");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.toml");
+        std::fs::write(&path, machine_file::built_in("pa8000").unwrap()).unwrap();
+        let m = Machine::from_spec(&format!("file:{}:mem=256M", path.display())).unwrap();
+        assert_eq!((m.name.as_str(), m.mem_bytes), ("pa8000", 256 << 20));
+        let e = Machine::from_spec(&format!("file:{}", dir.join("m.txt").display()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("must end in .toml"), "{e}");
+        let e = Machine::from_spec(&format!("file:{}", dir.join("none.toml").display()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("none.toml") && e.contains("cannot read"), "{e}");
+        std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! The hardware model: TLB hierarchy, page-walk model, data caches, the out-of-order core,
-//! machine presets and cost constants. Knows nothing of policies or of the OS's data structures.
+//! machines (the presets are built-in machine files) and cost constants. Knows nothing of
+//! policies or of the OS's data structures.
 
 pub mod cache;
 pub mod core;
 pub mod machine;
+pub mod machine_file;
 pub mod tlb;
 pub mod walk;
 

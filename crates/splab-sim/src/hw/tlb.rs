@@ -18,7 +18,7 @@
 //! Alpha's and the PA-8000's fully associative TLBs) keep a hash index from tag to slot, chained
 //! through the slots, and the recency order as an intrusive doubly linked list per set.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::units::{Pfn, SizeClass};
 
@@ -35,7 +35,7 @@ pub struct ArrayConfig {
 }
 
 /// Replacement policy of a TLB array.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TlbReplacement {
     /// Least recently used.

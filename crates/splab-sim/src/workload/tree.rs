@@ -524,7 +524,7 @@ impl super::Workload for Tree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hw::machine;
+    use crate::hw::Machine;
     use crate::policy::Policy;
     use crate::workload::Workload;
 
@@ -553,7 +553,12 @@ mod tests {
 
     #[test]
     fn llrb_stays_balanced_under_inserts_and_deletes() {
-        let mut e = Engine::new(machine::skylake(), Policy::base(), false, None);
+        let mut e = Engine::new(
+            Machine::from_spec("skylake").unwrap(),
+            Policy::base(),
+            false,
+            None,
+        );
         let pid = e.spawn().unwrap();
         let heap = Heap::new(&e, pid).unwrap();
         let mut rb = Rb {
@@ -601,7 +606,12 @@ mod tests {
 
     #[test]
     fn tree_workload_runs_and_keeps_heap_in_brk() {
-        let mut e = Engine::new(machine::skylake(), Policy::base(), true, None);
+        let mut e = Engine::new(
+            Machine::from_spec("skylake").unwrap(),
+            Policy::base(),
+            true,
+            None,
+        );
         let mut w = Tree {
             nodes: 500,
             ops: 300,

@@ -1,0 +1,1174 @@
+//! Machine files: a machine is data, a TOML file with every parameter of the hardware model
+//! (page sizes, TLB levels, the walker and its caches, data caches, the core, costs, storage),
+//! each table with a `source` note saying where its values come from. The four presets are the
+//! files under `crates/splab-sim/machines/`, built into the binary; `-m file:PATH.toml` loads a
+//! user's. The keys are described in README.md ("Machine files").
+//!
+//! Parsing is pure (text in, `Machine` out); `Machine::from_spec` reads the file. Every error
+//! names where it is: the file, the line, and the key as a dotted path
+//! (`tlb.l1d.arrays[1].ways`). The `toml` crate finds syntax errors, unknown and missing keys
+//! and wrong types, with byte spans; the checks here find impossible values (a page size that
+//! is not a power of two, page sizes that do not increase, zero ways, a cache whose sets are not
+//! a power of two, ...), and the line of the key is found in the document's spanned tree.
+
+use std::ops::Range;
+
+use serde::de::{self, Deserializer, Unexpected, Visitor};
+use serde::Deserialize;
+use toml::de::{DeTable, DeValue};
+
+use super::cache::{CacheLevelConfig, CachesConfig, Replacement};
+use super::core::CoreConfig;
+use super::machine::{CostConfig, Machine, StorageConfig};
+use super::tlb::{ArrayConfig, LevelConfig, TlbConfig, TlbReplacement};
+use super::walk::WalkConfig;
+use crate::error::{Result, SimError};
+use crate::spec::parse_size;
+use crate::units::fmt_size;
+
+/// The built-in machine files, by preset name: the presets are these files.
+pub const BUILT_IN: &[(&str, &str)] = &[
+    ("alpha21264", include_str!("../../machines/alpha21264.toml")),
+    ("pa8000", include_str!("../../machines/pa8000.toml")),
+    ("core2", include_str!("../../machines/core2.toml")),
+    ("skylake", include_str!("../../machines/skylake.toml")),
+];
+
+/// The text of a built-in machine file.
+pub fn built_in(name: &str) -> Option<&'static str> {
+    BUILT_IN.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
+/// At most 1TB of modelled memory (2^28 frames of 4KB).
+pub const MAX_MEM: u64 = 1 << 40;
+/// At most 4TB of swap.
+pub const MAX_SWAP: u64 = 1 << 42;
+
+/// The swap area as a file gives it: a size, or a multiple of the memory (`"2x"`), which
+/// follows the memory when `mem=` changes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Swap {
+    Bytes(u64),
+    TimesMem(u64),
+}
+
+impl Swap {
+    pub fn bytes(self, mem: u64) -> Option<u64> {
+        match self {
+            Swap::Bytes(b) => Some(b),
+            Swap::TimesMem(k) => k.checked_mul(mem),
+        }
+    }
+}
+
+/// A machine parsed from a file, with the swap rule the options are applied against.
+#[derive(Debug)]
+pub struct Parsed {
+    pub machine: Machine,
+    pub swap: Swap,
+}
+
+/// Parses and checks a machine file. `origin` names it in errors ("machine file s.toml").
+pub fn parse(text: &str, origin: &str) -> Result<Parsed> {
+    let file: File = match toml::from_str(text) {
+        Ok(f) => f,
+        Err(e) => {
+            let msg = e.message().trim().replace('\n', "; ");
+            return Err(match e.span() {
+                Some(span) => located(text, origin, span.start, None, &msg),
+                None => SimError::BadInput(format!("{origin}: {msg}")),
+            });
+        }
+    };
+    build(file).map_err(|(path, msg)| {
+        let at = DeTable::parse(text)
+            .ok()
+            .and_then(|root| locate(root.get_ref(), &path).map(|l| l.at.start))
+            .unwrap_or(0);
+        located(text, origin, at, Some(&path), &msg)
+    })
+}
+
+/// Byte span of the value at `path` (`storage.swap`), if the document has it.
+pub fn value_span(text: &str, path: &str) -> Option<Range<usize>> {
+    let root = DeTable::parse(text).ok()?;
+    let l = locate(root.get_ref(), path)?;
+    if l.complete {
+        l.value
+    } else {
+        None
+    }
+}
+
+/// One error line: where (file, line, key) and what.
+fn located(text: &str, origin: &str, offset: usize, path: Option<&str>, msg: &str) -> SimError {
+    let line = text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1;
+    let path = match path {
+        Some(p) => Some(p.to_string()),
+        None => DeTable::parse(text)
+            .ok()
+            .and_then(|root| path_at(root.get_ref(), offset)),
+    };
+    let key = match path {
+        Some(p) if !p.is_empty() => format!(", key {p}"),
+        _ => ", top level".to_string(),
+    };
+    SimError::BadInput(format!("{origin}, line {line}{key}: {msg}"))
+}
+
+// ---- The file's shape. Every table denies unknown keys; every key is required unless it is
+// an `Option` (or `default`) with its meaning said beside it.
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    name: String,
+    description: String,
+    source: String,
+    freq_hz: u64,
+    mem: Size,
+    va_bits: u8,
+    page_sizes: Vec<Size>,
+    replicated_ptes: bool,
+    tlb: FileTlb,
+    walk: FileWalk,
+    caches: FileCaches,
+    core: FileCore,
+    cost: FileCost,
+    storage: FileStorage,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTlb {
+    l1d: FileLevel,
+    /// Absent: instruction fetches use `l1d`.
+    l1i: Option<FileLevel>,
+    /// Absent: no shared levels.
+    #[serde(default)]
+    lower: Vec<FileLevel>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLevel {
+    name: String,
+    source: String,
+    hit_cycles: u64,
+    arrays: Vec<FileArray>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileArray {
+    sizes: Vec<Size>,
+    entries: u32,
+    ways: u32,
+    replacement: TlbReplacement,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum WalkKind {
+    Radix,
+    Software,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileWalk {
+    kind: WalkKind,
+    source: String,
+    level_sizes: Vec<Size>,
+    pte_bytes: u32,
+    /// `radix` only.
+    pwc_entries: Option<Vec<u32>>,
+    /// `software` only.
+    handler_cycles: Option<u64>,
+    /// `software` only.
+    pte_refs: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileCaches {
+    source: String,
+    dram_latency: u64,
+    levels: Vec<FileCacheLevel>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileCacheLevel {
+    name: String,
+    source: String,
+    size: Size,
+    ways: u32,
+    latency: u64,
+    replacement: Replacement,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileCore {
+    source: String,
+    window: u32,
+    width: u32,
+    mshrs: u32,
+    walkers: u32,
+    stream_bytes_per_cycle: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileCost {
+    source: String,
+    access_cycles: u64,
+    fault_cycles: u64,
+    zero_page_cycles: u64,
+    zero_bulk_page_cycles: u64,
+    copy_page_cycles: u64,
+    pte_write_cycles: u64,
+    tlb_invalidate_cycles: u64,
+    popmap_level_cycles: u64,
+    reserv_populate_cycles: u64,
+    reserv_depopulate_cycles: u64,
+    reserv_create_cycles: u64,
+    reserv_piece_cycles: u64,
+    sha1_block_cycles: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileStorage {
+    name: String,
+    source: String,
+    read_latency_ns: u64,
+    bytes_per_sec: u64,
+    swap: Swap,
+}
+
+/// A byte size: `"4K"`, `"2M"` (binary suffixes K/M/G/T) or an integer count of bytes.
+#[derive(Clone, Copy)]
+struct Size(u64);
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Size, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Size;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a size such as \"4K\" or \"2M\", or a byte count")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Size, E> {
+                Ok(Size(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Size, E> {
+                u64::try_from(v)
+                    .map(Size)
+                    .map_err(|_| E::invalid_value(Unexpected::Signed(v), &self))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Size, E> {
+                parse_size(v)
+                    .map(Size)
+                    .ok_or_else(|| E::invalid_value(Unexpected::Str(v), &self))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Swap {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Swap, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Swap;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "a size such as \"64G\" or \"0\", or a multiple of the memory such as \"2x\"",
+                )
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Swap, E> {
+                Ok(Swap::Bytes(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Swap, E> {
+                u64::try_from(v)
+                    .map(Swap::Bytes)
+                    .map_err(|_| E::invalid_value(Unexpected::Signed(v), &self))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Swap, E> {
+                let t = v.trim();
+                let parsed = match t.strip_suffix(['x', 'X']) {
+                    Some(k) => k.trim().parse().ok().map(Swap::TimesMem),
+                    None => parse_size(t).map(Swap::Bytes),
+                };
+                parsed.ok_or_else(|| E::invalid_value(Unexpected::Str(v), &self))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+// ---- Checks and the conversion to the model's configuration.
+
+/// A key (dotted path) and what is wrong with its value.
+type Bad = (String, String);
+
+fn bad<T>(path: impl Into<String>, msg: impl Into<String>) -> std::result::Result<T, Bad> {
+    Err((path.into(), msg.into()))
+}
+
+fn need_text(path: &str, v: &str) -> std::result::Result<(), Bad> {
+    if v.trim().is_empty() {
+        return bad(path, "must not be empty (say where the values come from)");
+    }
+    Ok(())
+}
+
+fn build(f: File) -> std::result::Result<Parsed, Bad> {
+    need_text("name", &f.name)?;
+    need_text("description", &f.description)?;
+    need_text("source", &f.source)?;
+    if f.freq_hz == 0 {
+        return bad("freq_hz", "must be at least 1");
+    }
+
+    // Page sizes: powers of two, increasing, base first.
+    let n = f.page_sizes.len();
+    if !(1..=16).contains(&n) {
+        return bad(
+            "page_sizes",
+            format!("{n} page sizes: give 1 to 16, the base page first"),
+        );
+    }
+    let mut shifts: Vec<u8> = Vec::with_capacity(n);
+    for (i, s) in f.page_sizes.iter().enumerate() {
+        let path = format!("page_sizes[{i}]");
+        if !s.0.is_power_of_two() {
+            return bad(path, format!("{} is not a power of two", fmt_size(s.0)));
+        }
+        if s.0 < 1 << 10 || s.0 > MAX_MEM {
+            return bad(path, format!("{} is not between 1K and 1T", fmt_size(s.0)));
+        }
+        let shift = s.0.trailing_zeros() as u8;
+        if let Some(&prev) = shifts.last() {
+            if shift <= prev {
+                return bad(
+                    path,
+                    format!(
+                        "page sizes must increase: {} after {}",
+                        fmt_size(s.0),
+                        fmt_size(1 << prev)
+                    ),
+                );
+            }
+        }
+        shifts.push(shift);
+    }
+    let largest = 1u64 << shifts[n - 1];
+    check_mem("mem", f.mem.0, largest)?;
+    if u32::from(f.va_bits) <= u32::from(shifts[n - 1]) || f.va_bits > 64 {
+        return bad(
+            "va_bits",
+            format!(
+                "{} bits: must be more than the largest page's {} and at most 64",
+                f.va_bits,
+                shifts[n - 1]
+            ),
+        );
+    }
+    let class_of = |path: &str, s: Size| -> std::result::Result<u8, Bad> {
+        shifts
+            .iter()
+            .position(|&x| s.0.is_power_of_two() && u32::from(x) == s.0.trailing_zeros())
+            .map(|c| c as u8)
+            .ok_or_else(|| {
+                (
+                    path.to_string(),
+                    format!(
+                        "{} is not one of the machine's page_sizes ({})",
+                        fmt_size(s.0),
+                        shifts
+                            .iter()
+                            .map(|&x| fmt_size(1 << x))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })
+    };
+
+    // TLB levels.
+    let level = |path: &str, l: &FileLevel| -> std::result::Result<LevelConfig, Bad> {
+        need_text(&format!("{path}.name"), &l.name)?;
+        need_text(&format!("{path}.source"), &l.source)?;
+        if l.arrays.is_empty() {
+            return bad(format!("{path}.arrays"), "a level needs at least one array");
+        }
+        let mut arrays = Vec::new();
+        for (i, a) in l.arrays.iter().enumerate() {
+            let ap = format!("{path}.arrays[{i}]");
+            if a.sizes.is_empty() {
+                return bad(
+                    format!("{ap}.sizes"),
+                    "an array holds at least one page size",
+                );
+            }
+            let mut sizes = Vec::new();
+            for (j, &s) in a.sizes.iter().enumerate() {
+                let c = class_of(&format!("{ap}.sizes[{j}]"), s)?;
+                if sizes.contains(&c) {
+                    return bad(
+                        format!("{ap}.sizes[{j}]"),
+                        format!("{} is listed twice", fmt_size(s.0)),
+                    );
+                }
+                sizes.push(c);
+            }
+            if a.entries == 0 {
+                return bad(format!("{ap}.entries"), "must be at least 1");
+            }
+            if a.ways == 0 {
+                return bad(format!("{ap}.ways"), "must be at least 1");
+            }
+            if !a.entries.is_multiple_of(a.ways) {
+                return bad(
+                    format!("{ap}.ways"),
+                    format!(
+                        "{} entries are not a whole number of sets of {} ways",
+                        a.entries, a.ways
+                    ),
+                );
+            }
+            arrays.push(ArrayConfig {
+                sizes,
+                entries: a.entries,
+                ways: a.ways,
+                replacement: a.replacement,
+            });
+        }
+        Ok(LevelConfig {
+            name: l.name.clone(),
+            arrays,
+            hit_cycles: l.hit_cycles,
+        })
+    };
+    let tlb = TlbConfig {
+        l1d: level("tlb.l1d", &f.tlb.l1d)?,
+        l1i: match &f.tlb.l1i {
+            Some(l) => Some(level("tlb.l1i", l)?),
+            None => None,
+        },
+        lower: f
+            .tlb
+            .lower
+            .iter()
+            .enumerate()
+            .map(|(i, l)| level(&format!("tlb.lower[{i}]"), l))
+            .collect::<std::result::Result<_, _>>()?,
+    };
+
+    let walk = build_walk(&f.walk, &shifts)?;
+    let caches = build_caches(&f.caches)?;
+
+    let c = &f.core;
+    need_text("core.source", &c.source)?;
+    for (key, v, max) in [
+        ("window", c.window, 512),
+        ("width", c.width, u32::MAX),
+        ("mshrs", c.mshrs, 32),
+        ("walkers", c.walkers, 8),
+    ] {
+        if v == 0 || v > max {
+            return bad(
+                format!("core.{key}"),
+                format!("{v}: must be from 1 to {max}"),
+            );
+        }
+    }
+    if !(c.stream_bytes_per_cycle.is_finite() && c.stream_bytes_per_cycle > 0.0) {
+        return bad(
+            "core.stream_bytes_per_cycle",
+            format!("{}: must be more than 0", c.stream_bytes_per_cycle),
+        );
+    }
+    let core = CoreConfig {
+        window: c.window,
+        width: c.width,
+        mshrs: c.mshrs,
+        walkers: c.walkers,
+        stream_bytes_per_cycle: c.stream_bytes_per_cycle,
+    };
+
+    let k = &f.cost;
+    need_text("cost.source", &k.source)?;
+    let cost = CostConfig {
+        access_cycles: k.access_cycles,
+        fault_cycles: k.fault_cycles,
+        zero_page_cycles: k.zero_page_cycles,
+        zero_bulk_page_cycles: k.zero_bulk_page_cycles,
+        copy_page_cycles: k.copy_page_cycles,
+        pte_write_cycles: k.pte_write_cycles,
+        tlb_invalidate_cycles: k.tlb_invalidate_cycles,
+        popmap_level_cycles: k.popmap_level_cycles,
+        reserv_populate_cycles: k.reserv_populate_cycles,
+        reserv_depopulate_cycles: k.reserv_depopulate_cycles,
+        reserv_create_cycles: k.reserv_create_cycles,
+        reserv_piece_cycles: k.reserv_piece_cycles,
+        sha1_block_cycles: k.sha1_block_cycles,
+    };
+
+    let s = &f.storage;
+    need_text("storage.name", &s.name)?;
+    need_text("storage.source", &s.source)?;
+    if s.bytes_per_sec == 0 {
+        return bad("storage.bytes_per_sec", "must be at least 1");
+    }
+    let swap_bytes = check_swap("storage.swap", s.swap, f.mem.0)?;
+
+    Ok(Parsed {
+        machine: Machine {
+            name: f.name,
+            label: String::new(),
+            description: f.description,
+            page_shifts: shifts,
+            freq_hz: f.freq_hz,
+            mem_bytes: f.mem.0,
+            va_bits: f.va_bits,
+            tlb,
+            walk,
+            caches,
+            core,
+            replicated_ptes: f.replicated_ptes,
+            cost,
+            storage: StorageConfig {
+                name: s.name.clone(),
+                read_latency_ns: s.read_latency_ns,
+                bytes_per_sec: s.bytes_per_sec,
+                swap_bytes,
+            },
+        },
+        swap: s.swap,
+    })
+}
+
+/// The memory size's rules, for the file's `mem` and the `mem=` option alike.
+fn check_mem(path: &str, mem: u64, largest: u64) -> std::result::Result<(), Bad> {
+    if mem < largest || mem > MAX_MEM || !mem.is_multiple_of(largest) {
+        return bad(
+            path,
+            format!(
+                "{} is not a multiple of the largest page size ({}) from {} to {}",
+                fmt_size(mem),
+                fmt_size(largest),
+                fmt_size(largest),
+                fmt_size(MAX_MEM)
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The swap area's bytes under `mem`, at most `MAX_SWAP`.
+pub fn check_swap(path: &str, swap: Swap, mem: u64) -> std::result::Result<u64, Bad> {
+    match swap.bytes(mem) {
+        Some(b) if b <= MAX_SWAP => Ok(b),
+        _ => bad(path, format!("more than {} of swap", fmt_size(MAX_SWAP))),
+    }
+}
+
+fn build_walk(w: &FileWalk, shifts: &[u8]) -> std::result::Result<WalkConfig, Bad> {
+    need_text("walk.source", &w.source)?;
+    let base = shifts[0];
+    if w.level_sizes.len() > 4 {
+        return bad("walk.level_sizes", "at most 4 levels");
+    }
+    let mut level_shifts = Vec::new();
+    for (i, s) in w.level_sizes.iter().enumerate() {
+        let path = format!("walk.level_sizes[{i}]");
+        if !s.0.is_power_of_two() {
+            return bad(path, format!("{} is not a power of two", fmt_size(s.0)));
+        }
+        let x = s.0.trailing_zeros() as u8;
+        if x < base {
+            return bad(
+                path,
+                format!(
+                    "an entry maps {}, less than the base page ({})",
+                    fmt_size(s.0),
+                    fmt_size(1 << base)
+                ),
+            );
+        }
+        if let Some(&prev) = level_shifts.last() {
+            if x >= prev {
+                return bad(
+                    path,
+                    "level sizes must decrease from the root (the bytes one entry of each level maps)",
+                );
+            }
+        }
+        level_shifts.push(x);
+    }
+    if let Some(&leaf) = level_shifts.last() {
+        if leaf != base {
+            return bad(
+                format!("walk.level_sizes[{}]", level_shifts.len() - 1),
+                format!(
+                    "the last level's entries must map the base page ({})",
+                    fmt_size(1 << base)
+                ),
+            );
+        }
+    }
+    if !w.pte_bytes.is_power_of_two() || u64::from(w.pte_bytes) > 1 << base {
+        return bad(
+            "walk.pte_bytes",
+            format!(
+                "{}: must be a power of two no larger than the base page",
+                w.pte_bytes
+            ),
+        );
+    }
+    // A table is one base page of entries, so each level's entries map that many of the next
+    // level's: the sizes step by base page / pte_bytes (512 on x86-64, 1024 on the Alpha).
+    let entry_bits = base - w.pte_bytes.trailing_zeros() as u8;
+    for (i, pair) in level_shifts.windows(2).enumerate() {
+        if pair[0] - pair[1] != entry_bits {
+            return bad(
+                format!("walk.level_sizes[{i}]"),
+                format!(
+                    "an entry maps {}, but a table of {} {}-byte entries below it maps {}",
+                    fmt_size(1 << pair[0]),
+                    1u64 << entry_bits,
+                    w.pte_bytes,
+                    fmt_size(1 << (pair[1] + entry_bits))
+                ),
+            );
+        }
+    }
+    let only = |key: &str, present: bool, kind: &str| -> std::result::Result<(), Bad> {
+        if present {
+            return bad(format!("walk.{key}"), format!("only for kind = \"{kind}\""));
+        }
+        Ok(())
+    };
+    let need = |key: &str, kind: &str| -> Bad {
+        (
+            "walk".to_string(),
+            format!("missing key `{key}` (needed by kind = \"{kind}\")"),
+        )
+    };
+    match w.kind {
+        WalkKind::Radix => {
+            only("handler_cycles", w.handler_cycles.is_some(), "software")?;
+            only("pte_refs", w.pte_refs.is_some(), "software")?;
+            if level_shifts.is_empty() {
+                return bad("walk.level_sizes", "a radix walker needs its levels");
+            }
+            for &x in shifts {
+                if !level_shifts.contains(&x) {
+                    return bad(
+                        "walk.level_sizes",
+                        format!(
+                            "no level maps the {} page: a radix walker maps each page size at the level whose entries map that size",
+                            fmt_size(1 << x)
+                        ),
+                    );
+                }
+            }
+            let pwc = w
+                .pwc_entries
+                .clone()
+                .ok_or_else(|| need("pwc_entries", "radix"))?;
+            if pwc.len() + 1 != level_shifts.len() {
+                return bad(
+                    "walk.pwc_entries",
+                    format!(
+                        "{} page-walk caches for {} levels: give one per level above the leaf",
+                        pwc.len(),
+                        level_shifts.len()
+                    ),
+                );
+            }
+            for (i, &e) in pwc.iter().enumerate() {
+                // Sets of up to 4 ways: up to 4 entries are one fully associative set, more must
+                // be a power-of-two number of 4-way sets (hw/walk.rs, Pwc).
+                if e > 4 && !(e.is_multiple_of(4) && (e / 4).is_power_of_two()) {
+                    return bad(
+                        format!("walk.pwc_entries[{i}]"),
+                        format!("{e}: give 0 to 4 entries, or 4 ways times a power of two"),
+                    );
+                }
+            }
+            Ok(WalkConfig::Radix {
+                level_shifts,
+                pwc_entries: pwc,
+                pte_bytes: w.pte_bytes,
+            })
+        }
+        WalkKind::Software => {
+            only("pwc_entries", w.pwc_entries.is_some(), "radix")?;
+            Ok(WalkConfig::Software {
+                handler_cycles: w
+                    .handler_cycles
+                    .ok_or_else(|| need("handler_cycles", "software"))?,
+                level_shifts,
+                pte_refs: w.pte_refs.ok_or_else(|| need("pte_refs", "software"))?,
+                pte_bytes: w.pte_bytes,
+            })
+        }
+    }
+}
+
+fn build_caches(c: &FileCaches) -> std::result::Result<CachesConfig, Bad> {
+    need_text("caches.source", &c.source)?;
+    if !(1..=3).contains(&c.levels.len()) {
+        return bad(
+            "caches.levels",
+            format!("{} cache levels: give 1 to 3", c.levels.len()),
+        );
+    }
+    let mut levels = Vec::new();
+    for (i, l) in c.levels.iter().enumerate() {
+        let path = format!("caches.levels[{i}]");
+        need_text(&format!("{path}.name"), &l.name)?;
+        need_text(&format!("{path}.source"), &l.source)?;
+        if !(1..=32).contains(&l.ways) {
+            return bad(
+                format!("{path}.ways"),
+                format!("{}: must be from 1 to 32", l.ways),
+            );
+        }
+        let line_ways = 64 * u64::from(l.ways);
+        let sets = l.size.0 / line_ways;
+        if !l.size.0.is_multiple_of(line_ways) || !sets.is_power_of_two() || l.size.0 > MAX_MEM {
+            return bad(
+                format!("{path}.size"),
+                format!(
+                    "{} in {} ways of 64-byte lines is not a power-of-two number of sets",
+                    fmt_size(l.size.0),
+                    l.ways
+                ),
+            );
+        }
+        levels.push(CacheLevelConfig {
+            name: l.name.clone(),
+            size_bytes: l.size.0,
+            ways: l.ways,
+            latency: l.latency,
+            replacement: l.replacement,
+        });
+    }
+    Ok(CachesConfig {
+        levels,
+        dram_latency: c.dram_latency,
+    })
+}
+
+// ---- Finding keys in the document: a dotted path's span, and the path at a byte offset.
+
+enum Seg<'p> {
+    Key(&'p str),
+    Index(usize),
+}
+
+fn segs(path: &str) -> Vec<Seg<'_>> {
+    let mut out = Vec::new();
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (name, mut rest) = part.split_once('[').map_or((part, ""), |(n, r)| (n, r));
+        out.push(Seg::Key(name));
+        while let Some((i, r)) = rest.split_once(']') {
+            if let Ok(i) = i.parse() {
+                out.push(Seg::Index(i));
+            }
+            rest = r.strip_prefix('[').unwrap_or("");
+        }
+    }
+    out
+}
+
+struct Location {
+    /// Where to point: the key of the deepest segment found (an array element's value).
+    at: Range<usize>,
+    /// The value's span.
+    value: Option<Range<usize>>,
+    /// Whether every segment was found.
+    complete: bool,
+}
+
+fn locate(root: &DeTable<'_>, path: &str) -> Option<Location> {
+    let mut table = Some(root);
+    let mut array: Option<&[toml::Spanned<DeValue<'_>>]> = None;
+    let mut found: Option<Location> = None;
+    let segs = segs(path);
+    let n = segs.len();
+    for (i, seg) in segs.into_iter().enumerate() {
+        let v = match seg {
+            Seg::Key(k) => {
+                let Some((key, v)) =
+                    table.and_then(|t| t.iter().find(|(key, _)| key.get_ref() == k))
+                else {
+                    break;
+                };
+                found = Some(Location {
+                    at: key.span(),
+                    value: Some(v.span()),
+                    complete: i + 1 == n,
+                });
+                v
+            }
+            Seg::Index(j) => {
+                let Some(v) = array.and_then(|a| a.get(j)) else {
+                    break;
+                };
+                found = Some(Location {
+                    at: v.span(),
+                    value: Some(v.span()),
+                    complete: i + 1 == n,
+                });
+                v
+            }
+        };
+        table = None;
+        array = None;
+        match v.get_ref() {
+            DeValue::Table(t) => table = Some(t),
+            DeValue::Array(a) => array = Some(a),
+            _ => {}
+        }
+    }
+    found
+}
+
+/// The dotted path of the smallest key or value whose span holds `offset`.
+fn path_at(root: &DeTable<'_>, offset: usize) -> Option<String> {
+    type Best = Option<(usize, String)>;
+    fn consider(span: Range<usize>, path: &str, offset: usize, best: &mut Best) {
+        if span.contains(&offset) || span.start == offset {
+            let len = span.end - span.start;
+            if best.as_ref().is_none_or(|(l, _)| len <= *l) {
+                *best = Some((len, path.to_string()));
+            }
+        }
+    }
+    fn table(t: &DeTable<'_>, path: &str, offset: usize, best: &mut Best) {
+        for (k, v) in t.iter() {
+            let p = if path.is_empty() {
+                k.get_ref().to_string()
+            } else {
+                format!("{path}.{}", k.get_ref())
+            };
+            consider(k.span(), &p, offset, best);
+            consider(v.span(), &p, offset, best);
+            value(v.get_ref(), &p, offset, best);
+        }
+    }
+    fn value(v: &DeValue<'_>, path: &str, offset: usize, best: &mut Best) {
+        match v {
+            DeValue::Table(t) => table(t, path, offset, best),
+            DeValue::Array(a) => {
+                for (i, v) in a.iter().enumerate() {
+                    let p = format!("{path}[{i}]");
+                    consider(v.span(), &p, offset, best);
+                    value(v.get_ref(), &p, offset, best);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut best = None;
+    table(root, "", offset, &mut best);
+    best.map(|(_, p)| p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SKYLAKE: &str = include_str!("../../machines/skylake.toml");
+
+    /// The error of skylake's file with `from` (which must occur) replaced by `to`, and the
+    /// line `from` starts on.
+    fn error_of(from: &str, to: &str) -> (String, usize) {
+        let at = SKYLAKE
+            .find(from)
+            .unwrap_or_else(|| panic!("{from:?} not in the file"));
+        let line = SKYLAKE[..at].matches('\n').count() + 1;
+        let text = SKYLAKE.replacen(from, to, 1);
+        match parse(&text, "machine file t.toml") {
+            Ok(_) => panic!("{to:?} was accepted"),
+            Err(e) => (e.to_string(), line),
+        }
+    }
+
+    #[test]
+    fn built_in_files_parse() {
+        for (name, text) in BUILT_IN {
+            let p = parse(text, name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(p.machine.name, *name);
+            assert_eq!(p.swap, Swap::TimesMem(2), "{name}");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_key_and_its_line() {
+        // (replace, by, the key named, what the message says)
+        let cases = [
+            (
+                "mem = \"32G\"",
+                "memory = \"32G\"",
+                "memory",
+                "unknown field `memory`",
+            ),
+            ("va_bits = 48", "va_bits = \"48\"", "va_bits", "expected u8"),
+            (
+                "ways = 4\nlatency = 12",
+                "ways = \"four\"\nlatency = 12",
+                "caches.levels[1].ways",
+                "invalid type",
+            ),
+            (
+                "entries = 32, ways = 4",
+                "entries = 32, ways = 0",
+                "tlb.l1d.arrays[1].ways",
+                "at least 1",
+            ),
+            (
+                "entries = 32, ways = 4",
+                "entries = 32, wayz = 4",
+                "tlb.l1d.arrays[1].wayz",
+                "unknown field `wayz`",
+            ),
+            (
+                "entries = 32, ways = 4",
+                "entries = 32, ways = 5",
+                "tlb.l1d.arrays[1].ways",
+                "whole number of sets",
+            ),
+            (
+                "[\"4K\", \"2M\", \"1G\"]",
+                "[\"4K\", \"3M\", \"1G\"]",
+                "page_sizes[1]",
+                "3M is not a power of two",
+            ),
+            (
+                "[\"4K\", \"2M\", \"1G\"]",
+                "[\"4K\", \"1G\", \"2M\"]",
+                "page_sizes[2]",
+                "must increase: 2M after 1G",
+            ),
+            (
+                "[\"4K\", \"2M\", \"1G\"]",
+                "[]",
+                "page_sizes",
+                "give 1 to 16",
+            ),
+            (
+                "mem = \"32G\"",
+                "mem = \"33M\"",
+                "mem",
+                "not a multiple of the largest page size (1G)",
+            ),
+            (
+                "size = \"256K\"",
+                "size = \"250K\"",
+                "caches.levels[1].size",
+                "power-of-two number of sets",
+            ),
+            ("[tlb.l1i]", "[tlb.l1x]", "tlb.l1x", "unknown field `l1x`"),
+            (
+                "swap = \"2x\"",
+                "swap = \"twice\"",
+                "storage.swap",
+                "a multiple of the memory",
+            ),
+            (
+                "swap = \"2x\"",
+                "swap = \"5000x\"",
+                "storage.swap",
+                "more than 4T of swap",
+            ),
+            (
+                "kind = \"radix\"",
+                "kind = \"hashed\"",
+                "walk.kind",
+                "unknown variant `hashed`",
+            ),
+            (
+                "pwc_entries = [2, 4, 32]",
+                "pwc_entries = [2, 4, 6]",
+                "walk.pwc_entries[2]",
+                "4 ways times a power of two",
+            ),
+            (
+                "pwc_entries = [2, 4, 32]",
+                "pwc_entries = [2, 4]",
+                "walk.pwc_entries",
+                "2 page-walk caches for 4 levels",
+            ),
+            (
+                "level_sizes = [\"512G\", \"1G\", \"2M\", \"4K\"]",
+                "level_sizes = [\"2M\", \"4K\"]",
+                "walk.level_sizes",
+                "no level maps the 1G page",
+            ),
+            (
+                "level_sizes = [\"512G\", \"1G\", \"2M\", \"4K\"]",
+                "level_sizes = [\"512G\", \"2M\", \"4K\"]",
+                "walk.level_sizes[0]",
+                "an entry maps 512G, but a table of 512 8-byte entries below it maps 1G",
+            ),
+            (
+                "window = 224",
+                "window = 2240",
+                "core.window",
+                "from 1 to 512",
+            ),
+            (
+                "stream_bytes_per_cycle = 4.9",
+                "stream_bytes_per_cycle = -1",
+                "core.stream_bytes_per_cycle",
+                "more than 0",
+            ),
+            (
+                "replacement = \"nru\"",
+                "replacement = \"lfu\"",
+                "caches.levels[2].replacement",
+                "unknown variant `lfu`",
+            ),
+            (
+                "sizes = [\"1G\"], entries = 16",
+                "sizes = [\"8K\"], entries = 16",
+                "tlb.lower[0].arrays[1].sizes[0]",
+                "8K is not one of the machine's page_sizes (4K, 2M, 1G)",
+            ),
+            (
+                "source = \"7-cpu.com Skylake: DRAM is L3 latency + 51ns = 42 + 189 cycles at 3.7 GHz.\"",
+                "source = \" \"",
+                "caches.source",
+                "must not be empty",
+            ),
+            (
+                "bytes_per_sec = 3_200_000_000",
+                "bytes_per_sec = 0",
+                "storage.bytes_per_sec",
+                "at least 1",
+            ),
+            (
+                "va_bits = 48",
+                "va_bits = 30",
+                "va_bits",
+                "more than the largest page's 30",
+            ),
+        ];
+        for (from, to, key, what) in cases {
+            let (e, line) = error_of(from, to);
+            assert!(e.starts_with("machine file t.toml, line "), "{to}: {e}");
+            assert!(
+                e.contains(&format!("line {line}, key {key}: ")),
+                "{to}: want line {line}, key {key}: {e}"
+            );
+            assert!(e.contains(what), "{to}: want {what:?}: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+    }
+
+    #[test]
+    fn walk_keys_follow_the_kind() {
+        let text = SKYLAKE.replace("kind = \"radix\"", "kind = \"software\"");
+        let line = SKYLAKE[..SKYLAKE.find("pwc_entries").unwrap()]
+            .matches('\n')
+            .count()
+            + 1;
+        let e = parse(&text, "t").unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "line {line}, key walk.pwc_entries: only for kind = \"radix\""
+            )),
+            "{e}"
+        );
+        let alpha = built_in("alpha21264").unwrap();
+        let e = parse(&alpha.replace("pte_refs = 1\n", ""), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("key walk: missing key `pte_refs`"), "{e}");
+        let e = parse(
+            &alpha.replace("pte_refs = 1\n", "pte_refs = 1\npwc_entries = [4, 4]\n"),
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("key walk.pwc_entries: only for kind = \"radix\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn missing_keys_name_their_table() {
+        let (e, _) = error_of("mem = \"32G\"\n", "");
+        assert!(e.contains("top level: missing field `mem`"), "{e}");
+        let (e, _) = error_of("name = \"L2\"\n", "");
+        assert!(
+            e.contains("key caches.levels[1]: missing field `name`"),
+            "{e}"
+        );
+        let (e, _) = error_of("pwc_entries = [2, 4, 32]\n", "");
+        assert!(e.contains("key walk: missing key `pwc_entries`"), "{e}");
+        // Every table says where its values come from.
+        for table in [
+            "[tlb.l1d]",
+            "[walk]",
+            "[caches]",
+            "[core]",
+            "[cost]",
+            "[storage]",
+        ] {
+            let start = SKYLAKE.find(table).unwrap();
+            let src = start + SKYLAKE[start..].find("\nsource = ").unwrap() + 1;
+            let value = src + "source = ".len();
+            // The source's end: a multi-line string's closing quotes, or the line's end.
+            let end = if SKYLAKE[value..].starts_with("\"\"\"") {
+                value + 3 + SKYLAKE[value + 3..].find("\"\"\"").unwrap() + 4
+            } else {
+                value + SKYLAKE[value..].find('\n').unwrap() + 1
+            };
+            let text = format!("{}{}", &SKYLAKE[..src], &SKYLAKE[end..]);
+            let e = parse(&text, "t").unwrap_err().to_string();
+            assert!(e.contains("missing field `source`"), "{table}: {e}");
+        }
+    }
+
+    #[test]
+    fn syntax_errors_give_their_line() {
+        let (e, line) = error_of("mem = \"32G\"", "mem = \"32G");
+        assert!(e.contains(&format!("line {line}")), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+        let (e, line) = error_of("va_bits = 48", "va_bits = 48\nva_bits = 48");
+        assert!(e.contains(&format!("line {}", line + 1)), "{e}");
+    }
+
+    #[test]
+    fn sizes_and_swap_take_their_forms() {
+        // Byte counts as integers, suffixed strings, and swap as a multiple of the memory.
+        let text = SKYLAKE
+            .replace("size = \"32K\"", "size = 32768")
+            .replace("swap = \"2x\"", "swap = \"3X\"");
+        let p = parse(&text, "t").unwrap();
+        assert_eq!(p.machine.caches.levels[0].size_bytes, 32 << 10);
+        assert_eq!(p.swap, Swap::TimesMem(3));
+        assert_eq!(p.machine.storage.swap_bytes, 96 << 30);
+        let p = parse(&SKYLAKE.replace("swap = \"2x\"", "swap = 0"), "t").unwrap();
+        assert_eq!((p.swap, p.machine.storage.swap_bytes), (Swap::Bytes(0), 0));
+        let (e, _) = error_of("size = \"32K\"", "size = -1");
+        assert!(
+            e.contains("key caches.levels[0].size") && e.contains("a size such as"),
+            "{e}"
+        );
+    }
+}
