@@ -183,6 +183,11 @@ impl Engine {
                 first,
             ));
         }
+        if let Some(k) = &e.os.policy.khugepaged {
+            let first = k.scan_sleep_ms * e.os.machine.freq_hz / 1000;
+            e.daemons
+                .push((Box::new(crate::daemon::khugepaged::Khugepaged), first));
+        }
         e
     }
 

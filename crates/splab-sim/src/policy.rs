@@ -26,6 +26,105 @@ pub enum AllocPolicy {
     BasePage,
     /// Reservation-based allocation (seed 000 4.1; FreeBSD vm_reserv).
     Reserve(ReservPolicy),
+    /// Linux transparent huge pages (mm/huge_memory.c `do_huge_pmd_anonymous_page`): a fault on
+    /// an anonymous private map entry that THP is enabled for, whose aligned superpage-sized
+    /// region lies inside the entry with nothing mapped in it yet, allocates, zeroes and maps
+    /// the whole superpage at once (allocation, preparation and mapping coupled: seed 003
+    /// section 3.2); otherwise, or when no free block of that size exists, one base page.
+    Thp(ThpPolicy),
+}
+
+/// Linux's `/sys/kernel/mm/transparent_hugepage/enabled` (transhuge.rst).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThpEnabled {
+    /// Every eligible anonymous map entry, unless madvise(MADV_NOHUGEPAGE).
+    Always,
+    /// Only map entries advised with madvise(MADV_HUGEPAGE).
+    Madvise,
+    /// None.
+    Never,
+}
+
+/// Linux THP's options (event 1, `physical_allocation.kind = "thp"`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ThpPolicy {
+    pub enabled: ThpEnabled,
+    /// Size class of a THP, set by `Policy::resolve`: the machine's smallest superpage (the PMD
+    /// size, 2MB, on x86-64). Not part of the file.
+    pub class: u8,
+}
+
+impl ThpPolicy {
+    /// Whether THP is allowed in a map entry with this madvise state (`hugepage_advice`:
+    /// Some(true) after MADV_HUGEPAGE, Some(false) after MADV_NOHUGEPAGE); Linux
+    /// `hugepage_global_always` / `hugepage_global_enabled` with `VM_HUGEPAGE` / `VM_NOHUGEPAGE`.
+    pub fn allowed(&self, advice: Option<bool>) -> bool {
+        match (self.enabled, advice) {
+            (_, Some(false)) | (ThpEnabled::Never, _) => false,
+            (ThpEnabled::Always, _) => true,
+            (ThpEnabled::Madvise, a) => a == Some(true),
+        }
+    }
+}
+
+/// khugepaged (mm/khugepaged.c) and its knobs under
+/// `/sys/kernel/mm/transparent_hugepage/khugepaged/`, with Linux's defaults
+/// (docs/reference-policies.md section 2).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Khugepaged {
+    /// PTEs scanned per wake (`pages_to_scan`); None: Linux's `HPAGE_PMD_NR * 8` (4096).
+    pub pages_to_scan: Option<u64>,
+    /// Sleep between wakes, ms (`scan_sleep_millisecs`, 10000).
+    pub scan_sleep_ms: u64,
+    /// Sleep after a failed superpage allocation, ms (`alloc_sleep_millisecs`, 60000).
+    pub alloc_sleep_ms: u64,
+    /// Empty PTEs a region may have and still be collapsed (`max_ptes_none`); None:
+    /// `HPAGE_PMD_NR - 1` (511).
+    pub max_ptes_none: Option<u64>,
+    /// PTEs on swap a region may have (`max_ptes_swap`); None: `HPAGE_PMD_NR / 8` (64).
+    pub max_ptes_swap: Option<u64>,
+    /// PTEs of pages shared with another process (`max_ptes_shared`); None: `HPAGE_PMD_NR /
+    /// 2` (256).
+    pub max_ptes_shared: Option<u64>,
+}
+
+/// khugepaged's limits for a THP of `n` base pages: (pages_to_scan, max_ptes_none,
+/// max_ptes_swap, max_ptes_shared), Linux's defaults where the policy leaves them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KhugepagedLimits {
+    pub pages_to_scan: u64,
+    pub max_ptes_none: u64,
+    pub max_ptes_swap: u64,
+    pub max_ptes_shared: u64,
+}
+
+impl Khugepaged {
+    /// Linux's defaults (mm/khugepaged.c: `khugepaged_pages_to_scan = HPAGE_PMD_NR * 8`,
+    /// `khugepaged_scan_sleep_millisecs = 10000`, `khugepaged_alloc_sleep_millisecs = 60000`,
+    /// `khugepaged_max_ptes_none = HPAGE_PMD_NR - 1`, `khugepaged_max_ptes_swap = HPAGE_PMD_NR
+    /// / 8`, `khugepaged_max_ptes_shared = HPAGE_PMD_NR / 2`): the ones relative to the THP's
+    /// size stay None until `limits` knows it.
+    pub fn linux() -> Khugepaged {
+        Khugepaged {
+            pages_to_scan: None,
+            scan_sleep_ms: 10_000,
+            alloc_sleep_ms: 60_000,
+            max_ptes_none: None,
+            max_ptes_swap: None,
+            max_ptes_shared: None,
+        }
+    }
+
+    /// The limits for THPs of `n` base pages (`HPAGE_PMD_NR`).
+    pub fn limits(&self, n: u64) -> KhugepagedLimits {
+        KhugepagedLimits {
+            pages_to_scan: self.pages_to_scan.unwrap_or(n * 8),
+            max_ptes_none: self.max_ptes_none.unwrap_or(n - 1),
+            max_ptes_swap: self.max_ptes_swap.unwrap_or(n / 8),
+            max_ptes_shared: self.max_ptes_shared.unwrap_or(n / 2),
+        }
+    }
 }
 
 /// How the preferred reservation size is chosen at a fault.
@@ -261,6 +360,11 @@ pub const PLACEMENT: &[(&str, Placement)] = &[
     ("superpage_aligned", Placement::SuperpageAligned),
 ];
 pub const PREP: &[(&str, PrepPolicy)] = &[("per_page", PrepPolicy::PerPage)];
+pub const THP_ENABLED: &[(&str, ThpEnabled)] = &[
+    ("always", ThpEnabled::Always),
+    ("madvise", ThpEnabled::Madvise),
+    ("never", ThpEnabled::Never),
+];
 
 /// The choice a word names in `table`.
 pub fn word<T: Copy>(table: &[(&str, T)], w: &str) -> Option<T> {
@@ -309,6 +413,8 @@ pub struct Policy {
     /// process has it open or mapped (`close_deactivate=on`; "this differs from the current
     /// behaviour of FreeBSD", so only `navarro` has it by default).
     pub close_deactivate: bool,
+    /// khugepaged (daemon/khugepaged.rs), if it runs: only with THP allocation.
+    pub khugepaged: Option<Khugepaged>,
 }
 
 /// Names accepted by `Policy::from_spec`, with one-line descriptions for `splab list`.
@@ -320,6 +426,18 @@ pub const POLICIES: &[(&str, &str)] = &[
     (
         "navarro",
         "seed 000: multi-size reservations, population maps, preemption (multi-list), incremental promotion, demotion; sizes=64K+4M restricts the superpage sizes; promote=overhead reserves and pays for promotion but maps base pages (6.6), promote=no never promotes; prefault=4+4 as FreeBSD; contiguity=daemon (5.1, default) | cache | off; wired=scattered (default) | clustered (5.2); close_deactivate: a file no process has open or mapped has its clean pages moved to the inactive queue (5.1 (3)); dirty=trap|whole|hash: a write to a clean superpage demotes it (4.7, the default), or marks it dirty and it is written out whole (6.7), or written out per base page whose SHA-1 digest changed (4.7); prefault=4+4 as FreeBSD",
+    ),
+    (
+        "linux",
+        "Linux THP, enabled=always: a first-touch fault on an empty aligned 2MB region of an anonymous mapping allocates, zeroes and maps the 2MB page at once, else a 4KB page; khugepaged collapses regions out of place (pages_to_scan=4096, scan_sleep_millisecs=10000, alloc_sleep_millisecs=60000, max_ptes_none=511, max_ptes_swap=64, max_ptes_shared=256; khugepaged=off); enabled=always|madvise|never; anonymous mmaps of 2MB or more 2MB-aligned (Linux 6.7+); fault_around=64K",
+    ),
+    (
+        "linux-madvise",
+        "Linux THP with enabled=madvise: only mappings advised MADV_HUGEPAGE get THPs (at fault and from khugepaged); the other parameters as linux",
+    ),
+    (
+        "linux-4k",
+        "Linux with THP disabled (enabled=never): 4KB pages only, khugepaged finds nothing to do; the other parameters as linux",
     ),
     (
         "freebsd",
@@ -344,6 +462,20 @@ impl Policy {
             wired: WiredPlacement::Scattered,
             readahead: true,
             close_deactivate: false,
+            khugepaged: None,
+        }
+    }
+
+    /// Linux with THP `enabled` (presets `linux`, `linux-madvise`, `linux-4k`).
+    fn linux(name: &str, enabled: ThpEnabled) -> Policy {
+        Policy {
+            name: name.into(),
+            alloc: AllocPolicy::Thp(ThpPolicy { enabled, class: 0 }),
+            // mm/mmap.c `__get_unmapped_area` -> `thp_get_unmapped_area`: anonymous mappings
+            // of at least the PMD size start PMD-aligned (Linux 6.7+).
+            placement: Placement::SuperpageAligned,
+            khugepaged: Some(Khugepaged::linux()),
+            ..Policy::base()
         }
     }
 
@@ -368,6 +500,9 @@ impl Policy {
         let names: Vec<&str> = POLICIES.iter().map(|p| p.0).collect();
         Ok(match name {
             "base" => Policy::base(),
+            "linux" => Policy::linux(name, ThpEnabled::Always),
+            "linux-madvise" => Policy::linux(name, ThpEnabled::Madvise),
+            "linux-4k" => Policy::linux(name, ThpEnabled::Never),
             "navarro" => Policy {
                 name: "navarro".into(),
                 alloc: AllocPolicy::Reserve(ReservPolicy {
@@ -396,6 +531,7 @@ impl Policy {
                 readahead: true,
                 // seed 000 5.1 (3).
                 close_deactivate: true,
+                khugepaged: None,
             },
             "freebsd" => Policy {
                 name: "freebsd".into(),
@@ -418,6 +554,7 @@ impl Policy {
                 wired: WiredPlacement::Scattered,
                 readahead: true,
                 close_deactivate: false,
+                khugepaged: None,
             },
             _ => {
                 return Err(SimError::BadInput(format!(
@@ -471,6 +608,47 @@ impl Policy {
                 }
             }
         }
+        if let AllocPolicy::Thp(t) = &mut p.alloc {
+            if let Some(v) = spec.take_str("enabled") {
+                t.enabled = word(THP_ENABLED, &v).ok_or_else(|| {
+                    SimError::BadInput(format!(
+                        "policy '{name}': bad enabled='{v}': expected always, madvise or never (Linux's transparent_hugepage/enabled)"
+                    ))
+                })?;
+            }
+            let on = spec.take_bool("khugepaged", p.khugepaged.is_some())?;
+            if !on {
+                p.khugepaged = None;
+            } else {
+                let k = p.khugepaged.get_or_insert_with(Khugepaged::linux);
+                k.scan_sleep_ms =
+                    spec.take_count("scan_sleep_millisecs", k.scan_sleep_ms, 0, 1 << 32)?;
+                k.alloc_sleep_ms =
+                    spec.take_count("alloc_sleep_millisecs", k.alloc_sleep_ms, 0, 1 << 32)?;
+                for (key, min, field) in [
+                    ("pages_to_scan", 1, &mut k.pages_to_scan),
+                    ("max_ptes_none", 0, &mut k.max_ptes_none),
+                    ("max_ptes_swap", 0, &mut k.max_ptes_swap),
+                    ("max_ptes_shared", 0, &mut k.max_ptes_shared),
+                ] {
+                    match spec.take_str(key).as_deref() {
+                        None => {}
+                        Some("default") => *field = None,
+                        Some(v) => {
+                            *field = Some(
+                                crate::spec::parse_count(v)
+                                    .filter(|&n| (min..=1 << 32).contains(&n))
+                                    .ok_or_else(|| {
+                                        SimError::BadInput(format!(
+                                            "policy '{name}': bad {key}='{v}': expected a count from {min}, or 'default' (Linux's, relative to the THP size)"
+                                        ))
+                                    })?,
+                            );
+                        }
+                    }
+                }
+            }
+        }
         match (spec.take_str("fault_around"), spec.take_str("prefault")) {
             (Some(_), Some(_)) => {
                 return Err(SimError::BadInput(format!(
@@ -515,7 +693,15 @@ impl Policy {
     pub fn reserv(&self) -> Option<&ReservPolicy> {
         match &self.alloc {
             AllocPolicy::Reserve(r) => Some(r),
-            AllocPolicy::BasePage => None,
+            AllocPolicy::BasePage | AllocPolicy::Thp(_) => None,
+        }
+    }
+
+    /// The THP options, if this policy allocates transparent huge pages.
+    pub fn thp(&self) -> Option<&ThpPolicy> {
+        match &self.alloc {
+            AllocPolicy::Thp(t) => Some(t),
+            _ => None,
         }
     }
 
@@ -523,6 +709,32 @@ impl Policy {
     /// the machine does not have.
     pub fn resolve(&mut self, m: &Machine) -> Result<()> {
         let name = self.name.clone();
+        if let AllocPolicy::Thp(t) = &mut self.alloc {
+            if m.page_shifts.len() < 2 {
+                return Err(SimError::BadInput(format!(
+                    "policy '{name}': machine '{}' has no superpage sizes for THP",
+                    m.name
+                )));
+            }
+            t.class = 1;
+            let pages = 1u64 << m.order_of(1);
+            if let Some(k) = &self.khugepaged {
+                for (key, v) in [
+                    ("max_ptes_none", k.max_ptes_none),
+                    ("max_ptes_swap", k.max_ptes_swap),
+                    ("max_ptes_shared", k.max_ptes_shared),
+                ] {
+                    let Some(v) = v else { continue };
+                    if v >= pages {
+                        return Err(SimError::BadInput(format!(
+                            "policy '{name}': {key}={v}: a THP on {} has {pages} base pages, so at most {}",
+                            m.name,
+                            pages - 1
+                        )));
+                    }
+                }
+            }
+        }
         if let AllocPolicy::Reserve(r) = &mut self.alloc {
             let sizes = m.page_sizes();
             if m.page_shifts.len() < 2 {

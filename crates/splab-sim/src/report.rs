@@ -122,6 +122,8 @@ pub struct Memory {
     pub paging: Paging,
     /// Contiguity-aware replacement and wired pools (seed 000 5.1, 5.2; vm/contig.rs).
     pub contiguity: crate::vm::contig::ContigStats,
+    /// Linux THP at faults and khugepaged's collapses (vm/thp.rs, vm/khugepaged.rs).
+    pub thp: crate::vm::thp::ThpStats,
 }
 
 /// What the page daemon did and the paging I/O it caused. Pages are base pages.
@@ -429,6 +431,7 @@ impl Report {
                 fault_around_bytes: st.around.mapped << m.base_shift(),
                 paging: Paging::of(os),
                 contiguity: os.contig.stats.clone(),
+                thp: os.thp.stats.clone(),
             },
             time: Time {
                 cycles_total,
@@ -630,6 +633,26 @@ impl Report {
                 group(cs.reactivation_preemptions),
                 group(cs.cache_dropped),
                 group(cs.wired_pools)
+            );
+        }
+        let t = &m.thp;
+        if t.fault_alloc + t.fault_fallback + t.pages_scanned > 0 {
+            let _ = writeln!(
+                s,
+                "  thp           faults: {} THPs allocated, {} fell back to base pages; khugepaged: {} regions collapsed ({} pages copied, {} zeroed; {} allocations failed), {} base pages scanned in {} full scans; refused: {} too empty, {} swapped, {} shared, {} unreferenced, {} other",
+                group(t.fault_alloc),
+                group(t.fault_fallback),
+                group(t.pages_collapsed),
+                group(t.collapse_copied),
+                group(t.collapse_zeroed),
+                group(t.collapse_alloc_failed),
+                group(t.pages_scanned),
+                group(t.full_scans),
+                group(t.scan_fail_none),
+                group(t.scan_fail_swap),
+                group(t.scan_fail_shared),
+                group(t.scan_fail_referenced),
+                group(t.scan_fail_other)
             );
         }
         let f = &m.files;

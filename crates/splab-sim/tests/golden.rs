@@ -50,6 +50,15 @@ fn cases() -> Vec<(String, String, String, String, Option<u64>, CheckMode)> {
             None,
             CheckMode::Off,
         ),
+        // Linux THP at first touch (vm/thp.rs).
+        (
+            "skylake-linux-gups",
+            "skylake",
+            "linux",
+            "gups:size=64M,updates=200K",
+            None,
+            CheckMode::Off,
+        ),
         (
             "skylake-freebsd-gups-dis",
             "skylake",

@@ -160,6 +160,11 @@ struct Reach {
     /// Allocations that took free memory over a smaller block holding cache pages
     /// (phys/buddy.rs: FreeBSD's free-before-cache rule).
     cache_passed: u64,
+    /// Linux THP: THPs at faults, fallbacks, khugepaged's collapses and its refusals.
+    thp_faults: u64,
+    thp_fallbacks: u64,
+    thp_collapsed: u64,
+    thp_refused: u64,
 }
 
 impl Reach {
@@ -191,6 +196,10 @@ impl Reach {
         self.restore_cached += o.restore_cached;
         self.wired_pools += o.wired_pools;
         self.cache_passed += o.cache_passed;
+        self.thp_faults += o.thp_faults;
+        self.thp_fallbacks += o.thp_fallbacks;
+        self.thp_collapsed += o.thp_collapsed;
+        self.thp_refused += o.thp_refused;
     }
 }
 
@@ -251,6 +260,7 @@ fn run_policy_stats(
     pol.resolve(&m).unwrap();
     let page = m.base_size();
     let classes = m.page_shifts.len();
+    let thp = pol.thp().is_some();
     let mut e = Engine::new(m, pol, false, free);
     let first = e.spawn().unwrap();
     let mut reach = Reach {
@@ -348,7 +358,12 @@ fn run_policy_stats(
                         procs[k].0,
                         a + (off % n) * page,
                         pages * page,
-                        Advice::DontNeed,
+                        // Under Linux THP the advice that decides eligibility too.
+                        match (thp, (off + pages) % 3) {
+                            (true, 1) => Advice::HugePage,
+                            (true, 2) => Advice::NoHugePage,
+                            _ => Advice::DontNeed,
+                        },
                     ),
                     None => Ok(()),
                 }
@@ -489,6 +504,15 @@ fn run_policy_stats(
     reach.restore_cached = c.pages_cached;
     reach.wired_pools = c.wired_pools;
     reach.cache_passed = e.os.phys.buddy.cache_passed;
+    let t = &e.os.thp.stats;
+    reach.thp_faults = t.fault_alloc;
+    reach.thp_fallbacks = t.fault_fallback;
+    reach.thp_collapsed = t.pages_collapsed;
+    reach.thp_refused = t.scan_fail_none
+        + t.scan_fail_swap
+        + t.scan_fail_shared
+        + t.scan_fail_referenced
+        + t.scan_fail_other;
     (reach.preempted_total, reach.broken) = resv_counts(&e);
     // Tearing everything down returns every frame.
     for (pid, _) in procs {
@@ -599,6 +623,29 @@ fn random_sequences_reach_every_size_preemption_and_out_of_memory() {
     );
     assert!(
         r.preempted.iter().sum::<u64>() <= r.preempted_total,
+        "{r:?}"
+    );
+}
+
+/// Linux THP under pressure: free memory from a few 2MB blocks to none whole.
+const THP_FREE_MB: [u64; 4] = [3, 5, 9, 17];
+const THP_MACHINE: &str = "skylake:mem=1G,swap=4M";
+/// khugepaged after every event (a wake 0 ms after the last).
+const THP_POLICY: &str = "linux:scan_sleep_millisecs=0";
+
+/// The THP property's generator reaches THPs at faults, fallbacks, splits, collapses and
+/// refusals, and memory running out.
+#[test]
+fn random_sequences_reach_thp_faults_fallbacks_splits_and_collapses() {
+    let frees: Vec<u64> = THP_FREE_MB.iter().map(|m| m << 20).collect();
+    let r = reach_of(THP_MACHINE, THP_POLICY, &frees, 30, 60..150);
+    assert!(
+        r.thp_faults > 0
+            && r.thp_fallbacks > 0
+            && r.thp_collapsed > 0
+            && r.thp_refused > 0
+            && r.demotions.get(1).is_some_and(|&d| d > 0)
+            && r.ooms > 0,
         "{r:?}"
     );
 }
@@ -721,6 +768,17 @@ proptest! {
     ) {
         let policy = if freebsd { "freebsd:contiguity=cache,wired=clustered" } else { "navarro:contiguity=cache,wired=clustered" };
         run_policy(PRESSURE_MACHINE, policy, Some(free_mb << 20), &ops)?;
+    }
+
+    /// Linux THP with khugepaged scanning after every event, on little free memory: THPs at
+    /// faults and fallbacks, splits by partial munmap, mprotect and MADV_DONTNEED, collapses
+    /// out of place, paging (issue 11; the reach is asserted below).
+    #[test]
+    fn linux_thp_and_khugepaged_keep_invariants_under_pressure(
+        ops in prop::collection::vec(op(), 1..150),
+        free_mb in prop::sample::select(THP_FREE_MB.to_vec()),
+    ) {
+        run_policy(THP_MACHINE, THP_POLICY, Some(free_mb << 20), &ops)?;
     }
 
     /// Only 64KB and 4MB: a 4MB reservation is preempted straight into 64KB pieces.

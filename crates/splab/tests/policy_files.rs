@@ -77,6 +77,10 @@ fn every_preset_from_its_file_gives_the_same_report() {
         "freebsd:dirty=hash,contiguity=daemon",
         "base:prefault=4+4,readahead=off",
         "navarro:pagedaemon=off,fault_around=off",
+        "linux",
+        "linux-madvise",
+        "linux-4k",
+        "linux:max_ptes_none=0,scan_sleep_millisecs=100,enabled=madvise",
     ];
     // Every preset is here: the header row of `list policies` names them all.
     let out = splab().args(["list", "policies"]).output().unwrap();
@@ -260,12 +264,15 @@ fn bad_policy_files_are_bad_input_naming_the_key() {
         .output()
         .unwrap();
     assert_error_line(&out, 2, "promote on base", &["unknown parameter 'promote'"]);
-    let out = splab().args(["policy", "show", "linux"]).output().unwrap();
+    let out = splab()
+        .args(["policy", "show", "solaris"])
+        .output()
+        .unwrap();
     assert_error_line(
         &out,
         2,
-        "policy show linux",
-        &["'linux'", "navarro", "file:PATH.toml"],
+        "policy show solaris",
+        &["'solaris'", "navarro", "linux-madvise", "file:PATH.toml"],
     );
 }
 

@@ -1,4 +1,5 @@
 //! Background activities on the simulated clock: each implements the engine's `Daemon` in its
 //! own file and drives mechanisms the VM owns.
 
+pub mod khugepaged;
 pub mod pagedaemon;

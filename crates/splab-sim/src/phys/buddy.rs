@@ -663,8 +663,8 @@ mod tests {
         let mut b = Buddy::new(16, 4);
         let frames: Vec<Pfn> = (0..16).map(|_| b.alloc(Order(0)).unwrap()).collect();
         b.free_tail(frames[2], Order(0)); // a cache page, alone on the order-0 list
-        for f in 8..12 {
-            b.free(frames[f], Order(0)); // coalesce into one free order-2 block
+        for &f in &frames[8..12] {
+            b.free(f, Order(0)); // coalesce into one free order-2 block
         }
         assert_eq!(b.free_block_of(Pfn(8)), Some((Pfn(8), Order(2))));
         assert_eq!(b.cached_frames, 1);

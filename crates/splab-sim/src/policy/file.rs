@@ -31,9 +31,9 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use super::{
-    word, word_of, AllocPolicy, CleanWrite, Dirty, FaultAround, Policy, PreferredSize,
-    ReservPolicy, CLEAN_WRITE, CONTIGUITY, DIRTY, LISTS, PLACEMENT, POLICIES, PREFERRED, PREP,
-    PROMOTE, SHORTAGE, WIRED,
+    word, word_of, AllocPolicy, CleanWrite, Dirty, FaultAround, Khugepaged, Policy, PreferredSize,
+    ReservPolicy, ThpPolicy, CLEAN_WRITE, CONTIGUITY, DIRTY, LISTS, PLACEMENT, POLICIES, PREFERRED,
+    PREP, PROMOTE, SHORTAGE, THP_ENABLED, WIRED,
 };
 use crate::error::{Result, SimError};
 use crate::spec::{parse_size, Spec};
@@ -44,6 +44,9 @@ use crate::units::fmt_size;
 enum Val {
     Word(&'static str),
     Bool(bool),
+    Int(u64),
+    /// A count, or "default".
+    Limit(Option<u64>),
     /// Byte sizes, written as "64K" where that reads back exactly.
     Sizes(Vec<u64>),
     FaultAround(FaultAround),
@@ -61,7 +64,56 @@ fn choices<T>(t: &[(&'static str, T)]) -> String {
     t.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(" | ")
 }
 
-const ALLOC_KIND: &[(&str, bool)] = &[("base_page", false), ("reserve", true)];
+/// `physical_allocation.kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    BasePage,
+    Reserve,
+    Thp,
+}
+const ALLOC_KIND: &[(&str, Kind)] = &[
+    ("base_page", Kind::BasePage),
+    ("reserve", Kind::Reserve),
+    ("thp", Kind::Thp),
+];
+/// khugepaged's sleeps: file key, the field, what it is.
+type KhSleep = fn(&mut Khugepaged) -> &mut u64;
+const KHUGEPAGED_SLEEPS: &[(&str, KhSleep, &str)] = &[
+    (
+        "scan_sleep_millisecs",
+        |k| &mut k.scan_sleep_ms,
+        "sleep between wakes, ms",
+    ),
+    (
+        "alloc_sleep_millisecs",
+        |k| &mut k.alloc_sleep_ms,
+        "sleep after a failed THP allocation, ms",
+    ),
+];
+/// khugepaged's limits, "default" meaning Linux's for the THP's size (HPAGE_PMD_NR).
+type KhLimit = fn(&mut Khugepaged) -> &mut Option<u64>;
+const KHUGEPAGED_LIMITS: &[(&str, KhLimit, &str)] = &[
+    (
+        "pages_to_scan",
+        |k| &mut k.pages_to_scan,
+        "PTEs scanned per wake (default: HPAGE_PMD_NR x 8 = 4096)",
+    ),
+    (
+        "max_ptes_none",
+        |k| &mut k.max_ptes_none,
+        "empty PTEs a collapsed region may have (default: HPAGE_PMD_NR - 1 = 511)",
+    ),
+    (
+        "max_ptes_swap",
+        |k| &mut k.max_ptes_swap,
+        "PTEs on swap a collapsed region may have (default: HPAGE_PMD_NR / 8 = 64)",
+    ),
+    (
+        "max_ptes_shared",
+        |k| &mut k.max_ptes_shared,
+        "PTEs of shared pages a collapsed region may have (default: HPAGE_PMD_NR / 2 = 256)",
+    ),
+];
 const FAULT_AROUND_KIND: &[(&str, u8)] = &[("off", 0), ("window", 1), ("spiral", 2)];
 
 /// The policy's tables, in file order. The one description of the file's shape: the writer,
@@ -69,12 +121,42 @@ const FAULT_AROUND_KIND: &[(&str, u8)] = &[("off", 0), ("window", 1), ("spiral",
 fn tables(p: &Policy) -> Vec<Table> {
     use Val::*;
     let r = p.reserv();
+    let kind = match &p.alloc {
+        AllocPolicy::BasePage => Kind::BasePage,
+        AllocPolicy::Reserve(_) => Kind::Reserve,
+        AllocPolicy::Thp(_) => Kind::Thp,
+    };
     let mut alloc = vec![(
         "kind",
-        Word(word_of(ALLOC_KIND, r.is_some())),
-        "base_page: one base page per fault | reserve: reservations (seed 000 4.1, FreeBSD vm_reserv)"
+        Word(word_of(ALLOC_KIND, kind)),
+        "base_page: one base page per fault | reserve: reservations (seed 000 4.1, FreeBSD vm_reserv) | thp: Linux transparent huge pages at first touch"
             .to_string(),
     )];
+    if let Some(t) = p.thp() {
+        alloc.push((
+            "enabled",
+            Word(word_of(THP_ENABLED, t.enabled)),
+            format!(
+                "{}: Linux's transparent_hugepage/enabled",
+                choices(THP_ENABLED)
+            ),
+        ));
+    }
+    let mut kh = vec![(
+        "enabled",
+        Bool(p.khugepaged.is_some()),
+        "out-of-place collapse of base pages into THPs (mm/khugepaged.c; needs kind = \"thp\")"
+            .to_string(),
+    )];
+    if let Some(k) = &p.khugepaged {
+        let mut k = k.clone();
+        for (key, f, about) in KHUGEPAGED_SLEEPS {
+            kh.push((key, Int(*f(&mut k)), about.to_string()));
+        }
+        for (key, f, about) in KHUGEPAGED_LIMITS {
+            kh.push((key, Limit(*f(&mut k)), about.to_string()));
+        }
+    }
     let mut creation = Vec::new();
     let mut destruction = Vec::new();
     let mut dealloc = Vec::new();
@@ -187,6 +269,11 @@ fn tables(p: &Policy) -> Vec<Table> {
             ],
         },
         Table {
+            name: "daemons.khugepaged",
+            about: "khugepaged (Linux), with its sysfs knobs.",
+            keys: kh,
+        },
+        Table {
             name: "placement",
             about: "Placement, none of the events: where mappings and wired pages go.",
             keys: vec![
@@ -239,6 +326,9 @@ fn toml_value(v: &Val) -> String {
     match v {
         Val::Word(w) => toml_str(w),
         Val::Bool(b) => b.to_string(),
+        Val::Int(n) => n.to_string(),
+        Val::Limit(Some(n)) => n.to_string(),
+        Val::Limit(None) => toml_str("default"),
         Val::Sizes(s) => format!(
             "[{}]",
             s.iter()
@@ -262,6 +352,8 @@ fn list_value(k: &str, v: &Val) -> String {
     match v {
         Val::Word(w) => format!("{k}={w}"),
         Val::Bool(b) => format!("{k}={b}"),
+        Val::Int(n) | Val::Limit(Some(n)) => format!("{k}={n}"),
+        Val::Limit(None) => format!("{k}=default"),
         Val::Sizes(s) if s.is_empty() => format!("{k}=all"),
         Val::Sizes(s) => format!(
             "{k}={}",
@@ -613,7 +705,8 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
     let mut alloc_t = root
         .table(&s, "physical_allocation", false)?
         .expect("required");
-    let reserve = alloc_t.word(&s, "kind", ALLOC_KIND)?;
+    let kind = alloc_t.word(&s, "kind", ALLOC_KIND)?;
+    let reserve = kind == Kind::Reserve;
     let mut prep_t = root.table(&s, "preparation", false)?.expect("required");
     let mut create_t = root
         .table(&s, "mapping_creation", false)?
@@ -663,6 +756,7 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
         }
         AllocPolicy::Reserve(r)
     } else {
+        let thp = (kind == Kind::Thp).then_some(());
         // Options of reservations given without them.
         for (t, keys) in [
             (Some(&mut alloc_t), &["sizes", "preferred"][..]),
@@ -686,24 +780,74 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
                 }
             }
         }
-        AllocPolicy::BasePage
+        match thp {
+            Some(()) => AllocPolicy::Thp(ThpPolicy {
+                enabled: alloc_t.word(&s, "enabled", THP_ENABLED)?,
+                class: 0,
+            }),
+            None => AllocPolicy::BasePage,
+        }
     };
+    if kind != Kind::Thp {
+        if let Some(v) = alloc_t.get("enabled") {
+            return Err(s.err(
+                Some(v.span()),
+                format!(
+                    "{} is Linux THP's: it needs physical_allocation.kind = \"thp\"",
+                    alloc_t.key("enabled")
+                ),
+            ));
+        }
+    }
     let prep = prep_t.word(&s, "kind", PREP)?;
     let fault_around = read_fault_around(&s, &mut create_t)?;
     let mut daemons = root.table(&s, "daemons", false)?.expect("required");
     let mut pd = daemons.table(&s, "pagedaemon", false)?.expect("required");
     let pagedaemon = pd.bool(&s, "enabled")?;
     let contiguity = pd.word(&s, "contiguity", CONTIGUITY)?;
+    let mut kh = daemons.table(&s, "khugepaged", false)?.expect("required");
+    let khugepaged = if kh.bool(&s, "enabled")? {
+        if kind != Kind::Thp {
+            let v = kh.get("enabled").expect("read above");
+            return Err(kh.bad(
+                &s,
+                "enabled",
+                v,
+                "false unless physical_allocation.kind = \"thp\" (khugepaged collapses where THP is enabled)",
+            ));
+        }
+        let mut k = Khugepaged::linux();
+        for (key, f, _) in KHUGEPAGED_SLEEPS {
+            *f(&mut k) = kh.int(&s, key, 1 << 32)?;
+        }
+        for (key, f, _) in KHUGEPAGED_LIMITS {
+            let expect = "an integer, or \"default\" (Linux's, relative to the THP size)";
+            let v = kh.need(&s, key, expect)?;
+            *f(&mut k) = match v.get_ref().as_str() {
+                Some("default") => None,
+                _ => Some(
+                    int_of(v)
+                        .filter(|&n| n <= 1 << 32)
+                        .ok_or_else(|| kh.bad(&s, key, v, expect))?,
+                ),
+            };
+        }
+        Some(k)
+    } else {
+        None
+    };
     let mut place = root.table(&s, "placement", false)?.expect("required");
     let placement = place.word(&s, "mmap", PLACEMENT)?;
     let wired = place.word(&s, "wired", WIRED)?;
     let mut cache = root.table(&s, "page_cache", false)?.expect("required");
     let readahead = cache.bool(&s, "readahead")?;
     let close_deactivate = cache.bool(&s, "close_deactivate")?;
-    for t in [&alloc_t, &prep_t, &create_t, &pd, &daemons, &place, &cache]
-        .into_iter()
-        .chain(destroy_t.as_ref())
-        .chain(dealloc_t.as_ref())
+    for t in [
+        &alloc_t, &prep_t, &create_t, &pd, &kh, &daemons, &place, &cache,
+    ]
+    .into_iter()
+    .chain(destroy_t.as_ref())
+    .chain(dealloc_t.as_ref())
     {
         t.finish(&s)?;
     }
@@ -719,6 +863,7 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
         wired,
         readahead,
         close_deactivate,
+        khugepaged,
     };
     Ok((name, p))
 }
@@ -786,6 +931,14 @@ mod tests {
         "base:close_deactivate=on",
         "navarro:close_deactivate=off",
         "navarro:sizes=64K+4M,promote=no,contiguity=cache,wired=clustered,dirty=hash,prefault=1+2",
+        "linux",
+        "linux-madvise",
+        "linux-4k",
+        "linux:enabled=madvise",
+        "linux:khugepaged=off",
+        "linux:max_ptes_none=0,pages_to_scan=512,scan_sleep_millisecs=100",
+        "linux:max_ptes_swap=0,max_ptes_shared=7,alloc_sleep_millisecs=5",
+        "linux-madvise:max_ptes_none=default",
     ];
 
     #[test]
@@ -830,6 +983,9 @@ mod tests {
         ] {
             assert_eq!(word(CLEAN_WRITE, word_of(CLEAN_WRITE, v)), Some(v));
         }
+        for v in [ThpEnabled::Always, ThpEnabled::Madvise, ThpEnabled::Never] {
+            assert_eq!(word(THP_ENABLED, word_of(THP_ENABLED, v)), Some(v));
+        }
         assert_eq!(PREFERRED.len(), 2);
         assert_eq!(LISTS.len(), 2);
         assert_eq!(SHORTAGE.len(), 2);
@@ -850,6 +1006,57 @@ mod tests {
     fn line_of(needle: &str) -> usize {
         let text = Policy::from_spec("navarro").unwrap().to_toml();
         text.lines().position(|l| l.contains(needle)).unwrap() + 1
+    }
+
+    /// The error of the `linux` preset's file with `from` replaced by `to`.
+    fn linux_err(from: &str, to: &str) -> String {
+        let text = Policy::from_spec("linux").unwrap().to_toml();
+        assert!(text.contains(from), "{from} not in:\n{text}");
+        let bad = text.replacen(from, to, 1);
+        Policy::from_toml(&bad, "l.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn thp_and_khugepaged_keys_are_checked() {
+        let e = linux_err("enabled = \"always\"", "enabled = \"sometimes\"");
+        assert!(
+            e.contains("physical_allocation.enabled = \"sometimes\": expected one of always, madvise, never"),
+            "{e}"
+        );
+        let e = linux_err("max_ptes_none = \"default\"", "max_ptes_none = \"lots\"");
+        assert!(
+            e.contains(
+                "daemons.khugepaged.max_ptes_none = \"lots\": expected an integer, or \"default\""
+            ),
+            "{e}"
+        );
+        let e = linux_err("scan_sleep_millisecs = 10000", "");
+        assert!(
+            e.contains("missing key 'daemons.khugepaged.scan_sleep_millisecs'"),
+            "{e}"
+        );
+        // THP's and khugepaged's keys under another kind of allocation.
+        let e = linux_err("kind = \"thp\"", "kind = \"base_page\"");
+        assert!(
+            e.contains("physical_allocation.enabled is Linux THP's: it needs physical_allocation.kind = \"thp\""),
+            "{e}"
+        );
+        let text = Policy::from_spec("base").unwrap().to_toml().replacen(
+            "[daemons.khugepaged]\nenabled = false",
+            "[daemons.khugepaged]\nenabled = true",
+            1,
+        );
+        let e = Policy::from_toml(&text, "b.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("daemons.khugepaged.enabled = true: expected false unless physical_allocation.kind = \"thp\""),
+            "{e}"
+        );
+        // A parameter on the preset: a count or default.
+        let e = Policy::from_spec("linux:max_ptes_shared=half")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bad max_ptes_shared='half'"), "{e}");
+        assert!(Policy::from_spec("navarro:max_ptes_none=0").is_err());
     }
 
     #[test]

@@ -600,6 +600,10 @@ impl Os {
         } else if self.backing.on_swap(v.obj, pindex) {
             (self.swap_in(pid, v.obj, pindex, v, &mut cost)?, true)
         } else {
+            // Linux THP: the whole superpage allocated, zeroed and mapped at once (vm/thp.rs).
+            if let Some(cycles) = self.thp_fault(pid, v, vpn, pindex)? {
+                return Ok(FaultCost { cycles, io: 0 });
+            }
             // Zero-fill (event 2, preparation: one base page zeroed at fault time).
             let pfn = self.alloc_frame(pid, v.obj, pindex, v)?;
             self.obj_insert(v.obj, pindex, pfn);

@@ -20,6 +20,7 @@ pub mod dirty;
 mod fault;
 pub mod faultaround;
 pub mod file;
+pub mod khugepaged;
 pub mod kmem;
 mod mremap;
 pub mod pageout;
@@ -28,6 +29,7 @@ pub mod ptpages;
 mod reserve;
 mod simplify;
 pub mod swap;
+pub mod thp;
 
 pub use check::Touched;
 pub use fault::AccessStats;
@@ -267,6 +269,8 @@ pub struct Os {
     pub backing: swap::Backing,
     /// Contiguity-aware replacement and the wired pool (vm/contig.rs).
     pub contig: contig::ContigState,
+    /// Linux THP counters and khugepaged's cursor (vm/thp.rs, vm/khugepaged.rs).
+    pub thp: thp::ThpState,
     /// Open files and their I/O state (vm/file.rs).
     pub fileio: file::FileIo,
     /// Dirty superpages' write-out and msync (vm/dirty.rs; seed 000 4.7, 6.7).
@@ -336,6 +340,7 @@ impl Os {
             pageout,
             backing: swap::Backing::new(machine_swap_pages),
             contig: contig::ContigState::default(),
+            thp: thp::ThpState::default(),
             fileio: file::FileIo::default(),
             dirty,
         }

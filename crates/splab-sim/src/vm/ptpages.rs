@@ -85,6 +85,25 @@ impl Os {
         Ok(())
     }
 
+    /// Attaches the page-table pages of every chunk of `[vpn, vpn + n)` that has none yet, so
+    /// that entering pages there allocates nothing (a THP's 512 entries are entered after its
+    /// block is taken).
+    pub(crate) fn pmap_prepare(&mut self, pid: Pid, vpn: u64, n: u64) -> Result<()> {
+        let mut v = vpn;
+        while v < vpn + n {
+            if !self.proc(pid)?.pmap.has_chunk(v) {
+                let path = self.pt_attach(pid, v)?;
+                self.procs
+                    .get_mut(&pid.0)
+                    .expect("pmap_prepare: pid")
+                    .pmap
+                    .add_chunk(v, path);
+            }
+            v = ((v >> crate::vm::pmap::CHUNK_SHIFT) + 1) << crate::vm::pmap::CHUNK_SHIFT;
+        }
+        Ok(())
+    }
+
     /// Takes a reference on every table of the path to `vpn`'s chunk, allocating the missing
     /// ones; returns the path. All or nothing: if memory runs out for one of the missing
     /// tables, the ones already allocated are given back and nothing changes.

@@ -119,10 +119,7 @@ impl Os {
     }
 
     fn reserv_policy(&self) -> Option<ReservPolicy> {
-        match &self.policy.alloc {
-            AllocPolicy::Reserve(r) => Some(r.clone()),
-            AllocPolicy::BasePage => None,
-        }
+        self.policy.reserv().cloned()
     }
 
     /// The out-of-memory error: where the frames are, and what would give the run more.
@@ -631,7 +628,8 @@ impl Os {
                 .filter(|&k| k < c)
                 .max()
                 .unwrap_or(0),
-            AllocPolicy::BasePage => 0,
+            // Linux THP: split_huge_pmd maps the base pages.
+            AllocPolicy::BasePage | AllocPolicy::Thp(_) => 0,
         }
     }
 

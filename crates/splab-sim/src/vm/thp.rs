@@ -1,0 +1,149 @@
+//! Linux transparent huge pages at fault time (policy `AllocPolicy::Thp`: presets `linux`,
+//! `linux-madvise`, `linux-4k`; docs/reference-policies.md section 2).
+//!
+//! `do_huge_pmd_anonymous_page` (mm/huge_memory.c): a fault on an anonymous private map entry
+//! that THP is enabled for (`ThpPolicy::allowed`: `enabled=always`, or `madvise` and the entry
+//! advised MADV_HUGEPAGE; never after MADV_NOHUGEPAGE), whose aligned THP-sized region lies
+//! inside the entry with no page mapped in it (`pmd_none`), allocates a THP-sized block, zeroes
+//! every base page of it and maps it with one entry: seed 003's coupling of allocation,
+//! preparation and mapping creation (3.2, observation 1). If no free block of that size exists
+//! the fault counts `thp_fault_fallback` and takes the base-page path.
+//!
+//! Not modelled (each a knob of Linux's that stays at a value the model can say it has):
+//! - `defrag`: the fault never reclaims or compacts for a THP (compaction is not modelled):
+//!   Linux's default `defrag=madvise` does neither for entries not advised MADV_HUGEPAGE.
+//! - `use_zero_page`: a read fault allocates as a write does (Linux's `use_zero_page=0`); the
+//!   huge zero page is not modelled.
+//! - mTHP sizes (`hugepages-<size>kB/enabled`): only the PMD size, Linux's default.
+//! - The deferred split queue: a partially unmapped THP is split and its unmapped pages freed
+//!   at once (Linux queues the folio and frees them when the shrinker splits it).
+//!
+//! Splitting (a partial munmap or mprotect, copy-on-write, eviction) is the generic demotion of
+//! vm/reserve.rs (`demote_one`): a THP demotes straight to base pages, as `split_huge_pmd`.
+
+use serde::Serialize;
+
+use super::{ObjKind, Os, Vma};
+use crate::error::Result;
+use crate::units::{Order, Pfn, Pid, SizeClass};
+
+/// THP counters, under /proc/vmstat's and khugepaged's sysfs names (`memory.thp`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ThpStats {
+    /// `thp_fault_alloc`: THPs allocated, zeroed and mapped at a fault.
+    pub fault_alloc: u64,
+    /// `thp_fault_fallback`: faults in an eligible empty region that found no free THP-sized
+    /// block, and took a base page.
+    pub fault_fallback: u64,
+    /// `thp_collapse_alloc`: THPs khugepaged allocated and collapsed a region into.
+    pub collapse_alloc: u64,
+    /// `thp_collapse_alloc_failed`: collapses that found no free THP-sized block.
+    pub collapse_alloc_failed: u64,
+    /// khugepaged's `full_scans`: passes over every eligible map entry of every process.
+    pub full_scans: u64,
+    /// khugepaged's `pages_collapsed`: regions collapsed (one THP each).
+    pub pages_collapsed: u64,
+    /// Base-page entries khugepaged's scans covered (its `pages_to_scan` budget spent).
+    pub pages_scanned: u64,
+    /// Regions khugepaged refused: more empty entries than `max_ptes_none`, ...
+    pub scan_fail_none: u64,
+    /// ... pages on swap (more than `max_ptes_swap`, or any: swap-in before a collapse is not
+    /// modelled), ...
+    pub scan_fail_swap: u64,
+    /// ... more pages shared with another process than `max_ptes_shared`, ...
+    pub scan_fail_shared: u64,
+    /// ... no page referenced since the page daemon last cleared the bits (no young entry), ...
+    pub scan_fail_referenced: u64,
+    /// ... or for another reason: no writable entry, a frame in a reservation, a page busy.
+    pub scan_fail_other: u64,
+    /// Base pages copied into collapsed THPs, and base pages zeroed to fill them.
+    pub collapse_copied: u64,
+    pub collapse_zeroed: u64,
+}
+
+/// THP state of the OS: counters and khugepaged's cursor.
+#[derive(Clone, Debug, Default)]
+pub struct ThpState {
+    pub stats: ThpStats,
+    /// Where khugepaged's scan resumes: (pid, virtual page number).
+    pub cursor: (u32, u64),
+}
+
+impl Os {
+    /// The THP size class and its order, if this policy allocates THPs.
+    pub(crate) fn thp_class(&self) -> Option<(u8, u8)> {
+        let t = self.policy.thp()?;
+        Some((t.class, self.orders[t.class as usize]))
+    }
+
+    /// Whether map entry `v` may hold THPs: THP allowed by `enabled` and its advice, and
+    /// anonymous private memory (shmem THP is Linux's `shmem_enabled`, never by default).
+    pub(crate) fn thp_eligible(&self, v: &Vma) -> bool {
+        self.policy
+            .thp()
+            .is_some_and(|t| t.allowed(v.hugepage_advice))
+            && v.private()
+            && v.shadow.is_none()
+            && matches!(self.obj(v.obj).kind, ObjKind::Anon)
+    }
+
+    /// `do_huge_pmd_anonymous_page`: tries to allocate, zero and map the THP around `vpn`
+    /// (object page `pindex`) of `pid`; returns the fault's cycles if it did, None if the fault
+    /// takes the base-page path.
+    pub(crate) fn thp_fault(
+        &mut self,
+        pid: Pid,
+        v: &Vma,
+        vpn: u64,
+        pindex: u64,
+    ) -> Result<Option<u64>> {
+        let Some((c, o)) = self.thp_class() else {
+            return Ok(None);
+        };
+        if !self.thp_eligible(v) {
+            return Ok(None);
+        }
+        let bs = self.base_shift();
+        let n = 1u64 << o;
+        let head = vpn & !(n - 1);
+        if head << bs < v.start || (head + n) << bs > v.end {
+            return Ok(None); // the entry does not cover the aligned region
+        }
+        let phead = pindex - (vpn - head);
+        // pmd_none: nothing mapped in the region; and the object has no page there (resident
+        // or on swap) that a THP would hide.
+        if self.proc(pid)?.pmap.count_valid(head, head + n) > 0
+            || (phead..phead + n)
+                .any(|i| self.obj(v.obj).pages.get(i).is_some() || self.backing.on_swap(v.obj, i))
+        {
+            return Ok(None);
+        }
+        // The page-table pages first: allocating them may run the page daemon, which must not
+        // find the new THP's pages half entered.
+        self.pmap_prepare(pid, head, n)?;
+        // Free lists only (defrag: no reclaim, no compaction for the fault).
+        let Some(pfn) = self.phys.buddy.alloc(Order(o)) else {
+            self.thp.stats.fault_fallback += 1;
+            return Ok(None);
+        };
+        self.note_allocation();
+        for i in 0..n {
+            self.obj_insert(v.obj, phead + i, Pfn(pfn.0 + i));
+            self.pmap_enter(pid, head + i, Pfn(pfn.0 + i), v.prot)?;
+        }
+        let p = self.procs.get_mut(&pid.0).expect("thp_fault: pid");
+        p.pmap.promote(head, o, SizeClass(c));
+        // The PMD is made dirty at once (`pmd_mkdirty` in `__do_huge_pmd_anonymous_page`).
+        p.pmap.touch(head, o, true);
+        let base = self.machine.base_size();
+        self.stats.faults.zero_fill += 1;
+        self.stats.zeroed_bytes += n * base;
+        self.thp.stats.fault_alloc += 1;
+        // `clear_huge_page` zeroes the base pages one by one; one PMD entry (every base entry
+        // where PTEs are replicated).
+        let writes = if self.machine.replicated_ptes { n } else { 1 };
+        Ok(Some(
+            n * self.machine.cost.zero_page_cycles + writes * self.machine.cost.pte_write_cycles,
+        ))
+    }
+}

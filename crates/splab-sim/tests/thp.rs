@@ -1,0 +1,254 @@
+//! Linux THP (vm/thp.rs) and khugepaged (vm/khugepaged.rs): scenarios with exact counts, every
+//! invariant checked after every event (`common::engine`).
+
+mod common;
+
+use common::{anon, engine};
+use splab_sim::engine::Engine;
+use splab_sim::units::{AccessKind, Pid};
+use splab_sim::vm::Advice;
+
+const M: &str = "skylake:mem=1G";
+const MB2: u64 = 2 << 20;
+const PAGE: u64 = 4096;
+
+fn write(e: &mut Engine, pid: Pid, va: u64) {
+    e.access(pid, va, AccessKind::Write).unwrap();
+}
+
+/// Bytes mapped by 4KB and by 2MB entries right now.
+fn mapped(e: &Engine, pid: Pid) -> (u64, u64) {
+    let p = e.os.proc(pid).unwrap();
+    let (mut small, mut huge) = (0, 0);
+    for (_, pte) in p.pmap.entries() {
+        if pte.size().is_base() {
+            small += PAGE;
+        } else {
+            huge += PAGE;
+        }
+    }
+    (small, huge)
+}
+
+/// Sleeps the machine `secs` simulated seconds: khugepaged wakes meanwhile.
+fn idle(e: &mut Engine, secs: u64) {
+    let until = e.clock() + secs * e.os.machine.freq_hz;
+    e.idle_until(until).unwrap();
+}
+
+#[test]
+fn a_first_touch_allocates_zeroes_and_maps_the_whole_2mb() {
+    let (mut e, pid) = engine(M, "linux", None);
+    let base = e.mmap(pid, anon(8 << 20)).unwrap();
+    assert_eq!(
+        base % MB2,
+        0,
+        "Linux 6.7+ aligns a 2MB-or-larger anonymous mapping"
+    );
+    write(&mut e, pid, base + 5 * PAGE);
+    let t = &e.os.thp.stats;
+    assert_eq!((t.fault_alloc, t.fault_fallback), (1, 0));
+    assert_eq!(mapped(&e, pid), (0, MB2));
+    assert_eq!(e.os.stats.zeroed_bytes, MB2);
+    // The rest of the region faults no more; each other 2MB region is one fault.
+    write(&mut e, pid, base + MB2 - 8);
+    for k in 1..4 {
+        write(&mut e, pid, base + k * MB2);
+    }
+    assert_eq!(e.os.stats.faults.total, 4);
+    assert_eq!(e.os.thp.stats.fault_alloc, 4);
+    assert_eq!(mapped(&e, pid), (0, 4 * MB2));
+}
+
+#[test]
+fn enabled_and_madvise_decide_which_regions_get_thps() {
+    // madvise: only the advised mapping.
+    let (mut e, pid) = engine(M, "linux-madvise", None);
+    let a = e.mmap(pid, anon(4 << 20)).unwrap();
+    let b = e.mmap(pid, anon(4 << 20)).unwrap();
+    e.madvise(pid, b, 4 << 20, Advice::HugePage).unwrap();
+    write(&mut e, pid, a);
+    write(&mut e, pid, b);
+    assert_eq!(e.os.thp.stats.fault_alloc, 1);
+    assert_eq!(mapped(&e, pid), (PAGE, MB2));
+    // always, but MADV_NOHUGEPAGE: none there.
+    let (mut e, pid) = engine(M, "linux", None);
+    let a = e.mmap(pid, anon(4 << 20)).unwrap();
+    e.madvise(pid, a, 4 << 20, Advice::NoHugePage).unwrap();
+    write(&mut e, pid, a);
+    assert_eq!(e.os.thp.stats.fault_alloc, 0);
+    // never.
+    let (mut e, pid) = engine(M, "linux-4k", None);
+    let a = e.mmap(pid, anon(4 << 20)).unwrap();
+    e.madvise(pid, a, 4 << 20, Advice::HugePage).unwrap();
+    write(&mut e, pid, a);
+    assert_eq!(
+        e.os.thp.stats.fault_alloc + e.os.thp.stats.fault_fallback,
+        0
+    );
+    assert_eq!(mapped(&e, pid), (PAGE, 0));
+}
+
+#[test]
+fn a_region_the_entry_does_not_cover_or_already_touched_takes_base_pages() {
+    let (mut e, pid) = engine(M, "linux:khugepaged=off", None);
+    // 3MB: the second 2MB region sticks out of the entry.
+    let a = e.mmap(pid, anon(3 << 20)).unwrap();
+    write(&mut e, pid, a + MB2);
+    assert_eq!(e.os.thp.stats.fault_alloc, 0);
+    assert_eq!(mapped(&e, pid), (PAGE, 0));
+    // A partial munmap splits a THP: the rest stays mapped by base pages.
+    write(&mut e, pid, a);
+    assert_eq!(e.os.thp.stats.fault_alloc, 1);
+    e.munmap(pid, a + PAGE, PAGE).unwrap();
+    assert_eq!(e.os.stats.demotions[1], 1);
+    assert_eq!(mapped(&e, pid), (MB2, 0));
+    // A region with a page in it already (touched while advised NOHUGEPAGE) gets base pages.
+    let b = e.mmap(pid, anon(MB2)).unwrap();
+    e.madvise(pid, b, MB2, Advice::NoHugePage).unwrap();
+    write(&mut e, pid, b);
+    e.madvise(pid, b, MB2, Advice::HugePage).unwrap();
+    write(&mut e, pid, b + 7 * PAGE);
+    assert_eq!(
+        e.os.thp.stats.fault_alloc, 1,
+        "the region is not empty: a base page"
+    );
+    assert_eq!(mapped(&e, pid), (MB2 + 2 * PAGE, 0));
+}
+
+#[test]
+fn no_free_2mb_block_falls_back_to_a_base_page() {
+    // 1MB free: no 2MB block anywhere.
+    let (mut e, pid) = engine(M, "linux:khugepaged=off,pagedaemon=off", Some(1 << 20));
+    let a = e.mmap(pid, anon(4 << 20)).unwrap();
+    write(&mut e, pid, a);
+    let t = &e.os.thp.stats;
+    assert_eq!((t.fault_alloc, t.fault_fallback), (0, 1));
+    assert_eq!(mapped(&e, pid), (PAGE, 0));
+}
+
+#[test]
+fn khugepaged_collapses_a_madvised_region_out_of_place() {
+    let (mut e, pid) = engine(M, "linux-madvise", None);
+    let a = e.mmap(pid, anon(4 << 20)).unwrap();
+    // Ten base pages first (not advised yet), then the advice.
+    for i in 0..10 {
+        write(&mut e, pid, a + i * PAGE);
+    }
+    e.madvise(pid, a, 4 << 20, Advice::HugePage).unwrap();
+    assert_eq!(mapped(&e, pid), (10 * PAGE, 0));
+    idle(&mut e, 11); // one wake, at 10 s
+    let t = e.os.thp.stats.clone();
+    assert_eq!(t.pages_collapsed, 1);
+    assert_eq!(t.collapse_alloc, 1);
+    assert_eq!((t.collapse_copied, t.collapse_zeroed), (10, 502));
+    // The second region has no page: refused as too empty? No: max_ptes_none = 511 takes one
+    // page at least; an all-empty region has 512 empty entries.
+    assert_eq!(t.scan_fail_none, 1);
+    assert_eq!(t.pages_scanned, 2 * 512);
+    assert_eq!(t.full_scans, 1);
+    assert_eq!(mapped(&e, pid), (0, MB2));
+    assert_eq!(e.os.stats.copied_bytes, 10 * PAGE);
+}
+
+#[test]
+fn khugepaged_refills_what_madv_dontneed_gave_back_unless_max_ptes_none_forbids() {
+    // seed 003 Table 10's mechanism: a THP split by MADV_DONTNEED of all but one page is
+    // collapsed again, bloating the footprint back to 2MB.
+    for (policy, want_huge) in [("linux", true), ("linux:max_ptes_none=0", false)] {
+        let (mut e, pid) = engine(M, policy, None);
+        let a = e.mmap(pid, anon(MB2)).unwrap();
+        write(&mut e, pid, a);
+        e.madvise(pid, a + PAGE, MB2 - PAGE, Advice::DontNeed)
+            .unwrap();
+        assert_eq!(mapped(&e, pid), (PAGE, 0), "{policy}");
+        idle(&mut e, 11);
+        let t = &e.os.thp.stats;
+        if want_huge {
+            assert_eq!((t.pages_collapsed, t.collapse_zeroed), (1, 511), "{policy}");
+            assert_eq!(mapped(&e, pid), (0, MB2), "{policy}");
+        } else {
+            assert_eq!((t.pages_collapsed, t.scan_fail_none), (0, 1), "{policy}");
+            assert_eq!(mapped(&e, pid), (PAGE, 0), "{policy}");
+        }
+    }
+}
+
+#[test]
+fn khugepaged_refuses_shared_and_unreferenced_regions() {
+    // After fork every page is shared (and write-protected): over max_ptes_shared = 0.
+    let (mut e, pid) = engine(M, "linux:max_ptes_shared=0", None);
+    let a = e.mmap(pid, anon(MB2)).unwrap();
+    e.madvise(pid, a, MB2, Advice::NoHugePage).unwrap();
+    for i in 0..4 {
+        write(&mut e, pid, a + i * PAGE);
+    }
+    e.madvise(pid, a, MB2, Advice::HugePage).unwrap();
+    let _child = e.fork(pid).unwrap();
+    idle(&mut e, 11);
+    let t = &e.os.thp.stats;
+    // Parent's and child's regions.
+    assert_eq!((t.pages_collapsed, t.scan_fail_shared), (0, 2));
+    // No young entry (as after the page daemon cleared the accessed bits): not collapsed.
+    let (mut e, pid) = engine(M, "linux", None);
+    let a = e.mmap(pid, anon(MB2)).unwrap();
+    e.madvise(pid, a, MB2, Advice::NoHugePage).unwrap();
+    for i in 0..4 {
+        write(&mut e, pid, a + i * PAGE);
+    }
+    e.madvise(pid, a, MB2, Advice::HugePage).unwrap();
+    let vpn = a / PAGE;
+    let p = e.os.procs.get_mut(&pid.0).unwrap();
+    for i in 0..4 {
+        assert_eq!(p.pmap.clear_bits(vpn + i, false), (true, true));
+    }
+    // As `ptep_clear_flush_young`: the cached translations go too, so a touch sets the bit.
+    e.os.hw.tlb.invalidate_range(pid.0, a, a + 4 * PAGE);
+    idle(&mut e, 11);
+    let t = &e.os.thp.stats;
+    assert_eq!((t.pages_collapsed, t.scan_fail_referenced), (0, 1));
+    // Touched again: collapsed at the next wake.
+    write(&mut e, pid, a + 2 * PAGE);
+    idle(&mut e, 10);
+    assert_eq!(e.os.thp.stats.pages_collapsed, 1);
+    // A knob value that cannot be: more PTEs than a THP has.
+    let m = splab_sim::hw::Machine::from_spec(M).unwrap();
+    let mut p = splab_sim::policy::Policy::from_spec("linux:max_ptes_none=512").unwrap();
+    let err = p.resolve(&m).unwrap_err().to_string();
+    assert!(
+        err.contains("max_ptes_none=512") && err.contains("at most 511"),
+        "{err}"
+    );
+}
+
+#[test]
+fn khugepaged_sleeps_its_scan_interval_and_spends_its_budget() {
+    // 64MB touched one page per 2MB region with THP off at fault (madvise, not advised), then
+    // advised: 32 regions to collapse, 8 a wake (4096 entries), a wake every 10 s.
+    let (mut e, pid) = engine(M, "linux-madvise", None);
+    let a = e.mmap(pid, anon(64 << 20)).unwrap();
+    for k in 0..32 {
+        write(&mut e, pid, a + k * MB2);
+    }
+    e.madvise(pid, a, 64 << 20, Advice::HugePage).unwrap();
+    idle(&mut e, 11);
+    assert_eq!(e.os.thp.stats.pages_collapsed, 8);
+    idle(&mut e, 10);
+    assert_eq!(e.os.thp.stats.pages_collapsed, 16);
+    idle(&mut e, 20);
+    assert_eq!(e.os.thp.stats.pages_collapsed, 32);
+    assert_eq!(mapped(&e, pid), (0, 64 << 20));
+    // A faster scan: pages_to_scan=512 (one region a wake), every 100 ms.
+    let (mut e, pid) = engine(
+        M,
+        "linux-madvise:pages_to_scan=512,scan_sleep_millisecs=100",
+        None,
+    );
+    let a = e.mmap(pid, anon(8 << 20)).unwrap();
+    for k in 0..4 {
+        write(&mut e, pid, a + k * MB2);
+    }
+    e.madvise(pid, a, 8 << 20, Advice::HugePage).unwrap();
+    idle(&mut e, 1); // wakes at 0.1, 0.2, 0.3, 0.4 s collapse one each
+    assert_eq!(e.os.thp.stats.pages_collapsed, 4);
+}
