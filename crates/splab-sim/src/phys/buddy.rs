@@ -711,9 +711,39 @@ mod tests {
     }
 
     #[test]
+    fn cache_marks_in_large_blocks_are_seen_placed_and_cleared() {
+        // Blocks of 64 frames and more: the marks are whole words.
+        let mut b = Buddy::new(1024, 8);
+        assert_eq!(
+            b.alloc(Order(8)),
+            Some(Pfn(0)),
+            "the largest order is allocatable"
+        );
+        let big: Vec<Pfn> = (0..3).map(|_| b.alloc(Order(8)).unwrap()).collect();
+        // A cache page in the middle of block 256..512, freed whole.
+        b.mark_cached(Pfn(300));
+        b.mark_cached(Pfn(300)); // marking twice counts once
+        assert_eq!(b.cached_frames, 1);
+        b.free(big[0], Order(8));
+        assert!(b.holds_cache(256, 8) && b.holds_cache(256 + 32, 5));
+        assert!(!b.holds_cache(256, 5) && !b.holds_cache(256 + 64, 6));
+        b.free(big[2], Order(8)); // 768..1024, no cache page
+        assert!(!b.holds_cache(768, 8));
+        b.check_invariants().unwrap();
+        // A 64-frame block: the free block goes first, split from 768..1024.
+        assert_eq!(b.alloc(Order(6)), Some(Pfn(768)));
+        assert_eq!(b.cache_passed, 0);
+        // Exactly 64 frames holding the cache page: its mark goes with the allocation.
+        assert!(b.alloc_at(Pfn(256), Order(6)));
+        assert_eq!(b.cached_frames, 0, "256..320 held frame 300");
+        b.check_invariants().unwrap();
+    }
+
+    #[test]
     fn a_cache_mark_on_an_allocated_frame_is_an_invariant_violation() {
-        let mut b = Buddy::new(16, 4);
-        let f = b.alloc(Order(0)).unwrap();
+        let mut b = Buddy::new(256, 4);
+        let f = (0..100).map(|_| b.alloc(Order(0)).unwrap()).last().unwrap();
+        assert_eq!(f, Pfn(99), "a frame past the first word of marks");
         b.check_invariants().unwrap();
         b.mark_cached(f);
         let err = b.check_invariants().unwrap_err();
