@@ -1927,3 +1927,52 @@ fn issue9_cc_footprint_is_within_15pct_of_max_rss() {
     assert!(pct(fp).abs() <= 15.0, "{:+.1}%", pct(fp));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+const TWO_BUFFERS: &str = r#"
+#include <stdint.h>
+#include <sys/mman.h>
+/* Two 8MB buffers, each 2MB-aligned inside a 10MB mapping; only the first is advised
+   MADV_HUGEPAGE. Both are written one byte per 4KB page. */
+static char *buffer(void) {
+    char *p = mmap(0, 10 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return 0;
+    return (char *)(((uintptr_t)p + (2 << 20) - 1) & ~(uintptr_t)((2 << 20) - 1));
+}
+int main(void) {
+    char *a = buffer(), *b = buffer();
+    if (!a || !b) return 1;
+    if (madvise(a, 8 << 20, MADV_HUGEPAGE) != 0) return 2;
+    for (long i = 0; i < (8 << 20); i += 4096) { a[i] = 1; b[i] = 1; }
+    return a[4096] + b[4096] == 2 ? 0 : 3;
+}
+"#;
+
+/// Issue 11: under `linux-madvise` a recorded program that madvises one of two buffers
+/// MADV_HUGEPAGE gets THPs in that one only (4 of 2MB); under `linux` in both.
+#[test]
+fn linux_madvise_gives_thps_only_to_the_advised_buffer() {
+    if !can_record("linux_madvise_gives_thps_only_to_the_advised_buffer") {
+        return;
+    }
+    let dir = workdir("two-buffers");
+    let spt = build_and_record(&dir, "two_buffers", TWO_BUFFERS, &[]);
+    let madvise = run_trace_as(&spt, true, "linux-madvise", PageCache::Warm);
+    assert_eq!(
+        madvise.memory.thp.fault_alloc, 4,
+        "{:?}",
+        madvise.memory.thp
+    );
+    assert_eq!(madvise.memory.superpage_peak_bytes, 8 << 20);
+    // The other buffer's 2048 pages were base pages.
+    assert!(madvise.faults.zero_fill >= 4 + 2048, "{:?}", madvise.faults);
+    let always = run_trace_as(&spt, true, "linux", PageCache::Warm);
+    assert!(
+        always.memory.thp.fault_alloc >= 8,
+        "{:?}",
+        always.memory.thp
+    );
+    assert!(always.memory.superpage_peak_bytes >= 16 << 20);
+    let never = run_trace_as(&spt, false, "linux-4k", PageCache::Warm);
+    assert_eq!(never.memory.superpage_peak_bytes, 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
