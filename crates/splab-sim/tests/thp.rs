@@ -252,3 +252,23 @@ fn khugepaged_sleeps_its_scan_interval_and_spends_its_budget() {
     idle(&mut e, 1); // wakes at 0.1, 0.2, 0.3, 0.4 s collapse one each
     assert_eq!(e.os.thp.stats.pages_collapsed, 4);
 }
+
+/// Issue 11 acceptance, seed 003 observation 1: sparse-touch over 30GB on skylake. Linux's
+/// first-touch THPs make the footprint at least 100x and the time at least 5x that of
+/// linux-4k (seed 003: 30GB vs 0.2GB, 1.4 s vs 0.06 s). The model: 30 GiB vs 60 MiB (512x, one
+/// 2MB page against one 4KB page a touch), and every 2MB zeroed.
+#[test]
+fn sparse_touch_bloats_memory_and_time_under_linux() {
+    let thp = common::run("skylake", "linux", "sparse-touch");
+    let small = common::run("skylake", "linux-4k", "sparse-touch");
+    assert_eq!(thp.memory.footprint_peak_bytes, 30 << 30);
+    assert_eq!(small.memory.footprint_peak_bytes, 15_360 * PAGE);
+    assert!(thp.memory.footprint_peak_bytes >= 100 * small.memory.footprint_peak_bytes);
+    assert!(
+        thp.time.cycles_total >= 5 * small.time.cycles_total,
+        "{} vs {}",
+        thp.time.cycles_total,
+        small.time.cycles_total
+    );
+    assert_eq!(thp.memory.thp.fault_alloc, 15_360);
+}

@@ -9,12 +9,13 @@
 //! | table | keys | `Policy` field |
 //! |---|---|---|
 //! | (top) | `name` | `name`: what reports call the policy |
-//! | `[physical_allocation]` | `kind`, `sizes`, `preferred` | `alloc`, its `ReservPolicy::sizes`, `preferred` |
+//! | `[physical_allocation]` | `kind`, `sizes`, `preferred`; `enabled` (thp) | `alloc`, its `ReservPolicy::sizes`, `preferred`; `ThpPolicy::enabled` |
 //! | `[preparation]` | `kind` | `prep` |
 //! | `[mapping_creation]` | `promote`, `fault_around` | `ReservPolicy::promote`, `fault_around` |
 //! | `[mapping_destruction]` | `clean_write`, `dirty`, `unmap_demotes` | `ReservPolicy::clean_write`, `dirty`, `unmap_demotes` |
 //! | `[deallocation]` | `shortage`, `lists` | `ReservPolicy::shortage`, `lists` |
 //! | `[daemons.pagedaemon]` | `enabled`, `contiguity` | `pagedaemon`, `contiguity` |
+//! | `[daemons.khugepaged]` | `enabled`, sleeps and limits (`"default"`: Linux's for the THP size) | `khugepaged` |
 //! | `[placement]` | `mmap`, `wired` | `placement`, `wired` |
 //! | `[page_cache]` | `readahead`, `close_deactivate` | `readahead`, `close_deactivate` |
 //!
