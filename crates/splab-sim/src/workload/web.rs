@@ -291,7 +291,7 @@ impl super::Workload for Web {
             "working_set_bytes": working_set,
             "files_requested": touched.iter().filter(|&&t| t).count(),
             "served_bytes": served_bytes,
-            "request_latency_ns": {"mean": mean, "p50": pick(0.5), "p99": pick(0.99), "max": pick(1.0)},
+            "request_latency_ns": {"mean": mean, "p50": pick(0.5), "p95": pick(0.95), "p99": pick(0.99), "max": pick(1.0)},
             "pages_before_exit": queues(queues_before_exit),
             "pages_after_exit": queues(queues_after_exit),
         }));
