@@ -616,6 +616,10 @@ impl Policy {
                     ))
                 })?;
             }
+        }
+        // khugepaged with THP, or beside reservations (a mixed policy: it collapses the regions
+        // no reservation covers, where faults fell back to base pages).
+        if !matches!(p.alloc, AllocPolicy::BasePage) {
             let on = spec.take_bool("khugepaged", p.khugepaged.is_some())?;
             if !on {
                 p.khugepaged = None;
@@ -697,6 +701,17 @@ impl Policy {
         }
     }
 
+    /// The size class khugepaged collapses regions into: the THP's, or beside reservations
+    /// the smallest superpage (FreeBSD's one level); None without khugepaged.
+    pub fn collapse_class(&self) -> Option<u8> {
+        self.khugepaged.as_ref()?;
+        match &self.alloc {
+            AllocPolicy::Thp(t) => Some(t.class),
+            AllocPolicy::Reserve(_) => Some(1),
+            AllocPolicy::BasePage => None,
+        }
+    }
+
     /// The THP options, if this policy allocates transparent huge pages.
     pub fn thp(&self) -> Option<&ThpPolicy> {
         match &self.alloc {
@@ -717,6 +732,8 @@ impl Policy {
                 )));
             }
             t.class = 1;
+        }
+        if self.khugepaged.is_some() && m.page_shifts.len() >= 2 {
             let pages = 1u64 << m.order_of(1);
             if let Some(k) = &self.khugepaged {
                 for (key, v) in [

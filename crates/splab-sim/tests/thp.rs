@@ -272,3 +272,33 @@ fn sparse_touch_bloats_memory_and_time_under_linux() {
     );
     assert_eq!(thp.memory.thp.fault_alloc, 15_360);
 }
+
+/// A mixed policy (issue 11): FreeBSD's reservations with khugepaged. A region whose faults
+/// fell back to base pages (no free 2MB extent then) is collapsed once 2MB is free again; a
+/// region a reservation covers is left to promotion.
+#[test]
+fn khugepaged_beside_reservations_collapses_only_what_fell_back() {
+    // 3MB free: one 2MB extent and 1MB.
+    let (mut e, a_pid) = engine(M, "freebsd:khugepaged=on,pagedaemon=off", Some(3 << 20));
+    let a = e.mmap(a_pid, anon(MB2)).unwrap();
+    write(&mut e, a_pid, a); // a reservation takes the 2MB extent
+    assert_eq!(e.os.reserv.as_ref().unwrap().ids().count(), 1);
+    let b_pid = e.spawn().unwrap();
+    let b = e.mmap(b_pid, anon(MB2)).unwrap();
+    for i in 0..4 {
+        write(&mut e, b_pid, b + i * PAGE); // no free extent: base pages
+    }
+    idle(&mut e, 11);
+    let t = e.os.thp.stats.clone();
+    // A's region is reserved, B's finds no free 2MB block.
+    assert_eq!((t.pages_collapsed, t.scan_fail_other), (0, 1), "{t:?}");
+    assert_eq!(t.collapse_alloc_failed, 1);
+    e.exit(a_pid).unwrap();
+    idle(&mut e, 61); // alloc_sleep_millisecs after the failure
+    let t = &e.os.thp.stats;
+    assert_eq!(
+        (t.pages_collapsed, t.collapse_copied, t.collapse_zeroed),
+        (1, 4, 508)
+    );
+    assert_eq!(mapped(&e, b_pid), (0, MB2));
+}

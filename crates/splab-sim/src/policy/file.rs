@@ -146,7 +146,7 @@ fn tables(p: &Policy) -> Vec<Table> {
     let mut kh = vec![(
         "enabled",
         Bool(p.khugepaged.is_some()),
-        "out-of-place collapse of base pages into THPs (mm/khugepaged.c; needs kind = \"thp\")"
+        "out-of-place collapse of base pages into THPs (mm/khugepaged.c; with kind = \"thp\", or \"reserve\": the regions no reservation covers)"
             .to_string(),
     )];
     if let Some(k) = &p.khugepaged {
@@ -808,13 +808,13 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
     let contiguity = pd.word(&s, "contiguity", CONTIGUITY)?;
     let mut kh = daemons.table(&s, "khugepaged", false)?.expect("required");
     let khugepaged = if kh.bool(&s, "enabled")? {
-        if kind != Kind::Thp {
+        if kind == Kind::BasePage {
             let v = kh.get("enabled").expect("read above");
             return Err(kh.bad(
                 &s,
                 "enabled",
                 v,
-                "false unless physical_allocation.kind = \"thp\" (khugepaged collapses where THP is enabled)",
+                "false with physical_allocation.kind = \"base_page\" (khugepaged collapses into superpages: kind = \"thp\", or \"reserve\" beside reservations)",
             ));
         }
         let mut k = Khugepaged::linux();
@@ -940,6 +940,8 @@ mod tests {
         "linux:max_ptes_none=0,pages_to_scan=512,scan_sleep_millisecs=100",
         "linux:max_ptes_swap=0,max_ptes_shared=7,alloc_sleep_millisecs=5",
         "linux-madvise:max_ptes_none=default",
+        "freebsd:khugepaged=on",
+        "navarro:khugepaged=on,max_ptes_shared=3",
     ];
 
     #[test]
@@ -1049,7 +1051,7 @@ mod tests {
         );
         let e = Policy::from_toml(&text, "b.toml").unwrap_err().to_string();
         assert!(
-            e.contains("daemons.khugepaged.enabled = true: expected false unless physical_allocation.kind = \"thp\""),
+            e.contains("daemons.khugepaged.enabled = true: expected false with physical_allocation.kind = \"base_page\""),
             "{e}"
         );
         // A parameter on the preset: a count or default.
@@ -1057,7 +1059,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("bad max_ptes_shared='half'"), "{e}");
-        assert!(Policy::from_spec("navarro:max_ptes_none=0").is_err());
+        assert!(Policy::from_spec("base:max_ptes_none=0").is_err());
+        assert!(
+            Policy::from_spec("navarro:max_ptes_none=0").is_err(),
+            "khugepaged is off"
+        );
+        assert!(Policy::from_spec("freebsd:khugepaged=on,max_ptes_none=0").is_ok());
     }
 
     #[test]

@@ -70,18 +70,26 @@ pub struct ThpState {
 }
 
 impl Os {
-    /// The THP size class and its order, if this policy allocates THPs.
+    /// The size class (and order) THP faults allocate and khugepaged collapses into, if the
+    /// policy has THP or khugepaged.
     pub(crate) fn thp_class(&self) -> Option<(u8, u8)> {
-        let t = self.policy.thp()?;
-        Some((t.class, self.orders[t.class as usize]))
+        let c = match self.policy.thp() {
+            Some(t) => t.class,
+            None => self.policy.collapse_class()?,
+        };
+        Some((c, self.orders[c as usize]))
     }
 
-    /// Whether map entry `v` may hold THPs: THP allowed by `enabled` and its advice, and
-    /// anonymous private memory (shmem THP is Linux's `shmem_enabled`, never by default).
+    /// Whether map entry `v` may hold THPs: THP allowed by `enabled` and its advice (beside
+    /// reservations, khugepaged's, as `enabled=always`: any entry not advised
+    /// MADV_NOHUGEPAGE), and anonymous private memory (shmem THP is Linux's `shmem_enabled`,
+    /// never by default).
     pub(crate) fn thp_eligible(&self, v: &Vma) -> bool {
-        self.policy
-            .thp()
-            .is_some_and(|t| t.allowed(v.hugepage_advice))
+        let allowed = match self.policy.thp() {
+            Some(t) => t.allowed(v.hugepage_advice),
+            None => self.policy.collapse_class().is_some() && v.hugepage_advice != Some(false),
+        };
+        allowed
             && v.private()
             && v.shadow.is_none()
             && matches!(self.obj(v.obj).kind, ObjKind::Anon)
@@ -97,6 +105,9 @@ impl Os {
         vpn: u64,
         pindex: u64,
     ) -> Result<Option<u64>> {
+        if self.policy.thp().is_none() {
+            return Ok(None);
+        }
         let Some((c, o)) = self.thp_class() else {
             return Ok(None);
         };
