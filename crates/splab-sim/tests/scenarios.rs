@@ -152,6 +152,7 @@ fn check_passes_on_every_workload() {
         "seq:size=2M,op=rw",
         "stride:size=4M,stride=12K,op=write,rounds=2",
         "sparse:size=8M,step=40K",
+        "sparse-touch:size=8M",
         "gups:size=4M,updates=20K",
         "matrix:n=200",
         "tree:nodes=300,ops=400",
