@@ -839,6 +839,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn khugepaged_limits_default_to_linux_relative_to_the_thp_size() {
+        let k = Khugepaged::linux();
+        let l = |n| {
+            let x = k.limits(n);
+            (
+                x.pages_to_scan,
+                x.max_ptes_none,
+                x.max_ptes_swap,
+                x.max_ptes_shared,
+            )
+        };
+        // mm/khugepaged.c: HPAGE_PMD_NR * 8, HPAGE_PMD_NR - 1, / 8, / 2.
+        assert_eq!(l(512), (4096, 511, 64, 256));
+        assert_eq!(l(8), (64, 7, 1, 4));
+        let mut k = k.clone();
+        k.max_ptes_swap = Some(3);
+        k.pages_to_scan = Some(100);
+        assert_eq!(k.limits(512).max_ptes_swap, 3);
+        assert_eq!(k.limits(512).pages_to_scan, 100);
+        assert_eq!((k.scan_sleep_ms, k.alloc_sleep_ms), (10_000, 60_000));
+    }
+
+    #[test]
     fn parse_policies() {
         assert_eq!(
             Policy::from_spec("base").unwrap().alloc,

@@ -39,6 +39,9 @@ fn idle(e: &mut Engine, secs: u64) {
 #[test]
 fn a_first_touch_allocates_zeroes_and_maps_the_whole_2mb() {
     let (mut e, pid) = engine(M, "linux", None);
+    // A 3MB mapping starts 2MB-aligned too (first fit from the top would put it 1MB off).
+    let odd = e.mmap(pid, anon(3 << 20)).unwrap();
+    assert_eq!(odd % MB2, 0);
     let base = e.mmap(pid, anon(8 << 20)).unwrap();
     assert_eq!(
         base % MB2,
