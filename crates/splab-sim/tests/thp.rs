@@ -305,3 +305,41 @@ fn khugepaged_beside_reservations_collapses_only_what_fell_back() {
     );
     assert_eq!(mapped(&e, b_pid), (0, MB2));
 }
+
+/// MADV_COLLAPSE (Linux 6.1): synchronous, whatever `enabled` says, without khugepaged's
+/// limits or a referenced page; not where MADV_NOHUGEPAGE was given, and not a region with
+/// nothing in it.
+#[test]
+fn madv_collapse_collapses_at_once_whatever_enabled_says() {
+    let (mut e, pid) = engine(M, "linux-4k", None);
+    let a = e.mmap(pid, anon(6 << 20)).unwrap();
+    for i in 0..3 {
+        write(&mut e, pid, a + i * PAGE); // region 1: 3 pages
+    }
+    write(&mut e, pid, a + 2 * MB2); // region 3: 1 page, then NOHUGEPAGE
+    e.madvise(pid, a + 2 * MB2, MB2, Advice::NoHugePage)
+        .unwrap();
+    // No young entry needed: clear the accessed bits of region 1.
+    let p = e.os.procs.get_mut(&pid.0).unwrap();
+    for i in 0..3 {
+        p.pmap.clear_bits(a / PAGE + i, false);
+    }
+    let kernel = e.os.stats.cycles_kernel;
+    e.madvise(pid, a, 6 << 20, Advice::Collapse).unwrap();
+    let t = &e.os.thp.stats;
+    assert_eq!(t.madv_collapsed, 1, "{t:?}");
+    assert_eq!((t.collapse_copied, t.collapse_zeroed), (3, 509));
+    assert_eq!(t.pages_collapsed, 0, "khugepaged's counter");
+    // Region 2 had nothing (no writable entry): refused.
+    assert_eq!(t.scan_fail_other, 1);
+    assert_eq!(mapped(&e, pid), (PAGE, MB2));
+    // The caller paid: 3 copies and 509 zeroed pages at least.
+    let c = &e.os.machine.cost;
+    assert!(e.os.stats.cycles_kernel - kernel >= 3 * c.copy_page_cycles + 509 * c.zero_page_cycles);
+    // Policies without THP ignore it.
+    let (mut e, pid) = engine(M, "freebsd", None);
+    let a = e.mmap(pid, anon(MB2)).unwrap();
+    write(&mut e, pid, a);
+    e.madvise(pid, a, MB2, Advice::Collapse).unwrap();
+    assert_eq!(e.os.thp.stats.madv_collapsed, 0);
+}

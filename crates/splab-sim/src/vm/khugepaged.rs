@@ -68,7 +68,7 @@ impl Os {
             budget = budget.saturating_sub(n);
             self.thp.stats.pages_scanned += n;
             self.thp.cursor = (pid.0, head + n);
-            match self.khugepaged_region(pid, head, &v, &k) {
+            match self.collapse_region(pid, head, &v, Some(&k)) {
                 Outcome::Collapsed(c) => cycles += c,
                 Outcome::Passed => {}
                 Outcome::AllocFailed => return (cycles, true),
@@ -98,8 +98,55 @@ impl Os {
         None
     }
 
-    /// `hpage_collapse_scan_pmd` and `collapse_huge_page` on the region at `head` of `pid`.
-    fn khugepaged_region(&mut self, pid: Pid, head: u64, v: &Vma, k: &KhugepagedLimits) -> Outcome {
+    /// MADV_COLLAPSE (Linux 6.1, `madvise_collapse`): a synchronous collapse of every aligned
+    /// THP-sized region of `[start, end)` (base page numbers) inside the map entries that lie
+    /// there, at the caller's expense, whatever `enabled` says but not where MADV_NOHUGEPAGE
+    /// was given: no `max_ptes_*` limits and no referenced page needed. Returns the cycles,
+    /// charged to the caller as kernel work.
+    pub(crate) fn madv_collapse(&mut self, pid: Pid, start: u64, end: u64) -> u64 {
+        let Some((_, o)) = self.thp_class() else {
+            return 0;
+        };
+        let n = 1u64 << o;
+        let bs = self.base_shift();
+        let Some(p) = self.procs.get(&pid.0) else {
+            return 0;
+        };
+        let mut regions = Vec::new();
+        for v in p.vmas.values() {
+            let (lo, hi) = ((v.start >> bs).max(start), (v.end >> bs).min(end));
+            if lo >= hi || v.hugepage_advice == Some(false) {
+                continue;
+            }
+            let mut head = (lo + n - 1) & !(n - 1);
+            while head + n <= hi {
+                regions.push((head, v.clone()));
+                head += n;
+            }
+        }
+        let mut cycles = 0;
+        for (head, v) in regions {
+            if let Outcome::Collapsed(c) = self.collapse_region(pid, head, &v, None) {
+                cycles += c;
+                self.thp.stats.madv_collapsed += 1;
+            }
+        }
+        cycles
+    }
+
+    /// `hpage_collapse_scan_pmd` and `collapse_huge_page` on the region at `head` of `pid`:
+    /// khugepaged's with its `limits`, MADV_COLLAPSE's with None (no `max_ptes_none` or
+    /// `max_ptes_shared`, no referenced page needed: `cc->is_khugepaged` false).
+    fn collapse_region(
+        &mut self,
+        pid: Pid,
+        head: u64,
+        v: &Vma,
+        limits: Option<&KhugepagedLimits>,
+    ) -> Outcome {
+        if limits.is_none() && !(v.private() && v.shadow.is_none()) {
+            return Outcome::Passed; // MADV_COLLAPSE: anonymous private memory only, here
+        }
         let (c, o) = self.thp_class().expect("khugepaged: THP policy");
         let n = 1u64 << o;
         let bs = self.base_shift();
@@ -138,6 +185,12 @@ impl Os {
             }
         }
         let st: &mut ThpStats = &mut self.thp.stats;
+        let k = limits.copied().unwrap_or(KhugepagedLimits {
+            pages_to_scan: 0,
+            max_ptes_none: n,
+            max_ptes_swap: 0,
+            max_ptes_shared: n,
+        });
         if none > k.max_ptes_none {
             st.scan_fail_none += 1;
             return Outcome::Passed;
@@ -156,7 +209,7 @@ impl Os {
             st.scan_fail_other += 1;
             return Outcome::Passed;
         }
-        if young == 0 {
+        if young == 0 && limits.is_some() {
             st.scan_fail_referenced += 1;
             return Outcome::Passed;
         }
@@ -198,7 +251,7 @@ impl Os {
             .tlb
             .invalidate_range(pid.0, head << bs, (head + n) << bs);
         let st = &mut self.thp.stats;
-        st.pages_collapsed += 1;
+        st.pages_collapsed += limits.is_some() as u64;
         st.collapse_copied += copied;
         st.collapse_zeroed += zeroed;
         self.stats.zeroed_bytes += zeroed * self.machine.base_size();

@@ -799,6 +799,12 @@ impl Os {
                 Advice::Collapse => {}
             }
         }
+        if advice == Advice::Collapse && self.policy.thp().is_some() {
+            // Linux's MADV_COLLAPSE (vm/khugepaged.rs); other systems have none.
+            let bs = self.base_shift();
+            let c = self.madv_collapse(pid, start >> bs, end >> bs);
+            self.stats.cycles_kernel += c;
+        }
         // The range was split to apply the advice; FreeBSD's vm_map_madvise does not split for
         // DONTNEED / FREE and simplifies the entries whose behaviour it set: the pieces that
         // are alike again become one entry.

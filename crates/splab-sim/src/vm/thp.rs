@@ -43,6 +43,8 @@ pub struct ThpStats {
     pub full_scans: u64,
     /// khugepaged's `pages_collapsed`: regions collapsed (one THP each).
     pub pages_collapsed: u64,
+    /// Regions MADV_COLLAPSE collapsed (vm/khugepaged.rs `madv_collapse`).
+    pub madv_collapsed: u64,
     /// Base-page entries khugepaged's scans covered (its `pages_to_scan` budget spent).
     pub pages_scanned: u64,
     /// Regions khugepaged refused: more empty entries than `max_ptes_none`, ...
