@@ -141,13 +141,16 @@ fn khugepaged_collapses_a_madvised_region_out_of_place() {
     e.madvise(pid, a, 4 << 20, Advice::HugePage).unwrap();
     assert_eq!(mapped(&e, pid), (10 * PAGE, 0));
     let background = e.background_cycles;
-    idle(&mut e, 11); // one wake, at 10 s
-    // The collapse's copies and zeroing are background work (the page daemon's aging adds a
-    // little).
+    // One wake, at 10 s. The collapse's copies and zeroing are background work (the page
+    // daemon's aging adds a little).
+    idle(&mut e, 11);
     let c = &e.os.machine.cost;
     let work = 10 * c.copy_page_cycles + 502 * c.zero_page_cycles;
     let spent = e.background_cycles - background;
-    assert!(spent >= work && spent < work + work / 10, "{spent} vs {work}");
+    assert!(
+        spent >= work && spent < work + work / 10,
+        "{spent} vs {work}"
+    );
     let t = e.os.thp.stats.clone();
     assert_eq!(t.pages_collapsed, 1);
     assert_eq!(t.collapse_alloc, 1);
