@@ -441,7 +441,7 @@ pub const POLICIES: &[(&str, &str)] = &[
     ),
     (
         "freebsd",
-        "FreeBSD amd64: one reservation level (the smallest superpage, 2MB on x86-64), partpopq, write-protect-clean promotion, deferred deallocation, reclaim_inactive, prefault=4+4; promote=, dirty=, contiguity= (default off) and wired= as navarro",
+        "FreeBSD amd64: one reservation level (the smallest superpage, 2MB on x86-64), partpopq, write-protect-clean promotion, deferred deallocation, reclaim_inactive, prefault=4+4; promote=, dirty=, contiguity= (default off) and wired= as navarro; khugepaged=on (either reserving policy) adds Linux's khugepaged beside the reservations, collapsing the regions that fell back to base pages",
     ),
 ];
 
