@@ -68,15 +68,7 @@ impl Os {
     /// Enters a base mapping for `pid`, allocating the page-table pages of a new chunk first (so
     /// running out of memory changes nothing).
     pub(crate) fn pmap_enter(&mut self, pid: Pid, vpn: u64, pfn: Pfn, prot: Prot) -> Result<()> {
-        let has = self.proc(pid)?.pmap.has_chunk(vpn);
-        if !has {
-            let path = self.pt_attach(pid, vpn)?;
-            self.procs
-                .get_mut(&pid.0)
-                .expect("pmap_enter: pid")
-                .pmap
-                .add_chunk(vpn, path);
-        }
+        self.pmap_prepare(pid, vpn, 1)?;
         self.procs
             .get_mut(&pid.0)
             .expect("pmap_enter: pid")
