@@ -3,7 +3,7 @@
 //! warm and cold starts (`--page-cache`).
 
 use splab_sim::engine::Engine;
-use splab_sim::units::{AccessKind, Pid, Prot};
+use splab_sim::units::{AccessKind, Order, Pid, Prot};
 use splab_sim::vm::object::PageCache;
 use splab_sim::vm::{MapFlags, MmapReq};
 
@@ -217,6 +217,55 @@ fn prefault_maps_resident_anonymous_pages_after_fork() {
         }
         assert_eq!(faults(&e) - before.0, 1 + 8 - want, "{policy}");
     }
+}
+
+/// Prefault holds the page it is about to map: entering a neighbour in a chunk the process has
+/// no page table for allocates one, and with memory short that runs the page daemon, which must
+/// not evict that very neighbour (it would stay mapped over a frame its object no longer holds).
+/// Shared memory straddles an 8MB leaf-table boundary `b` on the Alpha; the parent writes the
+/// pages on each side of it, the child (with a table for `b`'s chunk only) reads `b` with 2
+/// frames free: the prefault of `b - 1` takes a table, the scan waits for it and evicts the
+/// child's other page, not `b - 1`.
+#[test]
+fn prefault_keeps_its_page_while_a_page_table_is_allocated() {
+    let page = 8192u64;
+    let (mut e, parent) = common::engine("alpha21264:mem=16M", "base:prefault=4+4", None);
+    let b = 0x10_0080_0000u64;
+    let at = b - 4 * page;
+    let flags = MapFlags::SHARED.with(MapFlags::FIXED);
+    let req = MmapReq {
+        addr: at,
+        len: 68 * page,
+        prot: Prot::RW,
+        flags,
+        file: 0,
+        offset: 0,
+    };
+    e.mmap(parent, req).unwrap();
+    let child = e.fork(parent).unwrap();
+    e.access(parent, b - page, AccessKind::Write).unwrap();
+    e.access(parent, b, AccessKind::Write).unwrap();
+    // The child's table for b's chunk, through a page of its own far from b.
+    e.access(child, b + 32 * page, AccessKind::Read).unwrap();
+    assert_eq!(around(&e), 0);
+    let pte = |e: &Engine, pid: Pid, va: u64| e.os.proc(pid).unwrap().pmap.lookup(va / page);
+    let below = pte(&e, parent, b - page).unwrap().pfn();
+    assert!(pte(&e, child, b - page).is_none());
+    // The kernel takes all but 2 free frames: fewer than a table path may need.
+    while e.os.phys.buddy.free_frames > 2 {
+        e.os.phys.buddy.alloc(Order(0)).unwrap();
+        e.os.phys.wired_frames += 1;
+    }
+    let cached = e.os.pageout.stats.cached;
+    e.access(child, b, AccessKind::Read).unwrap();
+    // b - 1 prefaulted (b + 1 is not resident: the spiral stops), over the frame its object
+    // still holds; the child's page at b + 32 was the one evicted.
+    assert_eq!(around(&e), 1);
+    assert_eq!(pte(&e, child, b - page).map(|p| p.pfn()), Some(below));
+    assert_eq!(pte(&e, parent, b - page).map(|p| p.pfn()), Some(below));
+    assert!(pte(&e, child, b + 32 * page).is_none());
+    assert_eq!(e.os.pageout.stats.cached, cached + 1);
+    e.os.check_invariants().unwrap();
 }
 
 #[test]

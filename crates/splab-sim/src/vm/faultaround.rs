@@ -164,6 +164,12 @@ impl Os {
         if !prot.allows(AccessKind::Read) && !prot.allows(AccessKind::Ifetch) {
             return false;
         }
+        // Entering a page in a chunk with no page table allocates one, which may run the page
+        // daemon: the page is held busy until the event ends (PG_BUSY, as the fault path and
+        // fork hold theirs), else the scan may evict it and it would be mapped over a frame
+        // its object no longer holds. (FreeBSD vm_fault_prefault enters pages with the object
+        // locked through pmap_enter_quick, which never sleeps for a page-table page.)
+        self.pageq.mark_busy(pfn);
         self.pmap_enter(pid, vpn, pfn, prot).is_ok()
     }
 }
