@@ -22,6 +22,7 @@ pub mod faultaround;
 pub mod file;
 pub mod khugepaged;
 pub mod kmem;
+pub mod latency;
 mod mremap;
 pub mod pageout;
 pub mod pageq;
