@@ -338,6 +338,9 @@ pub struct Report {
     /// What the workload itself counted (a trace replay's skipped or lazily mapped accesses).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workload_stats: Option<serde_json::Value>,
+    /// `--frag`: what the fragmenter did before the workload (workload/fragment.rs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frag: Option<crate::workload::fragment::FragReport>,
     /// `--dump-reservations`: the reservation lists at the end (text; not in the JSON).
     #[serde(skip)]
     pub dump: Option<String>,
@@ -379,7 +382,7 @@ impl Report {
         let acc = &os.acc;
         let st = &os.stats;
         let sizes = m.page_sizes();
-        let cycles_total = e.clock();
+        let cycles_total = e.elapsed();
         let superpage_orders: Vec<u8> = (1..sizes.len()).map(|c| m.order_of(c)).collect();
         let lat = LatencyCycles::of(&st.fault_latency);
         let cache_stats = os.hw.caches.stats();
@@ -507,6 +510,7 @@ impl Report {
                 contiguity: e.series.contiguity.clone(),
             },
             workload_stats: None,
+            frag: None,
             dump: None,
             sim: Sim {
                 wall_seconds,
@@ -554,6 +558,22 @@ impl Report {
             "splab run: {} on {} with policy {} (seed {})",
             c.workload, c.machine, c.policy, c.seed
         );
+        if let Some(f) = &self.frag {
+            let _ = writeln!(
+                s,
+                "  frag-{}        {} of {} free {} blocks left at the start (target {} for {} of memory); \
+                 {} blocks pinned by the fragmenter ({} resident), {} s before the workload",
+                f.level,
+                f.free_blocks_before,
+                f.free_blocks_initial,
+                fmt_size(f.block_bytes),
+                f.target_free_blocks,
+                fmt_size(f.mem_bytes),
+                f.blocks_fragmented,
+                human(f.fragmenter_bytes),
+                f.settle_seconds
+            );
+        }
         let a = &self.accesses;
         let _ = writeln!(
             s,
