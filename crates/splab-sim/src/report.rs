@@ -901,6 +901,12 @@ pub struct CompareRow {
     pub footprint_ratio: f64,
     /// Share of this policy's estimated time spent on TLB hits and walks.
     pub walk_share: f64,
+    /// 95th-percentile fault latency, nanoseconds (seed 003 Table 9 puts the 95th-percentile
+    /// latency beside the speedup).
+    pub fault_latency_p95_ns: u64,
+    /// Footprint at the end and at its peak (seed 003 Table 10: memory consumption).
+    pub footprint_end_bytes: u64,
+    pub footprint_peak_bytes: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -914,8 +920,14 @@ pub struct Comparison {
 }
 
 impl Comparison {
+    /// The reports compared with the first.
     pub fn new(reports: Vec<Report>) -> Comparison {
-        let base = &reports[0];
+        Comparison::with_baseline(reports, 0)
+    }
+
+    /// The reports compared with `reports[baseline]` (`compare --baseline`).
+    pub fn with_baseline(reports: Vec<Report>, baseline: usize) -> Comparison {
+        let base = &reports[baseline.min(reports.len() - 1)];
         let rows = reports
             .iter()
             .map(|r| {
@@ -934,6 +946,9 @@ impl Comparison {
                         base.memory.footprint_peak_bytes,
                     ),
                     walk_share: r.time.walk_share,
+                    fault_latency_p95_ns: r.time.fault_latency_ns.p95,
+                    footprint_end_bytes: r.memory.footprint_end_bytes,
+                    footprint_peak_bytes: r.memory.footprint_peak_bytes,
                 }
             })
             .collect();
@@ -950,14 +965,21 @@ impl Comparison {
     pub fn to_text(&self) -> String {
         use std::fmt::Write;
         let mut s = String::new();
+        // The fragmentation level, when the runs had one (seed 003 Tables 8-10: one table per
+        // level).
+        let frag = self
+            .reports
+            .first()
+            .and_then(|r| r.frag.as_ref())
+            .map_or(String::new(), |f| format!(", frag-{}", f.level));
         let _ = writeln!(
             s,
-            "splab compare: {} on {} (baseline {})",
+            "splab compare: {} on {} (baseline {}{frag})",
             self.workload, self.machine, self.baseline
         );
         let _ = writeln!(
             s,
-            "  {:<24} {:>12} {:>9} {:>11} {:>12} {:>10} {:>12} {:>12} {:>9} {:>10}",
+            "  {:<24} {:>12} {:>9} {:>11} {:>12} {:>10} {:>12} {:>12} {:>11} {:>11} {:>9} {:>11}",
             "policy",
             "est. time s",
             "speedup",
@@ -965,7 +987,9 @@ impl Comparison {
             "walks",
             "walk red.",
             "faults",
-            "footprint",
+            "p95 fault",
+            "fp end",
+            "fp peak",
             "fp ratio",
             "superpages"
         );
@@ -973,7 +997,7 @@ impl Comparison {
             let sp = r.memory.superpage_peak_bytes;
             let _ = writeln!(
                 s,
-                "  {:<24} {:>12.6} {:>8.3}x {:>10.1}% {:>12} {:>9.2}% {:>12} {:>12} {:>9.3} {:>10}",
+                "  {:<24} {:>12.6} {:>8.3}x {:>10.1}% {:>12} {:>9.2}% {:>12} {:>12} {:>11} {:>11} {:>9.3} {:>11}",
                 truncate(&row.policy, 24),
                 r.time.seconds,
                 row.speedup,
@@ -981,7 +1005,9 @@ impl Comparison {
                 group(r.tlb.walks),
                 row.walk_reduction_pct,
                 group(r.faults.total),
-                human(r.memory.footprint_peak_bytes),
+                fmt_ns(row.fault_latency_p95_ns),
+                human(row.footprint_end_bytes),
+                human(row.footprint_peak_bytes),
                 row.footprint_ratio,
                 human(sp)
             );
@@ -996,12 +1022,12 @@ impl Comparison {
     pub fn to_csv(&self) -> String {
         use std::fmt::Write;
         let mut s = String::from(
-            "policy,est_time_s,speedup,walk_share_pct,walks,walk_reduction_pct,faults,footprint_peak_bytes,footprint_ratio,superpage_peak_bytes\n",
+            "policy,est_time_s,speedup,walk_share_pct,walks,walk_reduction_pct,faults,footprint_peak_bytes,footprint_ratio,superpage_peak_bytes,fault_latency_p95_ns,footprint_end_bytes\n",
         );
         for (row, r) in self.rows.iter().zip(&self.reports) {
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{}",
                 csv_field(&row.policy),
                 r.time.seconds,
                 row.speedup,
@@ -1011,7 +1037,9 @@ impl Comparison {
                 r.faults.total,
                 r.memory.footprint_peak_bytes,
                 row.footprint_ratio,
-                r.memory.superpage_peak_bytes
+                r.memory.superpage_peak_bytes,
+                row.fault_latency_p95_ns,
+                row.footprint_end_bytes
             );
         }
         s
@@ -1024,6 +1052,17 @@ fn csv_field(v: &str) -> String {
         format!("\"{}\"", v.replace('"', "\"\""))
     } else {
         v.to_string()
+    }
+}
+
+/// Nanoseconds in a readable unit: "850 ns", "12.3 us", "4.10 ms".
+fn fmt_ns(ns: u64) -> String {
+    if ns < 1_000 {
+        format!("{ns} ns")
+    } else if ns < 1_000_000 {
+        format!("{:.1} us", ns as f64 / 1e3)
+    } else {
+        format!("{:.2} ms", ns as f64 / 1e6)
     }
 }
 
@@ -1086,6 +1125,9 @@ mod tests {
         assert_eq!(group(12), "12");
         assert_eq!(human(1 << 30), "1.00 GiB");
         assert_eq!(human(100), "100 B");
+        assert_eq!(fmt_ns(850), "850 ns");
+        assert_eq!(fmt_ns(12_345), "12.3 us");
+        assert_eq!(fmt_ns(4_100_000), "4.10 ms");
         assert_eq!(
             csv_field("navarro:sizes=64K,x=1"),
             "\"navarro:sizes=64K,x=1\""
