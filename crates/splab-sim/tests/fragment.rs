@@ -155,3 +155,21 @@ fn bad_levels_and_memory_are_errors_naming_the_option() {
     let e = bad(50, None, "gups:size=1M");
     assert!(e.contains("--frag-mem 1M"), "a declared memory under a block: {e}");
 }
+
+#[test]
+fn a_compositions_phases_and_the_series_start_with_the_workload() {
+    let w = "seq(gups:size=4M,updates=20K,gups:size=4M,updates=20K)";
+    let r = spec("skylake:mem=1G", "linux", w)
+        .prepare()
+        .unwrap()
+        .with_frag(50, Some(8 * MB))
+        .unwrap()
+        .run(None)
+        .unwrap();
+    let c = &r.workload_stats.as_ref().unwrap()["components"];
+    assert_eq!(c[0]["start_cycles"].as_u64(), Some(0));
+    let second = c[1]["start_seconds"].as_f64().unwrap();
+    assert!(second > 0.0 && second <= r.time.seconds, "{second}");
+    assert_eq!(r.series.t[0], 0.0);
+    assert!(*r.series.t.last().unwrap() <= r.time.seconds);
+}

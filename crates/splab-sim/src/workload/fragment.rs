@@ -38,27 +38,20 @@ pub struct FragSpec {
     pub mem_bytes: u64,
 }
 
-/// What the fragmenter did, for the report (`frag`).
+/// What the fragmenter did, for the report (`frag`; docs/report.schema.json describes each
+/// field). Blocks are counted in `block_bytes`.
 #[derive(Clone, Debug, Serialize)]
 pub struct FragReport {
-    /// The level: 0, 50 or 100 (any percentage is accepted).
     pub level: u8,
-    /// The workload's memory M the target is a share of.
     pub mem_bytes: u64,
-    /// The block size fragmented (2MB on x86).
     pub block_bytes: u64,
-    /// Free blocks wanted: (100 - level)% of M in blocks.
     pub target_free_blocks: u64,
-    /// Free blocks when the fragmenter started.
     pub free_blocks_initial: u64,
-    /// Blocks the fragmenter pinned.
     pub blocks_fragmented: u64,
-    /// Free blocks at the workload's start, after the settle.
+    /// At the workload's start, after the settle.
     pub free_blocks_before: u64,
-    /// Bytes the fragmenter holds resident at the workload's start (not in the workload's
-    /// footprint).
+    /// Resident at the workload's start (not in its footprint).
     pub fragmenter_bytes: u64,
-    /// Simulated seconds between fragmenting and the workload.
     pub settle_seconds: u64,
 }
 
