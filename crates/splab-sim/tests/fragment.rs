@@ -112,16 +112,25 @@ fn run_frag(policy: &str, pct: Option<u8>) -> Report {
 fn the_workload_runs_after_and_is_measured_from_its_start() {
     let plain = run_frag("base", None);
     let r = run_frag("base", Some(100));
-    let f = r.frag.as_ref().expect("the report says what the fragmenter did");
+    let f = r
+        .frag
+        .as_ref()
+        .expect("the report says what the fragmenter did");
     // gups declares its table: M = 8MB = 4 blocks.
-    assert_eq!((f.level, f.mem_bytes, f.free_blocks_before), (100, 8 * MB, 0));
+    assert_eq!(
+        (f.level, f.mem_bytes, f.free_blocks_before),
+        (100, 8 * MB, 0)
+    );
     // Under base pages the workload does the same work either way, and the 60 s before it
     // is no part of its time.
     assert_eq!(r.accesses.total, plain.accesses.total);
     assert_eq!(r.faults.total, plain.faults.total);
     assert!(r.time.seconds < 1.0, "{}", r.time.seconds);
     assert_eq!(r.time.breakdown.idle, 0);
-    assert_eq!(r.memory.footprint_peak_bytes, plain.memory.footprint_peak_bytes);
+    assert_eq!(
+        r.memory.footprint_peak_bytes,
+        plain.memory.footprint_peak_bytes
+    );
     assert!(plain.frag.is_none());
 }
 
@@ -153,7 +162,10 @@ fn bad_levels_and_memory_are_errors_naming_the_option() {
     let e = bad(50, None, "seq:size=8M");
     assert!(e.contains("--frag-mem SIZE"), "{e}");
     let e = bad(50, None, "gups:size=1M");
-    assert!(e.contains("--frag-mem 1M"), "a declared memory under a block: {e}");
+    assert!(
+        e.contains("--frag-mem 1M"),
+        "a declared memory under a block: {e}"
+    );
 }
 
 #[test]

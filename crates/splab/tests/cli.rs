@@ -501,9 +501,18 @@ fn issue11_frag_and_baseline_errors_name_the_option() {
         (&["--frag", "101"][..], &["--frag 101", "0 to 100"][..]),
         (&["--frag=-5"], &["--frag -5", "0 to 100"]),
         (&["--frag", "half"], &["--frag half", "0 to 100"]),
-        (&["--frag", "50", "--frag-mem", "1M"], &["--frag-mem 1M", "2M"]),
-        (&["--frag", "50", "--frag-mem", "4G"], &["--frag-mem 4G", "1G"]),
-        (&["--frag", "50", "--frag-mem", "lots"], &["--frag-mem", "'lots'"]),
+        (
+            &["--frag", "50", "--frag-mem", "1M"],
+            &["--frag-mem 1M", "2M"],
+        ),
+        (
+            &["--frag", "50", "--frag-mem", "4G"],
+            &["--frag-mem 4G", "1G"],
+        ),
+        (
+            &["--frag", "50", "--frag-mem", "lots"],
+            &["--frag-mem", "'lots'"],
+        ),
         (&["--frag-mem", "8M"], &["--frag-mem", "only with --frag"]),
     ] {
         let args = run(extra);
@@ -511,19 +520,53 @@ fn issue11_frag_and_baseline_errors_name_the_option() {
         assert_bad_input(&args, needles);
     }
     assert_bad_input(
-        &["run", "-m", "skylake:mem=1G", "-w", "seq:size=8M", "--frag", "50"],
+        &[
+            "run",
+            "-m",
+            "skylake:mem=1G",
+            "-w",
+            "seq:size=8M",
+            "--frag",
+            "50",
+        ],
         &["--frag 50", "--frag-mem SIZE"],
     );
     assert_bad_input(
-        &["compare", "-m", "skylake:mem=1G", "-p", "base,linux", "-w", "gups:size=8M", "--baseline", "freebsd"],
+        &[
+            "compare",
+            "-m",
+            "skylake:mem=1G",
+            "-p",
+            "base,linux",
+            "-w",
+            "gups:size=8M",
+            "--baseline",
+            "freebsd",
+        ],
         &["--baseline freebsd", "base, linux"],
     );
     let out = splab()
-        .args(["compare", "-q", "-m", "skylake:mem=1G", "-p", "base,linux", "--baseline", "linux"])
+        .args([
+            "compare",
+            "-q",
+            "-m",
+            "skylake:mem=1G",
+            "-p",
+            "base,linux",
+            "--baseline",
+            "linux",
+        ])
         .args(["-w", "gups:size=8M,updates=10K", "--frag", "100"])
         .output()
         .unwrap();
     let s = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(s.contains("(baseline linux, frag-100)") && s.contains("p95 fault"), "{s}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        s.contains("(baseline linux, frag-100)") && s.contains("p95 fault"),
+        "{s}"
+    );
 }

@@ -127,7 +127,10 @@ mod tests {
         }
         assert_eq!(os.phys.used_frames, 16);
         let pmap = &os.proc(pid).unwrap().pmap;
-        assert_eq!(pmap.lookup((va >> 12) + 496).unwrap().pfn(), Pfn(pfn.0 + 496));
+        assert_eq!(
+            pmap.lookup((va >> 12) + 496).unwrap().pfn(),
+            Pfn(pfn.0 + 496)
+        );
         assert!(pmap.lookup((va >> 12) + 495).is_none());
         assert_eq!(os.stats.cycles_kernel, 0, "set-up work is not charged");
         os.check_invariants().unwrap();

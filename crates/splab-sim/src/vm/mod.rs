@@ -1043,8 +1043,10 @@ impl Os {
         }
         let sp: u64 = now[1..].iter().sum();
         self.stats.superpage_peak_bytes = self.stats.superpage_peak_bytes.max(sp);
-        self.stats.footprint_peak_frames =
-            self.stats.footprint_peak_frames.max(self.phys.used_frames - self.fragmenter_frames());
+        self.stats.footprint_peak_frames = self
+            .stats
+            .footprint_peak_frames
+            .max(self.phys.used_frames - self.fragmenter_frames());
     }
 
     /// Every invariant of physical memory, objects, map entries, page tables and the TLB.

@@ -116,7 +116,11 @@ pub fn run(e: &mut Engine, f: FragSpec) -> Result<FragReport> {
         // The region: one block per free block to fragment, and one to align it.
         let len = (wanted + 1) * block;
         let start = e.mmap(pid, MmapReq::anon(len))?;
-        let obj = e.os.proc(pid)?.vma_at(start).expect("fragmenter region").obj;
+        let obj =
+            e.os.proc(pid)?
+                .vma_at(start)
+                .expect("fragmenter region")
+                .obj;
         e.os.fragmenter = Some(Fragmenter { pid, obj });
         let first = start.next_multiple_of(block);
         if first > start {
