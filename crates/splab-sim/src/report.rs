@@ -860,19 +860,15 @@ impl Report {
                 group(stat("heap_regions_relocated"))
             );
         }
-        let (l, lc) = (&t.fault_latency_ns, &t.fault_latency_cycles);
+        let l = &t.fault_latency_ns;
         let _ = writeln!(
             s,
-            "  fault latency p50 {} ns, p95 {} ns, p99 {} ns, max {} ns ({} / {} / {} / {} cycles, {} faults)",
-            group(l.p50),
-            group(l.p95),
-            group(l.p99),
-            group(l.max),
-            group(lc.p50),
-            group(lc.p95),
-            group(lc.p99),
-            group(lc.max),
-            group(lc.count)
+            "  fault latency p50 {} ns, p95 {} ns, p99 {} ns, max {} ns ({} faults)",
+            l.p50,
+            l.p95,
+            l.p99,
+            l.max,
+            group(t.fault_latency_cycles.count)
         );
         let _ = writeln!(
             s,

@@ -63,12 +63,11 @@ fn each_level_leaves_its_share_of_the_workloads_memory_free() {
             blocks.values().all(|&n| n == 16),
             "frag {pct}: every pinned block holds exactly 16 pages: {blocks:?}"
         );
-        // The settle: 60 s of simulated time passed, and the pages are all still there.
+        // 60 s passed, and the pages are all still there.
         assert_eq!(r.settle_seconds, 60);
         assert!(e.clock() >= 60 * e.os.machine.freq_hz);
         assert_eq!(r.fragmenter_bytes, r.blocks_fragmented * 16 * 4096);
         assert_eq!(e.os.fragmenter_frames(), r.blocks_fragmented * 16);
-        // The workload's clock starts now; the fragmenter is not in its footprint.
         assert_eq!(e.elapsed(), 0);
         assert_eq!(e.os.footprint_bytes(), 0);
     }
@@ -121,8 +120,7 @@ fn the_workload_runs_after_and_is_measured_from_its_start() {
         (f.level, f.mem_bytes, f.free_blocks_before),
         (100, 8 * MB, 0)
     );
-    // Under base pages the workload does the same work either way, and the 60 s before it
-    // is no part of its time.
+    // The same work either way; the 60 s before it are not its time.
     assert_eq!(r.accesses.total, plain.accesses.total);
     assert_eq!(r.faults.total, plain.faults.total);
     assert!(r.time.seconds < 1.0, "{}", r.time.seconds);
