@@ -129,6 +129,7 @@ fn the_workload_runs_after_and_is_measured_from_its_start() {
         r.memory.footprint_peak_bytes,
         plain.memory.footprint_peak_bytes
     );
+    assert_eq!(r.pages.mapped_peak_by_size, plain.pages.mapped_peak_by_size);
     assert!(plain.frag.is_none());
 }
 

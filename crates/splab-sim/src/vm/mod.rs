@@ -1033,7 +1033,9 @@ impl Os {
         let bs = self.base_shift();
         let n = self.orders.len();
         let mut now = vec![0u64; n];
-        for p in self.procs.values() {
+        // The fragmenter's (`--frag`) pages are set-up, not the workload's.
+        let frag = self.fragmenter.map(|f| f.pid);
+        for p in self.procs.values().filter(|p| Some(p.pid) != frag) {
             for (c, v) in now.iter_mut().enumerate() {
                 *v += p.pmap.counts[c] << bs;
             }
