@@ -75,7 +75,8 @@ fn each_level_leaves_its_share_of_the_workloads_memory_free() {
 
 #[test]
 fn reservation_policies_are_fragmented_alike() {
-    for policy in ["freebsd", "linux"] {
+    // Not Linux: its compaction (kcompactd) may migrate the pages during the settle, by design.
+    for policy in ["freebsd", "navarro"] {
         let (e, r) = fragmented(policy, 100);
         assert_eq!(r.free_blocks_before, 0, "{policy}");
         assert!(pages_per_block(&e).values().all(|&n| n == 16), "{policy}");
