@@ -38,6 +38,10 @@ fn pages_per_block(e: &splab_sim::engine::Engine) -> BTreeMap<u64, u64> {
     let f = e.os.fragmenter.expect("a fragmenter");
     let mut by_block = BTreeMap::new();
     for (_, pfn) in e.os.obj(f.obj).pages.all() {
+        assert!(
+            pfn.0 % 512 >= 496,
+            "the block's last 16 frames stay: {pfn:?}"
+        );
         *by_block.entry(pfn.0 >> 9).or_insert(0) += 1;
     }
     by_block
@@ -70,6 +74,10 @@ fn each_level_leaves_its_share_of_the_workloads_memory_free() {
         assert_eq!(e.os.fragmenter_frames(), r.blocks_fragmented * 16);
         assert_eq!(e.elapsed(), 0);
         assert_eq!(e.os.footprint_bytes(), 0);
+        assert_eq!(
+            e.os.stats.cycles_kernel, 0,
+            "set-up is not the workload's work"
+        );
     }
 }
 

@@ -1,16 +1,13 @@
-//! The fragmenter's mechanism: what Quicksilver's fragmentation tool leaves behind in one
-//! physical superpage-sized block (seed 003 6 "Fragmentation"; Frag/frag/fragment_level.c;
-//! docs/reference-policies.md 3). The tool touches a superpage-aligned virtual block under a
-//! first-touch superpage allocation policy, so one free physical block backs it, then munmaps
-//! all of it but its last 64KB: the block's other frames go back to the allocator and the 16
-//! resident 4KB pages pin it. The driver (the loop, the target, the 60 s settle) is
-//! workload/fragment.rs.
+//! What Quicksilver's fragmentation tool leaves in one superpage-sized physical block (seed 003
+//! 6; Frag/frag/fragment_level.c): it touches a 2MB-aligned virtual block under a first-touch
+//! superpage policy, so one free physical block backs it, then munmaps all but its last 64KB,
+//! whose 16 resident 4KB pages pin the block. The driver is workload/fragment.rs.
 //!
-//! The end state is entered directly rather than by faults, so that it is the same under every
-//! policy (under `base` no fault takes a whole block) and costs the workload nothing: the
-//! fragmenter's pages are ordinary resident, dirty, movable anonymous pages of a live process
-//! (its object, page table and page queues), which the page daemon may age and evict, and
-//! compaction may migrate; they are in no reservation.
+//! The end state is entered directly, not by faults, so that it is the same under every policy
+//! (under `base` no fault takes a whole block) and costs the workload nothing. The pages are
+//! ordinary resident, dirty, movable anonymous pages of a live process (object, page table,
+//! page queues): the page daemon may evict them and compaction migrate them; no reservation
+//! holds them.
 
 use super::{ObjId, Os};
 use crate::error::{Result, SimError};
@@ -99,40 +96,5 @@ impl Os {
         self.stats.cycles_kernel = kernel;
         self.stats.cycles_reservation = resv;
         Ok(Some(pfn))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::hw::Machine;
-    use crate::policy::Policy;
-    use crate::units::Pfn;
-    use crate::vm::{MmapReq, Os};
-
-    #[test]
-    fn a_block_keeps_its_last_pages_and_frees_the_rest() {
-        let m = Machine::from_spec("skylake:mem=1G").unwrap();
-        let mut p = Policy::from_spec("base").unwrap();
-        p.resolve(&m).unwrap();
-        let mut os = Os::new(m, p);
-        let pid = os.spawn().unwrap();
-        let free = os.free_blocks(9);
-        let va = os.mmap(pid, MmapReq::anon(4 << 20)).unwrap();
-        let va = va.next_multiple_of(2 << 20);
-        let pfn = os.fragment_block(pid, va, 9, 16).unwrap().unwrap();
-        assert_eq!(os.free_blocks(9), free - 1, "one free 2MB block taken");
-        for i in 0..512u64 {
-            let held = os.phys.refs(Pfn(pfn.0 + i)) > 0;
-            assert_eq!(held, i >= 496, "frame {i} of the block");
-        }
-        assert_eq!(os.phys.used_frames, 16);
-        let pmap = &os.proc(pid).unwrap().pmap;
-        assert_eq!(
-            pmap.lookup((va >> 12) + 496).unwrap().pfn(),
-            Pfn(pfn.0 + 496)
-        );
-        assert!(pmap.lookup((va >> 12) + 495).is_none());
-        assert_eq!(os.stats.cycles_kernel, 0, "set-up work is not charged");
-        os.check_invariants().unwrap();
     }
 }

@@ -1,17 +1,14 @@
-//! Fragmentation levels (`--frag 0|50|100`), modelled on Quicksilver's tool (seed 003 6
-//! "Fragmentation"; Frag/frag/fragment_level.c; docs/reference-policies.md 3): before the
-//! workload, a fragmenter process maps a large superpage-aligned anonymous region and, block
-//! by block, leaves 64KB of each block resident and munmaps the rest (vm/fragment.rs), until
-//! the free superpage-sized blocks are no more than `(100 - pct)%` of the workload's memory M
-//! (in blocks); Frag-50 "leaves 50% of the application's maximum resident memory as free
-//! superpages" (seed 003 6). The fragmenter stays alive, holding its pages. Then the machine
-//! sits for 60 s of simulated time with its daemons running, so that the fragmenter's memory is
-//! inactive (the scripts sleep 60 s), and the workload starts: its time is measured from there
-//! (`Engine::start_measuring`).
+//! Fragmentation levels (`--frag 0|50|100`), modelled on Quicksilver's tool (seed 003 6;
+//! Frag/frag/fragment_level.c; docs/reference-policies.md 3). A fragmenter process maps a
+//! large block-aligned anonymous region and pins one free block after another with 64KB of
+//! resident pages (vm/fragment.rs) until the free blocks are no more than `(100 - pct)%` of the
+//! workload's memory M in blocks (Frag-50 "leaves 50% of the application's maximum resident
+//! memory as free superpages"); it stays alive. The machine then sits 60 simulated seconds, its
+//! daemons running, so that the fragmenter's memory is inactive (the scripts sleep 60 s), and
+//! the workload runs, measured from its start (`Engine::start_measuring`).
 //!
-//! The block is the x86 superpage, 2MB (seed 003 is about x86-64), or on a machine without that
-//! size its smallest superpage above 2MB (else its largest one); 64KB of it stays resident:
-//! 16 pages of 4KB (fragment_level.c munmaps the first 2MB - 64KB).
+//! The block is 2MB (seed 003 is about x86-64), or the machine's smallest superpage above 2MB
+//! (else its largest); 64KB of it stays resident, 16 pages of 4KB.
 
 use serde::Serialize;
 
