@@ -125,6 +125,8 @@ pub struct Engine {
     /// component of a `par(...)` waits for another's phase (seed 000 6.5's seeker starts once
     /// the web server is warm).
     marks: Vec<(String, u64)>,
+    /// The clock when the workload started (`start_measuring`; 0 without a set-up phase).
+    pub origin: u64,
 }
 
 impl Engine {
@@ -173,6 +175,7 @@ impl Engine {
             kernel_charged: 0,
             sched: None,
             marks: Vec::new(),
+            origin: 0,
         };
         e.sample(0);
         if e.os.policy.pagedaemon {
@@ -206,6 +209,28 @@ impl Engine {
         self.os.hw.core.cycles()
     }
 
+    /// Cycles since the workload started (`start_measuring`): its estimated run time.
+    pub fn elapsed(&self) -> u64 {
+        self.clock() - self.origin
+    }
+
+    /// The workload starts now: what ran before (the fragmenter and its settling, `--frag`,
+    /// workload/fragment.rs) is set-up, not the workload's. The clock goes on (daemons keep
+    /// their schedule); the time attribution, the application's counters of idle, compute and
+    /// background cycles and events, and the series start again here.
+    pub fn start_measuring(&mut self) {
+        self.charge_kernel();
+        self.os.hw.core.restart_attribution();
+        self.origin = self.clock();
+        self.events = 0;
+        self.compute_cycles = 0;
+        self.background_cycles = 0;
+        self.idle_cycles = 0;
+        self.series = Series::default();
+        self.sample_every = 1 << 20;
+        self.sample(self.origin);
+    }
+
     /// Hands kernel work done since the last call to the core (it drains the window).
     fn charge_kernel(&mut self) {
         let k = self.os.stats.cycles_kernel;
@@ -235,7 +260,7 @@ impl Engine {
         }
         self.series
             .t
-            .push(now as f64 / self.os.machine.freq_hz as f64);
+            .push((now - self.origin) as f64 / self.os.machine.freq_hz as f64);
         self.series.footprint_bytes.push(self.os.footprint_bytes());
         self.series.superpage_bytes.push(self.os.superpage_bytes());
         self.series

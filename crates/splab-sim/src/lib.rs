@@ -52,6 +52,8 @@ pub struct Prepared {
     pub policy: policy::Policy,
     pub workload: Box<dyn workload::Workload>,
     pub spec: RunSpec,
+    /// Fragment memory before the workload (`--frag`, `with_frag`).
+    pub frag: Option<workload::fragment::FragSpec>,
 }
 
 impl RunSpec {
@@ -77,11 +79,32 @@ impl RunSpec {
             policy,
             workload,
             spec: self.clone(),
+            frag: None,
         })
     }
 }
 
 impl Prepared {
+    /// Fragments memory to `pct` percent before the workload (`--frag`, workload/fragment.rs).
+    /// The workload's memory M is `mem_bytes` (`--frag-mem`) if given, else what the workload
+    /// declares (`Workload::footprint_bytes`); an error if neither is known.
+    pub fn with_frag(mut self, pct: u8, mem_bytes: Option<u64>) -> Result<Prepared> {
+        let mem_bytes = match mem_bytes.or(self.workload.footprint_bytes()) {
+            Some(m) => m,
+            None => {
+                return Err(SimError::BadInput(format!(
+                    "--frag {pct}: the workload's memory is needed and {} declares none; give it \
+                     with --frag-mem SIZE (e.g. --frag-mem 1G)",
+                    self.workload.describe()
+                )))
+            }
+        };
+        let f = workload::fragment::FragSpec { pct, mem_bytes };
+        f.validate(&self.machine)?;
+        self.frag = Some(f);
+        Ok(self)
+    }
+
     /// Runs the workload to completion and builds its report.
     pub fn run(mut self, progress: Option<engine::ProgressFn>) -> Result<report::Report> {
         let start = Instant::now();
@@ -98,6 +121,10 @@ impl Prepared {
         if let Some(p) = progress {
             e.set_progress(p);
         }
+        let frag = match self.frag {
+            Some(f) => Some(workload::fragment::run(&mut e, f)?),
+            None => None,
+        };
         let mut rng = rng::Rng::new(self.spec.seed);
         self.workload.run(&mut e, &mut rng)?;
         e.finish();
@@ -113,6 +140,7 @@ impl Prepared {
         };
         let mut r = report::Report::from_engine(&e, config, start.elapsed().as_secs_f64());
         r.workload_stats = self.workload.stats();
+        r.frag = frag;
         if self.spec.dump_reservations {
             r.dump = Some(e.os.dump_reservations());
         }

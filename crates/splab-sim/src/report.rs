@@ -216,6 +216,40 @@ pub struct Latency {
     pub max: u64,
 }
 
+/// Fault latency quantiles in cycles (vm/latency.rs: relative error under 3.125%, max exact),
+/// with the number of faults they are over.
+#[derive(Clone, Debug, Serialize)]
+pub struct LatencyCycles {
+    pub count: u64,
+    pub p50: u64,
+    pub p95: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+impl LatencyCycles {
+    fn of(h: &crate::vm::latency::LatencyHistogram) -> LatencyCycles {
+        LatencyCycles {
+            count: h.count,
+            p50: h.quantile(0.50),
+            p95: h.quantile(0.95),
+            p99: h.quantile(0.99),
+            max: h.max,
+        }
+    }
+
+    /// The same quantiles in nanoseconds at `freq_hz`.
+    fn ns(&self, freq_hz: u64) -> Latency {
+        let ns = |c: u64| (c as u128 * 1_000_000_000 / freq_hz.max(1) as u128) as u64;
+        Latency {
+            p50: ns(self.p50),
+            p95: ns(self.p95),
+            p99: ns(self.p99),
+            max: ns(self.max),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Time {
     /// The core's clock at the end (hw/core.rs): misses and walks overlap, faults drain.
@@ -240,7 +274,10 @@ pub struct Time {
     pub cycles_reservation: u64,
     pub seconds: f64,
     pub background_cycles: u64,
+    /// Fault latency quantiles in nanoseconds at the machine's frequency.
     pub fault_latency_ns: Latency,
+    /// The same in cycles, and the faults counted.
+    pub fault_latency_cycles: LatencyCycles,
 }
 
 /// The critical-path attribution of `cycles_total` (hw/core.rs).
@@ -301,6 +338,9 @@ pub struct Report {
     /// What the workload itself counted (a trace replay's skipped or lazily mapped accesses).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workload_stats: Option<serde_json::Value>,
+    /// `--frag`: what the fragmenter did before the workload (workload/fragment.rs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frag: Option<crate::workload::fragment::FragReport>,
     /// `--dump-reservations`: the reservation lists at the end (text; not in the JSON).
     #[serde(skip)]
     pub dump: Option<String>,
@@ -342,9 +382,9 @@ impl Report {
         let acc = &os.acc;
         let st = &os.stats;
         let sizes = m.page_sizes();
-        let cycles_total = e.clock();
+        let cycles_total = e.elapsed();
         let superpage_orders: Vec<u8> = (1..sizes.len()).map(|c| m.order_of(c)).collect();
-        let lat = &st.fault_latency;
+        let lat = LatencyCycles::of(&st.fault_latency);
         let cache_stats = os.hw.caches.stats();
         let places = place_names(&cache_stats);
         let b = os.hw.core.breakdown();
@@ -460,12 +500,8 @@ impl Report {
                 cycles_reservation: st.cycles_reservation,
                 seconds: cycles_total as f64 / m.freq_hz as f64,
                 background_cycles: e.background_cycles,
-                fault_latency_ns: Latency {
-                    p50: lat.quantile(0.50),
-                    p95: lat.quantile(0.95),
-                    p99: lat.quantile(0.99),
-                    max: lat.max,
-                },
+                fault_latency_ns: lat.ns(m.freq_hz),
+                fault_latency_cycles: lat,
             },
             series: SeriesReport {
                 t: e.series.t.clone(),
@@ -474,6 +510,7 @@ impl Report {
                 contiguity: e.series.contiguity.clone(),
             },
             workload_stats: None,
+            frag: None,
             dump: None,
             sim: Sim {
                 wall_seconds,
@@ -521,6 +558,22 @@ impl Report {
             "splab run: {} on {} with policy {} (seed {})",
             c.workload, c.machine, c.policy, c.seed
         );
+        if let Some(f) = &self.frag {
+            let _ = writeln!(
+                s,
+                "  frag-{}        {} of {} free {} blocks left at the start (target {} for {} of memory); \
+                 {} blocks pinned by the fragmenter ({} resident), {} s before the workload",
+                f.level,
+                f.free_blocks_before,
+                f.free_blocks_initial,
+                fmt_size(f.block_bytes),
+                f.target_free_blocks,
+                fmt_size(f.mem_bytes),
+                f.blocks_fragmented,
+                human(f.fragmenter_bytes),
+                f.settle_seconds
+            );
+        }
         let a = &self.accesses;
         let _ = writeln!(
             s,
@@ -810,8 +863,12 @@ impl Report {
         let l = &t.fault_latency_ns;
         let _ = writeln!(
             s,
-            "  fault latency p50 {} ns, p95 {} ns, p99 {} ns, max {} ns",
-            l.p50, l.p95, l.p99, l.max
+            "  fault latency p50 {} ns, p95 {} ns, p99 {} ns, max {} ns ({} faults)",
+            l.p50,
+            l.p95,
+            l.p99,
+            l.max,
+            group(t.fault_latency_cycles.count)
         );
         let _ = writeln!(
             s,
@@ -840,6 +897,12 @@ pub struct CompareRow {
     pub footprint_ratio: f64,
     /// Share of this policy's estimated time spent on TLB hits and walks.
     pub walk_share: f64,
+    /// 95th-percentile fault latency, nanoseconds (seed 003 Table 9 puts the 95th-percentile
+    /// latency beside the speedup).
+    pub fault_latency_p95_ns: u64,
+    /// Footprint at the end and at its peak (seed 003 Table 10: memory consumption).
+    pub footprint_end_bytes: u64,
+    pub footprint_peak_bytes: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -853,8 +916,14 @@ pub struct Comparison {
 }
 
 impl Comparison {
+    /// The reports compared with the first.
     pub fn new(reports: Vec<Report>) -> Comparison {
-        let base = &reports[0];
+        Comparison::with_baseline(reports, 0)
+    }
+
+    /// The reports compared with `reports[baseline]` (`compare --baseline`).
+    pub fn with_baseline(reports: Vec<Report>, baseline: usize) -> Comparison {
+        let base = &reports[baseline.min(reports.len() - 1)];
         let rows = reports
             .iter()
             .map(|r| {
@@ -873,6 +942,9 @@ impl Comparison {
                         base.memory.footprint_peak_bytes,
                     ),
                     walk_share: r.time.walk_share,
+                    fault_latency_p95_ns: r.time.fault_latency_ns.p95,
+                    footprint_end_bytes: r.memory.footprint_end_bytes,
+                    footprint_peak_bytes: r.memory.footprint_peak_bytes,
                 }
             })
             .collect();
@@ -889,14 +961,21 @@ impl Comparison {
     pub fn to_text(&self) -> String {
         use std::fmt::Write;
         let mut s = String::new();
+        // The fragmentation level, when the runs had one (seed 003 Tables 8-10: one table per
+        // level).
+        let frag = self
+            .reports
+            .first()
+            .and_then(|r| r.frag.as_ref())
+            .map_or(String::new(), |f| format!(", frag-{}", f.level));
         let _ = writeln!(
             s,
-            "splab compare: {} on {} (baseline {})",
+            "splab compare: {} on {} (baseline {}{frag})",
             self.workload, self.machine, self.baseline
         );
         let _ = writeln!(
             s,
-            "  {:<24} {:>12} {:>9} {:>11} {:>12} {:>10} {:>12} {:>12} {:>9} {:>10}",
+            "  {:<24} {:>12} {:>9} {:>11} {:>12} {:>10} {:>12} {:>12} {:>11} {:>11} {:>9} {:>11}",
             "policy",
             "est. time s",
             "speedup",
@@ -904,7 +983,9 @@ impl Comparison {
             "walks",
             "walk red.",
             "faults",
-            "footprint",
+            "p95 fault",
+            "fp end",
+            "fp peak",
             "fp ratio",
             "superpages"
         );
@@ -912,7 +993,7 @@ impl Comparison {
             let sp = r.memory.superpage_peak_bytes;
             let _ = writeln!(
                 s,
-                "  {:<24} {:>12.6} {:>8.3}x {:>10.1}% {:>12} {:>9.2}% {:>12} {:>12} {:>9.3} {:>10}",
+                "  {:<24} {:>12.6} {:>8.3}x {:>10.1}% {:>12} {:>9.2}% {:>12} {:>12} {:>11} {:>11} {:>9.3} {:>11}",
                 truncate(&row.policy, 24),
                 r.time.seconds,
                 row.speedup,
@@ -920,7 +1001,9 @@ impl Comparison {
                 group(r.tlb.walks),
                 row.walk_reduction_pct,
                 group(r.faults.total),
-                human(r.memory.footprint_peak_bytes),
+                fmt_ns(row.fault_latency_p95_ns),
+                human(row.footprint_end_bytes),
+                human(row.footprint_peak_bytes),
                 row.footprint_ratio,
                 human(sp)
             );
@@ -935,12 +1018,12 @@ impl Comparison {
     pub fn to_csv(&self) -> String {
         use std::fmt::Write;
         let mut s = String::from(
-            "policy,est_time_s,speedup,walk_share_pct,walks,walk_reduction_pct,faults,footprint_peak_bytes,footprint_ratio,superpage_peak_bytes\n",
+            "policy,est_time_s,speedup,walk_share_pct,walks,walk_reduction_pct,faults,footprint_peak_bytes,footprint_ratio,superpage_peak_bytes,fault_latency_p95_ns,footprint_end_bytes\n",
         );
         for (row, r) in self.rows.iter().zip(&self.reports) {
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{}",
                 csv_field(&row.policy),
                 r.time.seconds,
                 row.speedup,
@@ -950,7 +1033,9 @@ impl Comparison {
                 r.faults.total,
                 r.memory.footprint_peak_bytes,
                 row.footprint_ratio,
-                r.memory.superpage_peak_bytes
+                r.memory.superpage_peak_bytes,
+                row.fault_latency_p95_ns,
+                row.footprint_end_bytes
             );
         }
         s
@@ -963,6 +1048,17 @@ fn csv_field(v: &str) -> String {
         format!("\"{}\"", v.replace('"', "\"\""))
     } else {
         v.to_string()
+    }
+}
+
+/// Nanoseconds in a readable unit: "850 ns", "12.3 us", "4.10 ms".
+fn fmt_ns(ns: u64) -> String {
+    if ns < 1_000 {
+        format!("{ns} ns")
+    } else if ns < 1_000_000 {
+        format!("{:.1} us", ns as f64 / 1e3)
+    } else {
+        format!("{:.2} ms", ns as f64 / 1e6)
     }
 }
 
@@ -1025,6 +1121,9 @@ mod tests {
         assert_eq!(group(12), "12");
         assert_eq!(human(1 << 30), "1.00 GiB");
         assert_eq!(human(100), "100 B");
+        assert_eq!(fmt_ns(850), "850 ns");
+        assert_eq!(fmt_ns(12_345), "12.3 us");
+        assert_eq!(fmt_ns(4_100_000), "4.10 ms");
         assert_eq!(
             csv_field("navarro:sizes=64K,x=1"),
             "\"navarro:sizes=64K,x=1\""

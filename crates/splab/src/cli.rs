@@ -74,6 +74,16 @@ struct RunArgs {
     /// After the summary, print the reservation lists at the end of the run (for debugging).
     #[arg(long)]
     dump_reservations: bool,
+    /// Fragment memory first, as Quicksilver's tool (seed 003 Frag-0/50/100): a fragmenter
+    /// process pins every free 2MB block beyond (100 - PCT)% of the workload's memory with 16
+    /// resident 4KB pages, the machine sits 60 simulated seconds, then the workload runs
+    /// (its time measured from its start). PCT: 0, 50 or 100 (any of 0..=100).
+    #[arg(long, value_name = "PCT")]
+    frag: Option<String>,
+    /// The workload's memory for --frag (default: what the workload declares, e.g. gups's
+    /// size; needed for the others), e.g. --frag-mem 8G.
+    #[arg(long, value_name = "SIZE")]
+    frag_mem: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -87,7 +97,9 @@ enum Cmd {
         #[command(flatten)]
         args: RunArgs,
     },
-    /// Run one workload under several policies and compare them with the first (the baseline).
+    /// Run one workload under several policies and compare them with a baseline (the first, or
+    /// --baseline): speedup, page walks, faults, p95 fault latency, footprint (seed 003 Tables
+    /// 8-10; add --frag for their fragmentation levels).
     Compare {
         /// Policies, comma-separated or repeated (the first is the baseline), e.g. -p base,navarro
         /// or -p base,file:mine.toml.
@@ -99,6 +111,10 @@ enum Cmd {
         /// Run at most N policies at once (default: one per core). Results do not depend on it.
         #[arg(short, long, value_name = "N")]
         jobs: Option<usize>,
+        /// The policy the others are compared with (one of -p; default: the first), e.g.
+        /// --baseline linux as seed 003's Tables 8-10.
+        #[arg(long, value_name = "POLICY")]
+        baseline: Option<String>,
         #[command(flatten)]
         args: RunArgs,
     },
@@ -287,8 +303,15 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             policy,
             csv,
             jobs,
+            baseline,
             args,
-        } => cmd_compare(&split_policies(&policy)?, csv.as_deref(), jobs, &args),
+        } => cmd_compare(
+            &split_policies(&policy)?,
+            csv.as_deref(),
+            jobs,
+            baseline.as_deref(),
+            &args,
+        ),
         Cmd::Plot {
             reports,
             metric,
@@ -417,6 +440,45 @@ fn parse_free(free: &Option<String>) -> Result<Option<u64>> {
     }
 }
 
+/// `--frag PCT` and `--frag-mem SIZE`: the level and the workload's memory if given.
+type Frag = Option<(u8, Option<u64>)>;
+
+fn parse_frag(a: &RunArgs) -> Result<Frag> {
+    let mem = match &a.frag_mem {
+        None => None,
+        Some(s) => Some(splab_sim::spec::parse_size(s).ok_or_else(|| {
+            SimError::BadInput(format!(
+                "--frag-mem: bad size '{s}': expected a size such as 512M or 8G"
+            ))
+        })?),
+    };
+    let Some(f) = &a.frag else {
+        if mem.is_some() {
+            return Err(SimError::BadInput(
+                "--frag-mem: only with --frag PCT (the level to fragment memory to)".into(),
+            )
+            .into());
+        }
+        return Ok(None);
+    };
+    match f.trim().parse::<u64>() {
+        Ok(pct) if pct <= 100 => Ok(Some((pct as u8, mem))),
+        _ => Err(SimError::BadInput(format!(
+            "--frag {f}: the level is a percentage from 0 to 100 (Quicksilver's are 0, 50, 100)"
+        ))
+        .into()),
+    }
+}
+
+/// Parses and validates a run, with its `--frag`.
+fn prepare(spec: &RunSpec, frag: Frag) -> Result<splab_sim::Prepared> {
+    let p = spec.prepare()?;
+    Ok(match frag {
+        Some((pct, mem)) => p.with_frag(pct, mem)?,
+        None => p,
+    })
+}
+
 fn spec_for(policy: &str, a: &RunArgs) -> Result<RunSpec> {
     Ok(RunSpec {
         machine: a.machine.clone(),
@@ -478,8 +540,8 @@ fn clear_progress(quiet: bool) {
     }
 }
 
-fn run_one(spec: &RunSpec, quiet: bool) -> Result<Report> {
-    let prepared = spec.prepare()?;
+fn run_one(spec: &RunSpec, frag: Frag, quiet: bool) -> Result<Report> {
+    let prepared = prepare(spec, frag)?;
     let label = format!(
         "{} {} {}",
         prepared.machine.name,
@@ -558,9 +620,10 @@ fn say(to_stderr: bool, text: &str) {
 
 fn cmd_run(policy: &str, a: &RunArgs) -> Result<()> {
     let spec = spec_for(policy, a)?;
-    spec.prepare()?;
+    let frag = parse_frag(a)?;
+    prepare(&spec, frag)?;
     let json = Output::open("--json", a.json.as_deref())?;
-    let report = run_one(&spec, a.quiet)?;
+    let report = run_one(&spec, frag, a.quiet)?;
     let json_stdout = a.json.as_deref() == Some("-");
     say(json_stdout, &report.to_text());
     if let Some(d) = &report.dump {
@@ -576,6 +639,7 @@ fn cmd_compare(
     policies: &[String],
     csv: Option<&str>,
     jobs: Option<usize>,
+    baseline: Option<&str>,
     a: &RunArgs,
 ) -> Result<()> {
     if policies.is_empty() {
@@ -584,6 +648,15 @@ fn cmd_compare(
         )
         .into());
     }
+    let base = match baseline {
+        None => 0,
+        Some(b) => policies.iter().position(|p| p == b).ok_or_else(|| {
+            SimError::BadInput(format!(
+                "--baseline {b}: not one of the policies compared ({})",
+                policies.join(", ")
+            ))
+        })?,
+    };
     if a.json.as_deref() == Some("-") && csv == Some("-") {
         return Err(SimError::BadInput(
             "--json - and --csv -: only one of them can go to standard output".into(),
@@ -592,7 +665,7 @@ fn cmd_compare(
     }
     // Validate every policy and output before running any.
     for p in policies {
-        spec_for(p, a)?.prepare()?;
+        prepare(&spec_for(p, a)?, parse_frag(a)?)?;
     }
     let jobs = match jobs {
         Some(0) => {
@@ -610,8 +683,8 @@ fn cmd_compare(
         .iter()
         .map(|p| spec_for(p, a))
         .collect::<Result<Vec<_>>>()?;
-    let reports = run_policies(&specs, jobs, a.quiet)?;
-    let cmp = Comparison::new(reports);
+    let reports = run_policies(&specs, parse_frag(a)?, jobs, a.quiet)?;
+    let cmp = Comparison::with_baseline(reports, base);
     let to_stderr = a.json.as_deref() == Some("-") || csv == Some("-");
     say(to_stderr, &cmp.to_text());
     if let Some(o) = json {
@@ -680,7 +753,7 @@ impl CompareProgress {
 /// others, so the reports do not depend on `jobs` (apart from `sim`, the wall time). Progress
 /// goes to stderr when it is a terminal and not `quiet`. On failure, the error of the first
 /// failing policy in `specs` order; policies not yet started are not started.
-fn run_policies(specs: &[RunSpec], jobs: usize, quiet: bool) -> Result<Vec<Report>> {
+fn run_policies(specs: &[RunSpec], frag: Frag, jobs: usize, quiet: bool) -> Result<Vec<Report>> {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
     let n = specs.len();
@@ -701,7 +774,7 @@ fn run_policies(specs: &[RunSpec], jobs: usize, quiet: bool) -> Result<Vec<Repor
         if i >= n || failed.load(Ordering::SeqCst) {
             return;
         }
-        let r = run_compared(&specs[i], i, &progress, show);
+        let r = run_compared(&specs[i], frag, i, &progress, show);
         if r.is_err() {
             failed.store(true, Ordering::SeqCst);
         }
@@ -736,11 +809,12 @@ fn run_policies(specs: &[RunSpec], jobs: usize, quiet: bool) -> Result<Vec<Repor
 /// One policy of `compare`: run_one, reporting progress to the shared line.
 fn run_compared(
     spec: &RunSpec,
+    frag: Frag,
     i: usize,
     progress: &std::sync::Arc<std::sync::Mutex<CompareProgress>>,
     show: bool,
 ) -> Result<Report> {
-    let prepared = spec.prepare()?;
+    let prepared = prepare(spec, frag)?;
     let p: Option<splab_sim::engine::ProgressFn> = if show {
         let shared = progress.clone();
         {
@@ -833,7 +907,7 @@ fn cmd_bench(quick: bool) -> Result<()> {
                 page_cache: Default::default(),
                 dump_reservations: false,
             };
-            let r = run_one(&spec, true)?;
+            let r = run_one(&spec, None, true)?;
             let rate = r.sim.accesses_per_second;
             let vs = if policy == "base" {
                 base_rate = rate;
@@ -883,7 +957,7 @@ fn cmd_demo(out: &Path) -> Result<()> {
                 page_cache: Default::default(),
                 dump_reservations: false,
             };
-            reports.push(run_one(&spec, false)?);
+            reports.push(run_one(&spec, None, false)?);
         }
         let cmp = Comparison::new(reports);
         println!("{}", cmp.to_text());

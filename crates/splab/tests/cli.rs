@@ -484,3 +484,48 @@ fn issue9_replay_skip_beyond_the_trace_is_refused() {
         .success();
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// issue 11: `--frag` levels outside 0..=100, a workload memory that is missing, too small or
+/// larger than the machine, `--frag-mem` alone, and an unknown `--baseline` are bad input,
+/// each naming its option; a good `--frag` compare says its level and baseline.
+#[test]
+fn issue11_frag_and_baseline_errors_name_the_option() {
+    let run = "run -m skylake:mem=1G -w";
+    for (extra, needles) in [
+        ("--frag 101", &["--frag 101", "0 to 100"][..]),
+        ("--frag=-5", &["--frag -5", "0 to 100"]),
+        ("--frag half", &["--frag half", "0 to 100"]),
+        ("--frag 50 --frag-mem 1M", &["--frag-mem 1M", "2M"]),
+        ("--frag 50 --frag-mem 4G", &["--frag-mem 4G", "1G"]),
+        ("--frag 50 --frag-mem lots", &["--frag-mem", "'lots'"]),
+        ("--frag-mem 8M", &["--frag-mem", "only with --frag"]),
+        (
+            "-w seq:size=8M --frag 50",
+            &["--frag 50", "--frag-mem SIZE"],
+        ),
+    ] {
+        let w = if extra.starts_with("-w") {
+            ""
+        } else {
+            "gups:size=8M,updates=10K "
+        };
+        let args = format!("{run} {w}{}", extra.trim_start_matches("-w "));
+        assert_bad_input(&args.split(' ').collect::<Vec<_>>(), needles);
+    }
+    let cmp = "compare -q -m skylake:mem=1G -p base,linux -w gups:size=8M,updates=10K";
+    let args = format!("{cmp} --baseline freebsd");
+    assert_bad_input(
+        &args.split(' ').collect::<Vec<_>>(),
+        &["--baseline freebsd", "base, linux"],
+    );
+    let out = splab()
+        .args(format!("{cmp} --baseline linux --frag 100").split(' '))
+        .output()
+        .unwrap();
+    common::assert_success(&out, "compare --frag 100");
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        s.contains("(baseline linux, frag-100)") && s.contains("p95 fault"),
+        "{s}"
+    );
+}

@@ -82,6 +82,20 @@ fn real_reports_validate_against_the_schema() {
             "-w",
             "stride:size=64M,stride=2M",
         ],
+        // --frag: the report's `frag` section; --baseline.
+        &[
+            "compare",
+            "-m",
+            "skylake:mem=1G",
+            "-p",
+            "base,linux",
+            "-w",
+            "gups:size=8M,updates=10K",
+            "--frag",
+            "50",
+            "--baseline",
+            "linux",
+        ],
     ];
     for args in cases {
         let doc = json_of(args);

@@ -405,6 +405,17 @@ impl Core {
         self.retired = self.now;
     }
 
+    /// Starts the attribution afresh at the next whole cycle (the clock goes on): what ran
+    /// before (a set-up phase, `Engine::start_measuring`) is in no part of `breakdown`, which
+    /// then sums to the cycles since.
+    pub fn restart_attribution(&mut self) {
+        self.drain();
+        self.now = self.now.next_multiple_of(self.width);
+        self.horizon = self.horizon.max(self.now);
+        self.retired = self.now;
+        self.ticks = [0; cause::N];
+    }
+
     /// Serial work that traps or enters the kernel (fault handling, I/O waits, system calls,
     /// kernel bookkeeping): drains the window, then takes `cycles`.
     pub fn serial(&mut self, cycles: u64, c: usize) {

@@ -460,8 +460,7 @@ impl Os {
         // A fault traps: the window drains, then the handler and the I/O wait run serially.
         self.hw.core.serial(c, cause::FAULT);
         self.hw.core.serial(cost.io, cause::IO);
-        let ns = (c + cost.io) as u128 * 1_000_000_000 / self.machine.freq_hz as u128;
-        self.stats.fault_latency.record(ns as u64);
+        self.stats.fault_latency.record(c + cost.io);
     }
 
     /// A write to a present, write-protected private page: copy it if another object holds the

@@ -20,8 +20,10 @@ pub mod dirty;
 mod fault;
 pub mod faultaround;
 pub mod file;
+pub mod fragment;
 pub mod khugepaged;
 pub mod kmem;
+pub mod latency;
 mod mremap;
 pub mod pageout;
 pub mod pageq;
@@ -275,6 +277,8 @@ pub struct Os {
     pub fileio: file::FileIo,
     /// Dirty superpages' write-out and msync (vm/dirty.rs; seed 000 4.7, 6.7).
     pub dirty: dirty::DirtyState,
+    /// The fragmenter set up before the workload (`--frag`, vm/fragment.rs), if any.
+    pub fragmenter: Option<fragment::Fragmenter>,
 }
 
 impl Os {
@@ -343,6 +347,7 @@ impl Os {
             thp: thp::ThpState::default(),
             fileio: file::FileIo::default(),
             dirty,
+            fragmenter: None,
         }
         .with_reservations()
     }
@@ -1009,9 +1014,9 @@ impl Os {
         Ok(())
     }
 
-    /// Footprint: frames held by objects, in bytes.
+    /// Footprint: frames held by objects, in bytes; the fragmenter's (`--frag`) not counted.
     pub fn footprint_bytes(&self) -> u64 {
-        self.phys.used_frames << self.base_shift()
+        (self.phys.used_frames - self.fragmenter_frames()) << self.base_shift()
     }
 
     /// Bytes currently mapped by superpages, over all processes.
@@ -1028,7 +1033,9 @@ impl Os {
         let bs = self.base_shift();
         let n = self.orders.len();
         let mut now = vec![0u64; n];
-        for p in self.procs.values() {
+        // The fragmenter's (`--frag`) pages are set-up, not the workload's.
+        let frag = self.fragmenter.map(|f| f.pid);
+        for p in self.procs.values().filter(|p| Some(p.pid) != frag) {
             for (c, v) in now.iter_mut().enumerate() {
                 *v += p.pmap.counts[c] << bs;
             }
@@ -1038,8 +1045,10 @@ impl Os {
         }
         let sp: u64 = now[1..].iter().sum();
         self.stats.superpage_peak_bytes = self.stats.superpage_peak_bytes.max(sp);
-        self.stats.footprint_peak_frames =
-            self.stats.footprint_peak_frames.max(self.phys.used_frames);
+        self.stats.footprint_peak_frames = self
+            .stats
+            .footprint_peak_frames
+            .max(self.phys.used_frames - self.fragmenter_frames());
     }
 
     /// Every invariant of physical memory, objects, map entries, page tables and the TLB.

@@ -73,6 +73,9 @@ pub struct Compose {
     children: Vec<Child>,
     done: Vec<Done>,
     freq_hz: u64,
+    /// The clock when the workload started (`Engine::origin`: after `--frag`'s set-up); the
+    /// components' times are reported from it.
+    origin: u64,
 }
 
 /// Whether `text` is a composition (`seq(` or `par(` or any other `NAME(`).
@@ -209,6 +212,7 @@ impl Parser<'_> {
             children,
             done: Vec::new(),
             freq_hz: 0,
+            origin: 0,
         }))
     }
 }
@@ -600,6 +604,7 @@ impl Workload for Compose {
 
     fn run(&mut self, e: &mut Engine, rng: &mut Rng) -> Result<()> {
         self.freq_hz = e.os.machine.freq_hz;
+        self.origin = e.origin;
         self.done.clear();
         match self.mode {
             Mode::Seq => self.run_seq(e, rng),
@@ -608,15 +613,16 @@ impl Workload for Compose {
     }
 
     fn stats(&self) -> Option<serde_json::Value> {
-        let secs = |c: u64| c as f64 / self.freq_hz.max(1) as f64;
+        let at = |c: u64| c.saturating_sub(self.origin);
+        let secs = |c: u64| at(c) as f64 / self.freq_hz.max(1) as f64;
         let components: Vec<serde_json::Value> = self
             .done
             .iter()
             .map(|d| {
                 let mut v = serde_json::json!({
                     "workload": d.describe,
-                    "start_cycles": d.start,
-                    "end_cycles": d.end,
+                    "start_cycles": at(d.start),
+                    "end_cycles": at(d.end),
                     "start_seconds": secs(d.start),
                     "end_seconds": secs(d.end),
                     "cpu_cycles": d.cpu,

@@ -49,6 +49,9 @@ impl super::Workload for Gups {
         )
     }
 
+    fn footprint_bytes(&self) -> Option<u64> {
+        Some(self.size)
+    }
     fn expected_accesses(&self) -> Option<u64> {
         Some(self.updates)
     }

@@ -7,6 +7,7 @@ mod chase;
 pub mod compose;
 mod fftw;
 pub mod filedirty;
+pub mod fragment;
 mod gups;
 mod matrix;
 mod scan;
@@ -34,6 +35,12 @@ pub trait Workload {
     /// Anything the workload itself counted, for the report (`workload_stats`): e.g. what a
     /// trace replay could not follow. None by default.
     fn stats(&self) -> Option<serde_json::Value> {
+        None
+    }
+
+    /// The memory it will use, if it declares it (`--frag` takes it as the workload's memory
+    /// M). None by default.
+    fn footprint_bytes(&self) -> Option<u64> {
         None
     }
 }
