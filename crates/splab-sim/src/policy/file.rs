@@ -951,6 +951,7 @@ pub(super) fn load(text: &str, rest: &str) -> Result<Policy> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::ThpDefrag;
 
     /// Every preset, and each option of each (the specs of README and `splab list policies`).
     const SPECS: &[&str] = &[
