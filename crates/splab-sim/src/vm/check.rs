@@ -289,7 +289,6 @@ impl Os {
         Ok(())
     }
 
-    /// TLB entries never translate what the page table does not.
     /// The compaction state is consistent: scanner positions inside memory, deferral within
     /// its bounds, no kcompactd request without kcompactd.
     pub(crate) fn check_compaction(&self) -> std::result::Result<(), String> {
@@ -324,6 +323,7 @@ impl Os {
         Ok(())
     }
 
+    /// TLB entries never translate what the page table does not.
     pub(crate) fn check_tlb_entries(&self) -> Result<()> {
         let bs = self.base_shift();
         for (asid, va, t) in self.hw.tlb.entries() {
