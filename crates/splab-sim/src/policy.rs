@@ -46,33 +46,26 @@ pub enum ThpEnabled {
     Never,
 }
 
-/// Linux's `/sys/kernel/mm/transparent_hugepage/defrag` (transhuge.rst; mm/huge_memory.c
-/// `vma_thp_gfp_mask`): what a THP fault does when no free THP-sized block exists.
+/// Linux's `transparent_hugepage/defrag` (mm/huge_memory.c `vma_thp_gfp_mask`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ThpDefrag {
-    /// Direct compaction (`GFP_TRANSHUGE`), asynchronous and NORETRY unless the map entry was
-    /// advised MADV_HUGEPAGE (`VM_HUGEPAGE`).
+    /// Direct compaction (`__GFP_NORETRY` unless advised MADV_HUGEPAGE).
     Always,
-    /// Wake kcompactd and fail at once (`__GFP_KSWAPD_RECLAIM`).
+    /// Wake kcompactd and fail at once.
     Defer,
-    /// Direct compaction for MADV_HUGEPAGE entries, else as `defer`.
+    /// Direct compaction if advised, else as `defer` / as `never`.
     DeferMadvise,
-    /// Direct compaction for MADV_HUGEPAGE entries, else free lists only.
     Madvise,
-    /// Free lists only (`GFP_TRANSHUGE_LIGHT`).
+    /// Free lists only.
     Never,
 }
 
-/// What a THP allocation that found no free block does, from `defrag` and the entry's advice.
+/// What a THP allocation that found no free block does (vm/compact.rs `alloc_huge`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DefragAction {
-    /// Direct compaction in the allocation's slow path; `noretry`: `__GFP_NORETRY` (only
-    /// asynchronous compaction, and none after a skipped or deferred one).
     Direct { noretry: bool },
-    /// Wake kcompactd and fall back.
     Wake,
-    /// Fall back.
     Fail,
 }
 
@@ -491,11 +484,11 @@ pub const POLICIES: &[(&str, &str)] = &[
     ),
     (
         "linux",
-        "Linux THP, enabled=always: a first-touch fault on an empty aligned 2MB region of an anonymous mapping allocates, zeroes and maps the 2MB page at once, else a 4KB page; khugepaged collapses regions out of place (pages_to_scan=4096, scan_sleep_millisecs=10000, alloc_sleep_millisecs=60000, max_ptes_none=511, max_ptes_swap=64, max_ptes_shared=256; khugepaged=off); enabled=always|madvise|never; defrag=always (seed 003 3.2's default: direct compaction at a failed THP fault, asynchronous unless MADV_HUGEPAGE; Linux's own default is madvise) | defer (wake kcompactd, fall back) | defer+madvise | madvise | never; kcompactd compacts on demand and proactively every 500 ms (compaction_proactiveness=20, 0 = off; kcompactd=off); anonymous mmaps of 2MB or more 2MB-aligned (Linux 6.7+); fault_around=64K",
+        "Linux THP, enabled=always: a first-touch fault on an empty aligned 2MB region of an anonymous mapping allocates, zeroes and maps the 2MB page at once, else a 4KB page; khugepaged collapses regions out of place (pages_to_scan=4096, scan_sleep_millisecs=10000, alloc_sleep_millisecs=60000, max_ptes_none=511, max_ptes_swap=64, max_ptes_shared=256; khugepaged=off); enabled=always|madvise|never; defrag=always (seed 003 3.2: direct compaction when no 2MB block is free)|defer|defer+madvise|madvise|never; kcompactd (compaction_proactiveness=20, 0 = off; kcompactd=off); anonymous mmaps of 2MB or more 2MB-aligned (Linux 6.7+); fault_around=64K",
     ),
     (
         "linux-madvise",
-        "Linux THP with enabled=madvise: only mappings advised MADV_HUGEPAGE get THPs (at fault and from khugepaged); the other parameters as linux",
+        "Linux THP with enabled=madvise and defrag=madvise (modern Linux's defaults): only mappings advised MADV_HUGEPAGE get THPs (at fault, compacting if need be, and from khugepaged); the other parameters as linux",
     ),
     (
         "linux-4k",
@@ -573,7 +566,15 @@ impl Policy {
         Ok(match name {
             "base" => Policy::base(),
             "linux" => Policy::linux(name, ThpEnabled::Always),
-            "linux-madvise" => Policy::linux(name, ThpEnabled::Madvise),
+            "linux-madvise" => {
+                // Modern Linux's defaults: enabled=madvise, defrag=madvise (transhuge.rst). An
+                // advised entry compacts as under `always`; the others get no THP at faults.
+                let mut p = Policy::linux(name, ThpEnabled::Madvise);
+                if let AllocPolicy::Thp(t) = &mut p.alloc {
+                    t.defrag = ThpDefrag::Madvise;
+                }
+                p
+            }
             "linux-4k" => Policy::linux(name, ThpEnabled::Never),
             "navarro" => Policy {
                 name: "navarro".into(),

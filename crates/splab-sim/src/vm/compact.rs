@@ -1,38 +1,30 @@
 //! Linux memory compaction (mm/compaction.c; docs/reference-policies.md section 2): page
-//! migration that makes free THP-sized blocks out of fragmented free memory. Used by THP faults
-//! as the policy's `defrag` says (vm/thp.rs), by khugepaged's and MADV_COLLAPSE's allocations
-//! (vm/khugepaged.rs), and by kcompactd (daemon/kcompactd.rs).
+//! migration that makes free THP-sized blocks. Used by THP faults as `defrag` says (vm/thp.rs),
+//! by khugepaged's and MADV_COLLAPSE's allocations (vm/khugepaged.rs), and by kcompactd
+//! (daemon/kcompactd.rs).
 //!
-//! `compact_zone`: a migrate scanner walks pageblocks up from the low end of memory isolating
-//! movable pages, at most `COMPACT_CLUSTER_MAX` at a time; a free scanner walks pageblocks down
-//! from the high end isolating free pages; each isolated page is copied to a free one and every
-//! mapping of it rewritten. It stops when a free block of the requested order exists
-//! (`compact_finished`), or when the scanners meet. The scanners' positions are kept between
-//! runs (`compact_cached_migrate_pfn`, per mode, and `compact_cached_free_pfn`) and reset when
-//! they meet. A run is not started when free memory is under the low watermark plus twice the
-//! request (`compaction_suitable`, `compact_gap`) or the failure is from lack of memory rather
-//! than fragmentation (`fragmentation_index` at most `sysctl_extfrag_threshold`), nor while
-//! compaction is deferred after failures (`defer_compaction` / `compaction_deferred`: skipped
-//! 1, 2, ... 64 times). Asynchronous direct compaction gives up a pageblock at its first page
-//! that cannot be isolated (`skip_on_failure`); synchronous-light compaction (kcompactd,
-//! khugepaged, MADV_HUGEPAGE faults) migrates what it can.
+//! `compact_zone`: a migrate scanner walks pageblocks up from the low end isolating movable
+//! pages (at most `COMPACT_CLUSTER_MAX` at a time), a free scanner walks down from the high end
+//! isolating free pages; each page is copied to a free one and every mapping of it rewritten,
+//! until a free block of the order exists (`compact_finished`) or the scanners meet. Positions
+//! are cached between runs and reset when the scanners meet. No run when free memory is under
+//! the low watermark plus twice the request or the failure is not fragmentation's
+//! (`compaction_suitable`), nor while deferred after failures (`defer_compaction`).
+//! Asynchronous direct compaction gives a block up at its first page it cannot isolate
+//! (`skip_on_failure`); synchronous-light (kcompactd, khugepaged, MADV_HUGEPAGE) migrates what
+//! it can.
 //!
-//! Movable: a page held by an object (anonymous or file, mapped or not, shared after fork or
-//! not), not busy in the fault being handled. Unmovable: frames no object holds (page-table
-//! pages, u-areas, kernel zone pages of vm/kmem.rs, the wired pool, frames wired at set-up),
-//! frames of reservations, and pages mapped by a superpage (Linux skips compound pages:
-//! whole-THP migration is not modelled).
+//! Movable: a page some object holds, not busy in the current fault. Unmovable: frames no
+//! object holds (page tables, u-areas, kernel and wired frames), reservations' frames, and
+//! pages a superpage maps (THP migration is not modelled).
 //!
-//! Costs, from the machine's cost model (hw/machine.rs `CostConfig`): `copy_page_cycles` per
-//! page migrated, and `pte_write_cycles` + `tlb_invalidate_cycles` per mapping rewritten.
-//! Scanning costs nothing here (no source for its per-page cost; khugepaged's scan is free too).
+//! Costs (hw/machine.rs `CostConfig`): `copy_page_cycles` per page, `pte_write_cycles` +
+//! `tlb_invalidate_cycles` per mapping rewritten; scanning is free (no source for its cost).
 //!
-//! Not modelled: migratetypes and pageblock skip bits (every pageblock is MOVABLE and scanned),
-//! the fast free-list searches (`fast_find_migrateblock`, `fast_isolate_freepages`), the async
-//! free scanner's stride, per-CPU lists (frees coalesce at once), lock contention, direct
-//! reclaim between the two compactions of an allocation's slow path, and multiple zones (one
-//! zone spans memory). Under `dirty=hash` a migrated page's digest stays with the old frame, so
-//! its next write-out is not skipped (vm/dirty.rs: conservative, nothing lost).
+//! Not modelled: migratetypes and skip bits (every pageblock is scanned), the fast searches
+//! (`fast_find_migrateblock`, `fast_isolate_freepages`), per-CPU lists, lock contention,
+//! direct reclaim, several zones. Under `dirty=hash` a migrated page's digest stays with the
+//! old frame: its next write-out is not skipped (conservative).
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -55,41 +47,31 @@ const EXTFRAG_THRESHOLD: i64 = 500;
 /// `watermark_scale_factor` (mm/page_alloc.c), in 1/10000 of memory.
 const WATERMARK_SCALE_FACTOR: u64 = 10;
 
-/// Compaction counters, under /proc/vmstat's names (`memory.compaction` in the report). Pages
-/// are base pages.
+/// Compaction counters under /proc/vmstat's names (`memory.compaction`; described in
+/// docs/report.schema.json). Pages are base pages.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct CompactStats {
-    /// `compact_stall`: direct compactions an allocation waited for (a deferred one included,
-    /// as `__alloc_pages_direct_compact` counts it).
+    /// Direct compactions waited for (a deferred one included, as `__alloc_pages_direct_compact`
+    /// counts it), and whether the allocation then found a block.
     pub compact_stall: u64,
-    /// `compact_success` / `compact_fail`: of those, the allocation then found a block / not.
     pub compact_success: u64,
     pub compact_fail: u64,
-    /// `compact_migrate_scanned` / `compact_free_scanned`: pages the migrate / free scanners
-    /// looked at (all runs, kcompactd's included).
     pub compact_migrate_scanned: u64,
     pub compact_free_scanned: u64,
-    /// `compact_isolated`: pages isolated, movable ones for migration and free ones as targets.
     pub compact_isolated: u64,
-    /// `pgmigrate_success`: pages migrated (copied to a free page, mappings rewritten).
     pub pgmigrate_success: u64,
-    /// `compact_daemon_wake`: kcompactd's on-demand runs (`kcompactd_do_work`).
+    /// kcompactd's on-demand runs and its share of the scanned pages.
     pub compact_daemon_wake: u64,
-    /// `compact_daemon_migrate_scanned` / `compact_daemon_free_scanned`: kcompactd's share of
-    /// the scanned pages (proactive runs included).
     pub compact_daemon_migrate_scanned: u64,
     pub compact_daemon_free_scanned: u64,
-    /// Direct compactions not run because compaction was deferred (`compaction_deferred`; the
-    /// tracepoint `mm_compaction_deferred`), and skipped as not suitable (`COMPACT_SKIPPED`:
-    /// too little free memory, or not fragmentation's fault).
+    /// Direct compactions not run: deferred (`compaction_deferred`), or not suitable.
     pub deferred: u64,
     pub skipped: u64,
-    /// kcompactd's proactive runs (`proactive_compact_node`), and of those, the ones after which
-    /// the fragmentation score had not gone down (the next check then waits 64 intervals).
+    /// kcompactd's proactive runs, and those after which the score had not gone down.
     pub proactive_runs: u64,
     pub proactive_no_progress: u64,
-    /// Cycles of direct compaction (inside THP faults' cycles, MADV_COLLAPSE's, and
-    /// khugepaged's background work), and of kcompactd (background work).
+    /// Cycles of direct compaction (in the allocating fault's, MADV_COLLAPSE's or khugepaged's)
+    /// and of kcompactd (background).
     pub direct_cycles: u64,
     pub daemon_cycles: u64,
 }
@@ -105,15 +87,16 @@ pub struct CompactState {
     pub(crate) considered: u64,
     pub(crate) defer_shift: u32,
     order_failed: u8,
-    /// `kcompactd_max_order`: the order kcompactd was asked to compact for (0: none).
+    /// `kcompactd_max_order` (0: no request), and whether `wakeup_kcompactd` woke it.
     pub kcompactd_order: u8,
-    /// kcompactd was woken (`wakeup_kcompactd` found compaction suitable).
     pub kcompactd_woken: bool,
-    /// Frames managed by the page allocator (free at boot): what Linux sizes its watermarks
-    /// from; 0 until the engine sets it (then all of memory).
+    /// Frames the page allocator managed at boot (Linux sizes its watermarks from them); 0
+    /// until the engine sets it (then all of memory).
     pub managed: u64,
     /// Pages moved since the engine last looked (the incremental check then checks all).
     pub ran: bool,
+    /// Cycles of a THP fault's direct compaction, for the fault to take (vm/fault.rs).
+    pub(crate) stall: u64,
 }
 
 impl Default for CompactState {
@@ -130,6 +113,7 @@ impl Default for CompactState {
             kcompactd_woken: false,
             managed: 0,
             ran: false,
+            stall: 0,
         }
     }
 }

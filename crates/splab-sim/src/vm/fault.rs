@@ -601,12 +601,12 @@ impl Os {
             (self.swap_in(pid, v.obj, pindex, v, &mut cost)?, true)
         } else {
             // Linux THP: the whole superpage allocated, zeroed and mapped at once (vm/thp.rs).
-            // Its cycles (compaction's included, vm/compact.rs) are the fault's.
-            let (mapped, cycles) = self.thp_fault(pid, v, vpn, pindex)?;
-            cost.cycles += cycles;
-            if mapped {
+            // Direct compaction's cycles (vm/compact.rs) are the fault's, THP or fallback.
+            let thp = self.thp_fault(pid, v, vpn, pindex)?;
+            cost.cycles += std::mem::take(&mut self.compact.stall);
+            if let Some(cycles) = thp {
                 return Ok(FaultCost {
-                    cycles: cost.cycles,
+                    cycles: cost.cycles + cycles,
                     io: 0,
                 });
             }

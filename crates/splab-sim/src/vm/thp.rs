@@ -7,13 +7,11 @@
 //! inside the entry with no page mapped in it (`pmd_none`), allocates a THP-sized block, zeroes
 //! every base page of it and maps it with one entry: seed 003's coupling of allocation,
 //! preparation and mapping creation (3.2, observation 1). If no free block of that size exists
-//! the fault first does what the policy's `defrag` says (`vma_thp_gfp_mask`, vm/compact.rs
-//! `alloc_huge`): direct compaction, whose cycles are the fault's (seed 003 3.2: "this blocks
-//! the faulting process, increasing page fault latency"), or waking kcompactd, or nothing; if
-//! still no block is free it counts `thp_fault_fallback` and takes the base-page path.
+//! the fault first does what `defrag` says (vm/compact.rs `alloc_huge`; its compaction stalls
+//! the fault, seed 003 3.2), then counts `thp_fault_fallback` and takes the base-page path.
 //!
 //! Not modelled (each a knob of Linux's that stays at a value the model can say it has):
-//! - direct reclaim for a THP (`defrag=always`'s `__GFP_DIRECT_RECLAIM`): only compaction.
+//! - direct reclaim for a THP (`defrag=always`): only compaction.
 //! - `use_zero_page`: a read fault allocates as a write does (Linux's `use_zero_page=0`); the
 //!   huge zero page is not modelled.
 //! - mTHP sizes (`hugepages-<size>kB/enabled`): only the PMD size, Linux's default.
@@ -100,29 +98,29 @@ impl Os {
     }
 
     /// `do_huge_pmd_anonymous_page`: tries to allocate, zero and map the THP around `vpn`
-    /// (object page `pindex`) of `pid`; returns whether it did (else the fault takes the
-    /// base-page path) and the cycles it took (compaction's, even when it fell back).
+    /// (object page `pindex`) of `pid`; returns the fault's cycles if it did, None if the fault
+    /// takes the base-page path. Compaction's cycles are left in `compact.stall` for the fault.
     pub(crate) fn thp_fault(
         &mut self,
         pid: Pid,
         v: &Vma,
         vpn: u64,
         pindex: u64,
-    ) -> Result<(bool, u64)> {
+    ) -> Result<Option<u64>> {
         let Some(defrag) = self.policy.thp().map(|t| t.defrag) else {
-            return Ok((false, 0));
+            return Ok(None);
         };
         let Some((c, o)) = self.thp_class() else {
-            return Ok((false, 0));
+            return Ok(None);
         };
         if !self.thp_eligible(v) {
-            return Ok((false, 0));
+            return Ok(None);
         }
         let bs = self.base_shift();
         let n = 1u64 << o;
         let head = vpn & !(n - 1);
         if head << bs < v.start || (head + n) << bs > v.end {
-            return Ok((false, 0)); // the entry does not cover the aligned region
+            return Ok(None); // the entry does not cover the aligned region
         }
         let phead = pindex - (vpn - head);
         // pmd_none: nothing mapped in the region; and the object has no page there (resident
@@ -131,7 +129,7 @@ impl Os {
             || (phead..phead + n)
                 .any(|i| self.obj(v.obj).pages.get(i).is_some() || self.backing.on_swap(v.obj, i))
         {
-            return Ok((false, 0));
+            return Ok(None);
         }
         // The page-table pages first: allocating them may run the page daemon, which must not
         // find the new THP's pages half entered.
@@ -139,9 +137,10 @@ impl Os {
         // The free lists, then what `defrag` says for this entry (VM_HUGEPAGE: advised).
         let action = defrag.action(v.hugepage_advice == Some(true));
         let (got, compaction) = self.alloc_huge(o, action);
+        self.compact.stall += compaction;
         let Some(pfn) = got else {
             self.thp.stats.fault_fallback += 1;
-            return Ok((false, compaction));
+            return Ok(None);
         };
         self.note_allocation();
         for i in 0..n {
@@ -159,11 +158,8 @@ impl Os {
         // `clear_huge_page` zeroes the base pages one by one; one PMD entry (every base entry
         // where PTEs are replicated).
         let writes = if self.machine.replicated_ptes { n } else { 1 };
-        Ok((
-            true,
-            compaction
-                + n * self.machine.cost.zero_page_cycles
-                + writes * self.machine.cost.pte_write_cycles,
+        Ok(Some(
+            n * self.machine.cost.zero_page_cycles + writes * self.machine.cost.pte_write_cycles,
         ))
     }
 }
