@@ -37,17 +37,16 @@ fn idle_ms(e: &mut Engine, ms: u64) {
 }
 
 /// `policy` on 16MB of free memory filled with one process's base pages, then freed but for
-/// the first `K` frames of every pageblock after the first (which keeps the process's page
-/// tables and other frames no object holds: unmovable). The last frees are three pages of the
-/// first pageblock, alone among used frames: the next page-table pages come from there. No
-/// free block of 2MB exists; `7 * (512 - K)` frames are free in the seven pageblocks, and
-/// their `K` pages each are anonymous, mapped once: movable.
-fn fragmented(policy: &str) -> (Engine, Pid) {
+/// the first `K` frames of every pageblock after the first. `tables_first`: every chunk's
+/// page tables are made first, in the first pageblock (with the process's other frames no
+/// object holds: unmovable), and three pages freed there last take the next page tables; the
+/// seven other pageblocks then hold `K` movable pages each. Else a page-table page lands in
+/// every pageblock. No 2MB block is free.
+fn setup(policy: &str, tables_first: bool) -> (Engine, Pid) {
     let (mut e, pid) = engine(M, policy, Some(FREE));
     let a = e.mmap(pid, anon(FREE)).unwrap();
     e.madvise(pid, a, FREE, Advice::NoHugePage).unwrap();
-    // Every chunk's page tables first: they land in the first pageblock.
-    for c in 0..FREE / MB2 {
+    for c in 0..FREE / MB2 * tables_first as u64 {
         write(&mut e, pid, a + c * MB2);
     }
     let mut va = a;
@@ -63,12 +62,18 @@ fn fragmented(policy: &str) -> (Engine, Pid) {
             e.madvise(pid, p, PAGE, Advice::DontNeed).unwrap();
         }
     }
-    for c in 1..4 {
-        e.madvise(pid, a + c * MB2, PAGE, Advice::DontNeed).unwrap();
+    if tables_first {
+        for c in 1..4 {
+            e.madvise(pid, a + c * MB2, PAGE, Advice::DontNeed).unwrap();
+        }
+        assert_eq!(e.os.phys.buddy.free_frames, 7 * (PB - K) + 3);
     }
-    assert_eq!(e.os.phys.buddy.free_frames, 7 * (PB - K) + 3);
     assert_eq!(e.os.phys.buddy.largest_free_order(), Some(8));
     (e, pid)
+}
+
+fn fragmented(policy: &str) -> (Engine, Pid) {
+    setup(policy, true)
 }
 
 /// One write to a fresh 2MB-aligned anonymous region: the THP fault.
@@ -141,7 +146,7 @@ fn defrag_always_compacts_at_the_fault_and_maps_the_thp() {
 /// compaction is then deferred, and the next such fault skips its first attempt.
 #[test]
 fn an_unmovable_frame_in_every_pageblock_defeats_compaction() {
-    let (mut e, pid) = scattered_tables("linux:khugepaged=off,kcompactd=off,pagedaemon=off");
+    let (mut e, pid) = setup("linux:khugepaged=off,kcompactd=off,pagedaemon=off", false);
     thp_fault(&mut e, pid);
     let c = e.os.compact.stats.clone();
     assert_eq!(
@@ -168,26 +173,6 @@ fn an_unmovable_frame_in_every_pageblock_defeats_compaction() {
     assert_eq!((c.compact_stall, c.compact_fail, c.deferred), (6, 6, 1));
     assert_eq!(e.os.thp.stats.fault_fallback, 3);
     assert_eq!(e.os.thp.stats.fault_alloc, 0);
-}
-
-/// `fragmented` without the page tables first: a page-table page lands in every pageblock.
-fn scattered_tables(policy: &str) -> (Engine, Pid) {
-    let (mut e, pid) = engine(M, policy, Some(FREE));
-    let a = e.mmap(pid, anon(FREE)).unwrap();
-    e.madvise(pid, a, FREE, Advice::NoHugePage).unwrap();
-    let mut va = a;
-    while e.os.phys.buddy.free_frames > 0 {
-        write(&mut e, pid, va);
-        va += PAGE;
-    }
-    for p in (a..va).step_by(PAGE as usize) {
-        let f = pfn_of(&e, pid, p).unwrap().0;
-        if f >= PB && f % PB >= K {
-            e.madvise(pid, p, PAGE, Advice::DontNeed).unwrap();
-        }
-    }
-    assert_eq!(e.os.phys.buddy.largest_free_order(), Some(8));
-    (e, pid)
 }
 
 /// `defrag=defer`: the fault wakes kcompactd and falls back at once, without a stall;
