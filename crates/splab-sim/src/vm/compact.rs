@@ -241,11 +241,9 @@ impl Os {
     pub fn fragmentation_score(&self) -> u64 {
         let o = self.hpage_order();
         let (_, pages, suitable) = self.contig_info(o);
-        let zone = if pages == 0 {
-            0
-        } else {
-            (pages - (suitable << o)) * 100 / pages
-        };
+        let zone = ((pages - (suitable << o)) * 100)
+            .checked_div(pages)
+            .unwrap_or(0);
         let present = self.phys.frames();
         present * zone / (present + 1)
     }
