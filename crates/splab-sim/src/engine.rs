@@ -154,6 +154,8 @@ impl Engine {
         let free = os.phys.buddy.free_frames;
         os.pageout.targets =
             crate::vm::pageout::Targets::freebsd(free, free, os.machine.base_size());
+        // Linux sizes its watermarks from the managed pages (vm/compact.rs).
+        os.compact.managed = free;
         os.phys.buddy.track_touched(check == CheckMode::Incremental);
         os.stats.around.track = check == CheckMode::Incremental;
         let mut e = Engine {
@@ -190,6 +192,11 @@ impl Engine {
             let first = k.scan_sleep_ms * e.os.machine.freq_hz / 1000;
             e.daemons
                 .push((Box::new(crate::daemon::khugepaged::Khugepaged), first));
+        }
+        if e.os.policy.kcompactd.is_some() {
+            let first = crate::vm::compact::FRAG_CHECK_INTERVAL_MS * e.os.machine.freq_hz / 1000;
+            e.daemons
+                .push((Box::new(crate::daemon::kcompactd::Kcompactd), first));
         }
         e
     }
@@ -287,6 +294,10 @@ impl Engine {
                 self.background_cycles += work;
                 self.daemons[i].1 = next.max(now + 1);
             }
+        }
+        if std::mem::take(&mut self.os.compact.ran) {
+            // Compaction moved pages anywhere.
+            self.touched.everything = true;
         }
         if std::mem::take(&mut self.os.pageout.ran) {
             // A scan (the daemon's, or one an allocation waited for) touched pages anywhere.

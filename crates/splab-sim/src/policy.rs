@@ -46,10 +46,48 @@ pub enum ThpEnabled {
     Never,
 }
 
+/// Linux's `transparent_hugepage/defrag` (mm/huge_memory.c `vma_thp_gfp_mask`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThpDefrag {
+    /// Direct compaction (`__GFP_NORETRY` unless advised MADV_HUGEPAGE).
+    Always,
+    /// Wake kcompactd and fail at once.
+    Defer,
+    /// Direct compaction if advised, else as `defer` / as `never`.
+    DeferMadvise,
+    Madvise,
+    /// Free lists only.
+    Never,
+}
+
+/// What a THP allocation that found no free block does (vm/compact.rs `alloc_huge`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DefragAction {
+    Direct { noretry: bool },
+    Wake,
+    Fail,
+}
+
+impl ThpDefrag {
+    /// `vma_thp_gfp_mask` for an entry advised MADV_HUGEPAGE (`madvised`) or not.
+    pub fn action(self, madvised: bool) -> DefragAction {
+        use DefragAction::*;
+        match (self, madvised) {
+            (ThpDefrag::Always, m) => Direct { noretry: !m },
+            (ThpDefrag::DeferMadvise | ThpDefrag::Madvise, true) => Direct { noretry: false },
+            (ThpDefrag::Defer | ThpDefrag::DeferMadvise, _) => Wake,
+            (ThpDefrag::Madvise | ThpDefrag::Never, _) => Fail,
+        }
+    }
+}
+
 /// Linux THP's options (event 1, `physical_allocation.kind = "thp"`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ThpPolicy {
     pub enabled: ThpEnabled,
+    /// `defrag`: compaction when a THP fault finds no free block.
+    pub defrag: ThpDefrag,
     /// Size class of a THP, set by `Policy::resolve`: the machine's smallest superpage (the PMD
     /// size, 2MB, on x86-64). Not part of the file.
     pub class: u8,
@@ -87,6 +125,14 @@ pub struct Khugepaged {
     /// PTEs of pages shared with another process (`max_ptes_shared`); None: `HPAGE_PMD_NR /
     /// 2` (256).
     pub max_ptes_shared: Option<u64>,
+}
+
+/// kcompactd (mm/compaction.c; daemon/kcompactd.rs): woken by THP faults under `defrag=defer`
+/// and proactive compaction every 500 ms (`vm.compaction_proactiveness`, Linux's default 20;
+/// 0: no proactive compaction).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Kcompactd {
+    pub proactiveness: u64,
 }
 
 /// khugepaged's limits for a THP of `n` base pages: (pages_to_scan, max_ptes_none,
@@ -365,6 +411,13 @@ pub const THP_ENABLED: &[(&str, ThpEnabled)] = &[
     ("madvise", ThpEnabled::Madvise),
     ("never", ThpEnabled::Never),
 ];
+pub const THP_DEFRAG: &[(&str, ThpDefrag)] = &[
+    ("always", ThpDefrag::Always),
+    ("defer", ThpDefrag::Defer),
+    ("defer+madvise", ThpDefrag::DeferMadvise),
+    ("madvise", ThpDefrag::Madvise),
+    ("never", ThpDefrag::Never),
+];
 
 /// The choice a word names in `table`.
 pub fn word<T: Copy>(table: &[(&str, T)], w: &str) -> Option<T> {
@@ -415,6 +468,8 @@ pub struct Policy {
     pub close_deactivate: bool,
     /// khugepaged (daemon/khugepaged.rs), if it runs: only with THP allocation.
     pub khugepaged: Option<Khugepaged>,
+    /// kcompactd (daemon/kcompactd.rs), if it runs: not with base pages.
+    pub kcompactd: Option<Kcompactd>,
 }
 
 /// Names accepted by `Policy::from_spec`, with one-line descriptions for `splab list`.
@@ -429,11 +484,11 @@ pub const POLICIES: &[(&str, &str)] = &[
     ),
     (
         "linux",
-        "Linux THP, enabled=always: a first-touch fault on an empty aligned 2MB region of an anonymous mapping allocates, zeroes and maps the 2MB page at once, else a 4KB page; khugepaged collapses regions out of place (pages_to_scan=4096, scan_sleep_millisecs=10000, alloc_sleep_millisecs=60000, max_ptes_none=511, max_ptes_swap=64, max_ptes_shared=256; khugepaged=off); enabled=always|madvise|never; anonymous mmaps of 2MB or more 2MB-aligned (Linux 6.7+); fault_around=64K",
+        "Linux THP, enabled=always: a first-touch fault on an empty aligned 2MB region of an anonymous mapping allocates, zeroes and maps the 2MB page at once, else a 4KB page; khugepaged collapses regions out of place (pages_to_scan=4096, scan_sleep_millisecs=10000, alloc_sleep_millisecs=60000, max_ptes_none=511, max_ptes_swap=64, max_ptes_shared=256; khugepaged=off); enabled=always|madvise|never; defrag=always (seed 003 3.2: direct compaction when no 2MB block is free)|defer|defer+madvise|madvise|never; kcompactd (compaction_proactiveness=20, 0 = off; kcompactd=off); anonymous mmaps of 2MB or more 2MB-aligned (Linux 6.7+); fault_around=64K",
     ),
     (
         "linux-madvise",
-        "Linux THP with enabled=madvise: only mappings advised MADV_HUGEPAGE get THPs (at fault and from khugepaged); the other parameters as linux",
+        "Linux THP with enabled=madvise and defrag=madvise (modern Linux's defaults): only mappings advised MADV_HUGEPAGE get THPs (at fault, compacting if need be, and from khugepaged); the other parameters as linux",
     ),
     (
         "linux-4k",
@@ -463,6 +518,7 @@ impl Policy {
             readahead: true,
             close_deactivate: false,
             khugepaged: None,
+            kcompactd: None,
         }
     }
 
@@ -470,11 +526,20 @@ impl Policy {
     fn linux(name: &str, enabled: ThpEnabled) -> Policy {
         Policy {
             name: name.into(),
-            alloc: AllocPolicy::Thp(ThpPolicy { enabled, class: 0 }),
+            // seed 003 3.2: "if allocation fails and defragmentation is enabled (the default),
+            // it immediately does memory compaction": `defrag=always`. Modern Linux's default
+            // is `madvise` (docs/reference-policies.md section 2): `linux:defrag=madvise`.
+            alloc: AllocPolicy::Thp(ThpPolicy {
+                enabled,
+                defrag: ThpDefrag::Always,
+                class: 0,
+            }),
             // mm/mmap.c `__get_unmapped_area` -> `thp_get_unmapped_area`: anonymous mappings
             // of at least the PMD size start PMD-aligned (Linux 6.7+).
             placement: Placement::SuperpageAligned,
             khugepaged: Some(Khugepaged::linux()),
+            // mm/compaction.c `sysctl_compaction_proactiveness = 20`.
+            kcompactd: Some(Kcompactd { proactiveness: 20 }),
             ..Policy::base()
         }
     }
@@ -501,7 +566,15 @@ impl Policy {
         Ok(match name {
             "base" => Policy::base(),
             "linux" => Policy::linux(name, ThpEnabled::Always),
-            "linux-madvise" => Policy::linux(name, ThpEnabled::Madvise),
+            "linux-madvise" => {
+                // Modern Linux's defaults: enabled=madvise, defrag=madvise (transhuge.rst). An
+                // advised entry compacts as under `always`; the others get no THP at faults.
+                let mut p = Policy::linux(name, ThpEnabled::Madvise);
+                if let AllocPolicy::Thp(t) = &mut p.alloc {
+                    t.defrag = ThpDefrag::Madvise;
+                }
+                p
+            }
             "linux-4k" => Policy::linux(name, ThpEnabled::Never),
             "navarro" => Policy {
                 name: "navarro".into(),
@@ -532,6 +605,7 @@ impl Policy {
                 // seed 000 5.1 (3).
                 close_deactivate: true,
                 khugepaged: None,
+                kcompactd: None,
             },
             "freebsd" => Policy {
                 name: "freebsd".into(),
@@ -555,6 +629,7 @@ impl Policy {
                 readahead: true,
                 close_deactivate: false,
                 khugepaged: None,
+                kcompactd: None,
             },
             _ => {
                 return Err(SimError::BadInput(format!(
@@ -615,6 +690,23 @@ impl Policy {
                         "policy '{name}': bad enabled='{v}': expected always, madvise or never (Linux's transparent_hugepage/enabled)"
                     ))
                 })?;
+            }
+            if let Some(v) = spec.take_str("defrag") {
+                t.defrag = word(THP_DEFRAG, &v).ok_or_else(|| {
+                    SimError::BadInput(format!(
+                        "policy '{name}': bad defrag='{v}': expected always, defer, defer+madvise, madvise or never (Linux's transparent_hugepage/defrag)"
+                    ))
+                })?;
+            }
+        }
+        // kcompactd with superpages (it compacts memory for THPs and khugepaged's collapses).
+        if !matches!(p.alloc, AllocPolicy::BasePage) {
+            if spec.take_bool("kcompactd", p.kcompactd.is_some())? {
+                let k = p.kcompactd.get_or_insert(Kcompactd { proactiveness: 20 });
+                k.proactiveness =
+                    spec.take_count("compaction_proactiveness", k.proactiveness, 0, 100)?;
+            } else {
+                p.kcompactd = None;
             }
         }
         // khugepaged with THP, or beside reservations (a mixed policy: it collapses the regions

@@ -124,6 +124,10 @@ pub struct Memory {
     pub contiguity: crate::vm::contig::ContigStats,
     /// Linux THP at faults and khugepaged's collapses (vm/thp.rs, vm/khugepaged.rs).
     pub thp: crate::vm::thp::ThpStats,
+    /// Memory compaction and kcompactd (vm/compact.rs), under /proc/vmstat's names; only for
+    /// policies that compact (THP, khugepaged or kcompactd).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<crate::vm::compact::CompactStats>,
 }
 
 /// What the page daemon did and the paging I/O it caused. Pages are base pages.
@@ -472,6 +476,10 @@ impl Report {
                 paging: Paging::of(os),
                 contiguity: os.contig.stats.clone(),
                 thp: os.thp.stats.clone(),
+                compaction: (os.policy.thp().is_some()
+                    || os.policy.khugepaged.is_some()
+                    || os.policy.kcompactd.is_some())
+                .then(|| os.compact.stats.clone()),
             },
             time: Time {
                 cycles_total,
@@ -706,6 +714,23 @@ impl Report {
                 group(t.scan_fail_shared),
                 group(t.scan_fail_referenced),
                 group(t.scan_fail_other)
+            );
+        }
+        if let Some(c) = m.compaction.as_ref().filter(|c| {
+            c.compact_isolated + c.compact_stall + c.compact_daemon_wake + c.proactive_runs > 0
+        }) {
+            let _ = writeln!(
+                s,
+                "  compaction    {} stalls ({} succeeded, {} failed, {} deferred), {} pages migrated, {} / {} pages scanned by the migrate / free scanners; kcompactd: {} wakes, {} proactive runs",
+                group(c.compact_stall),
+                group(c.compact_success),
+                group(c.compact_fail),
+                group(c.deferred),
+                group(c.pgmigrate_success),
+                group(c.compact_migrate_scanned),
+                group(c.compact_free_scanned),
+                group(c.compact_daemon_wake),
+                group(c.proactive_runs)
             );
         }
         let f = &m.files;

@@ -74,6 +74,11 @@ enum Op {
     Exit {
         proc: usize,
     },
+    /// Every process sleeps `ms` simulated milliseconds: the daemons run (kcompactd's 500 ms
+    /// checks). Only `thp_op` draws it.
+    Idle {
+        ms: u64,
+    },
 }
 
 /// Region sizes and page numbers reach past 4MB (512 pages on the Alpha) so that every size class
@@ -98,6 +103,11 @@ fn op() -> impl Strategy<Value = Op> {
         1 => p.clone().prop_map(|proc| Op::Fork { proc }),
         1 => p.prop_map(|proc| Op::Exit { proc }),
     ]
+}
+
+/// `op()`, and now and then a sleep long enough for kcompactd's proactive checks.
+fn thp_op() -> impl Strategy<Value = Op> {
+    prop_oneof![12 => op(), 1 => (1u64..1500).prop_map(|ms| Op::Idle { ms })]
 }
 
 /// Outcomes a random event may legitimately have besides success.
@@ -165,6 +175,10 @@ struct Reach {
     thp_fallbacks: u64,
     thp_collapsed: u64,
     thp_refused: u64,
+    /// Linux compaction (vm/compact.rs): compactions after which a THP allocation succeeded or
+    /// kcompactd's on-demand or proactive runs, and pages migrated.
+    compacted: u64,
+    migrated: u64,
 }
 
 impl Reach {
@@ -200,6 +214,8 @@ impl Reach {
         self.thp_fallbacks += o.thp_fallbacks;
         self.thp_collapsed += o.thp_collapsed;
         self.thp_refused += o.thp_refused;
+        self.compacted += o.compacted;
+        self.migrated += o.migrated;
     }
 }
 
@@ -455,6 +471,10 @@ fn run_policy_stats(
                     Ok(())
                 }
             }
+            Op::Idle { ms } => {
+                let until = e.clock() + ms * e.os.machine.freq_hz / 1000;
+                e.idle_until(until)
+            }
             Op::Exit { proc } => {
                 let k = pick(&procs, proc);
                 if procs.len() > 1 {
@@ -513,6 +533,9 @@ fn run_policy_stats(
         + t.scan_fail_shared
         + t.scan_fail_referenced
         + t.scan_fail_other;
+    let c = &e.os.compact.stats;
+    reach.compacted = c.compact_success + c.compact_daemon_wake + c.proactive_runs;
+    reach.migrated = c.pgmigrate_success;
     (reach.preempted_total, reach.broken) = resv_counts(&e);
     // Tearing everything down returns every frame.
     for (pid, _) in procs {
@@ -556,13 +579,23 @@ fn reach_of(
     n: usize,
     len: std::ops::Range<usize>,
 ) -> Reach {
+    reach_of_ops(machine, policy, frees, n, prop::collection::vec(op(), len))
+}
+
+/// `reach_of` with the sequences drawn from `strategy`.
+fn reach_of_ops(
+    machine: &str,
+    policy: &str,
+    frees: &[u64],
+    n: usize,
+    strategy: impl Strategy<Value = Vec<Op>>,
+) -> Reach {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
     let mut runner = TestRunner::new_with_rng(
         Config::default(),
         TestRng::deterministic_rng(RngAlgorithm::ChaCha),
     );
-    let strategy = prop::collection::vec(op(), len);
     let mut total = Reach::default();
     for k in 0..n {
         let ops = strategy.new_tree(&mut runner).unwrap().current();
@@ -632,6 +665,11 @@ const THP_FREE_MB: [u64; 4] = [3, 5, 9, 17];
 const THP_MACHINE: &str = "skylake:mem=1G,swap=4M";
 /// khugepaged after every event (a wake 0 ms after the last).
 const THP_POLICY: &str = "linux:scan_sleep_millisecs=0";
+/// With sleeps (`thp_op`): kcompactd woken by THP faults (`defrag=defer`) and compacting
+/// proactively from a fragmentation score of 15 (`compaction_proactiveness=100`); khugepaged
+/// every 10 ms (0 ms would make an idle second a billion wakes).
+const COMPACT_POLICY: &str =
+    "linux:defrag=defer,compaction_proactiveness=100,scan_sleep_millisecs=10";
 
 /// The THP property's generator reaches THPs at faults, fallbacks, splits, collapses and
 /// refusals, and memory running out.
@@ -648,6 +686,15 @@ fn random_sequences_reach_thp_faults_fallbacks_splits_and_collapses() {
             && r.ooms > 0,
         "{r:?}"
     );
+}
+
+/// The THP property's sequences with sleeps reach compaction: kcompactd's runs migrate pages.
+#[test]
+fn random_sequences_with_sleeps_reach_compaction() {
+    let frees: Vec<u64> = THP_FREE_MB.iter().map(|m| m << 20).collect();
+    let ops = prop::collection::vec(thp_op(), 60..150);
+    let r = reach_of_ops(THP_MACHINE, COMPACT_POLICY, &frees, 30, ops);
+    assert!(r.compacted > 0 && r.migrated > 0, "{r:?}");
 }
 
 /// Figure 4's "cache" scheme with wired page clustering: cache pages reused from the free
@@ -772,13 +819,21 @@ proptest! {
 
     /// Linux THP with khugepaged scanning after every event, on little free memory: THPs at
     /// faults and fallbacks, splits by partial munmap, mprotect and MADV_DONTNEED, collapses
-    /// out of place, paging (issue 11; the reach is asserted below).
+    /// out of place, paging, direct compaction at faults and for khugepaged; or, with sleeps
+    /// between events, kcompactd's compaction on demand and proactive (issue 11; the reach is
+    /// asserted below).
     #[test]
     fn linux_thp_and_khugepaged_keep_invariants_under_pressure(
-        ops in prop::collection::vec(op(), 1..150),
+        ops in prop::collection::vec(thp_op(), 1..150),
         free_mb in prop::sample::select(THP_FREE_MB.to_vec()),
+        sleeps in any::<bool>(),
     ) {
-        run_policy(THP_MACHINE, THP_POLICY, Some(free_mb << 20), &ops)?;
+        if sleeps {
+            run_policy(THP_MACHINE, COMPACT_POLICY, Some(free_mb << 20), &ops)?;
+        } else {
+            let ops: Vec<Op> = ops.into_iter().filter(|o| !matches!(o, Op::Idle { .. })).collect();
+            run_policy(THP_MACHINE, THP_POLICY, Some(free_mb << 20), &ops)?;
+        }
     }
 
     /// Only 64KB and 4MB: a 4MB reservation is preempted straight into 64KB pieces.

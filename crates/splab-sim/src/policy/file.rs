@@ -9,13 +9,14 @@
 //! | table | keys | `Policy` field |
 //! |---|---|---|
 //! | (top) | `name` | `name`: what reports call the policy |
-//! | `[physical_allocation]` | `kind`, `sizes`, `preferred`; `enabled` (thp) | `alloc`, its `ReservPolicy::sizes`, `preferred`; `ThpPolicy::enabled` |
+//! | `[physical_allocation]` | `kind`, `sizes`, `preferred`; `enabled`, `defrag` (thp) | `alloc`, its `ReservPolicy::sizes`, `preferred`; `ThpPolicy::enabled`, `defrag` |
 //! | `[preparation]` | `kind` | `prep` |
 //! | `[mapping_creation]` | `promote`, `fault_around` | `ReservPolicy::promote`, `fault_around` |
 //! | `[mapping_destruction]` | `clean_write`, `dirty`, `unmap_demotes` | `ReservPolicy::clean_write`, `dirty`, `unmap_demotes` |
 //! | `[deallocation]` | `shortage`, `lists` | `ReservPolicy::shortage`, `lists` |
 //! | `[daemons.pagedaemon]` | `enabled`, `contiguity` | `pagedaemon`, `contiguity` |
 //! | `[daemons.khugepaged]` | `enabled`, sleeps and limits (`"default"`: Linux's for the THP size) | `khugepaged` |
+//! | `[daemons.kcompactd]` | `enabled`, `compaction_proactiveness` | `kcompactd` |
 //! | `[placement]` | `mmap`, `wired` | `placement`, `wired` |
 //! | `[page_cache]` | `readahead`, `close_deactivate` | `readahead`, `close_deactivate` |
 //!
@@ -32,9 +33,9 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use super::{
-    word, word_of, AllocPolicy, CleanWrite, Dirty, FaultAround, Khugepaged, Policy, PreferredSize,
-    ReservPolicy, ThpPolicy, CLEAN_WRITE, CONTIGUITY, DIRTY, LISTS, PLACEMENT, POLICIES, PREFERRED,
-    PREP, PROMOTE, SHORTAGE, THP_ENABLED, WIRED,
+    word, word_of, AllocPolicy, CleanWrite, Dirty, FaultAround, Kcompactd, Khugepaged, Policy,
+    PreferredSize, ReservPolicy, ThpPolicy, CLEAN_WRITE, CONTIGUITY, DIRTY, LISTS, PLACEMENT,
+    POLICIES, PREFERRED, PREP, PROMOTE, SHORTAGE, THP_DEFRAG, THP_ENABLED, WIRED,
 };
 use crate::error::{Result, SimError};
 use crate::spec::{parse_size, Spec};
@@ -141,6 +142,27 @@ fn tables(p: &Policy) -> Vec<Table> {
                 "{}: Linux's transparent_hugepage/enabled",
                 choices(THP_ENABLED)
             ),
+        ));
+        alloc.push((
+            "defrag",
+            Word(word_of(THP_DEFRAG, t.defrag)),
+            format!(
+                "{}: Linux's transparent_hugepage/defrag, compaction when no free THP-sized block exists",
+                choices(THP_DEFRAG)
+            ),
+        ));
+    }
+    let mut kc = vec![(
+        "enabled",
+        Bool(p.kcompactd.is_some()),
+        "background compaction (mm/compaction.c kcompactd; not with kind = \"base_page\")"
+            .to_string(),
+    )];
+    if let Some(k) = &p.kcompactd {
+        kc.push((
+            "compaction_proactiveness",
+            Int(k.proactiveness),
+            "vm.compaction_proactiveness, 0 to 100: proactive compaction every 500 ms above fragmentation score 100 - it + 10 (0: off)".to_string(),
         ));
     }
     let mut kh = vec![(
@@ -273,6 +295,11 @@ fn tables(p: &Policy) -> Vec<Table> {
             name: "daemons.khugepaged",
             about: "khugepaged (Linux), with its sysfs knobs.",
             keys: kh,
+        },
+        Table {
+            name: "daemons.kcompactd",
+            about: "kcompactd (Linux): compaction on demand and proactive.",
+            keys: kc,
         },
         Table {
             name: "placement",
@@ -784,20 +811,23 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
         match thp {
             Some(()) => AllocPolicy::Thp(ThpPolicy {
                 enabled: alloc_t.word(&s, "enabled", THP_ENABLED)?,
+                defrag: alloc_t.word(&s, "defrag", THP_DEFRAG)?,
                 class: 0,
             }),
             None => AllocPolicy::BasePage,
         }
     };
     if kind != Kind::Thp {
-        if let Some(v) = alloc_t.get("enabled") {
-            return Err(s.err(
-                Some(v.span()),
-                format!(
-                    "{} is Linux THP's: it needs physical_allocation.kind = \"thp\"",
-                    alloc_t.key("enabled")
-                ),
-            ));
+        for k in ["enabled", "defrag"] {
+            if let Some(v) = alloc_t.get(k) {
+                return Err(s.err(
+                    Some(v.span()),
+                    format!(
+                        "{} is Linux THP's: it needs physical_allocation.kind = \"thp\"",
+                        alloc_t.key(k)
+                    ),
+                ));
+            }
         }
     }
     let prep = prep_t.word(&s, "kind", PREP)?;
@@ -837,6 +867,23 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
     } else {
         None
     };
+    let mut kc = daemons.table(&s, "kcompactd", false)?.expect("required");
+    let kcompactd = if kc.bool(&s, "enabled")? {
+        if kind == Kind::BasePage {
+            let v = kc.get("enabled").expect("read above");
+            return Err(kc.bad(
+                &s,
+                "enabled",
+                v,
+                "false with physical_allocation.kind = \"base_page\" (compaction serves superpage allocations)",
+            ));
+        }
+        Some(Kcompactd {
+            proactiveness: kc.int(&s, "compaction_proactiveness", 100)?,
+        })
+    } else {
+        None
+    };
     let mut place = root.table(&s, "placement", false)?.expect("required");
     let placement = place.word(&s, "mmap", PLACEMENT)?;
     let wired = place.word(&s, "wired", WIRED)?;
@@ -844,7 +891,7 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
     let readahead = cache.bool(&s, "readahead")?;
     let close_deactivate = cache.bool(&s, "close_deactivate")?;
     for t in [
-        &alloc_t, &prep_t, &create_t, &pd, &kh, &daemons, &place, &cache,
+        &alloc_t, &prep_t, &create_t, &pd, &kh, &kc, &daemons, &place, &cache,
     ]
     .into_iter()
     .chain(destroy_t.as_ref())
@@ -865,6 +912,7 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
         readahead,
         close_deactivate,
         khugepaged,
+        kcompactd,
     };
     Ok((name, p))
 }
@@ -903,6 +951,7 @@ pub(super) fn load(text: &str, rest: &str) -> Result<Policy> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::ThpDefrag;
 
     /// Every preset, and each option of each (the specs of README and `splab list policies`).
     const SPECS: &[&str] = &[
@@ -942,6 +991,9 @@ mod tests {
         "linux-madvise:max_ptes_none=default",
         "freebsd:khugepaged=on",
         "navarro:khugepaged=on,max_ptes_shared=3",
+        "linux:defrag=defer+madvise,compaction_proactiveness=0",
+        "linux-madvise:defrag=never,kcompactd=off",
+        "freebsd:kcompactd=on,compaction_proactiveness=100",
     ];
 
     #[test]
@@ -988,6 +1040,15 @@ mod tests {
         }
         for v in [ThpEnabled::Always, ThpEnabled::Madvise, ThpEnabled::Never] {
             assert_eq!(word(THP_ENABLED, word_of(THP_ENABLED, v)), Some(v));
+        }
+        for v in [
+            ThpDefrag::Always,
+            ThpDefrag::Defer,
+            ThpDefrag::DeferMadvise,
+            ThpDefrag::Madvise,
+            ThpDefrag::Never,
+        ] {
+            assert_eq!(word(THP_DEFRAG, word_of(THP_DEFRAG, v)), Some(v));
         }
         assert_eq!(PREFERRED.len(), 2);
         assert_eq!(LISTS.len(), 2);
@@ -1065,6 +1126,43 @@ mod tests {
             "khugepaged is off"
         );
         assert!(Policy::from_spec("freebsd:khugepaged=on,max_ptes_none=0").is_ok());
+    }
+
+    #[test]
+    fn defrag_and_kcompactd_keys_are_checked() {
+        let e = linux_err("defrag = \"always\"", "defrag = \"sometimes\"");
+        assert!(
+            e.contains("expected one of always, defer, defer+madvise, madvise, never"),
+            "{e}"
+        );
+        let e = linux_err(
+            "compaction_proactiveness = 20",
+            "compaction_proactiveness = 101",
+        );
+        assert!(
+            e.contains("daemons.kcompactd.compaction_proactiveness"),
+            "{e}"
+        );
+        let base = Policy::from_spec("base").unwrap().to_toml();
+        let text = base.replacen(
+            "kcompactd]\nenabled = false",
+            "kcompactd]\nenabled = true",
+            1,
+        );
+        let e = Policy::from_toml(&text, "b.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("expected false with physical_allocation.kind"),
+            "{e}"
+        );
+        assert!(Policy::from_spec("linux:defrag=sometimes").is_err());
+        assert!(
+            Policy::from_spec("navarro:defrag=never").is_err(),
+            "THP's key"
+        );
+        assert!(Policy::from_spec("base:kcompactd=on").is_err());
+        let p = Policy::from_spec("linux:defrag=defer,compaction_proactiveness=0").unwrap();
+        assert_eq!(p.thp().unwrap().defrag, ThpDefrag::Defer);
+        assert_eq!(p.kcompactd, Some(Kcompactd { proactiveness: 0 }));
     }
 
     #[test]

@@ -289,6 +289,46 @@ impl Os {
         Ok(())
     }
 
+    /// The compaction state is consistent: scanner positions inside memory, deferral within
+    /// its bounds, no kcompactd request without kcompactd.
+    pub(crate) fn check_compaction(&self) -> std::result::Result<(), String> {
+        let z = &self.compact;
+        let frames = self.phys.frames();
+        if z.cached_migrate
+            .iter()
+            .any(|&p| p > frames + (1u64 << self.hpage_order()))
+        {
+            return Err(format!(
+                "compaction: cached migrate scanner {:?} beyond memory",
+                z.cached_migrate
+            ));
+        }
+        if z.cached_free != u64::MAX && z.cached_free >= frames {
+            return Err(format!(
+                "compaction: cached free scanner {} beyond memory",
+                z.cached_free
+            ));
+        }
+        if z.defer_shift > super::compact::COMPACT_MAX_DEFER_SHIFT
+            || z.considered > 1u64 << z.defer_shift
+        {
+            return Err(format!(
+                "compaction: deferral {} of {} beyond its limit",
+                z.considered, z.defer_shift
+            ));
+        }
+        if z.stall > 0 {
+            return Err(format!(
+                "compaction: {} stall cycles no fault took",
+                z.stall
+            ));
+        }
+        if self.policy.kcompactd.is_none() && (z.kcompactd_order > 0 || z.kcompactd_woken) {
+            return Err("compaction: a kcompactd request without kcompactd".into());
+        }
+        Ok(())
+    }
+
     /// TLB entries never translate what the page table does not.
     pub(crate) fn check_tlb_entries(&self) -> Result<()> {
         let bs = self.base_shift();

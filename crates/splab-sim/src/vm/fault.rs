@@ -600,8 +600,14 @@ impl Os {
             (self.swap_in(pid, v.obj, pindex, v, &mut cost)?, true)
         } else {
             // Linux THP: the whole superpage allocated, zeroed and mapped at once (vm/thp.rs).
-            if let Some(cycles) = self.thp_fault(pid, v, vpn, pindex)? {
-                return Ok(FaultCost { cycles, io: 0 });
+            // Direct compaction's cycles (vm/compact.rs) are the fault's, THP or fallback.
+            let thp = self.thp_fault(pid, v, vpn, pindex)?;
+            cost.cycles += std::mem::take(&mut self.compact.stall);
+            if let Some(cycles) = thp {
+                return Ok(FaultCost {
+                    cycles: cost.cycles + cycles,
+                    io: 0,
+                });
             }
             // Zero-fill (event 2, preparation: one base page zeroed at fault time).
             let pfn = self.alloc_frame(pid, v.obj, pindex, v)?;

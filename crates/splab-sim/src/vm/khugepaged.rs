@@ -20,8 +20,8 @@
 
 use super::thp::ThpStats;
 use super::{Os, Vma};
-use crate::policy::KhugepagedLimits;
-use crate::units::{Order, Pfn, Pid, SizeClass};
+use crate::policy::{DefragAction, KhugepagedLimits};
+use crate::units::{Pfn, Pid, SizeClass};
 
 /// What scanning one region came to.
 enum Outcome {
@@ -29,8 +29,9 @@ enum Outcome {
     Collapsed(u64),
     /// Not collapsed (counted in `ThpStats` by reason), or already a THP.
     Passed,
-    /// No free THP-sized block: the daemon sleeps `alloc_sleep_millisecs`.
-    AllocFailed,
+    /// No free THP-sized block, after this many cycles of compaction: the daemon sleeps
+    /// `alloc_sleep_millisecs`.
+    AllocFailed(u64),
 }
 
 impl Os {
@@ -71,7 +72,7 @@ impl Os {
             match self.collapse_region(pid, head, &v, Some(&k)) {
                 Outcome::Collapsed(c) => cycles += c,
                 Outcome::Passed => {}
-                Outcome::AllocFailed => return (cycles, true),
+                Outcome::AllocFailed(c) => return (cycles + c, true),
             }
         }
         (cycles, false)
@@ -126,9 +127,13 @@ impl Os {
         }
         let mut cycles = 0;
         for (head, v) in regions {
-            if let Outcome::Collapsed(c) = self.collapse_region(pid, head, &v, None) {
-                cycles += c;
-                self.thp.stats.madv_collapsed += 1;
+            match self.collapse_region(pid, head, &v, None) {
+                Outcome::Collapsed(c) => {
+                    cycles += c;
+                    self.thp.stats.madv_collapsed += 1;
+                }
+                Outcome::AllocFailed(c) => cycles += c,
+                Outcome::Passed => {}
             }
         }
         cycles
@@ -219,9 +224,13 @@ impl Os {
             self.thp.stats.scan_fail_other += 1;
             return Outcome::Passed;
         }
-        let Some(new) = self.phys.buddy.alloc(Order(o)) else {
+        // khugepaged's `defrag=1` default and MADV_COLLAPSE both allocate with
+        // `GFP_TRANSHUGE`: direct compaction, synchronous-light after an asynchronous pass
+        // (vm/compact.rs `alloc_huge`).
+        let (got, compaction) = self.alloc_huge(o, DefragAction::Direct { noretry: false });
+        let Some(new) = got else {
             self.thp.stats.collapse_alloc_failed += 1;
-            return Outcome::AllocFailed;
+            return Outcome::AllocFailed(compaction);
         };
         self.note_allocation();
         self.thp.stats.collapse_alloc += 1;
@@ -259,7 +268,8 @@ impl Os {
         let cost = &self.machine.cost;
         let writes = if self.machine.replicated_ptes { n } else { 1 };
         Outcome::Collapsed(
-            copied * cost.copy_page_cycles
+            compaction
+                + copied * cost.copy_page_cycles
                 + zeroed * cost.zero_page_cycles
                 + writes * cost.pte_write_cycles
                 + cost.tlb_invalidate_cycles,

@@ -15,6 +15,7 @@ pub mod pmap;
 pub mod stats;
 
 mod check;
+pub mod compact;
 pub mod contig;
 pub mod dirty;
 mod fault;
@@ -273,6 +274,8 @@ pub struct Os {
     pub contig: contig::ContigState,
     /// Linux THP counters and khugepaged's cursor (vm/thp.rs, vm/khugepaged.rs).
     pub thp: thp::ThpState,
+    /// Memory compaction and kcompactd's requests (vm/compact.rs).
+    pub compact: compact::CompactState,
     /// Open files and their I/O state (vm/file.rs).
     pub fileio: file::FileIo,
     /// Dirty superpages' write-out and msync (vm/dirty.rs; seed 000 4.7, 6.7).
@@ -345,6 +348,7 @@ impl Os {
             backing: swap::Backing::new(machine_swap_pages),
             contig: contig::ContigState::default(),
             thp: thp::ThpState::default(),
+            compact: compact::CompactState::default(),
             fileio: file::FileIo::default(),
             dirty,
             fragmenter: None,
@@ -1108,6 +1112,7 @@ impl Os {
             self.phys.used_frames
         );
         self.check_pageq()?;
+        self.check_compaction().map_err(inv)?;
         // TLB entries never translate what the page table does not.
         self.check_tlb_entries()
     }

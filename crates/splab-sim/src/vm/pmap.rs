@@ -457,6 +457,17 @@ impl Pmap {
         *s = Pte::new(pfn, prot, p.size()).0 | (p.0 & ACCESSED);
     }
 
+    /// Points base entry `vpn` at frame `pfn`, keeping its permission, size and accessed and
+    /// dirty bits (page migration, vm/compact.rs: `remove_migration_pte` restores them).
+    pub fn migrate(&mut self, vpn: u64, pfn: Pfn) {
+        let s = self.slot_mut(vpn);
+        debug_assert!(
+            Pte(*s).valid() && Pte(*s).size().is_base(),
+            "Pmap::migrate: vpn {vpn:#x} not a valid base entry"
+        );
+        *s = (*s & ((1u64 << PFN_SHIFT) - 1)) | (pfn.0 << PFN_SHIFT);
+    }
+
     fn for_each_valid_mut(&mut self, start: u64, end: u64, mut f: impl FnMut(&mut u64)) {
         let mut vpn = start;
         while vpn < end {

@@ -7,11 +7,11 @@
 //! inside the entry with no page mapped in it (`pmd_none`), allocates a THP-sized block, zeroes
 //! every base page of it and maps it with one entry: seed 003's coupling of allocation,
 //! preparation and mapping creation (3.2, observation 1). If no free block of that size exists
-//! the fault counts `thp_fault_fallback` and takes the base-page path.
+//! the fault first does what `defrag` says (vm/compact.rs `alloc_huge`; its compaction stalls
+//! the fault, seed 003 3.2), then counts `thp_fault_fallback` and takes the base-page path.
 //!
 //! Not modelled (each a knob of Linux's that stays at a value the model can say it has):
-//! - `defrag`: the fault never reclaims or compacts for a THP (compaction is not modelled):
-//!   Linux's default `defrag=madvise` does neither for entries not advised MADV_HUGEPAGE.
+//! - direct reclaim for a THP (`defrag=always`): only compaction.
 //! - `use_zero_page`: a read fault allocates as a write does (Linux's `use_zero_page=0`); the
 //!   huge zero page is not modelled.
 //! - mTHP sizes (`hugepages-<size>kB/enabled`): only the PMD size, Linux's default.
@@ -25,7 +25,7 @@ use serde::Serialize;
 
 use super::{ObjKind, Os, Vma};
 use crate::error::Result;
-use crate::units::{Order, Pfn, Pid, SizeClass};
+use crate::units::{Pfn, Pid, SizeClass};
 
 /// THP counters, under /proc/vmstat's and khugepaged's sysfs names (`memory.thp`).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -99,7 +99,7 @@ impl Os {
 
     /// `do_huge_pmd_anonymous_page`: tries to allocate, zero and map the THP around `vpn`
     /// (object page `pindex`) of `pid`; returns the fault's cycles if it did, None if the fault
-    /// takes the base-page path.
+    /// takes the base-page path. Compaction's cycles are left in `compact.stall` for the fault.
     pub(crate) fn thp_fault(
         &mut self,
         pid: Pid,
@@ -107,9 +107,9 @@ impl Os {
         vpn: u64,
         pindex: u64,
     ) -> Result<Option<u64>> {
-        if self.policy.thp().is_none() {
+        let Some(defrag) = self.policy.thp().map(|t| t.defrag) else {
             return Ok(None);
-        }
+        };
         let Some((c, o)) = self.thp_class() else {
             return Ok(None);
         };
@@ -134,8 +134,11 @@ impl Os {
         // The page-table pages first: allocating them may run the page daemon, which must not
         // find the new THP's pages half entered.
         self.pmap_prepare(pid, head, n)?;
-        // Free lists only (defrag: no reclaim, no compaction for the fault).
-        let Some(pfn) = self.phys.buddy.alloc(Order(o)) else {
+        // The free lists, then what `defrag` says for this entry (VM_HUGEPAGE: advised).
+        let action = defrag.action(v.hugepage_advice == Some(true));
+        let (got, compaction) = self.alloc_huge(o, action);
+        self.compact.stall += compaction;
+        let Some(pfn) = got else {
             self.thp.stats.fault_fallback += 1;
             return Ok(None);
         };

@@ -1,0 +1,281 @@
+//! Linux memory compaction (vm/compact.rs), THP `defrag` (vm/thp.rs) and kcompactd
+//! (daemon/kcompactd.rs): scenarios on a memory of 2MB pageblocks each holding a few movable
+//! pages, with exact counts; every invariant checked after every event (`common::engine`).
+
+mod common;
+
+use common::{anon, engine};
+use splab_sim::engine::Engine;
+use splab_sim::units::{AccessKind, Pfn, Pid};
+use splab_sim::vm::Advice;
+
+const M: &str = "skylake:mem=1G";
+/// Free memory: eight 2MB pageblocks, frames 0..4096 (the rest is wired at the top).
+const FREE: u64 = 16 << 20;
+const MB2: u64 = 2 << 20;
+const PAGE: u64 = 4096;
+/// Frames of a pageblock (a THP).
+const PB: u64 = 512;
+/// Movable pages left in each pageblock but the first.
+const K: u64 = 4;
+
+fn write(e: &mut Engine, pid: Pid, va: u64) {
+    e.access(pid, va, AccessKind::Write).unwrap();
+}
+
+fn pfn_of(e: &Engine, pid: Pid, va: u64) -> Option<Pfn> {
+    e.os.proc(pid)
+        .unwrap()
+        .pmap
+        .lookup(va / PAGE)
+        .map(|p| p.pfn())
+}
+
+fn idle_ms(e: &mut Engine, ms: u64) {
+    let until = e.clock() + ms * e.os.machine.freq_hz / 1000;
+    e.idle_until(until).unwrap();
+}
+
+/// `policy` on 16MB of free memory filled with one process's base pages, then freed but for
+/// the first `K` frames of every pageblock after the first. `tables_first`: every chunk's
+/// page tables are made first, in the first pageblock (with the process's other frames no
+/// object holds: unmovable), and three pages freed there last take the next page tables; the
+/// seven other pageblocks then hold `K` movable pages each. Else a page-table page lands in
+/// every pageblock. No 2MB block is free.
+fn setup(policy: &str, tables_first: bool) -> (Engine, Pid) {
+    let (mut e, pid) = engine(M, policy, Some(FREE));
+    let a = e.mmap(pid, anon(FREE)).unwrap();
+    e.madvise(pid, a, FREE, Advice::NoHugePage).unwrap();
+    for c in 0..FREE / MB2 * tables_first as u64 {
+        write(&mut e, pid, a + c * MB2);
+    }
+    let mut va = a;
+    while e.os.phys.buddy.free_frames > 0 {
+        if pfn_of(&e, pid, va).is_none() {
+            write(&mut e, pid, va);
+        }
+        va += PAGE;
+    }
+    for p in (a..va).step_by(PAGE as usize) {
+        let f = pfn_of(&e, pid, p).unwrap().0;
+        if f >= PB && f % PB >= K {
+            e.madvise(pid, p, PAGE, Advice::DontNeed).unwrap();
+        }
+    }
+    if tables_first {
+        for c in 1..4 {
+            e.madvise(pid, a + c * MB2, PAGE, Advice::DontNeed).unwrap();
+        }
+        assert_eq!(e.os.phys.buddy.free_frames, 7 * (PB - K) + 3);
+    }
+    assert_eq!(e.os.phys.buddy.largest_free_order(), Some(8));
+    (e, pid)
+}
+
+fn fragmented(policy: &str) -> (Engine, Pid) {
+    setup(policy, true)
+}
+
+/// One write to a fresh 2MB-aligned anonymous region: the THP fault.
+fn thp_fault(e: &mut Engine, pid: Pid) -> u64 {
+    let b = e.mmap(pid, anon(MB2)).unwrap();
+    assert_eq!(b % MB2, 0);
+    write(e, pid, b);
+    b
+}
+
+/// Base pages of `pid` in the first pageblock (its other frames there are unmovable).
+fn movable_in_first_block(e: &Engine, pid: Pid) -> u64 {
+    let p = e.os.proc(pid).unwrap();
+    p.pmap.entries().filter(|(_, pte)| pte.pfn().0 < PB).count() as u64
+}
+
+/// The cycles of migrating `n` pages mapped once: a copy, a PTE rewrite and a TLB
+/// invalidation each.
+fn migration_cycles(e: &Engine, n: u64) -> u64 {
+    let c = &e.os.machine.cost;
+    n * (c.copy_page_cycles + c.pte_write_cycles + c.tlb_invalidate_cycles)
+}
+
+/// `defrag=always` (the `linux` preset): the THP fault compacts asynchronously. The migrate
+/// scanner gives up the first pageblock at its first unmovable frame, isolates the `K` pages of
+/// the second, and the free scanner takes free frames from the top pageblock of free memory
+/// (after passing over the wired memory above it, frame by frame: pageblock migratetypes are
+/// not modelled). The second pageblock is then free: the THP, and the stall is in the fault.
+#[test]
+fn defrag_always_compacts_at_the_fault_and_maps_the_thp() {
+    let (mut e, pid) = fragmented("linux:khugepaged=off,kcompactd=off,pagedaemon=off");
+    let fault_cycles = e.os.stats.cycles_fault;
+    let lat_max = e.os.stats.fault_latency.max;
+    let b = thp_fault(&mut e, pid);
+    let c = e.os.compact.stats.clone();
+    assert_eq!(
+        (c.compact_stall, c.compact_success, c.compact_fail),
+        (1, 1, 0)
+    );
+    assert_eq!(c.pgmigrate_success, K);
+    assert_eq!(c.compact_isolated, 2 * K, "K pages and one free block of K");
+    assert_eq!(c.compact_migrate_scanned, 1 + PB);
+    let wired = (1 << 30) / PAGE - FREE / PAGE;
+    assert_eq!(c.compact_free_scanned, wired + 2 * K);
+    assert_eq!(e.os.thp.stats.fault_alloc, 1);
+    assert_eq!(pfn_of(&e, pid, b), Some(Pfn(PB)));
+    // The migrated pages moved to the top pageblock, still mapped where they were.
+    let p = e.os.proc(pid).unwrap();
+    let mut moved: Vec<u64> = p
+        .pmap
+        .entries()
+        .filter(|(_, pte)| pte.size().is_base() && pte.pfn().0 / PB == 7)
+        .map(|(_, pte)| pte.pfn().0)
+        .collect();
+    moved.sort();
+    assert_eq!(moved, (7 * PB..7 * PB + 2 * K).collect::<Vec<_>>());
+    // The fault paid the migrations: its latency holds them beside the zeroing.
+    let m = &e.os.machine.cost;
+    assert_eq!(c.direct_cycles, migration_cycles(&e, K));
+    let fault = m.fault_cycles + c.direct_cycles + PB * m.zero_page_cycles + m.pte_write_cycles;
+    assert_eq!(e.os.stats.cycles_fault - fault_cycles, fault);
+    let ns = fault * 1_000_000_000 / e.os.machine.freq_hz;
+    assert!(lat_max < ns && e.os.stats.fault_latency.max == ns);
+}
+
+/// With an unmovable frame (a page-table page) in every pageblock, no compaction can free one:
+/// asynchronous compaction gives each pageblock up at that frame and migrates nothing, twice
+/// (`__GFP_NORETRY` retries asynchronously), and the fault falls back to a base page. An entry
+/// advised MADV_HUGEPAGE compacts synchronously the second time, migrating what it can in vain;
+/// compaction is then deferred, and the next such fault skips its first attempt.
+#[test]
+fn an_unmovable_frame_in_every_pageblock_defeats_compaction() {
+    let (mut e, pid) = setup("linux:khugepaged=off,kcompactd=off,pagedaemon=off", false);
+    thp_fault(&mut e, pid);
+    let c = e.os.compact.stats.clone();
+    assert_eq!(
+        (
+            c.compact_stall,
+            c.compact_success,
+            c.compact_fail,
+            c.pgmigrate_success
+        ),
+        (2, 0, 2, 0)
+    );
+    assert_eq!(c.deferred, 0, "asynchronous failures do not defer");
+    assert_eq!(e.os.thp.stats.fault_fallback, 1);
+    let b = e.mmap(pid, anon(MB2)).unwrap();
+    e.madvise(pid, b, MB2, Advice::HugePage).unwrap();
+    write(&mut e, pid, b);
+    let c = e.os.compact.stats.clone();
+    assert_eq!((c.compact_stall, c.compact_fail), (4, 4));
+    assert!(c.pgmigrate_success > 0);
+    let b = e.mmap(pid, anon(MB2)).unwrap();
+    e.madvise(pid, b, MB2, Advice::HugePage).unwrap();
+    write(&mut e, pid, b);
+    let c = e.os.compact.stats.clone();
+    assert_eq!((c.compact_stall, c.compact_fail, c.deferred), (6, 6, 1));
+    assert_eq!(e.os.thp.stats.fault_fallback, 3);
+    assert_eq!(e.os.thp.stats.fault_alloc, 0);
+}
+
+/// `defrag=defer`: the fault wakes kcompactd and falls back at once, without a stall;
+/// kcompactd compacts synchronously after the event (the first pageblock's movable pages too,
+/// in vain, then the second's), and the next THP fault finds the free block.
+#[test]
+fn defer_wakes_kcompactd_and_falls_back_at_once() {
+    let (mut e, pid) =
+        fragmented("linux:defrag=defer,compaction_proactiveness=0,khugepaged=off,pagedaemon=off");
+    let fault_cycles = e.os.stats.cycles_fault;
+    let background = e.background_cycles;
+    let b = e.mmap(pid, anon(MB2)).unwrap();
+    let first = movable_in_first_block(&e, pid) + 1; // the fallback page lands there too
+    write(&mut e, pid, b);
+    let m = &e.os.machine.cost;
+    assert_eq!(
+        e.os.stats.cycles_fault - fault_cycles,
+        m.fault_cycles + m.zero_page_cycles + m.pte_write_cycles,
+        "no stall"
+    );
+    let c = e.os.compact.stats.clone();
+    assert_eq!(e.os.thp.stats.fault_fallback, 1);
+    assert_eq!((c.compact_stall, c.compact_daemon_wake), (0, 1));
+    assert_eq!(c.pgmigrate_success, first + K);
+    assert_eq!(c.compact_daemon_migrate_scanned, c.compact_migrate_scanned);
+    assert_eq!(
+        e.background_cycles - background,
+        migration_cycles(&e, first + K)
+    );
+    assert_eq!(c.daemon_cycles, migration_cycles(&e, first + K));
+    thp_fault(&mut e, pid);
+    assert_eq!(e.os.thp.stats.fault_alloc, 1);
+    assert_eq!(e.os.compact.stats.compact_stall, 0);
+}
+
+/// `defrag=never`, and `madvise` for an entry not advised: free lists only.
+#[test]
+fn never_and_unadvised_madvise_fall_back_without_compaction() {
+    for defrag in ["never", "madvise"] {
+        let (mut e, pid) = fragmented(&format!(
+            "linux:defrag={defrag},khugepaged=off,compaction_proactiveness=0,pagedaemon=off"
+        ));
+        thp_fault(&mut e, pid);
+        let c = &e.os.compact.stats;
+        assert_eq!(e.os.thp.stats.fault_fallback, 1, "{defrag}");
+        assert_eq!(
+            c.compact_stall + c.compact_daemon_wake + c.compact_migrate_scanned,
+            0,
+            "{defrag}"
+        );
+    }
+}
+
+/// Proactive compaction (`compaction_proactiveness=20`): at its 500 ms check the fragmentation
+/// score is 99 (no free memory in 2MB blocks; scores are scaled by present / (present + 1)),
+/// over 90; kcompactd compacts the whole zone until the score is 80 or less: the first
+/// pageblock's movable pages in vain, then two pageblocks freed (1024 of the 3,559 free
+/// frames: score 70).
+/// With proactiveness 0 it never runs.
+#[test]
+fn proactive_compaction_runs_over_the_score_and_not_at_proactiveness_0() {
+    let (mut e, pid) = fragmented("linux:khugepaged=off,pagedaemon=off");
+    assert_eq!(e.os.compact.stats.proactive_runs, 0, "set-up under 500 ms");
+    assert_eq!(e.os.fragmentation_score(), 99);
+    let first = movable_in_first_block(&e, pid);
+    idle_ms(&mut e, 500);
+    let c = e.os.compact.stats.clone();
+    assert_eq!((c.proactive_runs, c.proactive_no_progress), (1, 0));
+    assert_eq!(c.pgmigrate_success, first + 2 * K);
+    assert_eq!(e.os.fragmentation_score(), 70);
+    assert_eq!(c.compact_stall + c.compact_daemon_wake, 0);
+    // Under the high mark: the next checks do nothing.
+    idle_ms(&mut e, 2000);
+    assert_eq!(e.os.compact.stats.proactive_runs, 1);
+
+    let (mut e, _) = fragmented("linux:khugepaged=off,pagedaemon=off,compaction_proactiveness=0");
+    idle_ms(&mut e, 2000);
+    let c = &e.os.compact.stats;
+    assert_eq!(c.proactive_runs + c.pgmigrate_success, 0);
+}
+
+/// MADV_COLLAPSE compacts for its THP (`GFP_TRANSHUGE`), even with THP off at faults, and the
+/// caller pays.
+#[test]
+fn madv_collapse_compacts_for_its_thp() {
+    let (mut e, pid) = fragmented("linux-4k:khugepaged=off,kcompactd=off,pagedaemon=off");
+    let b = e.mmap(pid, anon(MB2)).unwrap();
+    write(&mut e, pid, b);
+    write(&mut e, pid, b + PAGE);
+    let kernel = e.os.stats.cycles_kernel;
+    e.madvise(pid, b, MB2, Advice::Collapse).unwrap();
+    let c = e.os.compact.stats.clone();
+    assert_eq!((c.compact_stall, c.compact_success), (1, 1));
+    assert_eq!(c.pgmigrate_success, K);
+    let t = &e.os.thp.stats;
+    assert_eq!(
+        (t.madv_collapsed, t.collapse_copied, t.collapse_zeroed),
+        (1, 2, PB - 2)
+    );
+    assert_eq!(pfn_of(&e, pid, b), Some(Pfn(PB)));
+    let m = &e.os.machine.cost;
+    assert!(
+        e.os.stats.cycles_kernel - kernel
+            >= migration_cycles(&e, K) + 2 * m.copy_page_cycles + (PB - 2) * m.zero_page_cycles
+    );
+}
