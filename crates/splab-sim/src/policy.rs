@@ -50,6 +50,10 @@ pub enum ThpEnabled {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ThpPolicy {
     pub enabled: ThpEnabled,
+    /// Linux 6.12's `transparent_hugepage/shrink_underused` (default 1): every THP is queued
+    /// for the deferred split shrinker, which splits one whose zero-filled base pages exceed
+    /// khugepaged's `max_ptes_none` (never at its default 511; vm/deferred_split.rs).
+    pub shrink_underused: bool,
     /// Size class of a THP, set by `Policy::resolve`: the machine's smallest superpage (the PMD
     /// size, 2MB, on x86-64). Not part of the file.
     pub class: u8,
@@ -470,7 +474,11 @@ impl Policy {
     fn linux(name: &str, enabled: ThpEnabled) -> Policy {
         Policy {
             name: name.into(),
-            alloc: AllocPolicy::Thp(ThpPolicy { enabled, class: 0 }),
+            alloc: AllocPolicy::Thp(ThpPolicy {
+                enabled,
+                shrink_underused: true,
+                class: 0,
+            }),
             // mm/mmap.c `__get_unmapped_area` -> `thp_get_unmapped_area`: anonymous mappings
             // of at least the PMD size start PMD-aligned (Linux 6.7+).
             placement: Placement::SuperpageAligned,
@@ -616,6 +624,7 @@ impl Policy {
                     ))
                 })?;
             }
+            t.shrink_underused = spec.take_bool("shrink_underused", t.shrink_underused)?;
         }
         // khugepaged with THP, or beside reservations (a mixed policy: it collapses the regions
         // no reservation covers, where faults fell back to base pages).
