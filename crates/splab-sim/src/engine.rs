@@ -493,6 +493,12 @@ impl Engine {
         self.after_event()
     }
 
+    /// `prctl(PR_SET_THP_DISABLE, disable)` (vm/thp.rs).
+    pub fn prctl_thp_disable(&mut self, pid: Pid, disable: bool) -> Result<()> {
+        self.os.set_thp_disable(pid, disable)?;
+        self.after_event()
+    }
+
     pub fn brk(&mut self, pid: Pid, new_end: u64) -> Result<u64> {
         let old_end = self.os.proc(pid)?.brk_end;
         let r = self.os.brk(pid, new_end)?;

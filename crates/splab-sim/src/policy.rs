@@ -88,6 +88,10 @@ pub struct ThpPolicy {
     pub enabled: ThpEnabled,
     /// `defrag`: compaction when a THP fault finds no free block.
     pub defrag: ThpDefrag,
+    /// Linux 6.12's `transparent_hugepage/shrink_underused` (default 1): every THP is queued
+    /// for the deferred split shrinker, which splits one whose zero-filled base pages exceed
+    /// khugepaged's `max_ptes_none` (never at its default 511; vm/deferred_split.rs).
+    pub shrink_underused: bool,
     /// Size class of a THP, set by `Policy::resolve`: the machine's smallest superpage (the PMD
     /// size, 2MB, on x86-64). Not part of the file.
     pub class: u8,
@@ -532,6 +536,7 @@ impl Policy {
             alloc: AllocPolicy::Thp(ThpPolicy {
                 enabled,
                 defrag: ThpDefrag::Always,
+                shrink_underused: true,
                 class: 0,
             }),
             // mm/mmap.c `__get_unmapped_area` -> `thp_get_unmapped_area`: anonymous mappings
@@ -698,6 +703,7 @@ impl Policy {
                     ))
                 })?;
             }
+            t.shrink_underused = spec.take_bool("shrink_underused", t.shrink_underused)?;
         }
         // kcompactd with superpages (it compacts memory for THPs and khugepaged's collapses).
         if !matches!(p.alloc, AllocPolicy::BasePage) {

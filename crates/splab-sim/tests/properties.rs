@@ -179,6 +179,11 @@ struct Reach {
     /// kcompactd's on-demand or proactive runs, and pages migrated.
     compacted: u64,
     migrated: u64,
+    /// The deferred split queue (vm/deferred_split.rs): THPs queued partly unmapped, split by
+    /// the shrinker, and split as underused.
+    thp_deferred: u64,
+    thp_split: u64,
+    thp_underused: u64,
 }
 
 impl Reach {
@@ -216,6 +221,9 @@ impl Reach {
         self.thp_refused += o.thp_refused;
         self.compacted += o.compacted;
         self.migrated += o.migrated;
+        self.thp_deferred += o.thp_deferred;
+        self.thp_split += o.thp_split;
+        self.thp_underused += o.thp_underused;
     }
 }
 
@@ -536,6 +544,9 @@ fn run_policy_stats(
     let c = &e.os.compact.stats;
     reach.compacted = c.compact_success + c.compact_daemon_wake + c.proactive_runs;
     reach.migrated = c.pgmigrate_success;
+    reach.thp_deferred = t.split.deferred_split_page;
+    reach.thp_split = t.split.split_page;
+    reach.thp_underused = t.split.underused_split_page;
     (reach.preempted_total, reach.broken) = resv_counts(&e);
     // Tearing everything down returns every frame.
     for (pid, _) in procs {
@@ -670,6 +681,8 @@ const THP_POLICY: &str = "linux:scan_sleep_millisecs=0";
 /// every 10 ms (0 ms would make an idle second a billion wakes).
 const COMPACT_POLICY: &str =
     "linux:defrag=defer,compaction_proactiveness=100,scan_sleep_millisecs=10";
+/// The same with the underused THP shrinker on (max_ptes_none under 511).
+const THP_UNDERUSED_POLICY: &str = "linux:scan_sleep_millisecs=0,max_ptes_none=256";
 
 /// The THP property's generator reaches THPs at faults, fallbacks, splits, collapses and
 /// refusals, and memory running out.
@@ -683,7 +696,15 @@ fn random_sequences_reach_thp_faults_fallbacks_splits_and_collapses() {
             && r.thp_collapsed > 0
             && r.thp_refused > 0
             && r.demotions.get(1).is_some_and(|&d| d > 0)
+            && r.thp_deferred > 0
+            && r.thp_split > 0
             && r.ooms > 0,
+        "{r:?}"
+    );
+    // With the underused check on, the shrinker splits THPs of mostly zero pages too.
+    let r = reach_of(THP_MACHINE, THP_UNDERUSED_POLICY, &frees, 30, 60..150);
+    assert!(
+        r.thp_underused > 0 && r.thp_split > r.thp_underused && r.ooms > 0,
         "{r:?}"
     );
 }
@@ -834,6 +855,15 @@ proptest! {
             let ops: Vec<Op> = ops.into_iter().filter(|o| !matches!(o, Op::Idle { .. })).collect();
             run_policy(THP_MACHINE, THP_POLICY, Some(free_mb << 20), &ops)?;
         }
+    }
+
+    /// The underused THP shrinker splitting THPs and freeing their zero pages.
+    #[test]
+    fn linux_underused_shrinker_keeps_invariants_under_pressure(
+        ops in prop::collection::vec(op(), 1..150),
+        free_mb in prop::sample::select(THP_FREE_MB.to_vec()),
+    ) {
+        run_policy(THP_MACHINE, THP_UNDERUSED_POLICY, Some(free_mb << 20), &ops)?;
     }
 
     /// Only 64KB and 4MB: a 4MB reservation is preempted straight into 64KB pieces.

@@ -175,9 +175,23 @@ fn khugepaged_refills_what_madv_dontneed_gave_back_unless_max_ptes_none_forbids(
         e.madvise(pid, a + PAGE, MB2 - PAGE, Advice::DontNeed)
             .unwrap();
         assert_eq!(mapped(&e, pid), (PAGE, 0), "{policy}");
+        // The THP stays whole on the deferred split queue: still 2MB of footprint.
+        let s = &e.os.thp.stats.split;
+        assert_eq!(
+            (s.deferred_split_page, s.queued_pages),
+            (1, 511),
+            "{policy}"
+        );
+        assert_eq!(e.os.footprint_bytes(), MB2, "{policy}");
         idle(&mut e, 11);
         let t = &e.os.thp.stats;
         if want_huge {
+            // The collapse frees the old page, splitting its folio: the queued pages go too.
+            assert_eq!(
+                (t.split.split_page, t.split.queued_pages),
+                (1, 0),
+                "{policy}"
+            );
             assert_eq!((t.pages_collapsed, t.collapse_zeroed), (1, 511), "{policy}");
             assert_eq!(mapped(&e, pid), (0, MB2), "{policy}");
         } else {
@@ -352,4 +366,117 @@ fn madv_collapse_collapses_at_once_whatever_enabled_says() {
     write(&mut e, pid, a);
     e.madvise(pid, a, MB2, Advice::Collapse).unwrap();
     assert_eq!(e.os.thp.stats.madv_collapsed, 0);
+}
+
+#[test]
+fn the_shrinker_splits_underused_thps_and_frees_their_zero_pages_under_pressure() {
+    // Linux 6.12 `thp_underused`: a THP with more zero-filled pages than max_ptes_none is split
+    // by the deferred split shrinker and its zero pages freed; at 511 (the default) never.
+    for (policy, want) in [
+        ("linux:max_ptes_none=409,pagedaemon=off", true),
+        ("linux:pagedaemon=off", false),
+        (
+            "linux:max_ptes_none=409,pagedaemon=off,shrink_underused=false",
+            false,
+        ),
+    ] {
+        let (mut e, pid) = engine(M, policy, Some(8 << 20));
+        let a = e.mmap(pid, anon(6 << 20)).unwrap();
+        // Two THPs with 10 pages written, one with 200 (312 zero: not underused).
+        for (k, n) in [(0, 10), (1, 10), (2, 200)] {
+            for i in 0..n {
+                write(&mut e, pid, a + k * MB2 + i * PAGE);
+            }
+        }
+        assert_eq!(e.os.thp.stats.fault_alloc, 3, "{policy}");
+        let s = e.os.thp.stats.split.clone();
+        assert_eq!((s.shrinker_runs, s.split_page), (0, 0), "{policy}");
+        // Base pages until memory runs short: direct reclaim runs the shrinker.
+        let b = e.mmap(pid, anon(8 << 20)).unwrap();
+        e.madvise(pid, b, 8 << 20, Advice::NoHugePage).unwrap();
+        let mut touched = 0;
+        while touched < 2048 && e.access(pid, b + touched * PAGE, AccessKind::Write).is_ok() {
+            touched += 1;
+            if e.os.thp.stats.split.shrinker_runs > 0 {
+                break;
+            }
+        }
+        let s = e.os.thp.stats.split.clone();
+        if want {
+            assert_eq!(s.shrinker_runs, 1, "{policy}");
+            assert_eq!((s.underused_split_page, s.split_page), (2, 2), "{policy}");
+            assert_eq!(s.underused_freed_pages, 2 * 502, "{policy}");
+            assert_eq!(
+                mapped(&e, pid).1,
+                MB2,
+                "{policy}: the 200-page THP stays whole"
+            );
+        } else {
+            assert_eq!(
+                (s.underused_split_page, s.underused_freed_pages),
+                (0, 0),
+                "{policy}"
+            );
+            assert_eq!(mapped(&e, pid).1, 3 * MB2, "{policy}");
+        }
+    }
+}
+
+#[test]
+fn memory_pressure_splits_a_partly_unmapped_thp_and_frees_what_was_unmapped() {
+    let (mut e, pid) = engine(M, "linux:khugepaged=off,pagedaemon=off", Some(4 << 20));
+    let a = e.mmap(pid, anon(MB2)).unwrap();
+    write(&mut e, pid, a);
+    e.madvise(pid, a + PAGE, MB2 - PAGE, Advice::DontNeed)
+        .unwrap();
+    assert_eq!(e.os.footprint_bytes(), MB2);
+    // Base pages until an allocation finds memory short: direct reclaim runs the shrinker.
+    let b = e.mmap(pid, anon(4 << 20)).unwrap();
+    e.madvise(pid, b, 4 << 20, Advice::NoHugePage).unwrap();
+    let mut touched = 0;
+    while e.os.thp.stats.split.shrinker_runs == 0 && touched < 1024 {
+        write(&mut e, pid, b + touched * PAGE);
+        touched += 1;
+    }
+    let s = &e.os.thp.stats.split;
+    assert_eq!(
+        (s.shrinker_runs, s.split_page, s.split_freed_pages),
+        (1, 1, 511)
+    );
+    assert_eq!(s.queued_pages, 0);
+    assert!(
+        touched > 256,
+        "{touched}: the shrinker ran before memory was short"
+    );
+    assert_eq!(mapped(&e, pid), ((touched + 1) * PAGE, 0));
+    assert_eq!(e.os.footprint_bytes(), (touched + 1) * PAGE);
+}
+
+#[test]
+fn prctl_thp_disable_stops_thps_for_the_process_and_its_children() {
+    let (mut e, pid) = engine(M, "linux", None);
+    let a = e.mmap(pid, anon(8 << 20)).unwrap();
+    write(&mut e, pid, a);
+    assert_eq!(e.os.thp.stats.fault_alloc, 1);
+    e.prctl_thp_disable(pid, true).unwrap();
+    // The THP already mapped stays; new faults take base pages, no fallback counted.
+    write(&mut e, pid, a + MB2);
+    // A forked child inherits the flag.
+    let child = e.fork(pid).unwrap();
+    write(&mut e, child, a + 2 * MB2);
+    let t = &e.os.thp.stats;
+    assert_eq!((t.fault_alloc, t.fault_fallback), (1, 0));
+    assert_eq!(mapped(&e, pid), (PAGE, MB2));
+    // Neither khugepaged nor MADV_COLLAPSE collapses their regions.
+    idle(&mut e, 11);
+    e.madvise(pid, a, 8 << 20, Advice::Collapse).unwrap();
+    let t = &e.os.thp.stats;
+    assert_eq!((t.pages_collapsed, t.madv_collapsed), (0, 0));
+    // Cleared: THPs again.
+    e.prctl_thp_disable(pid, false).unwrap();
+    write(&mut e, pid, a + 3 * MB2);
+    assert_eq!(e.os.thp.stats.fault_alloc, 2);
+    assert!(e
+        .prctl_thp_disable(splab_sim::units::Pid(99), true)
+        .is_err());
 }

@@ -38,6 +38,10 @@ impl Daemon for PageDaemon {
             }
         }
         if os.pageout.wanted || os.paging_needed() {
+            // kswapd's `shrink_slab`: the deferred split shrinker runs with the scan
+            // (vm/deferred_split.rs).
+            let (_, c) = os.deferred_split_scan();
+            restored += c;
             os.pageout.stats.scans += 1;
             let (c, _io) = os.pageout_scan(0);
             os.pageout.stats.daemon_cycles += c;

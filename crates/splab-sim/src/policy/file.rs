@@ -13,7 +13,7 @@
 //! | `[preparation]` | `kind` | `prep` |
 //! | `[mapping_creation]` | `promote`, `fault_around` | `ReservPolicy::promote`, `fault_around` |
 //! | `[mapping_destruction]` | `clean_write`, `dirty`, `unmap_demotes` | `ReservPolicy::clean_write`, `dirty`, `unmap_demotes` |
-//! | `[deallocation]` | `shortage`, `lists` | `ReservPolicy::shortage`, `lists` |
+//! | `[deallocation]` | `shortage`, `lists`; `shrink_underused` (thp) | `ReservPolicy::shortage`, `lists`; `ThpPolicy::shrink_underused` |
 //! | `[daemons.pagedaemon]` | `enabled`, `contiguity` | `pagedaemon`, `contiguity` |
 //! | `[daemons.khugepaged]` | `enabled`, sleeps and limits (`"default"`: Linux's for the THP size) | `khugepaged` |
 //! | `[daemons.kcompactd]` | `enabled`, `compaction_proactiveness` | `kcompactd` |
@@ -238,6 +238,13 @@ fn tables(p: &Policy) -> Vec<Table> {
                 "{}: how partially populated reservations wait for preemption (4.8 | FreeBSD)",
                 choices(LISTS)
             ),
+        ));
+    }
+    if let Some(t) = p.thp() {
+        dealloc.push((
+            "shrink_underused",
+            Bool(t.shrink_underused),
+            "Linux 6.12's transparent_hugepage/shrink_underused: the deferred split shrinker also splits THPs with more zero-filled pages than khugepaged's max_ptes_none (never at 511)".into(),
         ));
     }
     creation.push((
@@ -740,7 +747,7 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
         .table(&s, "mapping_creation", false)?
         .expect("required");
     let mut destroy_t = root.table(&s, "mapping_destruction", !reserve)?;
-    let mut dealloc_t = root.table(&s, "deallocation", !reserve)?;
+    let mut dealloc_t = root.table(&s, "deallocation", !reserve && kind != Kind::Thp)?;
     let alloc = if reserve {
         let (destroy, dealloc) = (
             destroy_t.as_mut().expect("required"),
@@ -812,6 +819,10 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
             Some(()) => AllocPolicy::Thp(ThpPolicy {
                 enabled: alloc_t.word(&s, "enabled", THP_ENABLED)?,
                 defrag: alloc_t.word(&s, "defrag", THP_DEFRAG)?,
+                shrink_underused: dealloc_t
+                    .as_mut()
+                    .expect("required with kind = \"thp\"")
+                    .bool(&s, "shrink_underused")?,
                 class: 0,
             }),
             None => AllocPolicy::BasePage,
@@ -825,6 +836,17 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
                     format!(
                         "{} is Linux THP's: it needs physical_allocation.kind = \"thp\"",
                         alloc_t.key(k)
+                    ),
+                ));
+            }
+        }
+        if let Some(d) = dealloc_t.as_mut() {
+            if let Some(v) = d.get("shrink_underused") {
+                return Err(s.err(
+                    Some(v.span()),
+                    format!(
+                        "{} is Linux THP's: it needs physical_allocation.kind = \"thp\"",
+                        d.key("shrink_underused")
                     ),
                 ));
             }

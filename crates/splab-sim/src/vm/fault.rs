@@ -354,6 +354,10 @@ impl Os {
                 // dirty=hash: the write changes the page's contents (vm/dirty.rs).
                 self.track_access(a.op.kind() == AccessKind::Write, pa);
             }
+            if self.thp.split.track_filled && a.op.kind() == AccessKind::Write {
+                // The underused THP check (vm/deferred_split.rs): the page is no longer zero.
+                self.note_filled(pa >> self.base_shift());
+            }
         }
         self.data(a, pa, trip);
     }

@@ -84,7 +84,12 @@ impl Os {
         let (_, o) = self.thp_class()?;
         let n = 1u64 << o;
         let bs = self.base_shift();
-        for p in self.procs.values().filter(|p| p.pid.0 >= from.0) {
+        // MMF_DISABLE_THP (prctl PR_SET_THP_DISABLE): khugepaged leaves the process alone.
+        for p in self
+            .procs
+            .values()
+            .filter(|p| p.pid.0 >= from.0 && !p.thp_disabled)
+        {
             let lo = if p.pid.0 == from.0 { from.1 } else { 0 };
             for v in p.vmas.values() {
                 if (v.end >> bs) <= lo || !self.thp_eligible(v) {
@@ -110,8 +115,8 @@ impl Os {
         };
         let n = 1u64 << o;
         let bs = self.base_shift();
-        let Some(p) = self.procs.get(&pid.0) else {
-            return 0;
+        let Some(p) = self.procs.get(&pid.0).filter(|p| !p.thp_disabled) else {
+            return 0; // no process, or THP disabled for it by prctl
         };
         let mut regions = Vec::new();
         for v in p.vmas.values() {
@@ -235,6 +240,7 @@ impl Os {
         self.note_allocation();
         self.thp.stats.collapse_alloc += 1;
         let (mut copied, mut zeroed) = (0u64, 0u64);
+        let mut copied_at = Vec::new();
         for i in 0..n {
             let to = Pfn(new.0 + i);
             if self.obj(obj).pages.get(ph + i).is_some() {
@@ -246,6 +252,7 @@ impl Os {
                     .pmap
                     .replace(head + i, to, v.prot);
                 copied += 1;
+                copied_at.push(i as u32);
             } else {
                 self.obj_insert(obj, ph + i, to);
                 self.pmap_enter(pid, head + i, to, v.prot)
@@ -256,6 +263,7 @@ impl Os {
         let p = self.procs.get_mut(&pid.0).expect("khugepaged: pid");
         p.pmap.promote(head, o, SizeClass(c));
         p.pmap.touch(head, o, true);
+        self.folio_new(new, &copied_at);
         self.hw
             .tlb
             .invalidate_range(pid.0, head << bs, (head + n) << bs);

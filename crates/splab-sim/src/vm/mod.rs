@@ -17,6 +17,7 @@ pub mod stats;
 mod check;
 pub mod compact;
 pub mod contig;
+pub mod deferred_split;
 pub mod dirty;
 mod fault;
 pub mod faultaround;
@@ -141,6 +142,9 @@ pub struct Process {
     pub brk_end: u64,
     /// The process's u-area (wired kernel frames, vm/kmem.rs).
     pub uarea: Vec<Pfn>,
+    /// `prctl(PR_SET_THP_DISABLE)` (Linux's MMF_DISABLE_THP): no THP for this process, at a
+    /// fault, by khugepaged or MADV_COLLAPSE; inherited by fork (prctl(2)).
+    pub thp_disabled: bool,
 }
 
 impl Process {
@@ -444,6 +448,7 @@ impl Os {
             brk_start: self.heap_base,
             brk_end: self.heap_base,
             uarea,
+            thp_disabled: false,
         };
         self.procs.insert(pid.0, p);
         Ok(pid)
@@ -717,6 +722,8 @@ impl Os {
                 .into_iter()
                 .chain(anon_private.then_some(v.obj))
                 .collect();
+            // Pages of THPs freed here wait on the deferred split queue (vm/deferred_split.rs).
+            self.thp.split.unmapping = true;
             for obj in targets {
                 for (pi, _) in self.obj(obj).pages.range(first, last) {
                     self.obj_remove(obj, pi);
@@ -724,6 +731,7 @@ impl Os {
                 self.backing.free_swap_range(obj, first, last);
                 self.forget_cached_range(obj, first, last);
             }
+            self.thp.split.unmapping = false;
         }
         // Pages that stay with their object (shared, file) remember they were modified, for
         // the page daemon's write-out.
@@ -893,11 +901,15 @@ impl Os {
     pub fn fork(&mut self, parent: Pid) -> Result<Pid> {
         let bs = self.base_shift();
         let vmas: Vec<Vma> = self.proc(parent)?.vmas.values().cloned().collect();
-        let (brk_start, brk_end) = {
+        let (brk_start, brk_end, thp_disabled) = {
             let p = self.proc(parent)?;
-            (p.brk_start, p.brk_end)
+            (p.brk_start, p.brk_end, p.thp_disabled)
         };
         let child = self.spawn()?;
+        self.procs
+            .get_mut(&child.0)
+            .expect("fork: child")
+            .thp_disabled = thp_disabled;
         let mut child_vmas = BTreeMap::new();
         let mut child_ptes = Vec::new();
         let mut wp_ranges = Vec::new();
@@ -1020,7 +1032,13 @@ impl Os {
 
     /// Footprint: frames held by objects, in bytes; the fragmenter's (`--frag`) not counted.
     pub fn footprint_bytes(&self) -> u64 {
-        (self.phys.used_frames - self.fragmenter_frames()) << self.base_shift()
+        self.footprint_frames() << self.base_shift()
+    }
+
+    /// Frames held by objects (not the fragmenter's, vm/fragment.rs), and frames of THPs that programs unmapped but the deferred
+    /// split queue still holds (vm/deferred_split.rs): memory that is not free.
+    pub fn footprint_frames(&self) -> u64 {
+        self.phys.used_frames - self.fragmenter_frames() + self.thp.stats.split.queued_pages
     }
 
     /// Bytes currently mapped by superpages, over all processes.
@@ -1052,7 +1070,7 @@ impl Os {
         self.stats.footprint_peak_frames = self
             .stats
             .footprint_peak_frames
-            .max(self.phys.used_frames - self.fragmenter_frames());
+            .max(self.footprint_frames());
     }
 
     /// Every invariant of physical memory, objects, map entries, page tables and the TLB.
@@ -1113,6 +1131,7 @@ impl Os {
         );
         self.check_pageq()?;
         self.check_compaction().map_err(inv)?;
+        self.check_folios()?;
         // TLB entries never translate what the page table does not.
         self.check_tlb_entries()
     }

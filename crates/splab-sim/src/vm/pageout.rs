@@ -578,6 +578,13 @@ impl Os {
     /// waits for as I/O).
     /// False when nothing could be made available (every page is wired, shared or busy).
     pub(crate) fn reclaim_for_alloc(&mut self) -> bool {
+        // `shrink_slab` in direct reclaim: the deferred split shrinker frees the pages of
+        // partly unmapped THPs first (vm/deferred_split.rs).
+        let (freed, c) = self.deferred_split_scan();
+        self.stats.cycles_kernel += c;
+        if freed > 0 {
+            return true;
+        }
         if !self.policy.pagedaemon {
             return false;
         }

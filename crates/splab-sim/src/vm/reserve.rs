@@ -104,6 +104,9 @@ impl Os {
                 return;
             }
         }
+        if self.folio_release(pfn) {
+            return; // kept on the deferred split queue, or freed with its THP
+        }
         self.free_extent(pfn, Order(0));
     }
 
@@ -835,10 +838,13 @@ impl Os {
             }
         }
         let f = &self.phys;
-        let sum = f.buddy.free_frames + f.wired_frames + f.used_frames + reserved_unpopulated;
+        // Pages of THPs unmapped but kept whole on the deferred split queue are none of these.
+        let queued = self.thp.stats.split.queued_pages;
+        let sum =
+            f.buddy.free_frames + f.wired_frames + f.used_frames + reserved_unpopulated + queued;
         crate::ensure_inv!(
             sum == f.frames(),
-            "frames: {} free + {} wired + {} in use + {reserved_unpopulated} reserved = {sum}, memory has {}",
+            "frames: {} free + {} wired + {} in use + {reserved_unpopulated} reserved + {queued} queued for deferred split = {sum}, memory has {}",
             f.buddy.free_frames,
             f.wired_frames,
             f.used_frames,

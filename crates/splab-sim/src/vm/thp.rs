@@ -15,8 +15,10 @@
 //! - `use_zero_page`: a read fault allocates as a write does (Linux's `use_zero_page=0`); the
 //!   huge zero page is not modelled.
 //! - mTHP sizes (`hugepages-<size>kB/enabled`): only the PMD size, Linux's default.
-//! - The deferred split queue: a partially unmapped THP is split and its unmapped pages freed
-//!   at once (Linux queues the folio and frees them when the shrinker splits it).
+//!
+//! A partially unmapped THP keeps its unmapped pages on the deferred split queue until memory
+//! runs short (vm/deferred_split.rs). `prctl(PR_SET_THP_DISABLE)` (`Process::thp_disabled`)
+//! turns THP off for a process and its children.
 //!
 //! Splitting (a partial munmap or mprotect, copy-on-write, eviction) is the generic demotion of
 //! vm/reserve.rs (`demote_one`): a THP demotes straight to base pages, as `split_huge_pmd`.
@@ -61,6 +63,8 @@ pub struct ThpStats {
     /// Base pages copied into collapsed THPs, and base pages zeroed to fill them.
     pub collapse_copied: u64,
     pub collapse_zeroed: u64,
+    /// The deferred split queue and the underused shrinker (vm/deferred_split.rs).
+    pub split: super::deferred_split::SplitStats,
 }
 
 /// THP state of the OS: counters and khugepaged's cursor.
@@ -69,9 +73,19 @@ pub struct ThpState {
     pub stats: ThpStats,
     /// Where khugepaged's scan resumes: (pid, virtual page number).
     pub cursor: (u32, u64),
+    /// THP folios and the deferred split queue (vm/deferred_split.rs).
+    pub(crate) split: super::deferred_split::DeferredSplit,
 }
 
 impl Os {
+    /// `prctl(PR_SET_THP_DISABLE, flag)` for `pid` (`PR_GET_THP_DISABLE` is
+    /// `Process::thp_disabled`). THPs already mapped stay, as in Linux.
+    pub fn set_thp_disable(&mut self, pid: Pid, disable: bool) -> Result<()> {
+        self.proc(pid)?;
+        self.procs.get_mut(&pid.0).expect("checked").thp_disabled = disable;
+        Ok(())
+    }
+
     /// The size class (and order) THP faults allocate and khugepaged collapses into, if the
     /// policy has THP or khugepaged.
     pub(crate) fn thp_class(&self) -> Option<(u8, u8)> {
@@ -113,7 +127,7 @@ impl Os {
         let Some((c, o)) = self.thp_class() else {
             return Ok(None);
         };
-        if !self.thp_eligible(v) {
+        if !self.thp_eligible(v) || self.proc(pid)?.thp_disabled {
             return Ok(None);
         }
         let bs = self.base_shift();
@@ -151,6 +165,7 @@ impl Os {
         p.pmap.promote(head, o, SizeClass(c));
         // The PMD is made dirty at once (`pmd_mkdirty` in `__do_huge_pmd_anonymous_page`).
         p.pmap.touch(head, o, true);
+        self.folio_new(pfn, &[]);
         let base = self.machine.base_size();
         self.stats.faults.zero_fill += 1;
         self.stats.zeroed_bytes += n * base;
