@@ -8,6 +8,7 @@ pub mod compose;
 mod fftw;
 pub mod filedirty;
 mod gups;
+pub mod jemalloc;
 mod matrix;
 mod scan;
 mod seeker;
