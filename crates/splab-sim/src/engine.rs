@@ -125,6 +125,10 @@ pub struct Engine {
     /// component of a `par(...)` waits for another's phase (seed 000 6.5's seeker starts once
     /// the web server is warm).
     marks: Vec<(String, u64)>,
+    /// Cycles of each request a server workload served (`request_begin` .. `request_end`).
+    pub requests: crate::vm::stats::Histogram,
+    /// The clock at the open request of each process.
+    request_open: Vec<(Pid, u64)>,
 }
 
 impl Engine {
@@ -173,6 +177,8 @@ impl Engine {
             kernel_charged: 0,
             sched: None,
             marks: Vec::new(),
+            requests: Default::default(),
+            request_open: Vec::new(),
         };
         e.sample(0);
         if e.os.policy.pagedaemon {
@@ -299,6 +305,22 @@ impl Engine {
     pub fn mark(&mut self, name: &str) {
         let now = self.clock();
         self.marks.push((name.to_string(), now));
+    }
+
+    /// Marks the start of a request process `pid` serves (a server workload's unit of work);
+    /// `request_end` marks its end and records the cycles between in `requests`.
+    pub fn request_begin(&mut self, pid: Pid) {
+        let now = self.clock();
+        self.request_open.retain(|r| r.0 != pid);
+        self.request_open.push((pid, now));
+    }
+
+    /// Marks the end of `pid`'s open request (nothing if none is open).
+    pub fn request_end(&mut self, pid: Pid) {
+        if let Some(i) = self.request_open.iter().position(|r| r.0 == pid) {
+            let (_, start) = self.request_open.swap_remove(i);
+            self.requests.record(self.clock() - start);
+        }
     }
 
     /// The clock when a workload first reached the point `name`, if one has.
