@@ -105,7 +105,8 @@ impl Kv {
     pub fn parse(spec: &mut Spec) -> Result<Kv> {
         let max = super::MAX_SIZE;
         let phase_text = spec.take_str("phase").unwrap_or_else(|| "cold".into());
-        let expected = "cold, warm, del:PCT (0 to 100) or range:MIN..MAX (sizes, e.g. range:256..1M)";
+        let expected =
+            "cold, warm, del:PCT (0 to 100) or range:MIN..MAX (sizes, e.g. range:256..1M)";
         let phase = match phase_text.split_once(':') {
             None if phase_text == "cold" => Phase::Cold,
             None if phase_text == "warm" => Phase::Warm,
@@ -126,13 +127,20 @@ impl Kv {
         let objects = spec.take_count("objects", 100_000, 1, 1 << 32)?;
         let size = spec.take_size("size", 8 << 10, 1, 1 << 30)?;
         let ops = spec.take_count("ops", objects, 0, 1 << 40)?;
-        let idle = match spec.take_str("idle") {
-            None => None,
-            Some(v) if v == "auto" => None,
-            Some(v) => Some(v.parse::<u64>().ok().filter(|&s| s <= 1 << 20).ok_or_else(|| {
-                bad("idle", &v, "auto or whole simulated seconds up to 1048576, e.g. idle=60")
-            })?),
-        };
+        let idle =
+            match spec.take_str("idle") {
+                None => None,
+                Some(v) if v == "auto" => None,
+                Some(v) => Some(v.parse::<u64>().ok().filter(|&s| s <= 1 << 20).ok_or_else(
+                    || {
+                        bad(
+                            "idle",
+                            &v,
+                            "auto or whole simulated seconds up to 1048576, e.g. idle=60",
+                        )
+                    },
+                )?),
+            };
         let build = match spec.take_choice("jemalloc", "auto", &["auto", "linux", "freebsd"])? {
             "linux" => Build::Linux,
             "freebsd" => Build::FreeBsd,
@@ -251,7 +259,9 @@ impl Dict {
             }
             p = ent;
         }
-        Err(SimError::InvalidEvent(format!("kv: key {id} not in its bucket")))
+        Err(SimError::InvalidEvent(format!(
+            "kv: key {id} not in its bucket"
+        )))
     }
 }
 
