@@ -93,7 +93,7 @@ pub fn size_class(size: u64) -> u64 {
 /// Pages and regions of a small class's run (`bin_info_run_size_calc`, no redzones).
 pub fn run_geometry(reg: u64) -> (u64, u64) {
     let mut pages = 1;
-    while (pages * PAGE) % reg != 0 {
+    while !(pages * PAGE).is_multiple_of(reg) {
         pages += 1;
     }
     let pages = pages.min(MAXRUN);
@@ -330,10 +330,7 @@ impl Arena {
         };
         let f = self.take_free(fit);
         if f.pages > pages {
-            let dirty = match f.dirty {
-                Some(_) => Some(self.seq()),
-                None => None,
-            };
+            let dirty = f.dirty.map(|_| self.seq());
             self.insert_free(fit + pages * PAGE, f.pages - pages, dirty);
         }
         self.nactive += pages;
