@@ -284,4 +284,10 @@ fn bad_parameters_name_the_parameter() {
         let e = splab_sim::workload::parse(w).err().unwrap().to_string();
         assert!(e.contains(key), "{w}: {e}");
     }
+    // More than the machine holds: an error at the start of the run, not a host allocation.
+    let e = common::try_run("skylake:mem=1G", "linux", "kv:objects=200M,size=1")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("'objects'"), "{e}");
 }

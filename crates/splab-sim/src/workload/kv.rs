@@ -41,7 +41,7 @@
 //! with MADV_DONTNEED, FreeBSD's munmaps them and purges runs with MADV_FREE (jemalloc.rs).
 //! `auto`: FreeBSD's under a reserving policy (FreeBSD and its descendants), else Linux's.
 
-use super::jemalloc::{Arena, Sys, PAGE};
+use super::jemalloc::{size_class, Arena, Sys, PAGE};
 use super::Batch;
 use crate::engine::Engine;
 use crate::error::{Result, SimError};
@@ -124,7 +124,7 @@ impl Kv {
             }
             _ => return Err(bad("phase", &phase_text, expected)),
         };
-        let objects = spec.take_count("objects", 100_000, 1, 1 << 32)?;
+        let objects = spec.take_count("objects", 100_000, 1, 1 << 28)?;
         let size = spec.take_size("size", 8 << 10, 1, 1 << 30)?;
         let ops = spec.take_count("ops", objects, 0, 1 << 40)?;
         let idle =
@@ -413,6 +413,26 @@ impl super::Workload for Kv {
             Build::Auto => e.os.policy.reserv().is_some(),
             b => b == Build::FreeBsd,
         };
+        // What the objects need at least (sizes rounded to their classes): more than the
+        // machine's memory is an error naming the parameter, before any host memory is spent.
+        let per_object = [ENTRY, sds(KEY_LEN), ROBJ]
+            .map(size_class)
+            .iter()
+            .sum::<u64>()
+            + size_class(sds(match self.phase {
+                Phase::Range(lo, _) => lo,
+                _ => self.size,
+            }));
+        if self.objects.saturating_mul(per_object) > e.os.machine.mem_bytes {
+            return Err(bad(
+                "objects",
+                &self.objects.to_string(),
+                &format!(
+                    "at most what the machine's {} hold ({per_object} bytes an object at least)",
+                    crate::units::fmt_size(e.os.machine.mem_bytes)
+                ),
+            ));
+        }
         let pid = e.spawn()?;
         let mut s = Server {
             e,
