@@ -7,7 +7,8 @@
 //! - the bucket table: `size` pointers, a power of two from `DICT_HT_INITIAL_SIZE` 4, grown to
 //!   the power of two at or above `2 x used` once `used >= size` (`_dictExpandIfNeeded`). Redis
 //!   rehashes incrementally; here the entries move at once (a store to the bucket and to the
-//!   entry's `next` each) and the old table is freed;
+//!   entry's `next` each) and the old table is freed, so the SET that grows the table carries
+//!   the whole rehash (it shows in the maximum request latency, not in the percentiles);
 //! - per key: a `dictEntry` (key, value, next: 24 bytes), the key as an sds string (16
 //!   characters, memtier's `memtier-NNNNNNNN`, plus `sdshdr8`'s 3 bytes and the NUL), the value's
 //!   `robj` (16 bytes) and its sds string (the value plus `sdshdr16`'s 5 bytes, `sdshdr32`'s 9
