@@ -238,6 +238,9 @@ fn request_latency_counts_every_request() {
         "kv:phase=warm,objects=500,ops=300,idle=0",
     );
     assert_eq!(r.time.request_latency.unwrap().count, 800);
+    // web marks its measured requests (not the warm-up's).
+    let r = common::run("skylake", "linux", "web:files=200,warmup=50,requests=300");
+    assert_eq!(r.time.request_latency.unwrap().count, 300);
     let r = common::run("skylake", "linux", "gups:size=1M,updates=1000");
     assert!(r.time.request_latency.is_none());
 }
