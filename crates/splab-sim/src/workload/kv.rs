@@ -189,9 +189,16 @@ impl Sys for Server<'_> {
         self.batch.flush(self.e)?;
         self.e.munmap(self.pid, addr, len)
     }
+    /// On a machine whose base page is larger than jemalloc's 4 KiB, only the whole base pages
+    /// inside the range are purged.
     fn purge(&mut self, addr: u64, len: u64) -> Result<()> {
         self.batch.flush(self.e)?;
-        self.e.madvise(self.pid, addr, len, self.purge)
+        let bs = self.e.os.machine.base_size();
+        let (start, end) = (addr.div_ceil(bs) * bs, (addr + len) / bs * bs);
+        if start >= end {
+            return Ok(());
+        }
+        self.e.madvise(self.pid, start, end - start, self.purge)
     }
     fn touch(&mut self, addr: u64) -> Result<()> {
         self.batch.push(self.e, Access::new(addr, MemOp::Rmw, 0, 1))
