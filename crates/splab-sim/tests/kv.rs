@@ -218,6 +218,11 @@ fn del70_khugepaged_rebloats_linux_only() {
         ws["footprint_after_phase_bytes"].as_u64().unwrap() < linux,
         "the bloat comes after the phase, while the server idles"
     );
+    // Every page the arena purged, khugepaged filled again with zeroes in a collapse.
+    assert_eq!(
+        rl.memory.thp.collapse_zeroed,
+        ws["heap"]["purged_bytes"].as_u64().unwrap() / 4096
+    );
     assert!(linux > base, "linux {linux} vs linux-4k {base}");
     assert!(
         (freebsd as f64) <= 1.05 * base as f64,

@@ -6,9 +6,9 @@
 //! allocated by `zmalloc`, i.e. jemalloc:
 //! - the bucket table: `size` pointers, a power of two from `DICT_HT_INITIAL_SIZE` 4, grown to
 //!   the power of two at or above `2 x used` once `used >= size` (`_dictExpandIfNeeded`). Redis
-//!   rehashes incrementally; here the entries move at once (a store to the bucket and to the
-//!   entry's `next` each) and the old table is freed, so the SET that grows the table carries
-//!   the whole rehash (it shows in the maximum request latency, not in the percentiles);
+//!   rehashes incrementally (`_dictRehashStep`: each request first moves one bucket of the old
+//!   table to the new one, new keys go to the new one, lookups search both; the old table is
+//!   freed when empty);
 //! - per key: a `dictEntry` (key, value, next: 24 bytes), the key as an sds string (16
 //!   characters, memtier's `memtier-NNNNNNNN`, plus `sdshdr8`'s 3 bytes and the NUL), the value's
 //!   `robj` (16 bytes) and its sds string (the value plus `sdshdr16`'s 5 bytes, `sdshdr32`'s 9
@@ -242,30 +242,42 @@ struct Obj {
     size: u64,
 }
 
-/// Redis's main dictionary (one hash table; see the module comment).
-struct Dict {
-    table: u64,
+/// One hash table of the dictionary: its bucket array's address and chains (head first).
+struct Table {
+    addr: u64,
     buckets: Vec<Vec<u32>>,
+}
+
+impl Table {
+    fn slot(&self, hash: u64) -> usize {
+        (hash & (self.buckets.len() as u64 - 1)) as usize
+    }
+}
+
+/// Redis's main dictionary: `ht[0]`, and `ht[1]` while rehashing (`rehashidx` the next bucket
+/// of `ht[0]` to move; see the module comment).
+struct Dict {
+    ht: Vec<Table>,
+    rehashidx: usize,
     used: u64,
 }
 
 impl Dict {
-    fn slot(&self, hash: u64) -> usize {
-        (hash & (self.buckets.len() as u64 - 1)) as usize
-    }
-
-    /// The bucket and the chain walk to `id` (dependent loads); returns the position in the chain.
-    fn lookup(&self, s: &mut Server, objs: &[Obj], id: u32) -> Result<(usize, usize)> {
-        let b = self.slot(objs[id as usize].hash);
-        let mut p = s.op(self.table + 8 * b as u64, MemOp::Load, None)?;
-        for (i, &o) in self.buckets[b].iter().enumerate() {
-            let ob = &objs[o as usize];
-            let ent = s.op(ob.entry, MemOp::Load, Some(p))?;
-            s.op(ob.key, MemOp::Load, Some(ent))?;
-            if o == id {
-                return Ok((b, i));
+    /// The chain walk to `id` (dependent loads from the bucket), ht[0] first (a bucket already
+    /// moved is empty); returns (table, bucket, position in the chain).
+    fn lookup(&self, s: &mut Server, objs: &[Obj], id: u32) -> Result<(usize, usize, usize)> {
+        for (t, tab) in self.ht.iter().enumerate() {
+            let b = tab.slot(objs[id as usize].hash);
+            let mut p = s.op(tab.addr + 8 * b as u64, MemOp::Load, None)?;
+            for (i, &o) in tab.buckets[b].iter().enumerate() {
+                let ob = &objs[o as usize];
+                let ent = s.op(ob.entry, MemOp::Load, Some(p))?;
+                s.op(ob.key, MemOp::Load, Some(ent))?;
+                if o == id {
+                    return Ok((t, b, i));
+                }
+                p = ent;
             }
-            p = ent;
         }
         Err(SimError::InvalidEvent(format!(
             "kv: key {id} not in its bucket"
@@ -285,16 +297,26 @@ impl Store {
     /// SET of a new key `id` (the object record's hash and size set).
     fn insert(&mut self, s: &mut Server, id: u32) -> Result<()> {
         s.begin()?;
-        if self.dict.used >= self.dict.buckets.len() as u64 {
-            self.expand(s, (self.dict.used * 2).next_power_of_two())?;
+        self.rehash_step(s)?;
+        if self.dict.ht.len() == 1 && self.dict.used >= self.dict.ht[0].buckets.len() as u64 {
+            let size = (self.dict.used * 2).next_power_of_two();
+            let addr = self.arena.alloc(s, 8 * size)?;
+            self.dict.ht.push(Table {
+                addr,
+                buckets: vec![Vec::new(); size as usize],
+            });
+            self.dict.rehashidx = 0;
         }
-        let b = self.dict.slot(self.objs[id as usize].hash);
-        // The lookup that finds the key absent: the bucket and its chain.
-        let mut p = s.op(self.dict.table + 8 * b as u64, MemOp::Load, None)?;
-        for &o in &self.dict.buckets[b] {
-            let ob = self.objs[o as usize];
-            p = s.op(ob.entry, MemOp::Load, Some(p))?;
-            s.op(ob.key, MemOp::Load, Some(p))?;
+        // The lookup that finds the key absent: its bucket and chain in each table.
+        let hash = self.objs[id as usize].hash;
+        for tab in &self.dict.ht {
+            let b = tab.slot(hash);
+            let mut p = s.op(tab.addr + 8 * b as u64, MemOp::Load, None)?;
+            for &o in &tab.buckets[b] {
+                let ob = self.objs[o as usize];
+                p = s.op(ob.entry, MemOp::Load, Some(p))?;
+                s.op(ob.key, MemOp::Load, Some(p))?;
+            }
         }
         let size = self.objs[id as usize].size;
         let o = Obj {
@@ -308,38 +330,58 @@ impl Store {
         s.fill(o.val, sds(size))?;
         s.op(o.robj, MemOp::Store, None)?;
         s.op(o.entry, MemOp::Store, None)?;
-        s.op(self.dict.table + 8 * b as u64, MemOp::Store, None)?;
+        // dictAddRaw: into ht[1] while rehashing.
+        let tab = self.dict.ht.last_mut().expect("a table");
+        let b = tab.slot(hash);
+        s.op(tab.addr + 8 * b as u64, MemOp::Store, None)?;
+        tab.buckets[b].insert(0, id);
         self.objs[id as usize] = o;
-        self.dict.buckets[b].insert(0, id);
         self.dict.used += 1;
         self.live[id as usize] = true;
         s.end()
     }
 
-    /// dictExpand to `size` buckets: a new table, every entry moved, the old table freed.
-    fn expand(&mut self, s: &mut Server, size: u64) -> Result<()> {
-        let old = self.dict.table;
-        let table = self.arena.alloc(s, 8 * size)?;
-        let mut buckets = vec![Vec::new(); size as usize];
-        for chain in &self.dict.buckets {
+    /// `_dictRehashStep`: one bucket of ht[0] moved to ht[1] (visiting at most 10 empty ones,
+    /// `dictRehash`'s `empty_visits`), a store to its new bucket and to its `next` each; when
+    /// ht[0] is empty it is freed and ht[1] becomes ht[0].
+    fn rehash_step(&mut self, s: &mut Server) -> Result<()> {
+        if self.dict.ht.len() < 2 {
+            return Ok(());
+        }
+        let mut empty = 10;
+        let n = self.dict.ht[0].buckets.len();
+        while self.dict.rehashidx < n {
+            let i = self.dict.rehashidx;
+            self.dict.rehashidx += 1;
+            s.op(self.dict.ht[0].addr + 8 * i as u64, MemOp::Load, None)?;
+            let chain = std::mem::take(&mut self.dict.ht[0].buckets[i]);
+            if chain.is_empty() {
+                empty -= 1;
+                if empty == 0 {
+                    return Ok(());
+                }
+                continue;
+            }
             for &id in chain.iter().rev() {
                 let ob = self.objs[id as usize];
-                let b = (ob.hash & (size - 1)) as usize;
-                s.op(table + 8 * b as u64, MemOp::Store, None)?;
+                let to = &mut self.dict.ht[1];
+                let b = to.slot(ob.hash);
+                s.op(to.addr + 8 * b as u64, MemOp::Store, None)?;
                 s.op(ob.entry, MemOp::Store, None)?;
-                buckets[b].insert(0, id);
+                to.buckets[b].insert(0, id);
             }
+            break;
         }
-        if old != 0 {
-            self.arena.free(s, old)?;
+        if self.dict.rehashidx >= n {
+            let old = self.dict.ht.remove(0);
+            self.arena.free(s, old.addr)?;
         }
-        self.dict.table = table;
-        self.dict.buckets = buckets;
         Ok(())
     }
 
     fn get(&mut self, s: &mut Server, id: u32) -> Result<()> {
         s.begin()?;
+        self.rehash_step(s)?;
         self.dict.lookup(s, &self.objs, id)?;
         let ob = self.objs[id as usize];
         s.op(ob.robj, MemOp::Load, None)?;
@@ -351,6 +393,7 @@ impl Store {
     /// SET of an existing key (`dbOverwrite`): new object and value, the old ones freed.
     fn overwrite(&mut self, s: &mut Server, id: u32) -> Result<()> {
         s.begin()?;
+        self.rehash_step(s)?;
         self.dict.lookup(s, &self.objs, id)?;
         let ob = self.objs[id as usize];
         let robj = self.arena.alloc(s, ROBJ)?;
@@ -366,17 +409,19 @@ impl Store {
 
     fn delete(&mut self, s: &mut Server, id: u32) -> Result<()> {
         s.begin()?;
-        let (b, i) = self.dict.lookup(s, &self.objs, id)?;
+        self.rehash_step(s)?;
+        let (t, b, i) = self.dict.lookup(s, &self.objs, id)?;
         let ob = self.objs[id as usize];
+        let tab = &mut self.dict.ht[t];
         // Unlink: the previous entry's next, or the bucket.
         match i {
-            0 => s.op(self.dict.table + 8 * b as u64, MemOp::Store, None)?,
+            0 => s.op(tab.addr + 8 * b as u64, MemOp::Store, None)?,
             _ => {
-                let prev = self.dict.buckets[b][i - 1];
+                let prev = tab.buckets[b][i - 1];
                 s.op(self.objs[prev as usize].entry, MemOp::Store, None)?
             }
         };
-        self.dict.buckets[b].remove(i);
+        tab.buckets[b].remove(i);
         self.dict.used -= 1;
         self.live[id as usize] = false;
         for p in [ob.key, ob.val, ob.robj, ob.entry] {
@@ -455,14 +500,18 @@ impl super::Workload for Kv {
         let mut st = Store {
             arena: Arena::new(freebsd, rng.next_u64()),
             dict: Dict {
-                table: 0,
-                buckets: Vec::new(),
+                ht: Vec::new(),
+                rehashidx: 0,
                 used: 0,
             },
             objs: Vec::with_capacity(self.objects as usize),
             live: vec![false; self.objects as usize],
         };
-        st.expand(&mut s, DICT_INITIAL)?;
+        let addr = st.arena.alloc(&mut s, 8 * DICT_INITIAL)?;
+        st.dict.ht.push(Table {
+            addr,
+            buckets: vec![Vec::new(); DICT_INITIAL as usize],
+        });
         for _ in 0..self.objects {
             let size = match self.phase {
                 Phase::Range(lo, hi) => lo + rng.below(hi - lo + 1),
@@ -507,6 +556,11 @@ impl super::Workload for Kv {
                 }
             }
             Phase::Cold | Phase::Range(..) => {}
+        }
+        // serverCron's incremental rehashing (`activerehashing yes`) finishes a rehash in
+        // progress while the server idles.
+        while st.dict.ht.len() == 2 {
+            st.rehash_step(&mut s)?;
         }
         s.batch.flush(s.e)?;
         let footprint_after_phase = s.e.os.footprint_bytes();
