@@ -127,6 +127,10 @@ pub struct Engine {
     marks: Vec<(String, u64)>,
     /// The clock when the workload started (`start_measuring`; 0 without a set-up phase).
     pub origin: u64,
+    /// Cycles of each request a server workload served (`request_begin` .. `request_end`).
+    pub requests: crate::vm::latency::LatencyHistogram,
+    /// The clock at the open request of each process.
+    request_open: Vec<(Pid, u64)>,
 }
 
 impl Engine {
@@ -178,6 +182,8 @@ impl Engine {
             sched: None,
             marks: Vec::new(),
             origin: 0,
+            requests: Default::default(),
+            request_open: Vec::new(),
         };
         e.sample(0);
         if e.os.policy.pagedaemon {
@@ -335,6 +341,22 @@ impl Engine {
     pub fn mark(&mut self, name: &str) {
         let now = self.clock();
         self.marks.push((name.to_string(), now));
+    }
+
+    /// Marks the start of a request process `pid` serves (a server workload's unit of work);
+    /// `request_end` marks its end and records the cycles between in `requests`.
+    pub fn request_begin(&mut self, pid: Pid) {
+        let now = self.clock();
+        self.request_open.retain(|r| r.0 != pid);
+        self.request_open.push((pid, now));
+    }
+
+    /// Marks the end of `pid`'s open request (nothing if none is open).
+    pub fn request_end(&mut self, pid: Pid) {
+        if let Some(i) = self.request_open.iter().position(|r| r.0 == pid) {
+            let (_, start) = self.request_open.swap_remove(i);
+            self.requests.record(self.clock() - start);
+        }
     }
 
     /// The clock when a workload first reached the point `name`, if one has.

@@ -282,6 +282,43 @@ pub struct Time {
     pub fault_latency_ns: Latency,
     /// The same in cycles, and the faults counted.
     pub fault_latency_cycles: LatencyCycles,
+    /// Requests a server workload served (`Engine::request_begin` .. `request_end`); absent
+    /// when it marked none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_latency: Option<RequestLatency>,
+}
+
+/// The latency of a server workload's requests, from their start to their end on the clock.
+#[derive(Clone, Debug, Serialize)]
+pub struct RequestLatency {
+    pub count: u64,
+    pub ns: Latency,
+    pub cycles: Latency,
+}
+
+impl RequestLatency {
+    fn of(h: &crate::vm::latency::LatencyHistogram, freq_hz: u64) -> Option<RequestLatency> {
+        if h.count == 0 {
+            return None;
+        }
+        let q = [h.quantile(0.50), h.quantile(0.95), h.quantile(0.99), h.max];
+        let ns = |c: u64| (c as u128 * 1_000_000_000 / freq_hz as u128) as u64;
+        Some(RequestLatency {
+            count: h.count,
+            ns: Latency {
+                p50: ns(q[0]),
+                p95: ns(q[1]),
+                p99: ns(q[2]),
+                max: ns(q[3]),
+            },
+            cycles: Latency {
+                p50: q[0],
+                p95: q[1],
+                p99: q[2],
+                max: q[3],
+            },
+        })
+    }
 }
 
 /// The critical-path attribution of `cycles_total` (hw/core.rs).
@@ -510,6 +547,7 @@ impl Report {
                 background_cycles: e.background_cycles,
                 fault_latency_ns: lat.ns(m.freq_hz),
                 fault_latency_cycles: lat,
+                request_latency: RequestLatency::of(&e.requests, m.freq_hz),
             },
             series: SeriesReport {
                 t: e.series.t.clone(),
@@ -895,6 +933,17 @@ impl Report {
             l.max,
             group(t.fault_latency_cycles.count)
         );
+        if let Some(r) = &t.request_latency {
+            let _ = writeln!(
+                s,
+                "  requests      {}: latency p50 {} ns, p95 {} ns, p99 {} ns, max {} ns",
+                group(r.count),
+                r.ns.p50,
+                r.ns.p95,
+                r.ns.p99,
+                r.ns.max
+            );
+        }
         let _ = writeln!(
             s,
             "  simulator     {:.2} s wall, {} events, {:.1}M accesses/s",

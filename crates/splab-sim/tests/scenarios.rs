@@ -164,6 +164,7 @@ fn check_passes_on_every_workload() {
         "web:requests=300,files=400,maps=50",
         "web:requests=100,files=50,mode=read",
         "filedirty:size=8M,every=7",
+        "kv:phase=del:50,objects=60,size=3K,idle=20",
     ];
     let policies: Vec<&str> = splab_sim::policy::POLICIES.iter().map(|p| p.0).collect();
     for w in small {

@@ -123,6 +123,22 @@ fn real_reports_validate_against_the_schema() {
         let errs = errors(&v, &doc);
         assert!(errs.is_empty(), "{w}:\n{}", errs.join("\n"));
     }
+    // The key-value server's stats and its request latency.
+    let doc = json_of(&[
+        "run",
+        "-m",
+        "skylake:mem=1G",
+        "-p",
+        "linux",
+        "-w",
+        "kv:phase=del:70,objects=300,idle=20",
+    ]);
+    assert!(
+        doc["time"]["request_latency"]["count"].as_u64() == Some(510),
+        "{doc}"
+    );
+    let errs = errors(&v, &doc);
+    assert!(errs.is_empty(), "kv:\n{}", errs.join("\n"));
 }
 
 /// The schema is strict: an undescribed field, a missing one, or a wrong unit type fails.

@@ -9,6 +9,8 @@ mod fftw;
 pub mod filedirty;
 pub mod fragment;
 mod gups;
+pub mod jemalloc;
+mod kv;
 mod matrix;
 mod scan;
 mod seeker;
@@ -67,6 +69,7 @@ pub const WORKLOADS: &[(&str, &str)] = &[
     ("seq(A,B,...)", "run workloads one after another on the same machine, each a fresh process (seed 000 6.5): seq(web,fftw,fftw); components keep their parameters: seq(gups:size=1M,updates=10,tree)"),
     ("par(A,B,...)", "run workloads concurrently, interleaved per event on the simulated clock, fairly (seed 000 6.5): par(web:warmup=100000,requests=100000,seeker:after=warm,until=served)"),
     ("web", "thttpd-like web server (seed 000 6.5): SPECweb96 file sizes, Zipf popularity; requests=50000, files=100000, zipf=0.75, maps=2000 (thttpd's map cache), mode=mmap|read; warmup=N requests first (marks warm, then served at the end; the stats measure the rest)"),
+    ("kv", "Redis-like key-value server on a jemalloc 4.x arena (seed 003 6, Tables 1 and 10): phase=cold (insert) | warm (insert, then ops= GET/SET 5:5) | del:PCT (insert, then DEL a random PCT%) | range:MIN..MAX (insert objects of random sizes), objects=100K, size=8K (value bytes), ops=objects, idle=auto|SECONDS (stays up idle after the phase; auto: one khugepaged pass over the heap at Linux's default rate), jemalloc=auto|linux|freebsd (Linux's build retains purged chunks and purges with MADV_DONTNEED; FreeBSD's munmaps and uses MADV_FREE; auto: freebsd under reserving policies); each request's latency is in the report"),
 ];
 
 /// Parses a workload spec.
@@ -94,6 +97,7 @@ pub fn parse(text: &str) -> Result<Box<dyn Workload>> {
         "filedirty" => Box::new(filedirty::FileDirty::parse(&mut spec)?),
         "trace" => Box::new(trace::TraceReplay::parse(&mut spec)?),
         "web" => Box::new(web::Web::parse(&mut spec)?),
+        "kv" => Box::new(kv::Kv::parse(&mut spec)?),
         _ => return Err(spec.unknown_name(&names)),
     };
     spec.finish()?;

@@ -193,6 +193,9 @@ impl super::Workload for Web {
             let size = sizes[i];
             touched[i] = true;
             let start = e.clock();
+            if t >= self.warmup {
+                e.request_begin(pid); // the report's time.request_latency: measured ones only
+            }
             match self.mode {
                 Mode::Mmap => {
                     let addr = match cache.by_file.get(&file).copied() {
@@ -244,6 +247,7 @@ impl super::Workload for Web {
             served_bytes += size;
             if t >= self.warmup {
                 lat.push(e.clock() - start);
+                e.request_end(pid);
             }
         }
         let measured = e.clock() - measured_from;
