@@ -92,6 +92,10 @@ pub struct ThpPolicy {
     /// for the deferred split shrinker, which splits one whose zero-filled base pages exceed
     /// khugepaged's `max_ptes_none` (never at its default 511; vm/deferred_split.rs).
     pub shrink_underused: bool,
+    /// mTHP sizes in bytes (Linux 6.8 `hugepages-<size>kB/enabled` = `inherit`: as `enabled`
+    /// says), anonymous only, between 4 base pages and the THP size (vm/mthp.rs); empty: none,
+    /// Linux's default.
+    pub mthp: Vec<u64>,
     /// Size class of a THP, set by `Policy::resolve`: the machine's smallest superpage (the PMD
     /// size, 2MB, on x86-64). Not part of the file.
     pub class: u8,
@@ -537,6 +541,7 @@ impl Policy {
                 enabled,
                 defrag: ThpDefrag::Always,
                 shrink_underused: true,
+                mthp: Vec::new(),
                 class: 0,
             }),
             // mm/mmap.c `__get_unmapped_area` -> `thp_get_unmapped_area`: anonymous mappings
@@ -704,6 +709,19 @@ impl Policy {
                 })?;
             }
             t.shrink_underused = spec.take_bool("shrink_underused", t.shrink_underused)?;
+            if let Some(list) = spec.take_str("mthp") {
+                t.mthp = if list == "none" {
+                    Vec::new()
+                } else {
+                    list.split('+')
+                        .map(|s| {
+                            crate::spec::parse_size(s).filter(|&b| b > 0).ok_or_else(|| {
+                                SimError::BadInput(format!("policy '{name}': bad size '{s}' in mthp='{list}': expected mTHP sizes joined by '+', e.g. mthp=16K+64K, or none"))
+                            })
+                        })
+                        .collect::<Result<Vec<u64>>>()?
+                };
+            }
         }
         // kcompactd with superpages (it compacts memory for THPs and khugepaged's collapses).
         if !matches!(p.alloc, AllocPolicy::BasePage) {
@@ -830,6 +848,23 @@ impl Policy {
                 )));
             }
             t.class = 1;
+            // mm/huge_memory.c THP_ORDERS_ALL_ANON: orders 2 .. PMD order - 1 (order 1 is
+            // never anonymous).
+            let (base, thp) = (m.base_size(), 1u64 << m.page_shifts[1]);
+            for &b in &t.mthp {
+                if !b.is_power_of_two() || b < 4 * base || b >= thp {
+                    return Err(SimError::BadInput(format!(
+                        "policy '{name}': mthp size {} on machine '{}': an mTHP is a power of two from {} (4 base pages) to below the THP size {}",
+                        fmt_size(b), m.name, fmt_size(4 * base), fmt_size(thp)
+                    )));
+                }
+            }
+            if let Some(d) = repeated(&t.mthp) {
+                return Err(SimError::BadInput(format!(
+                    "policy '{name}': mthp size {} is given twice",
+                    fmt_size(d)
+                )));
+            }
         }
         if self.khugepaged.is_some() && m.page_shifts.len() >= 2 {
             let pages = 1u64 << m.order_of(1);

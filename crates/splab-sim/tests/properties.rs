@@ -704,7 +704,7 @@ fn random_sequences_reach_thp_faults_fallbacks_splits_and_collapses() {
     // With the underused check on, the shrinker splits THPs of mostly zero pages too.
     let r = reach_of(THP_MACHINE, THP_UNDERUSED_POLICY, &frees, 30, 60..150);
     assert!(
-        r.thp_underused > 0 && r.thp_split > r.thp_underused && r.ooms > 0,
+        r.thp_underused > 0 && r.thp_split > r.thp_underused && r.mthp > 0 && r.ooms > 0,
         "{r:?}"
     );
 }

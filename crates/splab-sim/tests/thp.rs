@@ -480,3 +480,83 @@ fn prctl_thp_disable_stops_thps_for_the_process_and_its_children() {
         .prctl_thp_disable(splab_sim::units::Pid(99), true)
         .is_err());
 }
+
+#[test]
+fn mthp_sizes_take_the_largest_fitting_empty_block_and_fall_back_down() {
+    // 1MB: no 2MB region fits, so the mTHP sizes are tried, 64KB first.
+    let (mut e, pid) = engine(M, "linux:mthp=16K+64K,khugepaged=off", None);
+    let a = e.mmap(pid, anon(1 << 20)).unwrap();
+    write(&mut e, pid, a + 5 * PAGE);
+    let t = &e.os.thp.stats;
+    assert_eq!((t.fault_alloc, t.mthp.len()), (0, 1));
+    assert_eq!((t.mthp[0].size, t.mthp[0].anon_fault_alloc), (64 << 10, 1));
+    assert_eq!(
+        mapped(&e, pid),
+        (64 << 10, 0),
+        "one fault maps 16 base pages"
+    );
+    assert_eq!(e.os.stats.faults.zero_fill, 1);
+    // A page already mapped in the next 64KB: that block is not empty, a 16KB one is.
+    let b = a + (64 << 10);
+    e.madvise(pid, b, 64 << 10, Advice::NoHugePage).unwrap();
+    write(&mut e, pid, b);
+    e.madvise(pid, b, 64 << 10, Advice::HugePage).unwrap();
+    write(&mut e, pid, b + 8 * PAGE);
+    let t = &e.os.thp.stats;
+    assert_eq!(
+        t.mthp
+            .iter()
+            .map(|s| (s.size, s.anon_fault_alloc))
+            .collect::<Vec<_>>(),
+        [(16 << 10, 1), (64 << 10, 1)]
+    );
+    assert_eq!(mapped(&e, pid), ((64 + 4 + 16) << 10, 0));
+    // prctl(PR_SET_THP_DISABLE) turns mTHPs off too.
+    e.prctl_thp_disable(pid, true).unwrap();
+    write(&mut e, pid, a + (512 << 10));
+    assert_eq!(mapped(&e, pid), ((64 + 4 + 16 + 4) << 10, 0));
+    // Under 64KB free: the 64KB size falls back, then 16KB is tried.
+    let (mut e, pid) = engine(
+        M,
+        "linux:mthp=16K+64K,khugepaged=off,pagedaemon=off",
+        Some(60 << 10),
+    );
+    let a = e.mmap(pid, anon(1 << 20)).unwrap();
+    write(&mut e, pid, a);
+    let t = &e.os.thp.stats;
+    let stat = |size: u64| {
+        t.mthp
+            .iter()
+            .find(|s| s.size == size)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        (
+            stat(64 << 10).anon_fault_fallback,
+            stat(64 << 10).anon_fault_alloc
+        ),
+        (1, 0)
+    );
+    assert_eq!(
+        stat(16 << 10).anon_fault_fallback + stat(16 << 10).anon_fault_alloc,
+        1
+    );
+}
+
+#[test]
+fn mthp_sizes_must_lie_between_four_base_pages_and_the_thp() {
+    use splab_sim::hw::machine::Machine;
+    use splab_sim::policy::Policy;
+    let m = Machine::from_spec(M).unwrap();
+    for bad in ["mthp=8K", "mthp=2M", "mthp=48K", "mthp=16K+16K"] {
+        let mut p = Policy::from_spec(&format!("linux:{bad}")).unwrap();
+        let err = p.resolve(&m).unwrap_err().to_string();
+        assert!(err.contains("mthp"), "{bad}: {err}");
+    }
+    assert!(Policy::from_spec("linux:mthp=16Q").is_err());
+    assert!(
+        Policy::from_spec("freebsd:mthp=16K").is_err(),
+        "mthp is THP's"
+    );
+}

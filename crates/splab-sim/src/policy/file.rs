@@ -151,6 +151,11 @@ fn tables(p: &Policy) -> Vec<Table> {
                 choices(THP_DEFRAG)
             ),
         ));
+        alloc.push((
+            "mthp",
+            Sizes(t.mthp.clone()),
+            "anonymous mTHP sizes enabled as `inherit` (Linux 6.8 hugepages-<size>kB/enabled), tried largest first at a fault; [] for none".into(),
+        ));
     }
     let mut kc = vec![(
         "enabled",
@@ -389,6 +394,7 @@ fn list_value(k: &str, v: &Val) -> String {
         Val::Bool(b) => format!("{k}={b}"),
         Val::Int(n) | Val::Limit(Some(n)) => format!("{k}={n}"),
         Val::Limit(None) => format!("{k}=default"),
+        Val::Sizes(s) if s.is_empty() && k == "mthp" => format!("{k}=none"),
         Val::Sizes(s) if s.is_empty() => format!("{k}=all"),
         Val::Sizes(s) => format!(
             "{k}={}",
@@ -678,11 +684,15 @@ fn read_fault_around(s: &Src, t: &mut Tbl) -> Result<FaultAround> {
 }
 
 /// `physical_allocation.sizes`.
-fn read_sizes(s: &Src, t: &mut Tbl) -> Result<Vec<u64>> {
-    let expect = "a list of sizes such as [\"64K\", \"4M\"], or [] for all of the machine's";
-    let v = t.need(s, "sizes", expect)?;
+fn read_sizes(s: &Src, t: &mut Tbl, key: &'static str) -> Result<Vec<u64>> {
+    let expect = if key == "sizes" {
+        "a list of sizes such as [\"64K\", \"4M\"], or [] for all of the machine's"
+    } else {
+        "a list of sizes such as [\"16K\", \"64K\"], or [] for none"
+    };
+    let v = t.need(s, key, expect)?;
     let DeValue::Array(items) = v.get_ref() else {
-        return Err(t.bad(s, "sizes", v, expect));
+        return Err(t.bad(s, key, v, expect));
     };
     let mut sizes = Vec::new();
     for it in items.iter() {
@@ -691,7 +701,7 @@ fn read_sizes(s: &Src, t: &mut Tbl) -> Result<Vec<u64>> {
                 Some(it.span()),
                 format!(
                     "{}: bad size {}: expected a size greater than zero such as \"64K\" or 65536",
-                    t.key("sizes"),
+                    t.key(key),
                     s.text_of(it.span())
                 ),
             )
@@ -701,7 +711,7 @@ fn read_sizes(s: &Src, t: &mut Tbl) -> Result<Vec<u64>> {
                 Some(it.span()),
                 format!(
                     "{}: {} is listed twice; list each size once",
-                    t.key("sizes"),
+                    t.key(key),
                     fmt_size(b)
                 ),
             ));
@@ -753,7 +763,7 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
             destroy_t.as_mut().expect("required"),
             dealloc_t.as_mut().expect("required"),
         );
-        let sizes = read_sizes(&s, &mut alloc_t)?;
+        let sizes = read_sizes(&s, &mut alloc_t, "sizes")?;
         let preferred = alloc_t.word(&s, "preferred", PREFERRED)?;
         if preferred == PreferredSize::FreeBsd && !sizes.is_empty() {
             let v = alloc_t.get("sizes").expect("read above");
@@ -819,6 +829,7 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
             Some(()) => AllocPolicy::Thp(ThpPolicy {
                 enabled: alloc_t.word(&s, "enabled", THP_ENABLED)?,
                 defrag: alloc_t.word(&s, "defrag", THP_DEFRAG)?,
+                mthp: read_sizes(&s, &mut alloc_t, "mthp")?,
                 shrink_underused: dealloc_t
                     .as_mut()
                     .expect("required with kind = \"thp\"")
@@ -829,7 +840,7 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
         }
     };
     if kind != Kind::Thp {
-        for k in ["enabled", "defrag"] {
+        for k in ["enabled", "defrag", "mthp"] {
             if let Some(v) = alloc_t.get(k) {
                 return Err(s.err(
                     Some(v.span()),

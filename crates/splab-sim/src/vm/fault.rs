@@ -613,6 +613,13 @@ impl Os {
                     io: 0,
                 });
             }
+            // mTHP sizes below it (vm/mthp.rs).
+            if let Some(cycles) = self.mthp_fault(pid, v, vpn, pindex)? {
+                return Ok(FaultCost {
+                    cycles: cost.cycles + cycles,
+                    io: 0,
+                });
+            }
             // Zero-fill (event 2, preparation: one base page zeroed at fault time).
             let pfn = self.alloc_frame(pid, v.obj, pindex, v)?;
             self.obj_insert(v.obj, pindex, pfn);

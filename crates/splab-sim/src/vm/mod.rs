@@ -27,6 +27,7 @@ pub mod khugepaged;
 pub mod kmem;
 pub mod latency;
 mod mremap;
+pub mod mthp;
 pub mod pageout;
 pub mod pageq;
 pub mod ptpages;

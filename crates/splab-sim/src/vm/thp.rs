@@ -14,8 +14,9 @@
 //! - direct reclaim for a THP (`defrag=always`): only compaction.
 //! - `use_zero_page`: a read fault allocates as a write does (Linux's `use_zero_page=0`); the
 //!   huge zero page is not modelled.
-//! - mTHP sizes (`hugepages-<size>kB/enabled`): only the PMD size, Linux's default.
 //!
+//! mTHP sizes (`hugepages-<size>kB/enabled`) are vm/mthp.rs, tried when this PMD-sized path
+//! was not taken.
 //! A partially unmapped THP keeps its unmapped pages on the deferred split queue until memory
 //! runs short (vm/deferred_split.rs). `prctl(PR_SET_THP_DISABLE)` (`Process::thp_disabled`)
 //! turns THP off for a process and its children.
@@ -65,6 +66,9 @@ pub struct ThpStats {
     pub collapse_zeroed: u64,
     /// The deferred split queue and the underused shrinker (vm/deferred_split.rs).
     pub split: super::deferred_split::SplitStats,
+    /// mTHP sizes that faults tried, smallest first (vm/mthp.rs); absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mthp: Vec<super::mthp::MthpStats>,
 }
 
 /// THP state of the OS: counters and khugepaged's cursor.
