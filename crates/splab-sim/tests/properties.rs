@@ -184,6 +184,8 @@ struct Reach {
     thp_deferred: u64,
     thp_split: u64,
     thp_underused: u64,
+    /// mTHP blocks mapped at faults (vm/mthp.rs).
+    mthp: u64,
 }
 
 impl Reach {
@@ -224,6 +226,7 @@ impl Reach {
         self.thp_deferred += o.thp_deferred;
         self.thp_split += o.thp_split;
         self.thp_underused += o.thp_underused;
+        self.mthp += o.mthp;
     }
 }
 
@@ -547,6 +550,7 @@ fn run_policy_stats(
     reach.thp_deferred = t.split.deferred_split_page;
     reach.thp_split = t.split.split_page;
     reach.thp_underused = t.split.underused_split_page;
+    reach.mthp = t.mthp.iter().map(|m| m.anon_fault_alloc).sum();
     (reach.preempted_total, reach.broken) = resv_counts(&e);
     // Tearing everything down returns every frame.
     for (pid, _) in procs {
@@ -681,8 +685,8 @@ const THP_POLICY: &str = "linux:scan_sleep_millisecs=0";
 /// every 10 ms (0 ms would make an idle second a billion wakes).
 const COMPACT_POLICY: &str =
     "linux:defrag=defer,compaction_proactiveness=100,scan_sleep_millisecs=10";
-/// The same with the underused THP shrinker on (max_ptes_none under 511).
-const THP_UNDERUSED_POLICY: &str = "linux:scan_sleep_millisecs=0,max_ptes_none=256";
+/// The same with the underused THP shrinker on (max_ptes_none under 511), and mTHP sizes.
+const THP_UNDERUSED_POLICY: &str = "linux:scan_sleep_millisecs=0,max_ptes_none=256,mthp=16K+64K";
 
 /// The THP property's generator reaches THPs at faults, fallbacks, splits, collapses and
 /// refusals, and memory running out.
