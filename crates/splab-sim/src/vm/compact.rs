@@ -30,7 +30,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::pageq::{F_BUSY, F_DIRTY};
-use super::{ObjId, Os};
+use super::Os;
 use crate::policy::DefragAction;
 use crate::units::{Order, Pfn, Pid};
 
@@ -702,27 +702,6 @@ impl Os {
             }
         }
         Frame::Movable
-    }
-
-    /// The (pid, vpn) of every base or superpage entry that maps object page (obj, pindex) at
-    /// frame `pfn`.
-    fn page_maps(&self, rmap: &Rmap, obj: ObjId, pindex: u64, pfn: Pfn) -> Vec<(Pid, u64)> {
-        let mut out = Vec::new();
-        for &(pid, s, e, pgoff) in rmap.get(&obj.0).map_or(&[][..], |v| &v[..]) {
-            if pindex < pgoff || pindex - pgoff >= e - s {
-                continue;
-            }
-            let vpn = s + (pindex - pgoff);
-            let maps = self
-                .procs
-                .get(&pid.0)
-                .and_then(|p| p.pmap.lookup(vpn))
-                .is_some_and(|pte| pte.pfn() == pfn);
-            if maps {
-                out.push((pid, vpn));
-            }
-        }
-        out
     }
 
     /// `isolate_freepages`: walks pageblocks down from the free scanner, above the migrate

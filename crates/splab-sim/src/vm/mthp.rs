@@ -62,18 +62,10 @@ impl Os {
         for size in sizes {
             let o = (size >> bs).trailing_zeros() as u8;
             let n = 1u64 << o;
-            let head = vpn & !(n - 1);
-            if head << bs < v.start || (head + n) << bs > v.end {
-                continue; // thp_vma_suitable_order
-            }
-            let phead = pindex - (vpn - head);
-            if self.proc(pid)?.pmap.count_valid(head, head + n) > 0
-                || (phead..phead + n).any(|i| {
-                    self.obj(v.obj).pages.get(i).is_some() || self.backing.on_swap(v.obj, i)
-                })
-            {
-                continue; // pte_range_none
-            }
+            // thp_vma_suitable_order, pte_range_none.
+            let Some((head, phead)) = self.empty_block(pid, v, vpn, pindex, n)? else {
+                continue;
+            };
             self.pmap_prepare(pid, head, n)?;
             let Some(pfn) = self.phys.buddy.alloc(Order(o)) else {
                 self.mthp_stat(size).anon_fault_fallback += 1;

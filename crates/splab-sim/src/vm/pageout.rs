@@ -201,14 +201,23 @@ impl Os {
     /// several objects, which scans leave alone). A scan finds them once per page visited and
     /// hands them to the steps below; demotion keeps them valid.
     pub(crate) fn mappings(&self, rmap: &Rmap, pfn: Pfn) -> Vec<(Pid, u64)> {
+        match self.pageq.owner(pfn) {
+            Some((obj, pindex)) => self.page_maps(rmap, obj, pindex, pfn),
+            None => Vec::new(),
+        }
+    }
+
+    /// The (pid, vpn) of every base or superpage entry that maps object page (obj, pindex) at
+    /// frame `pfn`.
+    pub(crate) fn page_maps(
+        &self,
+        rmap: &Rmap,
+        obj: ObjId,
+        pindex: u64,
+        pfn: Pfn,
+    ) -> Vec<(Pid, u64)> {
         let mut out = Vec::new();
-        let Some((obj, pindex)) = self.pageq.owner(pfn) else {
-            return out;
-        };
-        let Some(es) = rmap.get(&obj.0) else {
-            return out;
-        };
-        for &(pid, s, e, pgoff) in es {
+        for &(pid, s, e, pgoff) in rmap.get(&obj.0).map_or(&[][..], |v| &v[..]) {
             if pindex < pgoff || pindex - pgoff >= e - s {
                 continue;
             }

@@ -115,6 +115,31 @@ impl Os {
             && matches!(self.obj(v.obj).kind, ObjKind::Anon)
     }
 
+    /// The aligned block of `n` base pages around `vpn` (object page `pindex`), as (first vpn,
+    /// first object page), if map entry `v` covers it and nothing is in it: no page mapped
+    /// (`pmd_none`, or `pte_range_none` for an mTHP) and no object page, resident or on swap,
+    /// that a large page would hide.
+    pub(crate) fn empty_block(
+        &self,
+        pid: Pid,
+        v: &Vma,
+        vpn: u64,
+        pindex: u64,
+        n: u64,
+    ) -> Result<Option<(u64, u64)>> {
+        let bs = self.base_shift();
+        let head = vpn & !(n - 1);
+        if head << bs < v.start || (head + n) << bs > v.end {
+            return Ok(None);
+        }
+        let phead = pindex - (vpn - head);
+        let o = self.obj(v.obj);
+        let busy = self.proc(pid)?.pmap.count_valid(head, head + n) > 0
+            || (phead..phead + n)
+                .any(|i| o.pages.get(i).is_some() || self.backing.on_swap(v.obj, i));
+        Ok((!busy).then_some((head, phead)))
+    }
+
     /// `do_huge_pmd_anonymous_page`: tries to allocate, zero and map the THP around `vpn`
     /// (object page `pindex`) of `pid`; returns the fault's cycles if it did, None if the fault
     /// takes the base-page path. Compaction's cycles are left in `compact.stall` for the fault.
@@ -134,21 +159,10 @@ impl Os {
         if !self.thp_eligible(v) || self.proc(pid)?.thp_disabled {
             return Ok(None);
         }
-        let bs = self.base_shift();
         let n = 1u64 << o;
-        let head = vpn & !(n - 1);
-        if head << bs < v.start || (head + n) << bs > v.end {
-            return Ok(None); // the entry does not cover the aligned region
-        }
-        let phead = pindex - (vpn - head);
-        // pmd_none: nothing mapped in the region; and the object has no page there (resident
-        // or on swap) that a THP would hide.
-        if self.proc(pid)?.pmap.count_valid(head, head + n) > 0
-            || (phead..phead + n)
-                .any(|i| self.obj(v.obj).pages.get(i).is_some() || self.backing.on_swap(v.obj, i))
-        {
+        let Some((head, phead)) = self.empty_block(pid, v, vpn, pindex, n)? else {
             return Ok(None);
-        }
+        };
         // The page-table pages first: allocating them may run the page daemon, which must not
         // find the new THP's pages half entered.
         self.pmap_prepare(pid, head, n)?;
