@@ -301,21 +301,15 @@ impl RequestLatency {
         if h.count == 0 {
             return None;
         }
-        let q = [h.quantile(0.50), h.quantile(0.95), h.quantile(0.99), h.max];
-        let ns = |c: u64| (c as u128 * 1_000_000_000 / freq_hz as u128) as u64;
+        let c = LatencyCycles::of(h);
         Some(RequestLatency {
-            count: h.count,
-            ns: Latency {
-                p50: ns(q[0]),
-                p95: ns(q[1]),
-                p99: ns(q[2]),
-                max: ns(q[3]),
-            },
+            count: c.count,
+            ns: c.ns(freq_hz),
             cycles: Latency {
-                p50: q[0],
-                p95: q[1],
-                p99: q[2],
-                max: q[3],
+                p50: c.p50,
+                p95: c.p95,
+                p99: c.p99,
+                max: c.max,
             },
         })
     }

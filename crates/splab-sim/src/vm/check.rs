@@ -317,12 +317,6 @@ impl Os {
                 z.considered, z.defer_shift
             ));
         }
-        if z.stall > 0 {
-            return Err(format!(
-                "compaction: {} stall cycles no fault took",
-                z.stall
-            ));
-        }
         if self.policy.kcompactd.is_none() && (z.kcompactd_order > 0 || z.kcompactd_woken) {
             return Err("compaction: a kcompactd request without kcompactd".into());
         }

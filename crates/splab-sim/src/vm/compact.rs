@@ -95,8 +95,6 @@ pub struct CompactState {
     pub managed: u64,
     /// Pages moved since the engine last looked (the incremental check then checks all).
     pub ran: bool,
-    /// Cycles of a THP fault's direct compaction, for the fault to take (vm/fault.rs).
-    pub(crate) stall: u64,
 }
 
 impl Default for CompactState {
@@ -113,7 +111,6 @@ impl Default for CompactState {
             kcompactd_woken: false,
             managed: 0,
             ran: false,
-            stall: 0,
         }
     }
 }

@@ -95,13 +95,16 @@ impl Os {
             return false;
         };
         let n = 1u64 << o;
-        t.shrink_underused
-            && self
-                .policy
-                .khugepaged
-                .as_ref()
-                .map_or(n - 1, |k| k.limits(n).max_ptes_none)
-                < n - 1
+        t.shrink_underused && self.max_ptes_none(n) < n - 1
+    }
+
+    /// khugepaged's `max_ptes_none` for a THP of `n` base pages (Linux's sysfs value, which
+    /// `thp_underused` reads whether khugepaged runs or not; `n - 1` without khugepaged here).
+    fn max_ptes_none(&self, n: u64) -> u64 {
+        self.policy
+            .khugepaged
+            .as_ref()
+            .map_or(n - 1, |k| k.limits(n).max_ptes_none)
     }
 
     /// A THP was allocated at `head` and every frame of it is held: it becomes a folio. `copied`:
@@ -236,11 +239,7 @@ impl Os {
             return (0, 0);
         };
         let n = 1u64 << o;
-        let max_none = self
-            .policy
-            .khugepaged
-            .as_ref()
-            .map_or(n - 1, |k| k.limits(n).max_ptes_none);
+        let max_none = self.max_ptes_none(n);
         let before = self.phys.buddy.free_frames;
         let mut cycles = 0;
         while let Some(head) = self.thp.split.queue.pop_front() {

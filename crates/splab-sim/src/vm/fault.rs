@@ -605,8 +605,8 @@ impl Os {
         } else {
             // Linux THP: the whole superpage allocated, zeroed and mapped at once (vm/thp.rs).
             // Direct compaction's cycles (vm/compact.rs) are the fault's, THP or fallback.
-            let thp = self.thp_fault(pid, v, vpn, pindex)?;
-            cost.cycles += std::mem::take(&mut self.compact.stall);
+            let (thp, stall) = self.thp_fault(pid, v, vpn, pindex)?;
+            cost.cycles += stall;
             if let Some(cycles) = thp {
                 return Ok(FaultCost {
                     cycles: cost.cycles + cycles,

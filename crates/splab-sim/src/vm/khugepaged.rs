@@ -84,15 +84,10 @@ impl Os {
         let (_, o) = self.thp_class()?;
         let n = 1u64 << o;
         let bs = self.base_shift();
-        // MMF_DISABLE_THP (prctl PR_SET_THP_DISABLE): khugepaged leaves the process alone.
-        for p in self
-            .procs
-            .values()
-            .filter(|p| p.pid.0 >= from.0 && !p.thp_disabled)
-        {
+        for p in self.procs.values().filter(|p| p.pid.0 >= from.0) {
             let lo = if p.pid.0 == from.0 { from.1 } else { 0 };
             for v in p.vmas.values() {
-                if (v.end >> bs) <= lo || !self.thp_eligible(v) {
+                if (v.end >> bs) <= lo || !self.thp_eligible(p, v) {
                     continue;
                 }
                 let head = ((v.start >> bs).max(lo) + n - 1) & !(n - 1);

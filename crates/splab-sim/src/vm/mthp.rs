@@ -26,7 +26,7 @@ use serde::Serialize;
 
 use super::{Os, Vma};
 use crate::error::Result;
-use crate::units::{Order, Pfn, Pid};
+use crate::units::{Order, Pid};
 
 /// Per-size counters under the names of Linux's
 /// `hugepages-<size>kB/stats/` (`memory.thp.mthp`).
@@ -53,7 +53,7 @@ impl Os {
         let Some(t) = self.policy.thp() else {
             return Ok(None);
         };
-        if t.mthp.is_empty() || !self.thp_eligible(v) || self.proc(pid)?.thp_disabled {
+        if t.mthp.is_empty() || !self.thp_eligible(self.proc(pid)?, v) {
             return Ok(None);
         }
         let bs = self.base_shift();
@@ -63,25 +63,20 @@ impl Os {
             let o = (size >> bs).trailing_zeros() as u8;
             let n = 1u64 << o;
             // thp_vma_suitable_order, pte_range_none.
-            let Some((head, phead)) = self.empty_block(pid, v, vpn, pindex, n)? else {
+            let Some(block) = self.empty_block(pid, v, vpn, pindex, n)? else {
                 continue;
             };
+            let head = block.0;
             self.pmap_prepare(pid, head, n)?;
             let Some(pfn) = self.phys.buddy.alloc(Order(o)) else {
                 self.mthp_stat(size).anon_fault_fallback += 1;
                 continue;
             };
-            self.note_allocation();
-            for i in 0..n {
-                self.obj_insert(v.obj, phead + i, Pfn(pfn.0 + i));
-                self.pmap_enter(pid, head + i, Pfn(pfn.0 + i), v.prot)?;
-            }
+            self.map_new_block(pid, v, block, pfn, n)?;
             let p = self.procs.get_mut(&pid.0).expect("mthp_fault: pid");
             for i in 0..n {
                 p.pmap.touch(head + i, 0, v.prot.writable());
             }
-            self.stats.faults.zero_fill += 1;
-            self.stats.zeroed_bytes += n << bs;
             self.mthp_stat(size).anon_fault_alloc += 1;
             let c = &self.machine.cost;
             return Ok(Some(n * (c.zero_page_cycles + c.pte_write_cycles)));

@@ -26,7 +26,7 @@
 
 use serde::Serialize;
 
-use super::{ObjKind, Os, Vma};
+use super::{ObjKind, Os, Process, Vma};
 use crate::error::Result;
 use crate::units::{Pfn, Pid, SizeClass};
 
@@ -100,16 +100,18 @@ impl Os {
         Some((c, self.orders[c as usize]))
     }
 
-    /// Whether map entry `v` may hold THPs: THP allowed by `enabled` and its advice (beside
-    /// reservations, khugepaged's, as `enabled=always`: any entry not advised
-    /// MADV_NOHUGEPAGE), and anonymous private memory (shmem THP is Linux's `shmem_enabled`,
-    /// never by default).
-    pub(crate) fn thp_eligible(&self, v: &Vma) -> bool {
+    /// Whether map entry `v` of process `p` may hold THPs: THP not disabled for the process
+    /// (`prctl(PR_SET_THP_DISABLE)`, Linux's MMF_DISABLE_THP), allowed by `enabled` and the
+    /// entry's advice (beside reservations, khugepaged's, as `enabled=always`: any entry not
+    /// advised MADV_NOHUGEPAGE), and anonymous private memory (shmem THP is Linux's
+    /// `shmem_enabled`, never by default).
+    pub(crate) fn thp_eligible(&self, p: &Process, v: &Vma) -> bool {
         let allowed = match self.policy.thp() {
             Some(t) => t.allowed(v.hugepage_advice),
             None => self.policy.collapse_class().is_some() && v.hugepage_advice != Some(false),
         };
         allowed
+            && !p.thp_disabled
             && v.private()
             && v.shadow.is_none()
             && matches!(self.obj(v.obj).kind, ObjKind::Anon)
@@ -140,59 +142,72 @@ impl Os {
         Ok((!busy).then_some((head, phead)))
     }
 
+    /// A free block at `pfn` becomes object pages `phead..` of `v` mapped by base entries at
+    /// `head..` of `pid`, zero-filled at one fault: a THP's or an mTHP's (vm/mthp.rs).
+    pub(crate) fn map_new_block(
+        &mut self,
+        pid: Pid,
+        v: &Vma,
+        (head, phead): (u64, u64),
+        pfn: Pfn,
+        n: u64,
+    ) -> Result<()> {
+        self.note_allocation();
+        for i in 0..n {
+            self.obj_insert(v.obj, phead + i, Pfn(pfn.0 + i));
+            self.pmap_enter(pid, head + i, Pfn(pfn.0 + i), v.prot)?;
+        }
+        self.stats.faults.zero_fill += 1;
+        self.stats.zeroed_bytes += n << self.base_shift();
+        Ok(())
+    }
+
     /// `do_huge_pmd_anonymous_page`: tries to allocate, zero and map the THP around `vpn`
-    /// (object page `pindex`) of `pid`; returns the fault's cycles if it did, None if the fault
-    /// takes the base-page path. Compaction's cycles are left in `compact.stall` for the fault.
+    /// (object page `pindex`) of `pid`. Returns the cycles of the mapping if it did (None: the
+    /// fault takes the base-page path), and the cycles direct compaction stalled the fault
+    /// either way (vm/compact.rs).
     pub(crate) fn thp_fault(
         &mut self,
         pid: Pid,
         v: &Vma,
         vpn: u64,
         pindex: u64,
-    ) -> Result<Option<u64>> {
+    ) -> Result<(Option<u64>, u64)> {
         let Some(defrag) = self.policy.thp().map(|t| t.defrag) else {
-            return Ok(None);
+            return Ok((None, 0));
         };
         let Some((c, o)) = self.thp_class() else {
-            return Ok(None);
+            return Ok((None, 0));
         };
-        if !self.thp_eligible(v) || self.proc(pid)?.thp_disabled {
-            return Ok(None);
+        if !self.thp_eligible(self.proc(pid)?, v) {
+            return Ok((None, 0));
         }
         let n = 1u64 << o;
         let Some((head, phead)) = self.empty_block(pid, v, vpn, pindex, n)? else {
-            return Ok(None);
+            return Ok((None, 0));
         };
         // The page-table pages first: allocating them may run the page daemon, which must not
         // find the new THP's pages half entered.
         self.pmap_prepare(pid, head, n)?;
         // The free lists, then what `defrag` says for this entry (VM_HUGEPAGE: advised).
         let action = defrag.action(v.hugepage_advice == Some(true));
-        let (got, compaction) = self.alloc_huge(o, action);
-        self.compact.stall += compaction;
+        let (got, stall) = self.alloc_huge(o, action);
         let Some(pfn) = got else {
             self.thp.stats.fault_fallback += 1;
-            return Ok(None);
+            return Ok((None, stall));
         };
-        self.note_allocation();
-        for i in 0..n {
-            self.obj_insert(v.obj, phead + i, Pfn(pfn.0 + i));
-            self.pmap_enter(pid, head + i, Pfn(pfn.0 + i), v.prot)?;
-        }
+        self.map_new_block(pid, v, (head, phead), pfn, n)?;
         let p = self.procs.get_mut(&pid.0).expect("thp_fault: pid");
         p.pmap.promote(head, o, SizeClass(c));
         // The PMD is made dirty at once (`pmd_mkdirty` in `__do_huge_pmd_anonymous_page`).
         p.pmap.touch(head, o, true);
         self.folio_new(pfn, &[]);
-        let base = self.machine.base_size();
-        self.stats.faults.zero_fill += 1;
-        self.stats.zeroed_bytes += n * base;
         self.thp.stats.fault_alloc += 1;
         // `clear_huge_page` zeroes the base pages one by one; one PMD entry (every base entry
         // where PTEs are replicated).
         let writes = if self.machine.replicated_ptes { n } else { 1 };
-        Ok(Some(
-            n * self.machine.cost.zero_page_cycles + writes * self.machine.cost.pte_write_cycles,
-        ))
+        let cycles =
+            n * self.machine.cost.zero_page_cycles + writes * self.machine.cost.pte_write_cycles;
+        Ok((Some(cycles), stall))
     }
 }
