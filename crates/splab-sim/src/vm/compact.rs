@@ -208,15 +208,12 @@ impl Os {
     /// mm/vmstat.c `fill_contig_page_info`: (free blocks, free pages, free blocks of `order`).
     fn contig_info(&self, order: u8) -> (u64, u64, u64) {
         let b = &self.phys.buddy;
-        let (mut blocks, mut pages, mut suitable) = (0, 0, 0);
+        let (mut blocks, mut pages) = (0, 0);
         for (o, &n) in b.free_blocks.iter().enumerate() {
             blocks += n;
             pages += n << o;
-            if o as u8 >= order {
-                suitable += n << (o as u8 - order);
-            }
         }
-        (blocks, pages, suitable)
+        (blocks, pages, self.free_blocks(order))
     }
 
     /// mm/vmstat.c `__fragmentation_index`: -1000 if a block of `order` is free, else towards 0
