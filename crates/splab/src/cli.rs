@@ -119,14 +119,23 @@ enum Cmd {
         args: RunArgs,
     },
     /// Draw a time series of JSON reports as a figure (SVG or PNG): one line per report, x =
-    /// simulated seconds, dotted lines at the phase boundaries of seq(...) runs.
+    /// simulated seconds, dotted lines at the phase boundaries of seq(...) runs; or, with
+    /// --x-values, a sweep: one point per report.
     Plot {
         /// Reports written by `splab run --json` or `splab compare --json` (all its reports).
         #[arg(required = true, value_name = "REPORT.json")]
         reports: Vec<String>,
-        /// The series to draw.
-        #[arg(short = 'y', long = "y", value_parser = ["contiguity", "superpage_bytes", "footprint_bytes"], default_value = "contiguity")]
+        /// The series to draw: contiguity, superpage_bytes or footprint_bytes; with --x-values, any
+        /// number of the report by its dotted JSON path (e.g. tlb.levels.0.misses, time.cycles_total).
+        #[arg(short = 'y', long = "y", default_value = "contiguity")]
         metric: String,
+        /// A sweep instead of a time series: one point per report, x = these values (comma-separated);
+        /// the reports are taken in order, as many per line as there are values (seed 004 Figure 2).
+        #[arg(long, value_name = "X1,X2,...", value_delimiter = ',')]
+        x_values: Vec<f64>,
+        /// The x axis's label of a sweep.
+        #[arg(long, value_name = "TEXT")]
+        x_label: Option<String>,
         /// The figure to write: FILE.svg or FILE.png.
         #[arg(short, long, value_name = "FIG")]
         out: String,
@@ -318,9 +327,28 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             out,
             title,
             label,
+            x_values,
+            x_label,
         } => {
             crate::plot::is_png(&out)?;
-            let fig = crate::plot::figure(&reports, &metric, &label, title.as_deref())?;
+            let fig = if x_values.is_empty() {
+                if x_label.is_some() {
+                    return Err(SimError::BadInput(
+                        "plot: --x-label is for a sweep (--x-values)".into(),
+                    )
+                    .into());
+                }
+                crate::plot::figure(&reports, &metric, &label, title.as_deref())?
+            } else {
+                crate::plot::sweep(
+                    &reports,
+                    &x_values,
+                    &metric,
+                    &label,
+                    title.as_deref(),
+                    x_label.as_deref(),
+                )?
+            };
             crate::plot::write(&fig, &out)
         }
         Cmd::Machine {

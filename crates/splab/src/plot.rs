@@ -5,6 +5,10 @@
 //! --json` comparison), x = simulated seconds, y = one of the report's time series; dotted
 //! vertical lines at phase boundaries (`workload_stats.phases` of `seq(...)` runs).
 //!
+//! A sweep (`--x-values`) draws instead one point per report: the reports are taken in order, as
+//! many per line as there are x values, and y is any number of the report named by its JSON path
+//! (`tlb.levels.0.misses`, `time.cycles_total`): seed 004 Figure 2's TLB misses against matrix size.
+//!
 //! Both formats are drawn by this file from one layout: SVG as text, PNG rasterised here and
 //! encoded with the `png` crate. Text in the PNG is drawn with the public-domain 8x8 bitmap font
 //! of the `font8x8` crate, so no system font is needed (CI machines have none).
@@ -31,6 +35,7 @@ pub struct Line {
 #[derive(Clone, Debug)]
 pub struct Figure {
     pub title: String,
+    pub x_label: String,
     pub y_label: String,
     pub lines: Vec<Line>,
     /// Phase boundaries, simulated seconds.
@@ -43,20 +48,8 @@ fn bad(msg: String) -> anyhow::Error {
     SimError::BadInput(msg).into()
 }
 
-/// Reads the reports in `paths` (a report, or a comparison holding several) and builds the
-/// figure of `metric`. `labels`: one per line, or empty for the reports' policy specs.
-pub fn figure(
-    paths: &[String],
-    metric: &str,
-    labels: &[String],
-    title: Option<&str>,
-) -> Result<Figure> {
-    if !METRICS.contains(&metric) {
-        return Err(bad(format!(
-            "plot: unknown series '{metric}' (valid: {})",
-            METRICS.join(", ")
-        )));
-    }
+/// The reports in `paths`: each file holds a report or a comparison (all its reports), in order.
+fn read_reports(paths: &[String]) -> Result<Vec<(String, Value)>> {
     let mut reports: Vec<(String, Value)> = Vec::new();
     for p in paths {
         let text =
@@ -80,6 +73,102 @@ pub fn figure(
             }
         }
     }
+    Ok(reports)
+}
+
+/// A number of a report by its dotted JSON path (`tlb.levels.0.misses`).
+fn lookup(r: &Value, path: &str) -> Option<f64> {
+    let mut v = r;
+    for part in path.split('.') {
+        v = match part.parse::<usize>() {
+            Ok(i) if v.is_array() => v.get(i)?,
+            _ => v.get(part)?,
+        };
+    }
+    v.as_f64()
+}
+
+/// A sweep: `x_values.len()` consecutive reports per line, y = the number at `y_path` of each.
+/// `labels`: one per line, or empty for each line's first policy spec.
+pub fn sweep(
+    paths: &[String],
+    x_values: &[f64],
+    y_path: &str,
+    labels: &[String],
+    title: Option<&str>,
+    x_label: Option<&str>,
+) -> Result<Figure> {
+    if x_values.is_empty() {
+        return Err(bad("plot: --x-values is empty".into()));
+    }
+    let reports = read_reports(paths)?;
+    let n = x_values.len();
+    if reports.is_empty() || reports.len() % n != 0 {
+        return Err(bad(format!(
+            "plot: {} reports for {n} x values: a sweep takes {n} reports per line, in x order",
+            reports.len()
+        )));
+    }
+    let nlines = reports.len() / n;
+    if !labels.is_empty() && labels.len() != nlines {
+        return Err(bad(format!(
+            "plot: {} --label given for {nlines} lines (one per line of {n} reports, or none)",
+            labels.len()
+        )));
+    }
+    let mut lines = Vec::new();
+    for (k, chunk) in reports.chunks(n).enumerate() {
+        let mut ys = Vec::with_capacity(n);
+        for (p, r) in chunk {
+            ys.push(lookup(r, y_path).ok_or_else(|| {
+                bad(format!(
+                    "plot: a report in '{p}' has no number at '{y_path}' (a dotted JSON path, e.g. tlb.levels.0.misses)"
+                ))
+            })?);
+        }
+        let label = match labels.get(k) {
+            Some(l) => l.clone(),
+            None => chunk[0].1["config"]["policy"]
+                .as_str()
+                .unwrap_or(&chunk[0].0)
+                .to_string(),
+        };
+        lines.push(Line {
+            label,
+            xs: x_values.to_vec(),
+            ys,
+        });
+    }
+    let default_title = reports[0].1["config"]["machine"]
+        .as_str()
+        .map(|m| format!("{y_path} on {m}"))
+        .unwrap_or_else(|| y_path.to_string());
+    Ok(Figure {
+        title: title.map(str::to_string).unwrap_or(default_title),
+        x_label: x_label.unwrap_or("x").to_string(),
+        y_label: y_path.to_string(),
+        lines,
+        phases: Vec::new(),
+        width: 800,
+        height: 500,
+    })
+}
+
+/// Reads the reports in `paths` (a report, or a comparison holding several) and builds the
+/// figure of `metric`. `labels`: one per line, or empty for the reports' policy specs.
+pub fn figure(
+    paths: &[String],
+    metric: &str,
+    labels: &[String],
+    title: Option<&str>,
+) -> Result<Figure> {
+    if !METRICS.contains(&metric) {
+        return Err(bad(format!(
+            "plot: unknown series '{metric}' (valid: {})",
+            METRICS.join(", ")
+        )));
+    }
+    let reports = read_reports(paths)?;
     if !labels.is_empty() && labels.len() != reports.len() {
         return Err(bad(format!(
             "plot: {} --label given for {} lines (one per report, or none)",
@@ -135,6 +224,7 @@ pub fn figure(
     };
     Ok(Figure {
         title: title.map(str::to_string).unwrap_or(default_title),
+        x_label: "simulated time (s)".into(),
         y_label: match metric {
             "contiguity" => "available contiguity (%)".into(),
             m => format!("{} (MB)", m.trim_end_matches("_bytes").replace('_', " ")),
@@ -316,9 +406,10 @@ pub fn svg(f: &Figure) -> String {
     }
     let _ = writeln!(
         s,
-        r#"<text x="{:.1}" y="{}" text-anchor="middle">simulated time (s)</text>"#,
+        r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
         (l.left + l.right) / 2.0,
-        h - 12
+        h - 12,
+        esc(&f.x_label)
     );
     let _ = writeln!(
         s,
@@ -470,7 +561,7 @@ pub fn png(f: &Figure) -> Result<Vec<u8>> {
     c.text(
         (l.left + l.right) / 2.0,
         f.height as f64 - 12.0,
-        "simulated time (s)",
+        &f.x_label,
         1,
     );
     c.text_up(16.0, (l.top + l.bottom) / 2.0, &f.y_label);

@@ -98,7 +98,7 @@ pub struct Machine {
 }
 
 /// The built-in presets (`machine_file::BUILT_IN`), in `splab list machines` order.
-pub const MACHINES: &[&str] = &["alpha21264", "pa8000", "core2", "skylake"];
+pub const MACHINES: &[&str] = &["alpha21264", "pa8000", "core2", "core2-64", "skylake"];
 
 /// The prefix of a machine file in a machine spec: `file:PATH.toml[:key=value,...]`.
 pub const FILE_PREFIX: &str = "file:";

@@ -31,6 +31,7 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("alpha21264", include_str!("../../machines/alpha21264.toml")),
     ("pa8000", include_str!("../../machines/pa8000.toml")),
     ("core2", include_str!("../../machines/core2.toml")),
+    ("core2-64", include_str!("../../machines/core2-64.toml")),
     ("skylake", include_str!("../../machines/skylake.toml")),
 ];
 

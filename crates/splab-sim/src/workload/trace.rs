@@ -303,7 +303,7 @@ pub fn replay_with(
         return Err(SimError::BadInput(format!(
             "{}: the trace was recorded with {hint}-byte pages; machine '{}' has {bs}-byte base \
              pages, so the program's mappings do not fit its pages: replay it on a machine with \
-             {hint}-byte pages or smaller (skylake, pa8000)",
+             {hint}-byte pages or smaller (skylake, core2-64, pa8000)",
             path.display(),
             e.os.machine.name
         )));
@@ -829,7 +829,7 @@ impl Replayer {
                 if end.is_none_or(|end| end > e.os.user_top) {
                     return Err(SimError::BadInput(format!(
                         "the mapping at {:#x} lies beyond the {}-bit user address space of machine \
-                         '{}': replay this trace on a machine with 48-bit addresses (skylake, pa8000)",
+                         '{}': replay this trace on a machine with 48-bit addresses (skylake, core2-64, pa8000)",
                         addr.0, e.os.machine.va_bits, e.os.machine.name
                     )));
                 }
