@@ -44,6 +44,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Transforms/Utils/LoopSimplify.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -227,13 +228,22 @@ private:
                     SmallPtrSetImpl<const Value *> &Seen, unsigned Depth) const;
 };
 
-// I: "number of current loop iteration" (Figure 1), read as the loop's trip
-// count. ScalarEvolution gives it when the trip count is a compile-time
-// constant; otherwise -superpage-default-trip is used and reported as defaulted.
+// I: "number of current loop iteration" (Figure 1), read as the number of
+// times the loop's body runs. ScalarEvolution gives the trip count when it is a
+// compile-time constant; otherwise -superpage-default-trip is used and reported
+// as defaulted. The pass runs before loop rotation (see the registration at the
+// end), so a `for` loop still tests its condition in the header: ScalarEvolution
+// counts header executions, one more than the body's (the last one exits).
+// When the header is the only exiting block and not also the latch, the body's
+// count is that minus one.
 LoopTrip SuperpageAdvisorPass::tripOf(ScalarEvolution &SE, const Loop *L) const {
-  if (unsigned T = SE.getSmallConstantTripCount(L))
-    return {T, false};
-  return {DefaultTrip, true};
+  unsigned T = SE.getSmallConstantTripCount(L);
+  if (T == 0)
+    return {DefaultTrip, true};
+  const BasicBlock *Exiting = L->getExitingBlock();
+  if (Exiting && Exiting == L->getHeader() && Exiting != L->getLoopLatch())
+    T -= 1;
+  return {T, false};
 }
 
 // Does the value of S change from one iteration of L to the next? True when S
@@ -700,17 +710,26 @@ PreservedAnalyses SuperpageAdvisorPass::run(Module &M, ModuleAnalysisManager &MA
 
 } // namespace
 
-// Where it runs: one module pass at the start of the optimisation pipeline
-// (OptimizerEarlyEP). By then the function simplification pipeline has
-// promoted variables to registers and put loops in canonical form (loop-rotate,
-// LICM, indvars), so ScalarEvolution sees the induction variables and trip
-// counts; and the vectoriser and the runtime unroller, which run later in the
-// optimisation pipeline, have not yet split references into vector lanes and
-// unrolled copies. Being a module pass, it sees the whole program (Figure 1
-// decides per program) and can rewrite calls in every function after analysing
-// all of them; LoopInfo and ScalarEvolution come per function through the
-// FunctionAnalysisManager proxy. The same callback fires at -O1, -O2 and -O3;
-// at -O0 see the warning in run().
+// Where it runs: one module pass at PipelineEarlySimplificationEP, after the
+// module's first function cleanup (SROA has promoted local variables to SSA
+// registers, so ScalarEvolution sees induction variables and trip counts) and
+// before the inliner's function simplification pipeline, which fully unrolls
+// loops with small constant trip counts (loop-unroll-full) and turns loops into
+// memset/memcpy (loop-idiom); and long before the vectoriser and the runtime
+// unroller. Each of those rewrites the references Figure 1 counts: a fully
+// unrolled inner loop of transpose turns one reference with I = N into N
+// references that no longer vary with that loop, so an earlier version of this
+// plugin at OptimizerEarlyEP (after them) gave spreads that depended on the
+// unroller's size limits for small N. Here the nests are the procedures' loop
+// nests as written, per procedure, as in Figure 1 ("for all loop-nests s in
+// procedure"), before inlining. LoopSimplify first gives every loop a preheader
+// and a single latch (canonical form for ScalarEvolution; the later loop passes
+// require it anyway). Being a module pass it sees the whole program (Figure 1
+// decides per program) and rewrites calls in every function after analysing all
+// of them, so the rewritten calls are the ones that were analysed; LLVM's
+// malloc-specific folds later (deleting an unused malloc, malloc+memset ->
+// calloc) no longer apply to the rewritten calls. The same callback fires at
+// -O1, -O2 and -O3; at -O0 see the warning in run().
 extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo llvmGetPassPluginInfo() {
   return {LLVM_PLUGIN_API_VERSION, "SuperpageAdvisor", "1", [](PassBuilder &PB) {
             static bool EnvRead = false;
@@ -718,9 +737,12 @@ extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo llvmGetPassPluginInfo() {
               EnvRead = true;
               readEnvOptions();
             }
-            PB.registerOptimizerEarlyEPCallback(
+            PB.registerPipelineEarlySimplificationEPCallback(
                 [](ModulePassManager &MPM, OptimizationLevel Level) {
-                  MPM.addPass(SuperpageAdvisorPass(Level != OptimizationLevel::O0));
+                  bool Optimizing = Level != OptimizationLevel::O0;
+                  if (Optimizing)
+                    MPM.addPass(createModuleToFunctionPassAdaptor(LoopSimplifyPass()));
+                  MPM.addPass(SuperpageAdvisorPass(Optimizing));
                 });
             // For `opt -load-pass-plugin=... -passes=superpage-advisor`.
             PB.registerPipelineParsingCallback(
