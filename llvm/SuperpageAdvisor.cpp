@@ -101,27 +101,31 @@ cl::opt<std::string>
     ReportPath("superpage-report", cl::init(""),
                cl::desc("superpage-advisor: write the JSON report to this path"));
 
-// Bad values are refused with the option's name; the build stops.
-[[noreturn]] void badOption(const Twine &Msg) {
-  report_fatal_error(Twine("superpage-advisor: ") + Msg, /*gen_crash_diag=*/false);
+// Bad values are refused with the option's name: the pass reports an error
+// through the LLVMContext (clang prints "error: superpage-advisor: ..." and the
+// compilation fails) and does nothing else.
+std::string optionError() {
+  if (TlbWays == 0)
+    return "-superpage-tlb-ways=0: the associativity must be at least 1";
+  if (TlbEntries == 0)
+    return "-superpage-tlb-entries=0: the TLB must have at least 1 entry";
+  if (TlbEntries % TlbWays != 0)
+    return ("-superpage-tlb-entries=" + Twine(TlbEntries.getValue()) +
+            " is not a multiple of -superpage-tlb-ways=" + Twine(TlbWays.getValue()) +
+            ": a set-associative TLB has entries = sets x ways")
+        .str();
+  if (PageSize == 0 || (PageSize & (PageSize - 1)) != 0)
+    return ("-superpage-page-size=" + Twine(PageSize.getValue()) +
+            ": the base page size must be a power of two (bytes)")
+        .str();
+  if (DefaultTrip == 0)
+    return "-superpage-default-trip=0: the default trip count must be at least 1";
+  return "";
 }
 
-void validateOptions() {
-  if (TlbWays == 0)
-    badOption("-superpage-tlb-ways=0: the associativity must be at least 1");
-  if (TlbEntries == 0)
-    badOption("-superpage-tlb-entries=0: the TLB must have at least 1 entry");
-  if (TlbEntries % TlbWays != 0)
-    badOption("-superpage-tlb-entries=" + Twine(TlbEntries.getValue()) +
-              " is not a multiple of -superpage-tlb-ways=" +
-              Twine(TlbWays.getValue()) +
-              ": a set-associative TLB has entries = sets x ways");
-  if (PageSize == 0 || (PageSize & (PageSize - 1)) != 0)
-    badOption("-superpage-page-size=" + Twine(PageSize.getValue()) +
-              ": the base page size must be a power of two (bytes)");
-  if (DefaultTrip == 0)
-    badOption("-superpage-default-trip=0: the default trip count must be at least 1");
-}
+// An error in SPLAB_SUPERPAGE_OPTS, found when the plugin registers (no
+// LLVMContext yet), reported by the pass.
+std::string EnvError;
 
 // SPLAB_SUPERPAGE_OPTS="-superpage-granularity=site -superpage-report=x.json"
 void readEnvOptions() {
@@ -135,14 +139,19 @@ void readEnvOptions() {
   cl::TokenizeGNUCommandLine(Env, Saver, Argv);
   for (size_t I = 1; I < Argv.size(); ++I) {
     StringRef Arg(Argv[I]);
-    if (!Arg.starts_with("-superpage-") && !Arg.starts_with("--superpage-"))
-      badOption(Twine("SPLAB_SUPERPAGE_OPTS: '") + Arg +
-                "' is not a -superpage-* option");
+    if (!Arg.starts_with("-superpage-") && !Arg.starts_with("--superpage-")) {
+      EnvError = ("SPLAB_SUPERPAGE_OPTS: '" + Arg + "' is not a -superpage-* option").str();
+      return;
+    }
   }
   std::string Err;
   raw_string_ostream ES(Err);
-  if (!cl::ParseCommandLineOptions(Argv.size(), Argv.data(), "", &ES))
-    badOption(Twine("SPLAB_SUPERPAGE_OPTS: ") + StringRef(Err).trim());
+  if (!cl::ParseCommandLineOptions(Argv.size(), Argv.data(), "", &ES)) {
+    ES.flush();
+    EnvError = ("SPLAB_SUPERPAGE_OPTS='" + Twine(Env) + "': " +
+                (Err.empty() ? StringRef("rejected (see above)") : StringRef(Err).trim()))
+                   .str();
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -394,7 +403,11 @@ void SuperpageAdvisorPass::resolveSites(const Value *V,
 }
 
 PreservedAnalyses SuperpageAdvisorPass::run(Module &M, ModuleAnalysisManager &MAM) {
-  validateOptions();
+  std::string Bad = EnvError.empty() ? optionError() : EnvError;
+  if (!Bad.empty()) {
+    M.getContext().emitError(PASS_NAME ": " + Bad);
+    return PreservedAnalyses::all();
+  }
   auto &FAM = MAM.getResult<FunctionAnalysisManagerModuleProxy>(M).getManager();
 
   // Section 4: threshold = (no of entries / associativity + 1) x base page size.
@@ -630,8 +643,11 @@ PreservedAnalyses SuperpageAdvisorPass::run(Module &M, ModuleAnalysisManager &MA
   if (!ReportPath.empty()) {
     std::error_code EC;
     raw_fd_ostream OS(ReportPath, EC, sys::fs::OF_Text);
-    if (EC)
-      badOption("-superpage-report=" + ReportPath + ": " + EC.message());
+    if (EC) {
+      M.getContext().emitError(PASS_NAME ": -superpage-report=" + ReportPath +
+                               ": " + EC.message());
+      return PreservedAnalyses::none();
+    }
     json::OStream J(OS, 2);
     J.object([&] {
       J.attribute("module", M.getSourceFileName());
