@@ -59,10 +59,13 @@ using namespace llvm;
 namespace {
 
 //===----------------------------------------------------------------------===//
-// Options. Passed as `-mllvm -superpage-...` (clang 19 loads -fpass-plugin
-// plugins before it parses -mllvm, so these are known by then), or through the
-// environment variable SPLAB_SUPERPAGE_OPTS (same syntax, space separated),
-// which is read once when the plugin registers its pass.
+// Options. clang 19 parses -mllvm before it loads -fpass-plugin plugins, so
+// `-fpass-plugin=lib.so -mllvm -superpage-...` is refused as an unknown option.
+// Two ways work: the environment variable SPLAB_SUPERPAGE_OPTS (same syntax,
+// space separated), read once when the plugin registers its pass (after
+// -mllvm, so its values win); or `-Xclang -load -Xclang lib.so` as well as
+// -fpass-plugin, which loads the library (and registers these options) before
+// clang parses -mllvm.
 //===----------------------------------------------------------------------===//
 
 enum class DecisionMode { Auto, Superpages, Base };
@@ -589,7 +592,7 @@ PreservedAnalyses SuperpageAdvisorPass::run(Module &M, ModuleAnalysisManager &MA
     });
 
   // Rewriting (section 3). Program mode: every allocation call and every free
-  // when the decision is superpages. Site mode: the chosen sites' calls, and,
+  // when the decision is superpages; nothing otherwise. Site mode: the chosen sites' calls, and,
   // if any site was chosen, every free and realloc (sfree and srealloc accept
   // pointers from libc too).
   bool AnyChosen = any_of(Sites, [](const SiteInfo &S) { return S.Chosen; });
@@ -617,8 +620,9 @@ PreservedAnalyses SuperpageAdvisorPass::run(Module &M, ModuleAnalysisManager &MA
       if (auto It = SiteIndex.find(CB); It != SiteIndex.end())
         Do = Sites[It->second].Chosen ||
              (Granularity == GranularityMode::Site && Name == "realloc" && AnyChosen);
-      else // free
-        Do = AnyChosen;
+      else // free: in program mode whenever the decision is superpages (a
+           // pointer from another module may be smalloc's; sfree takes both)
+        Do = Granularity == GranularityMode::Site ? AnyChosen : UseSuper;
       if (Do)
         ToRewrite.push_back({CB, New});
     }
