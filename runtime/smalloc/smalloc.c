@@ -506,8 +506,10 @@ static void free_ours(void *p)
 /* ---- hints (preload build) ---- */
 
 #ifdef SMALLOC_PRELOAD
+/* "smalloc: PATH:LINE: what 'tok' after", then exit status 2 (seed-independent: the hints
+ * file is splab's; a malformed line is never skipped). */
 static void hints_fail(const char *path, size_t line, const char *what, const char *tok,
-                       size_t toklen)
+                       size_t toklen, const char *after)
 {
     struct buf b = {.n = 0};
     put_s(&b, "smalloc: ");
@@ -522,6 +524,8 @@ static void hints_fail(const char *path, size_t line, const char *what, const ch
             b.b[b.n++] = tok[i];
         put_s(&b, "'");
     }
+    if (after)
+        put_s(&b, after);
     say(&b);
     _exit(2);
 }
@@ -568,7 +572,8 @@ static void parse_hint_line(const char *path, size_t lineno, const char *s, cons
     while (t < e && !is_space(*t))
         t++;
     if ((size_t)(t - s) != 10 || memcmp(s, "superpages", 10) != 0)
-        hints_fail(path, lineno, "unknown directive (expected 'superpages')", s, (size_t)(t - s));
+        hints_fail(path, lineno, "unknown directive", s, (size_t)(t - s),
+                   " (expected 'superpages')");
     int have_size = 0, have_nth = 0;
     *out = (struct hint){0, 0, 0, 0};
     s = t;
@@ -582,10 +587,10 @@ static void parse_hint_line(const char *path, size_t lineno, const char *s, cons
             t++;
         const char *eq = memchr(s, '=', (size_t)(t - s));
         if (!eq)
-            hints_fail(path, lineno, "expected key=value, got", s, (size_t)(t - s));
+            hints_fail(path, lineno, "expected key=value, got", s, (size_t)(t - s), NULL);
         if (eq - s == 4 && memcmp(s, "size", 4) == 0) {
             if (have_size)
-                hints_fail(path, lineno, "size= given twice:", s, (size_t)(t - s));
+                hints_fail(path, lineno, "size= given twice:", s, (size_t)(t - s), NULL);
             const char *dots = NULL;
             for (const char *q = eq + 1; q + 1 < t; q++)
                 if (q[0] == '.' && q[1] == '.') {
@@ -594,27 +599,26 @@ static void parse_hint_line(const char *path, size_t lineno, const char *s, cons
                 }
             if (!dots || parse_u64(eq + 1, dots, &out->min) != 0 ||
                 parse_u64(dots + 2, t, &out->max) != 0)
-                hints_fail(path, lineno,
-                           "bad size (expected size=MIN..MAX, decimal byte counts):", s,
-                           (size_t)(t - s));
+                hints_fail(path, lineno, "bad size", s, (size_t)(t - s),
+                           " (expected size=MIN..MAX, decimal byte counts)");
             if (out->min > out->max)
-                hints_fail(path, lineno, "size range has MIN > MAX:", s, (size_t)(t - s));
+                hints_fail(path, lineno, "size range has MIN > MAX:", s, (size_t)(t - s), NULL);
             have_size = 1;
         } else if (eq - s == 3 && memcmp(s, "nth", 3) == 0) {
             if (have_nth)
-                hints_fail(path, lineno, "nth= given twice:", s, (size_t)(t - s));
+                hints_fail(path, lineno, "nth= given twice:", s, (size_t)(t - s), NULL);
             if (parse_u64(eq + 1, t, &out->nth) != 0 || out->nth == 0)
-                hints_fail(path, lineno, "bad nth (expected nth=K, K >= 1, 1-based):", s,
-                           (size_t)(t - s));
+                hints_fail(path, lineno, "bad nth", s, (size_t)(t - s),
+                           " (expected nth=K, K >= 1: 1-based)");
             have_nth = 1;
         } else {
-            hints_fail(path, lineno, "unknown key (expected size= or nth=):", s,
-                       (size_t)(eq - s));
+            hints_fail(path, lineno, "unknown key", s, (size_t)(eq - s),
+                       " (expected size= or nth=)");
         }
         s = t;
     }
     if (!have_size)
-        hints_fail(path, lineno, "missing size=MIN..MAX", NULL, 0);
+        hints_fail(path, lineno, "missing size=MIN..MAX", NULL, 0, NULL);
     *is_hint = 1;
 }
 
