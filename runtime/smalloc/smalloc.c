@@ -17,11 +17,14 @@
  *  - "based on algorithms used in the malloc implementation in glibc": not copied. This is a
  *    deliberately simple allocator of its own: per heap, segregated free lists by size class
  *    (no splitting, no coalescing), refilled by bumping through arena regions; requests of
- *    LARGE_MIN bytes or more get a region of their own (2MB-aligned and a multiple of 2MB in
- *    the superpage heap). Freed small chunks go back on their class's list; freed large regions
- *    are kept, up to CACHE_MAX bytes per heap, for later large requests that fit (this is also
- *    what lets the exit report still see them), and unmapped beyond that. Every chunk has a
- *    16-byte header; payloads are 16-byte aligned. One global mutex serialises everything.
+ *    about LARGE_MIN (1MB) or more get a region of their own (2MB-aligned and a multiple of 2MB
+ *    in the superpage heap) with no header, so the block itself starts on a 2MB boundary and a
+ *    64MB array takes exactly 32 superpages. Freed small chunks go back on their class's list;
+ *    freed large regions are kept, up to CACHE_MAX bytes per heap, for later large requests
+ *    that fit (this is also what lets the exit report still see them), and unmapped beyond
+ *    that. Small chunks have a 16-byte header; payloads are 16-byte aligned. A sorted table of
+ *    regions answers "is this pointer ours" (sfree of a libc pointer). One global mutex
+ *    serialises everything (threads are safe, not scalable).
  *
  *  - "Each version aligns the base of the heap at the end of the data segment" and "the system
  *    also provides heap migration and base heap freezing to reduce fragmentation within the
@@ -86,12 +89,14 @@
 #define MAGIC 0x5a110c5du
 
 enum { HEAP_SUPER = 0, HEAP_BASE = 1, NHEAPS = 2 };
-enum { K_SMALL = 1, K_LARGE = 2, K_ALIGNED = 3 };
+enum { K_SMALL = 1, K_ALIGNED = 3 };
 
-/* The header in front of every payload. For K_ALIGNED (an aligned payload inside a bigger
- * chunk) `size` is the distance back to that chunk's payload. */
+/* The header in front of every small payload. A large block has none: it is its own region,
+ * its payload starts the region (so a 2MB-aligned one, in the superpage heap), and the region
+ * table knows its size. For K_ALIGNED (an aligned payload inside a bigger block, small or
+ * large) `size` is the distance back to that block's payload. */
 struct hdr {
-    size_t size;    /* usable bytes after the header (K_SMALL, K_LARGE) */
+    size_t size;    /* usable bytes after the header (K_SMALL) */
     uint32_t magic;
     uint16_t cls;   /* size class (K_SMALL) */
     uint8_t heap;
@@ -104,6 +109,7 @@ struct region {
     size_t len;
     uint8_t heap;
     uint8_t hugetlb;
+    uint8_t large;  /* one large block, starting at base */
 };
 
 struct cached {
@@ -232,7 +238,7 @@ static long region_find(uintptr_t p)
     return p < regions[lo].base + regions[lo].len ? (long)lo : -1;
 }
 
-static int region_insert(uintptr_t base, size_t len, int heap, int hugetlb)
+static int region_insert(uintptr_t base, size_t len, int heap, int hugetlb, int large)
 {
     if (nreg == capreg) {
         size_t ncap = capreg ? capreg * 2 : 1024;
@@ -252,7 +258,7 @@ static int region_insert(uintptr_t base, size_t len, int heap, int hugetlb)
         regions[i] = regions[i - 1];
         i--;
     }
-    regions[i] = (struct region){base, len, (uint8_t)heap, (uint8_t)hugetlb};
+    regions[i] = (struct region){base, len, (uint8_t)heap, (uint8_t)hugetlb, (uint8_t)large};
     nreg++;
     return 0;
 }
@@ -266,7 +272,7 @@ static void region_remove(long i)
 /* ---- morecore: one per heap, as in seed 004 section 3 ---- */
 
 /* Map a region of at least len bytes for heap h; returns its base, sets *got to its length. */
-static char *map_region(int h, size_t len, size_t *got)
+static char *map_region(int h, size_t len, int large, size_t *got)
 {
     struct heap *hp = &heaps[h];
     char *p = NULL;
@@ -320,7 +326,7 @@ static char *map_region(int h, size_t len, size_t *got)
         p = q;
         madvise(p, len, MADV_NOHUGEPAGE); /* fails only where THP is not built in: harmless */
     }
-    if (region_insert((uintptr_t)p, len, h, huge) != 0) {
+    if (region_insert((uintptr_t)p, len, h, huge, large) != 0) {
         munmap(p, len);
         return NULL;
     }
@@ -385,7 +391,7 @@ static void *alloc_small(int h, size_t chunk, int *fresh)
         if (!may_grow(h))
             return NULL;
         size_t got;
-        char *r = map_region(h, h == HEAP_SUPER ? SP_ARENA : BASE_ARENA, &got);
+        char *r = map_region(h, h == HEAP_SUPER ? SP_ARENA : BASE_ARENA, 0, &got);
         if (!r)
             return NULL;
         retire_arena(hp);
@@ -419,13 +425,12 @@ static void *alloc_large(int h, size_t chunk, int *fresh)
     } else {
         if (!may_grow(h))
             return NULL;
-        r = map_region(h, chunk, &got);
+        r = map_region(h, chunk, 1, &got);
         if (!r)
             return NULL;
         *fresh = 1;
     }
-    *(struct hdr *)r = (struct hdr){got - HDR, MAGIC, 0, (uint8_t)h, K_LARGE};
-    return r + HDR;
+    return r;
 }
 
 /* Allocate n bytes in heap h, migrating to the other heap when h cannot serve it (seed 004
@@ -443,7 +448,8 @@ static void *alloc_in(int h, size_t n, int *fresh)
     if (chunk < classes[0])
         chunk = classes[0];
     for (int attempt = 0; attempt < 2; attempt++) {
-        void *p = chunk > LARGE_MIN ? alloc_large(h, chunk, fresh) : alloc_small(h, chunk, fresh);
+        void *p = chunk > LARGE_MIN ? alloc_large(h, chunk - HDR, fresh)
+                                    : alloc_small(h, chunk, fresh);
         if (p) {
             heaps[h].nallocs++;
             heaps[h].migrated_in += (size_t)attempt;
@@ -457,49 +463,66 @@ static void *alloc_in(int h, size_t n, int *fresh)
     return NULL;
 }
 
-/* The chunk header of one of our payloads, following an aligned payload back to its chunk. */
-static struct hdr *chunk_hdr(void *p)
+/* What the allocator knows of one of its payloads p (lock held, p owned). */
+struct blk {
+    long ri;        /* its region */
+    char *payload;  /* the block's own payload: p, or the block p was aligned inside */
+    size_t usable;  /* bytes usable from p on */
+    int heap;
+};
+
+static void corrupted(void)
 {
-    struct hdr *h = (struct hdr *)((char *)p - HDR);
-    if (h->kind == K_ALIGNED)
-        h = (struct hdr *)((char *)p - h->size - HDR);
-    return h;
+    struct buf b = {.n = 0};
+    put_s(&b, "smalloc: free/realloc of a block whose header is corrupted");
+    say(&b);
+    abort();
 }
 
-static size_t usable(void *p)
+static struct blk blk_of(void *p)
 {
-    struct hdr *h = (struct hdr *)((char *)p - HDR);
-    if (h->kind == K_ALIGNED) {
-        struct hdr *c = (struct hdr *)((char *)p - h->size - HDR);
-        return c->size - h->size;
+    struct blk k;
+    k.ri = region_find((uintptr_t)p);
+    struct region *r = &regions[k.ri];
+    k.heap = r->heap;
+    k.payload = p;
+    if (!r->large || (uintptr_t)p != r->base) {
+        struct hdr *h = (struct hdr *)((char *)p - HDR);
+        if (h->magic != MAGIC || (h->kind != K_SMALL && h->kind != K_ALIGNED))
+            corrupted();
+        if (h->kind == K_ALIGNED)
+            k.payload = (char *)p - h->size;
     }
-    return h->size;
+    if (r->large) {
+        if ((uintptr_t)k.payload != r->base)
+            corrupted();
+        k.usable = r->base + r->len - (uintptr_t)p;
+    } else {
+        struct hdr *c = (struct hdr *)(k.payload - HDR);
+        if (c->magic != MAGIC || c->kind != K_SMALL)
+            corrupted();
+        k.usable = c->size - (size_t)((char *)p - k.payload);
+    }
+    return k;
 }
 
 static void free_ours(void *p)
 {
-    struct hdr *h = chunk_hdr(p);
-    struct heap *hp = &heaps[h->heap];
-    if (h->magic != MAGIC) {
-        struct buf b = {.n = 0};
-        put_s(&b, "smalloc: free/realloc of a block whose header is corrupted");
-        say(&b);
-        abort();
-    }
-    if (h->kind == K_SMALL) {
-        char *chunk = (char *)h;
-        *(void **)(chunk + HDR) = hp->free[h->cls];
-        hp->free[h->cls] = chunk + HDR;
+    struct blk k = blk_of(p);
+    struct heap *hp = &heaps[k.heap];
+    if (!regions[k.ri].large) {
+        struct hdr *c = (struct hdr *)(k.payload - HDR);
+        *(void **)k.payload = hp->free[c->cls];
+        hp->free[c->cls] = k.payload;
         return;
     }
-    /* K_LARGE: keep the region for reuse, up to CACHE_MAX bytes per heap */
-    long i = region_find((uintptr_t)h);
-    size_t len = regions[i].len;
+    /* a large block: keep its region for reuse, up to CACHE_MAX bytes per heap */
+    size_t len = regions[k.ri].len;
     if (hp->ncache < CACHE_SLOTS && hp->cached_bytes + len <= CACHE_MAX) {
-        hp->cache[hp->ncache++] = (struct cached){(char *)h, len};
+        hp->cache[hp->ncache++] = (struct cached){k.payload, len};
         hp->cached_bytes += len;
     } else {
-        unmap_region(i);
+        unmap_region(k.ri);
     }
 }
 
@@ -1010,9 +1033,9 @@ void sfree(void *ptr)
  * migration when h differs from the block's heap). Lock held; ptr is ours. */
 static void *realloc_ours(void *ptr, size_t size, int h)
 {
-    struct hdr *c = chunk_hdr(ptr);
-    size_t have = usable(ptr);
-    if (c->heap == h && size <= have && (c->kind != K_LARGE || size > have / 2))
+    struct blk k = blk_of(ptr);
+    size_t have = k.usable;
+    if (k.heap == h && size <= have && (!regions[k.ri].large || size > have / 2))
         return ptr;
     void *n = alloc_in(h, size, NULL);
     if (!n)
@@ -1075,7 +1098,7 @@ static void *alloc_aligned(int h, size_t align, size_t size)
         return NULL;
     uintptr_t a = ((uintptr_t)p + HDR + align - 1) & ~(uintptr_t)(align - 1);
     struct hdr *ah = (struct hdr *)(a - HDR);
-    *ah = (struct hdr){a - (uintptr_t)p, MAGIC, 0, chunk_hdr(p)->heap, K_ALIGNED};
+    *ah = (struct hdr){a - (uintptr_t)p, MAGIC, 0, (uint8_t)blk_of(p).heap, K_ALIGNED};
     return (void *)a;
 }
 
@@ -1192,7 +1215,7 @@ EXPORT void *pvalloc(size_t size)
 EXPORT size_t malloc_usable_size(void *ptr)
 {
     pthread_mutex_lock(&lock);
-    size_t n = owned(ptr) ? usable(ptr) : 0;
+    size_t n = owned(ptr) ? blk_of(ptr).usable : 0;
     pthread_mutex_unlock(&lock);
     return n;
 }
