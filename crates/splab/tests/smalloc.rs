@@ -77,6 +77,7 @@ fn built() -> &'static Built {
             &d("t_direct"),
         ]);
         cc(&[&s("tests/t_preload.c"), "-o", &d("t_preload")]);
+        cc(&[&s("tests/t_freeze.c"), "-o", &d("t_freeze")]);
         Built { dir }
     })
 }
@@ -148,10 +149,14 @@ fn hugetlb_or_clean_fallback() {
         .arg("super")
         .env("SMALLOC_HUGETLB", "1")
         .env("SMALLOC_REPORT", "1"));
-    assert_ok(&out, "t_direct super with SMALLOC_HUGETLB=1", "t_direct: ok");
+    assert_ok(
+        &out,
+        "t_direct super with SMALLOC_HUGETLB=1",
+        "t_direct: ok",
+    );
     let err = String::from_utf8_lossy(&out.stderr);
-    let fell_back = err.contains("SMALLOC_HUGETLB=1: mmap(MAP_HUGETLB)")
-        && err.contains("falls back to THP");
+    let fell_back =
+        err.contains("SMALLOC_HUGETLB=1: mmap(MAP_HUGETLB)") && err.contains("falls back to THP");
     // no fall-back: the superpage heap's regions were MAP_HUGETLB ones
     let sp = err
         .lines()
@@ -169,7 +174,9 @@ fn preload_routing() {
     let b = built();
     let so = b.path("libsmalloc.so");
     let hints = write("hints-good.txt", HINTS);
-    let out = run(clean(&b.path("t_preload")).arg("all").env("LD_PRELOAD", &so));
+    let out = run(clean(&b.path("t_preload"))
+        .arg("all")
+        .env("LD_PRELOAD", &so));
     assert_ok(&out, "t_preload all", "t_preload: ok");
     let out = run(clean(&b.path("t_preload"))
         .arg("base")
@@ -183,7 +190,10 @@ fn preload_routing() {
     assert_ok(&out, "t_preload hints", "t_preload: ok");
     // without smalloc, or with a hint too many, the routing checks fail
     let out = run(clean(&b.path("t_preload")).arg("hints"));
-    assert!(!out.status.success(), "t_preload hints passed on glibc malloc");
+    assert!(
+        !out.status.success(),
+        "t_preload hints passed on glibc malloc"
+    );
     let loose = write(
         "hints-loose.txt",
         "superpages size=300000..300000\nsuperpages size=5000..5000\n",
@@ -196,6 +206,32 @@ fn preload_routing() {
         !out.status.success(),
         "t_preload hints passed with nth= dropped"
     );
+}
+
+/// Base heap freezing: after the first superpage-heap allocation the base heap maps no new
+/// region, and what it cannot serve migrates to the superpage heap (counted in the report);
+/// without SMALLOC_FREEZE_BASE the same program fails its check.
+#[test]
+fn base_heap_freezing() {
+    let b = built();
+    let so = b.path("libsmalloc.so");
+    let hints = write("hints-freeze.txt", "superpages size=300000..300000\n");
+    let out = run(clean(&b.path("t_freeze"))
+        .env("LD_PRELOAD", &so)
+        .env("SMALLOC_HINTS", &hints)
+        .env("SMALLOC_FREEZE_BASE", "1")
+        .env("SMALLOC_REPORT", "1"));
+    assert_ok(&out, "t_freeze", "t_freeze: ok");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("smalloc: superpage heap:") && l.contains("(1 migrated in)")),
+        "{err}"
+    );
+    let out = run(clean(&b.path("t_freeze"))
+        .env("LD_PRELOAD", &so)
+        .env("SMALLOC_HINTS", &hints));
+    assert!(!out.status.success(), "t_freeze passed without freezing");
 }
 
 /// Under Valgrind (which puts its own preload library first), if Valgrind is installed.
@@ -234,14 +270,14 @@ fn malformed_hints_exit_2() {
         ("superpages size=1..2 foo=3", "unknown key"),
         ("superpages size=1..2 size=3..4", "size= given twice"),
         ("superpages size=1..2 big", "expected key=value"),
-        (
-            "superpages size=1..99999999999999999999999",
-            "bad size",
-        ),
+        ("superpages size=1..99999999999999999999999", "bad size"),
     ];
     for (i, (line, needle)) in cases.iter().enumerate() {
         let name = format!("hints-bad-{i}.txt");
-        let path = write(&name, &format!("# comment\n\n{line}\nsuperpages size=1..2\n"));
+        let path = write(
+            &name,
+            &format!("# comment\n\n{line}\nsuperpages size=1..2\n"),
+        );
         let out = run(clean(&b.path("t_preload"))
             .arg("all")
             .env("LD_PRELOAD", &so)
@@ -281,7 +317,10 @@ fn report_line(text: &str, heap: &str) -> (u64, u64, u64) {
     assert_eq!(words[4], "regions,", "{line}");
     assert_eq!(words[5], "AnonHugePages", "{line}");
     assert_eq!(words[7], "kB", "{line}");
-    let n = |w: &str| w.parse::<u64>().unwrap_or_else(|_| panic!("{w:?} in {line}"));
+    let n = |w: &str| {
+        w.parse::<u64>()
+            .unwrap_or_else(|_| panic!("{w:?} in {line}"))
+    };
     (n(words[0]), n(words[3]), n(words[6]))
 }
 

@@ -25,7 +25,7 @@ struct vma {
 };
 
 /* The VMA of /proc/self/smaps that contains p. */
-static struct vma vma_of(const void *p)
+static inline struct vma vma_of(const void *p)
 {
     struct vma v = {0};
     FILE *f = fopen("/proc/self/smaps", "r");
@@ -67,26 +67,26 @@ static struct vma vma_of(const void *p)
 
 /* p lies in a superpage-heap region: a 2MB-aligned VMA madvised MADV_HUGEPAGE and eligible for
  * THP, or a MAP_HUGETLB one (SMALLOC_HUGETLB=1 where the kernel has a pool). */
-static int in_superpage_vma(const void *p)
+static inline int in_superpage_vma(const void *p)
 {
     struct vma v = vma_of(p);
     return v.found && v.start % SP == 0 && ((v.hg && v.thp_eligible && !v.nh) || v.ht);
 }
 
 /* p lies in a base-heap region: madvised MADV_NOHUGEPAGE. */
-static int in_base_vma(const void *p)
+static inline int in_base_vma(const void *p)
 {
     struct vma v = vma_of(p);
     return v.found && v.nh && !v.hg && !v.ht;
 }
 
-static void fill(unsigned char *p, size_t n, unsigned seed)
+static inline void fill(unsigned char *p, size_t n, unsigned seed)
 {
     for (size_t i = 0; i < n; i++)
         p[i] = (unsigned char)(i * 31 + seed);
 }
 
-static int filled(const unsigned char *p, size_t n, unsigned seed)
+static inline int filled(const unsigned char *p, size_t n, unsigned seed)
 {
     for (size_t i = 0; i < n; i++)
         if (p[i] != (unsigned char)(i * 31 + seed))
@@ -94,7 +94,7 @@ static int filled(const unsigned char *p, size_t n, unsigned seed)
     return 1;
 }
 
-static int all_zero(const unsigned char *p, size_t n)
+static inline int all_zero(const unsigned char *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (p[i])
