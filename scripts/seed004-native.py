@@ -15,9 +15,12 @@ go to smalloc (runtime/smalloc: an smalloc-linked build, or the same binary with
 The two are run alternately (the order flips every repetition), R times each. The base run gets
 SPLAB_THP_REPORT=1 and LD_PRELOAD=thpreport.so, the superpage run SMALLOC_REPORT=1 (and
 thpreport too, for its whole-process Rss); stdout of the two must agree (the programs print
-checksums). Printed: a markdown table of the medians and min-max of wall time and the
-AnonHugePages each run reported at exit (medians over the runs). This machine is typically a
-noisy shared VM: keep R odd and read the spread.
+checksums). Printed: a markdown table of the medians and min-max of wall time, the
+AnonHugePages each run reported at exit, and each run's peak RSS (wait4's ru_maxrss: the
+footprint cost of superpages), medians over the runs. AnonHugePages is read at exit, after the
+program's frees: glibc has returned its mmapped blocks by then, while smalloc keeps freed large
+regions (up to 256MB per heap) and still sees them. This machine is typically a noisy shared
+VM: keep R odd and read the spread.
 """
 
 import argparse
@@ -27,6 +30,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -66,16 +70,25 @@ def run_once(exe, args, env_extra):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("SMALLOC_") and k not in ("LD_PRELOAD", "SPLAB_THP_REPORT")}
     env.update(env_extra)
-    t0 = time.perf_counter()
-    r = subprocess.run([exe] + args, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if r.returncode != 0:
-        die(f"{exe} {' '.join(args)} exited with status {r.returncode}:\n{r.stderr}")
-    thp = THP_RE.findall(r.stderr)
-    heaps = {m[0]: (int(m[1]), int(m[2]), int(m[3])) for m in SMALLOC_RE.findall(r.stderr)}
+    # output to temporary files and wait4, for the child's own peak RSS (ru_maxrss, kB)
+    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
+        t0 = time.perf_counter()
+        p = subprocess.Popen([exe] + args, env=env, stdout=fo, stderr=fe)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        fo.seek(0)
+        fe.seek(0)
+        stdout = fo.read().decode(errors="replace")
+        stderr = fe.read().decode(errors="replace")
+    if p.returncode != 0:
+        die(f"{exe} {' '.join(args)} exited with status {p.returncode}:\n{stderr}")
+    thp = THP_RE.findall(stderr)
+    heaps = {m[0]: (int(m[1]), int(m[2]), int(m[3])) for m in SMALLOC_RE.findall(stderr)}
     return {
         "wall": wall,
-        "stdout": r.stdout,
+        "maxrss_kb": ru.ru_maxrss,
+        "stdout": stdout,
         "thp_kb": int(thp[-1][0]) if thp else None,
         "rss_kb": int(thp[-1][1]) if thp else None,
         "heaps": heaps,
@@ -87,15 +100,16 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
-def measure(pair, reps, thp_so, super_preload):
+def measure(pair, reps, thp_so, super_preload, base_preload, base_extra, super_extra):
     label, base, sup, args = pair["label"], pair["base"], pair["super"], pair.get("args", [])
     for exe in (base, sup):
         if not os.access(exe, os.X_OK):
             die(f"{label}: {exe} is not an executable file")
-    base_env = {"SPLAB_THP_REPORT": "1", "LD_PRELOAD": thp_so}
+    bpre = [base_preload] if base_preload else []
+    base_env = {"SPLAB_THP_REPORT": "1", "LD_PRELOAD": " ".join(bpre + [thp_so]), **base_extra}
     pre = [super_preload] if super_preload else []
     super_env = {"SMALLOC_REPORT": "1", "SPLAB_THP_REPORT": "1",
-                 "LD_PRELOAD": " ".join(pre + [thp_so])}
+                 "LD_PRELOAD": " ".join(pre + [thp_so]), **super_extra}
     b, s = [], []
     for r in range(reps):
         order = [("b", base, base_env), ("s", sup, super_env)]
@@ -121,6 +135,8 @@ def measure(pair, reps, thp_so, super_preload):
         "super_heap_ahp_kb": sup_heap_kb,
         "base_rss_kb": med([x["rss_kb"] for x in b]),
         "super_rss_kb": med([x["rss_kb"] for x in s]),
+        "base_maxrss_kb": med([x["maxrss_kb"] for x in b]),
+        "super_maxrss_kb": med([x["maxrss_kb"] for x in s]),
     }
 
 
@@ -131,7 +147,7 @@ def fmt_kb(v):
 def table(rows, reps):
     out = [
         f"| program | base median s | super median s | speedup | AnonHugePages base/super kB "
-        f"| Rss base/super kB | spread (min-max s, {reps} runs each) |",
+        f"| peak RSS base/super kB | spread (min-max s, {reps} runs each) |",
         "|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
@@ -141,7 +157,7 @@ def table(rows, reps):
             ahp += f" (smalloc heap {fmt_kb(r['super_heap_ahp_kb'])})"
         out.append(
             f"| {r['label']} | {r['base_s']:.3f} | {r['super_s']:.3f} | {speed:.2f}x | {ahp} "
-            f"| {fmt_kb(r['base_rss_kb'])} / {fmt_kb(r['super_rss_kb'])} "
+            f"| {fmt_kb(r['base_maxrss_kb'])} / {fmt_kb(r['super_maxrss_kb'])} "
             f"| base {r['base_min']:.3f}-{r['base_max']:.3f}, "
             f"super {r['super_min']:.3f}-{r['super_max']:.3f} |"
         )
@@ -164,6 +180,14 @@ def main():
     p.add_argument("--super-preload", metavar="SO",
                    help="LD_PRELOAD this library in the superpage run (e.g. libsmalloc.so; "
                         "'smalloc' = target/seed004/libsmalloc.so)")
+    p.add_argument("--base-preload", metavar="SO",
+                   help="LD_PRELOAD this library in the base run too ('smalloc' as above; with "
+                        "--base-env SMALLOC_MODE=base it isolates the page size from the "
+                        "allocator)")
+    p.add_argument("--base-env", action="append", default=[], metavar="K=V",
+                   help="an environment variable for the base run (repeatable)")
+    p.add_argument("--super-env", action="append", default=[], metavar="K=V",
+                   help="an environment variable for the superpage run (repeatable)")
     p.add_argument("--json", help="also write the rows as JSON here")
     p.add_argument("base", nargs="?")
     p.add_argument("super", nargs="?")
@@ -178,13 +202,28 @@ def main():
     if not os.path.exists(thp_so):
         die(f"{thp_so}: no thpreport.so (pass --build, or --thpreport PATH)")
     thp_so = os.path.abspath(thp_so)
-    sp = a.super_preload
-    if sp == "smalloc":
-        sp = so
-    if sp:
-        if not os.path.exists(sp):
-            die(f"--super-preload {sp}: no such file (pass --build)")
-        sp = os.path.abspath(sp)
+    def preload(opt, v):
+        if v == "smalloc":
+            v = so
+        if v:
+            if not os.path.exists(v):
+                die(f"{opt} {v}: no such file (pass --build)")
+            v = os.path.abspath(v)
+        return v
+
+    def envs(opt, items):
+        out = {}
+        for kv in items:
+            if "=" not in kv or kv.startswith("="):
+                die(f"{opt} {kv!r}: expected NAME=VALUE")
+            k, v = kv.split("=", 1)
+            out[k] = v
+        return out
+
+    sp = preload("--super-preload", a.super_preload)
+    bp = preload("--base-preload", a.base_preload)
+    base_extra = envs("--base-env", a.base_env)
+    super_extra = envs("--super-env", a.super_env)
     if a.pairs:
         if a.base or a.super or prog_args:
             die("give either --pairs FILE or BASE_EXE SUPER_EXE, not both")
@@ -204,7 +243,7 @@ def main():
     rows = []
     for pair in pairs:
         print(f"seed004-native: {pair['label']}: {a.reps} runs each ...", file=sys.stderr)
-        rows.append(measure(pair, a.reps, thp_so, sp))
+        rows.append(measure(pair, a.reps, thp_so, sp, bp, base_extra, super_extra))
     print(table(rows, a.reps))
     if a.json:
         with open(a.json, "w") as f:
