@@ -914,7 +914,20 @@ static void report(void)
         return;
     int fd = 2, close_fd = 0;
     if (strcmp(r, "1") != 0) {
-        fd = open(r, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        /* "%p" in the path becomes the process id: under LD_PRELOAD, children (a compiler
+         * driver's cc1, a shell's commands) would otherwise overwrite one file */
+        struct buf path = {.n = 0};
+        for (const char *c = r; *c; c++) {
+            if (c[0] == '%' && c[1] == 'p') {
+                put_u(&path, (uint64_t)getpid());
+                c++;
+            } else {
+                char one[2] = {*c, 0};
+                put_s(&path, one);
+            }
+        }
+        path.b[path.n] = 0;
+        fd = open(path.b, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0) {
             struct buf b = {.n = 0};
             put_s(&b, "smalloc: SMALLOC_REPORT=");

@@ -11,7 +11,8 @@
  *   SMALLOC_MODE=super|base   which heap smalloc/scalloc/srealloc use (default super)
  *   SMALLOC_HUGETLB=1         back the superpage heap with MAP_HUGETLB when the kernel grants it
  *   SMALLOC_FREEZE_BASE=1     freeze the base heap once the superpage heap is first used
- *   SMALLOC_REPORT=1|PATH     at exit, one line per heap on stderr (or into PATH)
+ *   SMALLOC_REPORT=1|PATH     at exit, one line per heap on stderr (or into PATH; %p in
+ *                             PATH becomes the process id)
  *   SMALLOC_HINTS=PATH        preload build only: which malloc calls go to the superpage heap
  * See runtime/smalloc/README.md. */
 #ifndef SMALLOC_H
