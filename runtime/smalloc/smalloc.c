@@ -299,7 +299,7 @@ static char *map_region(int h, size_t len, int large, size_t *got)
         if (!p) {
             /* over-map by one superpage, then trim to a 2MB-aligned range */
             char *q = mmap(NULL, len + SP_SIZE, PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
             if (q == MAP_FAILED)
                 return NULL;
             uintptr_t a = ((uintptr_t)q + SP_SIZE - 1) & ~(uintptr_t)(SP_SIZE - 1);
