@@ -16,7 +16,7 @@ The two are run alternately (the order flips every repetition), R times each. Th
 SPLAB_THP_REPORT=1 and LD_PRELOAD=thpreport.so, the superpage run SMALLOC_REPORT=1 (and
 thpreport too, for its whole-process Rss); stdout of the two must agree (the programs print
 checksums). Printed: a markdown table of the medians and min-max of wall time, the
-AnonHugePages each run reported at exit, and each run's peak RSS (wait4's ru_maxrss: the
+AnonHugePages each run reported at exit, and each run's peak RSS (thpreport's VmHWM line: the
 footprint cost of superpages), medians over the runs. AnonHugePages is read at exit, after the
 program's frees: glibc has returned its mmapped blocks by then, while smalloc keeps freed large
 regions (up to 256MB per heap) and still sees them. This machine is typically a noisy shared
@@ -30,12 +30,12 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT_DIR = os.path.join(REPO, "target", "seed004")
 THP_RE = re.compile(r"^thpreport: AnonHugePages (\d+) kB, Rss (\d+) kB$", re.M)
+HWM_RE = re.compile(r"^thpreport: VmHWM (\d+) kB$", re.M)
 SMALLOC_RE = re.compile(
     r"^smalloc: (superpage|base) heap: mapped (\d+) bytes in (\d+) regions, AnonHugePages (\d+) kB",
     re.M,
@@ -70,24 +70,18 @@ def run_once(exe, args, env_extra):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("SMALLOC_") and k not in ("LD_PRELOAD", "SPLAB_THP_REPORT")}
     env.update(env_extra)
-    # output to temporary files and wait4, for the child's own peak RSS (ru_maxrss, kB)
-    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
-        t0 = time.perf_counter()
-        p = subprocess.Popen([exe] + args, env=env, stdout=fo, stderr=fe)
-        _, status, ru = os.wait4(p.pid, 0)
-        wall = time.perf_counter() - t0
-        p.returncode = os.waitstatus_to_exitcode(status)
-        fo.seek(0)
-        fe.seek(0)
-        stdout = fo.read().decode(errors="replace")
-        stderr = fe.read().decode(errors="replace")
-    if p.returncode != 0:
-        die(f"{exe} {' '.join(args)} exited with status {p.returncode}:\n{stderr}")
+    t0 = time.perf_counter()
+    r = subprocess.run([exe] + args, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    stdout, stderr = r.stdout, r.stderr
+    if r.returncode != 0:
+        die(f"{exe} {' '.join(args)} exited with status {r.returncode}:\n{stderr}")
+    hwm = HWM_RE.findall(stderr)
     thp = THP_RE.findall(stderr)
     heaps = {m[0]: (int(m[1]), int(m[2]), int(m[3])) for m in SMALLOC_RE.findall(stderr)}
     return {
         "wall": wall,
-        "maxrss_kb": ru.ru_maxrss,
+        "maxrss_kb": int(hwm[-1]) if hwm else None,
         "stdout": stdout,
         "thp_kb": int(thp[-1][0]) if thp else None,
         "rss_kb": int(thp[-1][1]) if thp else None,

@@ -1,6 +1,9 @@
 /* thpreport: an LD_PRELOAD library that, at exit, when SPLAB_THP_REPORT=1, prints
  *     thpreport: AnonHugePages K kB, Rss R kB
- * on stderr for the whole process, read from /proc/self/smaps_rollup. It lets a program on
+ * on stderr for the whole process, read from /proc/self/smaps_rollup, and a second line
+ *     thpreport: VmHWM H kB
+ * the process's peak resident set (from /proc/self/status: the program's own, since exec,
+ * unlike a parent's wait4 ru_maxrss, which includes the forked parent's size before exec). It lets a program on
  * the C library's malloc (the "standard pages" run of seed 004 section 5.1's pairs) be
  * measured the way smalloc's SMALLOC_REPORT measures the superpage run.
  *
@@ -30,6 +33,21 @@ static uint64_t field_kb(const char *text, const char *key, int *found)
     return v;
 }
 
+static uint64_t read_field(const char *path, const char *key, int *found)
+{
+    static char text[8192];
+    ssize_t got = 0, r;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        while (got < (ssize_t)sizeof text - 1 &&
+               (r = read(fd, text + got, sizeof text - 1 - (size_t)got)) > 0)
+            got += r;
+        close(fd);
+    }
+    text[got > 0 ? got : 0] = 0;
+    return field_kb(text, key, found);
+}
+
 static size_t put(char *b, size_t n, size_t cap, const char *s)
 {
     while (*s && n < cap)
@@ -55,22 +73,12 @@ __attribute__((destructor)) static void thpreport(void)
     const char *e = getenv("SPLAB_THP_REPORT");
     if (!e || strcmp(e, "1") != 0)
         return;
-    static char text[8192];
-    char out[160];
+    char out[256];
     size_t n = 0, cap = sizeof out - 1;
-    int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
-    ssize_t got = 0;
-    if (fd >= 0) {
-        ssize_t r;
-        while (got < (ssize_t)sizeof text - 1 &&
-               (r = read(fd, text + got, sizeof text - 1 - (size_t)got)) > 0)
-            got += r;
-        close(fd);
-    }
-    text[got > 0 ? got : 0] = 0;
-    int f1, f2;
-    uint64_t ahp = field_kb(text, "\nAnonHugePages:", &f1);
-    uint64_t rss = field_kb(text, "\nRss:", &f2);
+    int f1, f2, f3;
+    uint64_t ahp = read_field("/proc/self/smaps_rollup", "\nAnonHugePages:", &f1);
+    uint64_t rss = read_field("/proc/self/smaps_rollup", "\nRss:", &f2);
+    uint64_t hwm = read_field("/proc/self/status", "\nVmHWM:", &f3);
     if (!f1 || !f2) {
         n = put(out, n, cap, "thpreport: cannot read AnonHugePages and Rss from /proc/self/smaps_rollup\n");
     } else {
@@ -78,6 +86,11 @@ __attribute__((destructor)) static void thpreport(void)
         n = put_u(out, n, cap, ahp);
         n = put(out, n, cap, " kB, Rss ");
         n = put_u(out, n, cap, rss);
+        n = put(out, n, cap, " kB\n");
+    }
+    if (f3) {
+        n = put(out, n, cap, "thpreport: VmHWM ");
+        n = put_u(out, n, cap, hwm);
         n = put(out, n, cap, " kB\n");
     }
     if (write(2, out, n) < 0)

@@ -376,6 +376,14 @@ fn thpreport_line() {
     let rss: u64 = w[5].parse().unwrap();
     let ahp: u64 = w[2].parse().unwrap();
     assert!(rss > 0 && ahp <= rss, "{line}");
+    let hwm: u64 = err
+        .lines()
+        .find_map(|l| l.strip_prefix("thpreport: VmHWM "))
+        .and_then(|r| r.strip_suffix(" kB"))
+        .unwrap_or_else(|| panic!("no VmHWM line in {err:?}"))
+        .parse()
+        .unwrap();
+    assert!(hwm >= rss, "{err}");
     // and nothing without SPLAB_THP_REPORT=1
     assert_ok(&out, "t_direct super with thpreport", "t_direct: ok");
     let out = run(clean(&b.path("t_direct"))
