@@ -1,115 +1,68 @@
-/* window: a gzip-like compressor's match finder, for seed 004 section 5.2's 164.gzip:
- * "characterized by linear data access patterns, using a floating window as it passes over
- * the data" - the benchmark that gained nothing from superpages, and for which the heuristic
- * correctly did not recommend them.
+/* window: a gzip-like linear floating window, for seed 004 section 5.2's 164.gzip: "characterized
+ * by linear data access patterns, using a floating window as it passes over the data" - the
+ * benchmark that gained nothing from superpages, and for which the heuristic correctly did not
+ * recommend them.
  *
- *   cc -O2 -DINPUT_MB=16 -DWSIZE=32768 -DMAXCHAIN=16 window.c -o window
+ *   cc -O2 window.c -o window && ./window [MB]      (MB of input, default 64)
  *
- * An INPUT_MB input buffer of pseudo-random, repetitive text; a WSIZE (32KB, gzip's) window
- * slides over it; 3-byte hashes index a head table and a prev chain over the window (as in
- * deflate); at each position at most MAXCHAIN candidates inside the window are compared and
- * the longest match (up to 258 bytes) is taken. All three arrays come from malloc. The number
- * of literals and matches and a checksum are printed. */
+ * As gzip's deflate (fill_window), the input passes through a window of 2 x WSIZE bytes (32KB
+ * halves): each step slides the upper half down and brings the next WSIZE bytes of input into it
+ * (memcpy, as gzip's read() would; the input is generated block by block into a WSIZE staging
+ * buffer, as a file's next block arrives, so no loop walks more than the window); then linear
+ * passes over the new half: an Adler-32 checksum (gzip's own is CRC-32), a count of bytes equal
+ * to their predecessor (a run finder's first test) and an output block. All three buffers come
+ * from malloc. The number of input blocks is a run-time argument, as an input file's length is,
+ * so a compiler does not know the outer loop's trip count. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-#ifndef INPUT_MB
-#define INPUT_MB 16
-#endif
-#ifndef WSIZE
 #define WSIZE 32768
-#endif
-#ifndef MAXCHAIN
-#define MAXCHAIN 16
-#endif
-#define HBITS 15
-#define HSIZE (1 << HBITS)
-#define MAXMATCH 258
-#define NIL (-1)
 
-#define LEN ((long)INPUT_MB * 1024 * 1024)
-
-int main(void)
+int main(int argc, char **argv)
 {
-    unsigned char *in = malloc(LEN + MAXMATCH);
-    int *head = malloc(sizeof(int) * HSIZE);
-    int *prev = malloc(sizeof(int) * WSIZE);
-    if (!in || !head || !prev) {
-        fprintf(stderr, "window: cannot allocate %d MB of input and the hash tables\n",
-                INPUT_MB);
+    long mb = argc > 1 ? atol(argv[1]) : 64;
+    if (mb <= 0) {
+        fprintf(stderr, "window: the input size '%s' is not a positive number of MB\n", argv[1]);
+        return 2;
+    }
+    long blocks = mb * (1024 * 1024 / WSIZE);
+    unsigned char *next = malloc(WSIZE);
+    unsigned char *window = malloc(2 * WSIZE);
+    unsigned char *out = malloc(WSIZE);
+    if (!next || !window || !out) {
+        fprintf(stderr, "window: cannot allocate the window\n");
         return 1;
     }
-    /* text: words from a small vocabulary, random letter words, and now and then a copy of
-     * recent text */
-    static const char *words[] = {"the ", "superpage ", "page ", "table ", "walk ", "miss ",
-                                  "tlb ", "heap ", "of ", "and ", "compiler ", "loop "};
-    uint32_t x = 2463534242u;
-    long n = 0;
-    while (n < LEN) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        if ((x & 7) == 0 && n > 4096) {
-            long from = n - 1 - (long)(x >> 8) % 4000, len = 20 + (long)(x >> 20) % 100;
-            for (long k = 0; k < len && n < LEN; k++)
-                in[n++] = in[from + k];
-        } else if ((x & 1) == 0) {
-            for (const char *w = words[(x >> 4) % 12]; *w && n < LEN; w++)
-                in[n++] = (unsigned char)*w;
-        } else { /* a random "word" of 2 to 7 letters */
-            for (uint32_t k = 0, len = 2 + (x >> 9) % 6; k < len && n < LEN; k++)
-                in[n++] = (unsigned char)('a' + (x >> (k * 4 + 1)) % 26);
-            if (n < LEN)
-                in[n++] = ' ';
-        }
-    }
-    for (long k = 0; k < MAXMATCH; k++)
-        in[LEN + k] = 0;
-    for (int h = 0; h < HSIZE; h++)
-        head[h] = NIL;
-
-    long literals = 0, matches = 0;
+    memset(window, 0, 2 * WSIZE);
+    uint32_t x = 2463534242u, a = 1, b = 0;
     uint64_t sum = 0;
-    long i = 0;
-    while (i < LEN - 2) {
-        unsigned h = ((unsigned)in[i] << 10 ^ (unsigned)in[i + 1] << 5 ^ in[i + 2]) & (HSIZE - 1);
-        int cand = head[h];
-        long best = 0, bestpos = 0;
-        for (int chain = 0; chain < MAXCHAIN && cand != NIL && cand > i - WSIZE; chain++) {
-            long m = 0;
-            while (m < MAXMATCH && i + m < LEN && in[cand + m] == in[i + m])
-                m++;
-            if (m > best) {
-                best = m;
-                bestpos = cand;
-            }
-            cand = prev[cand & (WSIZE - 1)];
+    long runs = 0;
+    for (long blk = 0; blk < blocks; blk++) {
+        /* the next block of input: letters with repeats, as text has */
+        for (int k = 0; k < WSIZE; k++) {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            next[k] = (unsigned char)('a' + (x >> 28));
         }
-        prev[i & (WSIZE - 1)] = head[h];
-        head[h] = (int)i;
-        if (best >= 3) {
-            matches++;
-            sum = sum * 31 + (uint64_t)(i - bestpos) * 259 + (uint64_t)best;
-            /* insert the hashes of the matched positions, as deflate does */
-            for (long k = 1; k < best && i + k < LEN - 2; k++) {
-                long p = i + k;
-                unsigned hk = ((unsigned)in[p] << 10 ^ (unsigned)in[p + 1] << 5 ^ in[p + 2]) &
-                              (HSIZE - 1);
-                prev[p & (WSIZE - 1)] = head[hk];
-                head[hk] = (int)p;
-            }
-            i += best;
-        } else {
-            literals++;
-            sum = sum * 31 + in[i];
-            i++;
+        memcpy(window, window + WSIZE, WSIZE);
+        memcpy(window + WSIZE, next, WSIZE);
+        for (int i = 0; i < WSIZE; i++) {
+            unsigned char c = window[WSIZE + i];
+            a = (a + c) % 65521u;
+            b = (b + a) % 65521u;
+            runs += c == window[WSIZE + i - 1];
+            out[i] = c ^ (unsigned char)a;
         }
+        for (int i = 0; i < WSIZE; i += 64)
+            sum = sum * 31 + out[i];
     }
-    printf("window INPUT_MB=%d WSIZE=%d MAXCHAIN=%d literals %ld matches %ld checksum %016llx\n",
-           INPUT_MB, WSIZE, MAXCHAIN, literals, matches, (unsigned long long)sum);
-    free(in);
-    free(head);
-    free(prev);
+    printf("window MB=%ld adler %08x runs %ld checksum %016llx\n", mb, (b << 16) | a, runs,
+           (unsigned long long)sum);
+    free(next);
+    free(window);
+    free(out);
     return 0;
 }
