@@ -174,6 +174,47 @@ enum Cmd {
         #[arg(long, default_value = "splab-demo")]
         out: PathBuf,
     },
+    /// Compile a C program with seed 004's superpage advisor (an LLVM 19 pass) and link it with
+    /// the smalloc runtime: per loop nest the spread against the TLB threshold, and malloc
+    /// rewritten to smalloc when the decision is "superpages".
+    ///
+    /// Example: splab cc -m core2-64 transpose.c -o transpose -- -DN=200. Needs clang-19 and
+    /// llvm-19-dev (Debian); the pass and runtime are built once into ~/.cache/splab.
+    Cc {
+        /// The C source file.
+        #[arg(value_name = "SOURCE.c", required_unless_present = "print_preload")]
+        source: Option<PathBuf>,
+        /// The executable to write (default: the source without .c).
+        #[arg(short, long, value_name = "EXE")]
+        output: Option<PathBuf>,
+        /// The machine whose data TLB gives the threshold (seed 004 section 4).
+        #[arg(short, long, default_value = "core2-64")]
+        machine: String,
+        /// Which data-TLB level: the last (seed 004 5.1's 256-entry TLB on Core 2) or the first.
+        #[arg(long, value_enum, default_value = "last")]
+        tlb: crate::cc::TlbLevel,
+        /// auto: the heuristic decides (Figure 1); superpages / base: force one build.
+        #[arg(long, value_parser = ["auto", "superpages", "base"], default_value = "auto")]
+        superpages: String,
+        /// One decision for the program (seed 004) or one per allocation site.
+        #[arg(long, value_parser = ["program", "site"], default_value = "program")]
+        granularity: String,
+        /// Trip count assumed for loops whose count the compiler cannot know [pass default: 100].
+        #[arg(long, value_name = "N")]
+        default_trip: Option<u32>,
+        /// Where the pass writes its JSON report (default: EXE.superpages.json).
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
+        /// Print only the path of libsmalloc.so (smalloc's LD_PRELOAD mode), building it if needed.
+        #[arg(long)]
+        print_preload: bool,
+        /// No summary.
+        #[arg(short, long)]
+        quiet: bool,
+        /// Arguments for clang (after `--`), e.g. -- -DN=200 -O3.
+        #[arg(last = true, value_name = "CLANG ARGS")]
+        clang_args: Vec<String>,
+    },
     /// Record a program's memory events into a trace (runs it under Valgrind).
     ///
     /// Example: splab record -o sort.spt -- sort -o out.txt in.txt; then replay it with
@@ -373,6 +414,42 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(())
         }
         Cmd::Bench { quick } => cmd_bench(quick),
+        Cmd::Cc {
+            source,
+            output,
+            machine,
+            tlb,
+            superpages,
+            granularity,
+            default_trip,
+            report,
+            print_preload,
+            quiet,
+            clang_args,
+        } => {
+            if print_preload {
+                let (_, so) = crate::cc::runtime()?;
+                println!("{}", so.display());
+            } else {
+                let threshold = crate::cc::Threshold::from_machine(&machine, tlb)?;
+                let args = crate::cc::CcArgs {
+                    source: source.expect("clap requires SOURCE without --print-preload"),
+                    output,
+                    threshold,
+                    decision: superpages,
+                    granularity,
+                    default_trip,
+                    report,
+                    clang_args,
+                };
+                let (exe, v) = crate::cc::compile(&args)?;
+                if !quiet {
+                    print!("{}", crate::cc::summary(&v, &args.threshold));
+                    println!("  wrote {}", exe.display());
+                }
+            }
+            Ok(())
+        }
         Cmd::Demo { out } => cmd_demo(&out),
         Cmd::Record {
             output,

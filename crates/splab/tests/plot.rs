@@ -162,9 +162,16 @@ fn plot_errors_are_one_line() {
 fn plots_a_sweep_of_reports() {
     let dir = tempfile_dir("plot-sweep");
     let mut paths = Vec::new();
-    for (i, (policy, misses)) in [("a", 10), ("a", 20), ("a", 40), ("b", 5), ("b", 5), ("b", 6)]
-        .iter()
-        .enumerate()
+    for (i, (policy, misses)) in [
+        ("a", 10),
+        ("a", 20),
+        ("a", 40),
+        ("b", 5),
+        ("b", 5),
+        ("b", 6),
+    ]
+    .iter()
+    .enumerate()
     {
         let p = dir.join(format!("r{i}.json"));
         std::fs::write(
@@ -180,8 +187,17 @@ fn plots_a_sweep_of_reports() {
     let mut args = vec!["plot".to_string()];
     args.extend(paths.iter().cloned());
     args.extend(
-        ["-y", "tlb.levels.0.misses", "--x-values", "50,100,150", "--x-label", "N", "-o", &svg]
-            .map(String::from),
+        [
+            "-y",
+            "tlb.levels.0.misses",
+            "--x-values",
+            "50,100,150",
+            "--x-label",
+            "N",
+            "-o",
+            &svg,
+        ]
+        .map(String::from),
     );
     let out = splab().args(&args).output().unwrap();
     assert_success(&out, "plot sweep");
@@ -204,7 +220,10 @@ fn plots_a_sweep_of_reports() {
     assert_eq!(lines.len(), 2);
     assert!(lines.iter().all(|l| l.len() == 3));
     // Same x positions on both lines, increasing; line a rises (SVG y falls), b stays low.
-    assert_eq!(lines[0].iter().map(|p| p.0).collect::<Vec<_>>(), lines[1].iter().map(|p| p.0).collect::<Vec<_>>());
+    assert_eq!(
+        lines[0].iter().map(|p| p.0).collect::<Vec<_>>(),
+        lines[1].iter().map(|p| p.0).collect::<Vec<_>>()
+    );
     assert!(lines[0][0].0 < lines[0][1].0 && lines[0][1].0 < lines[0][2].0);
     assert!(lines[0][0].1 > lines[0][1].1 && lines[0][1].1 > lines[0][2].1);
     assert_eq!(lines[1][0].1, lines[1][1].1);
@@ -213,19 +232,36 @@ fn plots_a_sweep_of_reports() {
 
     // Five reports cannot be split into lines of three.
     let out = splab()
-        .args([&paths[0], &paths[1], &paths[2], &paths[3], &paths[4]].iter().fold(
-            vec!["plot".to_string()],
-            |mut v, p| {
-                v.push(p.to_string());
-                v
-            },
-        ))
-        .args(["-y", "tlb.levels.0.misses", "--x-values", "1,2,3", "-o", &svg])
+        .args(
+            [&paths[0], &paths[1], &paths[2], &paths[3], &paths[4]]
+                .iter()
+                .fold(vec!["plot".to_string()], |mut v, p| {
+                    v.push(p.to_string());
+                    v
+                }),
+        )
+        .args([
+            "-y",
+            "tlb.levels.0.misses",
+            "--x-values",
+            "1,2,3",
+            "-o",
+            &svg,
+        ])
         .output()
         .unwrap();
     assert_error_line(&out, 2, "count", &["5 reports for 3 x values"]);
     let out = splab()
-        .args(["plot", &paths[0], "-y", "tlb.levels.1.misses", "--x-values", "1", "-o", &svg])
+        .args([
+            "plot",
+            &paths[0],
+            "-y",
+            "tlb.levels.1.misses",
+            "--x-values",
+            "1",
+            "-o",
+            &svg,
+        ])
         .output()
         .unwrap();
     assert_error_line(&out, 2, "path", &["no number at 'tlb.levels.1.misses'"]);
