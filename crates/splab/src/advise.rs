@@ -242,13 +242,28 @@ pub struct Analyzer {
     pub ifetches: u64,
     /// Data accesses outside every mapping (the vDSO, Valgrind's own pages, ...).
     pub unattributed: u64,
-    /// (space, base page number, region) of the last access's page, while its stamp is current.
-    hot: (usize, u64, u32),
+    /// A direct-mapped cache of pages: what the last access to a base page found (its region
+    /// and its stamp's place), valid while `epoch` is (any change of a mapping bumps it).
+    pcache: Vec<PageHit>,
+    epoch: u32,
     anon_lens: HashMap<(u32, u64), u32>,
     pub files: HashMap<u32, String>,
 }
 
 const CCACHE: usize = 1024;
+const PCACHE: usize = 1024;
+
+/// An entry of the page cache.
+#[derive(Clone, Copy, Default)]
+struct PageHit {
+    vpage: u64,
+    space: u32,
+    /// 0: empty (epochs start at 1).
+    epoch: u32,
+    region: u32,
+    pool: u32,
+    slot: u32,
+}
 
 impl Analyzer {
     pub fn new(cfg: Config) -> Analyzer {
@@ -267,7 +282,8 @@ impl Analyzer {
             data_accesses: 0,
             ifetches: 0,
             unattributed: 0,
-            hot: (usize::MAX, 0, 0),
+            pcache: vec![PageHit::default(); PCACHE],
+            epoch: 1,
             anon_lens: HashMap::new(),
             files: HashMap::new(),
         }
@@ -315,7 +331,7 @@ impl Analyzer {
 
     /// Removes `[a, b)` from space `s`'s intervals, keeping the parts outside it.
     fn unmap(&mut self, s: usize, a: u64, b: u64) {
-        self.hot.0 = usize::MAX;
+        self.epoch = self.epoch.wrapping_add(1).max(1);
         let sp = &mut self.spaces[s];
         sp.cache = NO_CACHE;
         if a >= b {
@@ -391,9 +407,10 @@ impl Analyzer {
         }
     }
 
-    /// Stamps page `page` (a page offset in region `rid`) with the current window.
+    /// Stamps page `page` (a page offset in region `rid`) with the current window; returns
+    /// where its stamp is (pool index, slot).
     #[inline]
-    fn touch(&mut self, rid: u32, page: u64) {
+    fn touch(&mut self, rid: u32, page: u64) -> (u32, u32) {
         let chunk = page / CHUNK_PAGES;
         let slot = (chunk as usize ^ (rid as usize).wrapping_mul(0x9E37)) % CCACHE;
         let c = self.ccache[slot];
@@ -411,7 +428,14 @@ impl Analyzer {
             self.ccache[slot] = (rid, chunk, idx);
             idx
         };
-        let stamp = &mut self.pool[idx as usize][(page % CHUNK_PAGES) as usize];
+        let slot = (page % CHUNK_PAGES) as u32;
+        self.stamp(rid, idx, slot);
+        (idx, slot)
+    }
+
+    #[inline]
+    fn stamp(&mut self, rid: u32, idx: u32, slot: u32) {
+        let stamp = &mut self.pool[idx as usize][slot as usize];
         let cur = self.window + 1;
         if *stamp != cur {
             let r = &mut self.regions[rid as usize];
@@ -437,7 +461,6 @@ impl Analyzer {
         self.program_windows.push((total, self.win_count));
         self.window += 1;
         self.win_count = 0;
-        self.hot.0 = usize::MAX;
     }
 
     /// One data access of `size` bytes at `va` by `pid`.
@@ -452,24 +475,37 @@ impl Analyzer {
         let shift = self.cfg.page_shift;
         let p0 = va >> shift;
         let p1 = va.saturating_add(size.max(1) as u64 - 1) >> shift;
-        if self.hot.0 == s && self.hot.1 == p0 && p1 == p0 {
-            let r = &mut self.regions[self.hot.2 as usize];
+        let ci = ((p0 ^ (p0 >> 10) ^ (s as u64).wrapping_mul(0x9E37)) as usize) % PCACHE;
+        let e = self.pcache[ci];
+        if e.vpage == p0 && e.space == s as u32 && e.epoch == self.epoch {
+            let r = &mut self.regions[e.region as usize];
             r.accesses += 1;
             r.win_acc += 1;
-            return;
-        }
-        match self.lookup(s, va) {
-            Some((rid, off)) => {
-                let r = &mut self.regions[rid as usize];
-                r.accesses += 1;
-                r.win_acc += 1;
-                self.mark(rid);
-                self.touch(rid, off >> shift);
-                if p1 == p0 {
-                    self.hot = (s, p0, rid);
-                }
+            // The region is in this window's list if its page's stamp is current; else
+            // `stamp` puts it there.
+            self.stamp(e.region, e.pool, e.slot);
+            if p1 == p0 {
+                return;
             }
-            None => self.unattributed += 1,
+        } else {
+            match self.lookup(s, va) {
+                Some((rid, off)) => {
+                    let r = &mut self.regions[rid as usize];
+                    r.accesses += 1;
+                    r.win_acc += 1;
+                    self.mark(rid);
+                    let (pool, slot) = self.touch(rid, off >> shift);
+                    self.pcache[ci] = PageHit {
+                        vpage: p0,
+                        space: s as u32,
+                        epoch: self.epoch,
+                        region: rid,
+                        pool,
+                        slot,
+                    };
+                }
+                None => self.unattributed += 1,
+            }
         }
         // The further pages of an access that crosses page boundaries (at most 64: a split
         // XSAVE area is the largest access a recording has).
@@ -658,7 +694,7 @@ impl Analyzer {
                     },
                 );
                 self.last_pid = (u32::MAX, usize::MAX);
-                self.hot.0 = usize::MAX;
+                self.epoch = self.epoch.wrapping_add(1).max(1);
             }
             TraceEvent::Exit { pid } => {
                 if let Some(p) = self.pids.remove(&pid.0) {
@@ -670,7 +706,7 @@ impl Analyzer {
                     }
                 }
                 self.last_pid = (u32::MAX, usize::MAX);
-                self.hot.0 = usize::MAX;
+                self.epoch = self.epoch.wrapping_add(1).max(1);
             }
             TraceEvent::FileOpen { file, ref name, .. } => {
                 if let Some(n) = name {
@@ -1420,40 +1456,60 @@ pub fn run(args: &AdviseArgs) -> Result<()> {
     let show = !args.quiet && std::io::stderr().is_terminal();
     let start = Instant::now();
     let mut last = Instant::now();
-    let mut buf = Vec::with_capacity(1 << 16);
-    let mut events = 0u64;
-    loop {
-        buf.clear();
-        let n = reader
-            .read_batch(&mut buf, 1 << 16)
-            .map_err(|e| trace_err(e.in_file(&path)))?;
-        if n == 0 {
-            break;
-        }
-        for ev in &buf {
-            a.event(ev);
-        }
-        events += n as u64;
-        if show && last.elapsed().as_millis() >= 250 {
-            last = Instant::now();
-            let secs = start.elapsed().as_secs_f64();
-            let done = a.data_accesses + a.ifetches;
-            let pct = expected
-                .filter(|&e| e > 0)
-                .map(|e| format!("{:.0}% ", 100.0 * (done as f64 / e as f64).min(1.0)))
-                .unwrap_or_default();
-            eprint!(
-                "\rsplab advise: {pct}{:.0}M accesses, {:.0}M/s, {secs:.0}s\x1b[K",
-                done as f64 / 1e6,
-                done as f64 / secs / 1e6
-            );
-            let _ = std::io::stderr().flush();
-        }
+    // The reader decodes on one thread while the analysis runs on this one (decoding is about
+    // half the work: docs/advise.md "Speed"); batches of events go over a channel and their
+    // buffers come back for reuse.
+    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Vec<TraceEvent>>(4);
+    let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<TraceEvent>>();
+    for _ in 0..6 {
+        let _ = empty_tx.send(Vec::with_capacity(1 << 16));
     }
+    let read_result = std::thread::scope(|sc| {
+        let reading = sc.spawn(move || -> std::result::Result<(), TraceError> {
+            while let Ok(mut buf) = empty_rx.recv() {
+                buf.clear();
+                let res = reader.read_batch(&mut buf, 1 << 16);
+                let done = matches!(res, Ok(0));
+                if !buf.is_empty() && full_tx.send(buf).is_err() {
+                    return Ok(());
+                }
+                res?;
+                if done {
+                    return Ok(());
+                }
+            }
+            Ok(())
+        });
+        for buf in full_rx.iter() {
+            for ev in &buf {
+                a.event(ev);
+            }
+            let _ = empty_tx.send(buf);
+            if show && last.elapsed().as_millis() >= 250 {
+                last = Instant::now();
+                let secs = start.elapsed().as_secs_f64();
+                let done = a.data_accesses + a.ifetches;
+                let pct = expected
+                    .filter(|&e| e > 0)
+                    .map(|e| format!("{:.0}% ", 100.0 * (done as f64 / e as f64).min(1.0)))
+                    .unwrap_or_default();
+                eprint!(
+                    "\rsplab advise: {pct}{:.0}M accesses, {:.0}M/s, {secs:.0}s\x1b[K",
+                    done as f64 / 1e6,
+                    done as f64 / secs / 1e6
+                );
+                let _ = std::io::stderr().flush();
+            }
+        }
+        // The reader never panics (splab-trace's contract); if it did, so do we.
+        reading
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    });
     if show {
         eprint!("\r\x1b[K");
     }
-    let _ = events;
+    read_result.map_err(|e| trace_err(e.in_file(&path)))?;
     let analysis = Analysis::new(path, command, threshold, window, window_default, a);
     let to_stderr = args.json.as_deref() == Some("-") || args.hints_out.as_deref() == Some("-");
     let text = analysis.text();
