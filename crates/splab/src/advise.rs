@@ -47,7 +47,7 @@ pub const GLIBC_HEAP_MAX_REQUEST: u64 = GLIBC_MMAP_THRESHOLD - 24;
 /// round_up(round_up(s + 8, 16) + 8, 4096)`, i.e. `s` in `[len - 4119, len - 24]`, and the
 /// mmap path needs `nb >= 128K` (s >= 131049). None when no request gives `len`.
 pub fn glibc_mmap_request_range(len: u64) -> Option<(u64, u64)> {
-    if len % 4096 != 0 || len < 8192 {
+    if !len.is_multiple_of(4096) || len < 8192 {
         return None;
     }
     let lo = (len - 4119).max(GLIBC_HEAP_MAX_REQUEST + 1);

@@ -73,7 +73,7 @@ fn advise(args: &[&str]) -> (Value, Vec<String>) {
     (v, hints)
 }
 
-fn region<'a>(v: &'a Value, start: u64) -> &'a Value {
+fn region(v: &Value, start: u64) -> &Value {
     v["regions"]
         .as_array()
         .unwrap()
@@ -93,7 +93,7 @@ fn superpage_lines(hints: &[String]) -> Vec<&str> {
 /// The access-weighted median of equally weighted windows: the lower median.
 fn lower_median(mut v: Vec<u64>) -> u64 {
     v.sort_unstable();
-    v[(v.len() + 1) / 2 - 1]
+    v[v.len().div_ceil(2) - 1]
 }
 
 const HOT: u64 = 0x1000_0000;
@@ -387,7 +387,7 @@ fn recorded_hot_buffer_gets_the_only_hint() {
         )]
     );
     // 64MB itself is in the range.
-    assert!(L64 - 4119 <= 64 << 20 && 64 << 20 <= L64 - 24);
+    const { assert!(L64 - 4119 <= 64 << 20 && 64 << 20 <= L64 - 24) };
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
