@@ -205,7 +205,9 @@ fn synthetic_hot_region_gets_superpages_and_the_stream_does_not() {
         )]
     );
     assert!(lines.iter().any(|l| l.starts_with("# machine: core2")));
-    assert!(lines.iter().any(|l| l.starts_with("# window: 4096 data accesses")));
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("# window: 4096 data accesses")));
     assert_eq!(v["hints"][0], superpage_lines(&lines)[0]);
 
     // The default window is 64 x the threshold (4,160 on core2), and a different length for
@@ -258,7 +260,8 @@ fn spread_is_the_distinct_pages_of_each_window() {
         // Window 1 (6 data accesses): pages 0, 1, 0, 2 and 3 (one access across them), 1, 0.
         a(t, 0, 0);
         a(t, 1, 0);
-        t.access(Pid(1), Vaddr(base), AccessKind::Ifetch, 1).unwrap();
+        t.access(Pid(1), Vaddr(base), AccessKind::Ifetch, 1)
+            .unwrap();
         a(t, 0, 64);
         a(t, 2, PAGE - 4);
         a(t, 1, 8);
@@ -470,5 +473,110 @@ fn bad_input_exits_2_with_one_line() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The brk heap is one region with the `morecore` mappings glibc made when Valgrind refused a
+/// brk; when it deserves superpages the hint covers every request below glibc's mmap threshold.
+/// A fork's copy of a block is the child's region but no allocation of its own (no hint).
+#[test]
+fn heap_with_morecore_gets_the_small_sizes_hint() {
+    let dir = workdir("heap");
+    let spt = dir.join("h.spt");
+    let heap = 0x50_0000u64;
+    let more = 0x7000_0000u64;
+    let mut x: u64 = 3;
+    let mut lcg = || {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        x >> 33
+    };
+    let idx: Vec<u64> = (0..100_000).map(|_| lcg() % (12 << 20)).collect();
+    write_trace(&spt, |t| {
+        let brk = |end: u64| TraceEvent::Brk {
+            pid: Pid(1),
+            new_end: Vaddr(end),
+        };
+        t.write(&brk(heap)).unwrap();
+        t.write(&brk(heap + (8 << 20))).unwrap();
+        t.write(&TraceEvent::Mmap {
+            pid: Pid(1),
+            addr: Vaddr(more),
+            len: 4 << 20,
+            prot: Prot::RW,
+            flags: MmapFlags::ANON.union(MmapFlags::MORECORE),
+            file: None,
+            offset: 0,
+        })
+        .unwrap();
+        // Random over the 8MB brk part and the 4MB morecore part.
+        for &i in &idx {
+            let va = if i < 8 << 20 {
+                heap + i
+            } else {
+                more + i - (8 << 20)
+            };
+            t.access(Pid(1), Vaddr(va & !7), AccessKind::Write, 8)
+                .unwrap();
+        }
+        t.write(&TraceEvent::Fork {
+            parent: Pid(1),
+            child: Pid(2),
+        })
+        .unwrap();
+        for &i in &idx[..50_000] {
+            t.access(
+                Pid(2),
+                Vaddr((heap + i % (8 << 20)) & !7),
+                AccessKind::Read,
+                8,
+            )
+            .unwrap();
+        }
+    });
+    let hints = dir.join("h.hints");
+    let (v, lines) = advise(&[
+        "-w",
+        &format!("trace:path={}", spt.display()),
+        "-m",
+        "core2",
+        "--hints-out",
+        hints.to_str().unwrap(),
+    ]);
+    let heaps: Vec<&Value> = v["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "heap")
+        .collect();
+    assert_eq!(heaps.len(), 2, "the parent's heap and the child's copy");
+    let (h, child) = (heaps[0], heaps[1]);
+    assert_eq!(h["pid"], 1);
+    assert_eq!(h["morecore_mappings"], 1);
+    assert_eq!(h["size_bytes"], 12 << 20);
+    assert_eq!(h["accesses"], 100_000);
+    let pages: HashSet<u64> = idx
+        .iter()
+        .map(|&i| {
+            if i < 8 << 20 {
+                i / PAGE
+            } else {
+                (1 << 40) + i / PAGE
+            }
+        })
+        .collect();
+    assert_eq!(h["distinct_pages"], pages.len());
+    assert_eq!(h["verdict"], "superpages");
+    assert_eq!(
+        (child["pid"].clone(), child["fork_copy"].clone()),
+        (2.into(), true.into())
+    );
+    assert_eq!(child["verdict"], "superpages");
+    // The child's heap is a copy: the hint is the parent's, once.
+    assert_eq!(superpage_lines(&lines), vec!["superpages size=0..131048"]);
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("# pid 1 0x500000 heap (+1 morecore) 12M")));
     std::fs::remove_dir_all(&dir).unwrap();
 }
