@@ -601,7 +601,15 @@ impl Analyzer {
                     Some((rid, off)) => {
                         let r = &mut self.regions[rid as usize];
                         r.mremapped = true;
-                        r.max_len = r.max_len.max(off.saturating_add(new_len));
+                        if r.kind == Kind::Heap {
+                            // A morecore piece (offsets from MORECORE_OFFSETS): the heap grows
+                            // by what the piece grew.
+                            let grown = new_len.saturating_sub(old_len);
+                            r.morecore_bytes += grown;
+                            r.max_len += grown;
+                        } else {
+                            r.max_len = r.max_len.max(off.saturating_add(new_len));
+                        }
                         r.next_off = r.next_off.max(off.saturating_add(new_len));
                         self.map(s, new_addr.0, new_addr.0.saturating_add(new_len), rid, off);
                         return;
@@ -1446,6 +1454,14 @@ pub fn run(args: &AdviseArgs) -> Result<()> {
     let expected = splab_trace::read_header_and_trailer(&path)
         .ok()
         .map(|(_, t)| t.accesses);
+    if let Some(e) = expected {
+        // Page stamps are 32-bit window numbers.
+        if e / window >= u32::MAX as u64 - 1 {
+            return Err(bad(format!(
+                "--window {window}: {e} accesses would make more than 4G windows; give a larger window"
+            )));
+        }
+    }
     let page = (reader.header().page_size_hint as u64).max(1);
     let command = reader.header().command.clone();
     let mut a = Analyzer::new(Config {

@@ -580,3 +580,42 @@ fn heap_with_morecore_gets_the_small_sizes_hint() {
         .any(|l| l.starts_with("# pid 1 0x500000 heap (+1 morecore) 12M")));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A trace cut short is a failed analysis (exit status 1, the reader's message with the byte
+/// offset), not bad input, and leaves no output file.
+#[test]
+fn truncated_trace_exits_1_and_writes_nothing() {
+    let dir = workdir("cut");
+    let spt = dir.join("full.spt");
+    write_trace(&spt, |t| {
+        t.write(&anon(0x1000_0000, 1 << 20)).unwrap();
+        for i in 0..200_000u64 {
+            t.access(
+                Pid(1),
+                Vaddr(0x1000_0000 + (i * 7919 % (1 << 17)) * 8),
+                AccessKind::Read,
+                8,
+            )
+            .unwrap();
+        }
+    });
+    let bytes = std::fs::read(&spt).unwrap();
+    let cut = dir.join("cut.spt");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let json = dir.join("a.json");
+    let out = splab()
+        .args(["advise", "-q", "-w"])
+        .arg(format!("trace:path={}", cut.display()))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_error_line(
+        &out,
+        1,
+        "advise of a cut trace",
+        &["truncated trace at byte offset"],
+    );
+    assert!(!json.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
