@@ -261,6 +261,16 @@ enum Cmd {
         )]
         cmd: Vec<String>,
     },
+    /// Advise superpages per region of a recorded trace: seed 004's threshold and spread
+    /// (Figure 1), the spread measured per window of data accesses (docs/advise.md).
+    ///
+    /// Example: splab advise -w trace:path=prog.spt -m core2 --hints-out prog.hints --json a.json.
+    /// The JSON holds the table's data: trace, machine, tlb, threshold {pages, bytes, formula},
+    /// superpage_bytes, window {accesses, default, windows}, data_accesses, ifetches,
+    /// unattributed_accesses, regions [{pid, start, end, kind, file, size_bytes, mapped_bytes,
+    /// accesses, distinct_pages, spread_median, spread_max, share_at_or_above_threshold,
+    /// verdict, reason, ...}], program {spread_median, spread_max, verdict}, hints.
+    Advise(crate::advise::AdviseArgs),
     /// Inspect or convert traces: info, cat, import-champsim.
     Trace {
         #[command(subcommand)]
@@ -485,6 +495,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 &cmd,
             )
         }
+        Cmd::Advise(a) => crate::advise::run(&a),
         Cmd::Trace { cmd } => match cmd {
             TraceCmd::Info { file, regions } => trace_cmd::info(&file, regions),
             TraceCmd::Cat { file, limit } => trace_cmd::cat(&file, limit),

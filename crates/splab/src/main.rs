@@ -4,6 +4,7 @@
 //! Exit status: 0 success; 2 bad input (unknown name, malformed parameter, impossible config);
 //! 1 a run that failed (the workload faulted, memory ran out, an invariant broke).
 
+mod advise;
 mod cc;
 mod cli;
 mod plot;
