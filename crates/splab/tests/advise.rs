@@ -619,3 +619,107 @@ fn truncated_trace_exits_1_and_writes_nothing() {
     assert!(!json.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Seed 004's advice checked in the model (the acceptance): the hints `splab advise`
+/// writes for fixtures/hotcold.c, applied by smalloc's LD_PRELOAD mode to the unmodified binary
+/// and recorded again, give under `linux-madvise` most of the walk reduction that `linux`
+/// (THP always) gives the plain program, at a smaller footprint; without the hints
+/// `linux-madvise` gives none.
+#[test]
+fn advised_hints_give_most_of_thp_always_walk_reduction_at_a_smaller_footprint() {
+    let test = "advised_hints_give_most_of_thp_always_walk_reduction_at_a_smaller_footprint";
+    if !can_record(test) {
+        return;
+    }
+    let dir = workdir("advice");
+    let exe = dir.join("hotcold");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hotcold.c");
+    let out = Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert_success(&out, "cc");
+    let record = |spt: &Path, pre: &[String]| {
+        let out = splab()
+            .args(["record", "-q", "-o"])
+            .arg(spt)
+            .arg("--")
+            .args(pre)
+            .arg(&exe)
+            .output()
+            .unwrap();
+        assert_success(&out, ("record", pre));
+    };
+    let plain = dir.join("plain.spt");
+    record(&plain, &[]);
+    let hints = dir.join("hints.txt");
+    let (_, lines) = advise(&[
+        "-w",
+        &format!("trace:path={}", plain.display()),
+        "-m",
+        "skylake",
+        "--hints-out",
+        hints.to_str().unwrap(),
+    ]);
+    assert_eq!(superpage_lines(&lines).len(), 1, "{lines:?}");
+    // smalloc's preload library (built with cc into a cache of this test's own).
+    let out = splab()
+        .env("SPLAB_CACHE_DIR", dir.join("cache"))
+        .args(["cc", "--print-preload"])
+        .output()
+        .unwrap();
+    assert_success(&out, "cc --print-preload");
+    let so = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let advised = dir.join("advised.spt");
+    record(
+        &advised,
+        &[
+            "env".into(),
+            format!("LD_PRELOAD={so}"),
+            format!("SMALLOC_HINTS={}", hints.display()),
+        ],
+    );
+    let replay = |spt: &Path, policy: &str| -> Value {
+        let json = dir.join(format!(
+            "{}-{policy}.json",
+            spt.file_stem().unwrap().to_str().unwrap()
+        ));
+        let out = splab()
+            .args(["run", "-q", "-m", "skylake", "-p", policy, "-w"])
+            .arg(format!("trace:path={}", spt.display()))
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert_success(&out, (spt, policy));
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    };
+    let walks = |r: &Value| r["tlb"]["walks"].as_f64().unwrap();
+    let peak = |r: &Value| r["memory"]["footprint_peak_bytes"].as_u64().unwrap();
+    let base = replay(&plain, "linux-4k");
+    let always = replay(&plain, "linux");
+    let unadvised = replay(&plain, "linux-madvise");
+    let hinted = replay(&advised, "linux-madvise");
+    let full = walks(&base) - walks(&always);
+    assert!(full > 1e6, "THP always removes the hot buffer's walks: {full}");
+    // Without hints nothing is advised: no reduction at all.
+    assert_eq!(walks(&unadvised), walks(&base));
+    let share = (walks(&base) - walks(&hinted)) / full;
+    assert!(
+        share >= 0.9,
+        "the hinted run keeps {:.1}% of linux's walk reduction ({} -> {} walks, linux {})",
+        share * 100.0,
+        walks(&base),
+        walks(&hinted),
+        walks(&always)
+    );
+    assert!(
+        peak(&hinted) < peak(&always),
+        "footprint: hinted {} vs linux {}",
+        peak(&hinted),
+        peak(&always)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
