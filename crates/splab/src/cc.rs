@@ -2,9 +2,9 @@
 //! `llvm/`) and links it with the `smalloc` runtime (`runtime/smalloc/`).
 //!
 //! The pass's threshold comes from a splab machine: seed 004 section 4's
-//! `(entries / associativity + 1) x base page size`, from the base-page array of the machine's
-//! last data-TLB level by default (core2's 256-entry 4-way DTLB1: 65 pages), or its first
-//! (`--tlb first`). The sources of the pass and of smalloc are built into splab and compiled,
+//! `(entries / associativity + 1) x base page size` (`advise::Threshold`, the same as `splab
+//! advise` uses), from the base-page array of the machine's last data-TLB level by default
+//! (core2-64's 256-entry 4-way DTLB1: 65 pages), or its first (`--tlb-level l1`). The sources of the pass and of smalloc are built into splab and compiled,
 //! on first use, into a cache directory keyed by their hash, so `splab cc` works from any
 //! directory; nothing in splab's own build needs LLVM.
 
@@ -13,7 +13,9 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 use serde_json::Value;
-use splab_sim::{hw, SimError};
+use splab_sim::SimError;
+
+use crate::advise::Threshold;
 
 const PASS_SRC: &str = include_str!("../../../llvm/SuperpageAdvisor.cpp");
 const SMALLOC_C: &str = include_str!("../../../runtime/smalloc/smalloc.c");
@@ -21,82 +23,6 @@ const SMALLOC_H: &str = include_str!("../../../runtime/smalloc/smalloc.h");
 
 fn bad(msg: String) -> anyhow::Error {
     SimError::BadInput(msg).into()
-}
-
-/// Which TLB level the threshold is taken from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum TlbLevel {
-    /// The first data-TLB level (Core 2's 16-entry DTLB0).
-    First,
-    /// The last level (Core 2's 256-entry DTLB1, the TLB seed 004 5.1 names).
-    Last,
-}
-
-/// Seed 004 section 4's threshold for one TLB array.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Threshold {
-    pub machine: String,
-    pub level: String,
-    pub entries: u32,
-    pub ways: u32,
-    pub page_size: u64,
-}
-
-impl Threshold {
-    /// The base-page array of the chosen data-TLB level of `machine`.
-    pub fn from_machine(machine: &str, which: TlbLevel) -> Result<Threshold> {
-        let m = hw::Machine::from_spec(machine)?;
-        let mut levels = vec![&m.tlb.l1d];
-        levels.extend(m.tlb.lower.iter());
-        let with_base: Vec<_> = levels
-            .into_iter()
-            .filter_map(|l| {
-                l.arrays
-                    .iter()
-                    .find(|a| a.sizes.contains(&0))
-                    .map(|a| (l.name.clone(), a.entries, a.ways))
-            })
-            .collect();
-        let pick = match which {
-            TlbLevel::First => with_base.first(),
-            TlbLevel::Last => with_base.last(),
-        };
-        let Some((level, entries, ways)) = pick.cloned() else {
-            return Err(bad(format!(
-                "splab cc: machine '{machine}' has no TLB array for its base pages"
-            )));
-        };
-        Ok(Threshold {
-            machine: m.label.clone(),
-            level,
-            entries,
-            ways,
-            page_size: m.base_size(),
-        })
-    }
-
-    /// Seed 004 section 4: `entries / associativity + 1`, in base pages.
-    pub fn pages(&self) -> u64 {
-        (self.entries / self.ways) as u64 + 1
-    }
-
-    pub fn bytes(&self) -> u64 {
-        self.pages() * self.page_size
-    }
-
-    /// The derivation, for a user.
-    pub fn describe(&self) -> String {
-        format!(
-            "threshold {} pages = ({} / {} + 1) x {} B = {} B ({} {}, seed 004 section 4)",
-            self.pages(),
-            self.entries,
-            self.ways,
-            self.page_size,
-            self.bytes(),
-            self.machine,
-            self.level
-        )
-    }
 }
 
 /// A tool of LLVM 19: the environment variable `env` if set, else the first of `names` on PATH
@@ -344,7 +270,7 @@ pub fn compile(a: &CcArgs) -> Result<(PathBuf, Value)> {
     let mut opts = vec![
         format!("-superpage-tlb-entries={}", t.entries),
         format!("-superpage-tlb-ways={}", t.ways),
-        format!("-superpage-page-size={}", t.page_size),
+        format!("-superpage-page-size={}", t.base_page),
         format!("-superpage-decision={}", a.decision),
         format!("-superpage-granularity={}", a.granularity),
         format!("-superpage-report={}", report.display()),
@@ -389,7 +315,13 @@ pub fn compile(a: &CcArgs) -> Result<(PathBuf, Value)> {
 pub fn summary(v: &Value, t: &Threshold) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
-    let _ = writeln!(s, "{}", t.describe());
+    let _ = writeln!(
+        s,
+        "threshold {} ({} {}, seed 004 section 4)",
+        t.formula(),
+        t.machine,
+        t.level_name
+    );
     let _ = writeln!(
         s,
         "  {:<28} {:>6} {:>14}",
@@ -418,7 +350,7 @@ pub fn summary(v: &Value, t: &Threshold) -> String {
         } else {
             "<"
         },
-        t.pages(),
+        t.pages,
         v["decision"].as_str().unwrap_or("?"),
         v["rewritten"].as_u64().unwrap_or(0)
     );
@@ -430,24 +362,5 @@ fn fmt_num(v: &Value) -> String {
         Some(x) if x.fract() == 0.0 => format!("{x:.0}"),
         Some(x) => format!("{x:.1}"),
         None => "?".into(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn core2_threshold_is_seed_004s() {
-        // seed 004 5.1: 256 entries, 4-way, 4KB pages -> (256 / 4 + 1) x 4KB.
-        let t = Threshold::from_machine("core2-64", TlbLevel::Last).unwrap();
-        assert_eq!((t.entries, t.ways, t.page_size), (256, 4, 4096));
-        assert_eq!((t.pages(), t.bytes()), (65, 266_240));
-        assert_eq!(t.level, "DTLB1");
-        let t = Threshold::from_machine("core2-64", TlbLevel::First).unwrap();
-        assert_eq!((t.entries, t.ways, t.pages()), (16, 4, 5));
-        let t = Threshold::from_machine("skylake", TlbLevel::Last).unwrap();
-        assert_eq!((t.entries, t.ways, t.pages()), (1536, 12, 129));
-        assert!(Threshold::from_machine("nosuch", TlbLevel::Last).is_err());
     }
 }

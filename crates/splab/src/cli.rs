@@ -190,9 +190,9 @@ enum Cmd {
         /// The machine whose data TLB gives the threshold (seed 004 section 4).
         #[arg(short, long, default_value = "core2-64")]
         machine: String,
-        /// Which data-TLB level: the last (seed 004 5.1's 256-entry TLB on Core 2) or the first.
-        #[arg(long, value_enum, default_value = "last")]
-        tlb: crate::cc::TlbLevel,
+        /// Which data-TLB level: the last (seed 004 5.1's 256-entry TLB on Core 2) or l1.
+        #[arg(long, value_parser = ["l1", "last"], default_value = "last")]
+        tlb_level: String,
         /// auto: the heuristic decides (Figure 1); superpages / base: force one build.
         #[arg(long, value_parser = ["auto", "superpages", "base"], default_value = "auto")]
         superpages: String,
@@ -428,7 +428,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             source,
             output,
             machine,
-            tlb,
+            tlb_level,
             superpages,
             granularity,
             default_trip,
@@ -441,7 +441,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 let (_, so) = crate::cc::runtime()?;
                 println!("{}", so.display());
             } else {
-                let threshold = crate::cc::Threshold::from_machine(&machine, tlb)?;
+                let threshold = crate::advise::Threshold::of(&machine, &tlb_level)?;
                 let args = crate::cc::CcArgs {
                     source: source.expect("clap requires SOURCE without --print-preload"),
                     output,

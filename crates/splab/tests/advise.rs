@@ -703,7 +703,10 @@ fn advised_hints_give_most_of_thp_always_walk_reduction_at_a_smaller_footprint()
     let unadvised = replay(&plain, "linux-madvise");
     let hinted = replay(&advised, "linux-madvise");
     let full = walks(&base) - walks(&always);
-    assert!(full > 1e6, "THP always removes the hot buffer's walks: {full}");
+    assert!(
+        full > 1e6,
+        "THP always removes the hot buffer's walks: {full}"
+    );
     // Without hints nothing is advised: no reduction at all.
     assert_eq!(walks(&unadvised), walks(&base));
     let share = (walks(&base) - walks(&hinted)) / full;

@@ -78,7 +78,9 @@ fn build(d: &Path, source: &str, tag: &str, decision: &str, defines: &[&str]) ->
     assert_success(&out, (source, decision));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("threshold 65 pages = (256 / 4 + 1) x 4096 B = 266240 B (core2-64 DTLB1"),
+        stdout.contains(
+            "threshold 65 pages (260K) = (256 entries / 4 ways + 1) x 4K (core2-64 DTLB1"
+        ),
         "{stdout}"
     );
     let mut rep = exe.clone().into_os_string();
