@@ -17,15 +17,16 @@
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{anyhow, Context, Result};
+use crate::cli::Output;
+use anyhow::{anyhow, Result};
 use serde_json::{json, Value};
 use splab_sim::report::group;
 use splab_sim::units::fmt_size;
 use splab_sim::{hw, SimError};
-use splab_trace::{AccessKind, AtomicOutput, MmapFlags, TraceError, TraceEvent, TraceReader};
+use splab_trace::{AccessKind, MmapFlags, TraceError, TraceEvent, TraceReader};
 
 /// The default window is this many data accesses per threshold page (docs/advise.md, "The
 /// window"): 64 = the 64-byte lines of a 4KB page. A region visited at one access per line or
@@ -1384,44 +1385,6 @@ pub fn trace_path(workload: &str) -> Result<PathBuf> {
     Ok(PathBuf::from(path))
 }
 
-/// An output file opened before the analysis (so a bad path fails at once), written whole.
-enum Out {
-    Stdout,
-    File(std::fs::File, AtomicOutput),
-}
-
-impl Out {
-    fn open(flag: &str, path: Option<&str>, stdout_ok: bool) -> Result<Option<Out>> {
-        match path {
-            None => Ok(None),
-            Some("-") if stdout_ok => Ok(Some(Out::Stdout)),
-            Some(p) => {
-                let (f, g) = AtomicOutput::create(Path::new(p))
-                    .map_err(|e| bad(format!("{flag} {p}: {e}")))?;
-                Ok(Some(Out::File(f, g)))
-            }
-        }
-    }
-
-    fn write(self, text: &str) -> Result<()> {
-        match self {
-            Out::Stdout => {
-                print!("{text}");
-                Ok(())
-            }
-            Out::File(mut f, g) => {
-                let dest = g.dest().display().to_string();
-                f.write_all(text.as_bytes())
-                    .and_then(|()| f.flush())
-                    .with_context(|| format!("writing {dest}"))?;
-                drop(f);
-                g.commit()?;
-                Ok(())
-            }
-        }
-    }
-}
-
 /// `splab advise`.
 pub fn run(args: &AdviseArgs) -> Result<()> {
     let path = trace_path(&args.workload)?;
@@ -1449,8 +1412,8 @@ pub fn run(args: &AdviseArgs) -> Result<()> {
             "--json - and --hints-out -: only one of them can go to standard output".into(),
         ));
     }
-    let json = Out::open("--json", args.json.as_deref(), true)?;
-    let hints = Out::open("--hints-out", args.hints_out.as_deref(), true)?;
+    let json = Output::open("--json", args.json.as_deref())?;
+    let hints = Output::open("--hints-out", args.hints_out.as_deref())?;
     let expected = splab_trace::read_header_and_trailer(&path)
         .ok()
         .map(|(_, t)| t.accesses);

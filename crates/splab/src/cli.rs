@@ -685,13 +685,13 @@ fn run_one(spec: &RunSpec, frag: Frag, quiet: bool) -> Result<Report> {
 /// An output file named by a flag (`--json`, `--csv`): "-" is standard output; a file is
 /// created (under a temporary name) before the run starts, so that a path that cannot be
 /// written is reported at once, and it appears only whole (splab_trace::AtomicOutput).
-enum Output {
+pub(crate) enum Output {
     Stdout,
     File(std::fs::File, AtomicOutput),
 }
 
 impl Output {
-    fn open(flag: &str, path: Option<&str>) -> Result<Option<Output>> {
+    pub(crate) fn open(flag: &str, path: Option<&str>) -> Result<Option<Output>> {
         match path {
             None => Ok(None),
             Some("-") => Ok(Some(Output::Stdout)),
@@ -703,7 +703,7 @@ impl Output {
         }
     }
 
-    fn write(self, text: &str) -> Result<()> {
+    pub(crate) fn write(self, text: &str) -> Result<()> {
         match self {
             Output::Stdout => {
                 print!("{text}");

@@ -14,7 +14,7 @@ use serde_json::Value;
 use splab_trace::{AccessKind, MmapFlags, Pid, Prot, TraceEvent, TraceHeader, TraceWriter, Vaddr};
 
 mod common;
-use common::{assert_error_line, assert_success, splab};
+use common::{assert_error_line, assert_success, can_record, splab};
 
 const PAGE: u64 = 4096;
 /// A glibc-malloc'd 64MB block's mapping: round_up(round_up(64M + 8, 16) + 8, 4096).
@@ -294,27 +294,6 @@ fn spread_is_the_distinct_pages_of_each_window() {
     assert_eq!(r["share_at_or_above_threshold"], 0.0);
     assert_eq!(r["verdict"], "base pages");
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-/// `cc` and Valgrind with splab's tool are there; otherwise prints why the test is skipped.
-fn can_record(test: &str) -> bool {
-    let ok = |c: &str| {
-        Command::new(c)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    let why = if !ok("cc") {
-        "no C compiler (cc)"
-    } else if !ok("valgrind") {
-        "Valgrind is not installed (apt-get install valgrind)"
-    } else if !splab_trace::tool_available() {
-        "splab's Valgrind tool was not built (Valgrind's headers were missing at build time)"
-    } else {
-        return true;
-    };
-    eprintln!("NOTICE: {test} skipped: {why}");
-    false
 }
 
 /// fixtures/hotcold.c, recorded: the randomly updated 64MB buffer deserves superpages, the

@@ -22,7 +22,7 @@ use splab_trace::{
 };
 
 mod common;
-use common::{assert_error_line, splab};
+use common::{assert_error_line, can_record, splab};
 
 /// A fresh folder for this test's files.
 fn workdir(name: &str) -> PathBuf {
@@ -511,27 +511,6 @@ fn champsim_import_then_replay() {
 
 // ---------------------------------------------------------------------------------------------
 // real programs
-
-/// `cc` and Valgrind with splab's tool are there; otherwise prints why the test is skipped.
-fn can_record(test: &str) -> bool {
-    let ok = |c: &str| {
-        Command::new(c)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    let why = if !ok("cc") {
-        "no C compiler (cc)"
-    } else if !ok("valgrind") {
-        "Valgrind is not installed (apt-get install valgrind)"
-    } else if !splab_trace::tool_available() {
-        "splab's Valgrind tool was not built (Valgrind's headers were missing at build time)"
-    } else {
-        return true;
-    };
-    eprintln!("NOTICE: {test} skipped: {why}");
-    false
-}
 
 /// Compiles `src` into `dir/name`, records `name args...` into `dir/name.spt`.
 fn build_and_record(dir: &Path, name: &str, src: &str, args: &[&str]) -> PathBuf {

@@ -35,3 +35,25 @@ pub fn assert_error_line(
     }
     assert!(!err.contains("panicked"), "{what:?}: {err}");
 }
+
+#[allow(dead_code)]
+/// `cc` and Valgrind with splab's tool are there; otherwise prints why the test is skipped.
+pub fn can_record(test: &str) -> bool {
+    let ok = |c: &str| {
+        std::process::Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let why = if !ok("cc") {
+        "no C compiler (cc)"
+    } else if !ok("valgrind") {
+        "Valgrind is not installed (apt-get install valgrind)"
+    } else if !splab_trace::tool_available() {
+        "splab's Valgrind tool was not built (Valgrind's headers were missing at build time)"
+    } else {
+        return true;
+    };
+    eprintln!("NOTICE: {test} skipped: {why}");
+    false
+}
