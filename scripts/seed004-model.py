@@ -2,6 +2,9 @@
 """Seed 004 Figure 2 in the model: TLB misses of transpose built with base pages and with
 superpages, against the matrix size, on core2-64 under linux-madvise (docs/seed004.md).
 
+Then the same for stride (seed 004 Figure 5's average reduction) and the gzip-like window over
+growing inputs (Figure 4), and a Figure 5 table: each program's TLB-miss reduction.
+
 For each N, `splab cc` builds examples/seed004/transpose.c twice (-DN=N; --superpages base and
 superpages: the same pass, forced, so only the allocator differs), `splab record` records each
 run, and `splab run -m core2-64 -p linux-madvise` replays it. Prints a table (DTLB0 and DTLB1
@@ -60,14 +63,14 @@ def main():
             sh([splab, "run", "-q", "-m", args.machine, "-p", args.policy, "-w", f"trace:path={trace}", "--json", js])
             r = json.load(open(js, encoding="utf-8"))
             lv = r["tlb"]["levels"]
-            row[build] = (lv[0]["misses"], lv[1]["misses"], r["tlb"]["walks"], r["pages"] if "pages" in r else None)
+            row[build] = (lv[0]["misses"], lv[1]["misses"], r["tlb"]["walks"], None, r["time"]["seconds"])
             reports[build].append(js)
         rows.append(row)
-    print(f"| N | matrix (KB) | pass (auto) spread pages: decision | DTLB0 misses base | superpages | DTLB1 misses base | superpages |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"| N | matrix (KB) | pass (auto) spread pages: decision | DTLB0 misses base | superpages | DTLB1 misses base | superpages | est. time base s | superpages s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         b, s = r["base"], r["superpages"]
-        print(f"| {r['n']} | {r['kb']:.1f} | {r['spread']:.1f}: {r['decision']} | {b[0]:,} | {s[0]:,} | {b[1]:,} | {s[1]:,} |")
+        print(f"| {r['n']} | {r['kb']:.1f} | {r['spread']:.1f}: {r['decision']} | {b[0]:,} | {s[0]:,} | {b[1]:,} | {s[1]:,} | {b[4]:.4f} | {s[4]:.4f} |")
     figs = args.figures or args.out
     os.makedirs(figs, exist_ok=True)
     xs = ",".join(str(n) for n in sizes)
@@ -79,6 +82,37 @@ def main():
              f"transpose on {args.machine} under {args.policy}: {name.upper()} misses (seed 004 Figure 2)",
              "-o", os.path.join(figs, f"seed004-figure2-{name}.svg")]
         )
+    # Figure 4 (gzip over input sizes) and Figure 5 (reduction per program).
+    others = [("window", "window.c", [], [str(mb)], f"window {mb}MB") for mb in (1, 2, 4, 8)]
+    others.append(("stride", "stride.c", ["-DSIZE_MB=64", "-DREPS=1"], [], "stride 64MB"))
+    fig5 = [("transpose 300x300", rows[-1]["base"], rows[-1]["superpages"])] if rows and rows[-1]["n"] == 300 else []
+    print()
+    print("| program | pass (auto) | DTLB0 misses base | superpages | reduction | DTLB1 misses base | superpages | reduction | est. time base s | superpages s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for tag, src2, defines, run_args, label in others:
+        print(f"[{label}]", file=sys.stderr, flush=True)
+        res = {}
+        for build in ("auto", "base", "superpages"):
+            exe = os.path.join(args.out, f"{tag}-{'-'.join(run_args) or 'd'}-{build}")
+            rep = f"{exe}.superpages.json"
+            sh([splab, "cc", "-q", "-m", args.machine, "--superpages", build, f"examples/seed004/{src2}",
+                "-o", exe, "--report", rep, "--", *defines])
+            if build == "auto":
+                res["auto"] = json.load(open(rep, encoding="utf-8"))["decision"]
+                continue
+            trace = f"{exe}.spt"
+            sh([splab, "record", "-q", "-o", trace, "--", exe, *run_args])
+            js = f"{exe}.{args.machine}.json"
+            sh([splab, "run", "-q", "-m", args.machine, "-p", args.policy, "-w", f"trace:path={trace}", "--json", js])
+            r = json.load(open(js, encoding="utf-8"))
+            lv = r["tlb"]["levels"]
+            res[build] = (lv[0]["misses"], lv[1]["misses"], r["tlb"]["walks"], r["time"]["seconds"])
+        b, sp = res["base"], res["superpages"]
+        red = lambda x, y: f"{100 * (x - y) / x:.1f}%" if x else "-"
+        print(f"| {label} | {res['auto']} | {b[0]:,} | {sp[0]:,} | {red(b[0], sp[0])} | {b[1]:,} | {sp[1]:,} | {red(b[1], sp[1])} | {b[3]:.4f} | {sp[3]:.4f} |")
+    for label, b, sp in fig5:
+        red = lambda x, y: f"{100 * (x - y) / x:.1f}%" if x else "-"
+        print(f"| {label} | superpages | {b[0]:,} | {sp[0]:,} | {red(b[0], sp[0])} | {b[1]:,} | {sp[1]:,} | {red(b[1], sp[1])} | {b[4]:.4f} | {sp[4]:.4f} |")
     print(f"figures: {figs}/seed004-figure2-dtlb0.svg, {figs}/seed004-figure2-dtlb1.svg", file=sys.stderr)
 
 
