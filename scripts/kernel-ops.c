@@ -23,7 +23,18 @@
  *                     pmap_lev3pte for each page, then read-modify-write of the entry);
  *   op_pte_fill       the entries of a new page-table page filled in a loop, as x86 kernels
  *                     split a large mapping (Linux __split_huge_pmd_locked: one made-up entry
- *                     stored per base page); per entry = the call's count / 512.
+ *                     stored per base page); per entry = the call's count / 512;
+ *   op_migrate_scan   Linux 4.3 mm/compaction.c isolate_migratepages_block over one 2MB
+ *                     pageblock of 64-byte struct pages: per pfn visited, the abort check every
+ *                     SWAP_CLUSTER_MAX pfns, PageBuddy (a free chunk is passed over by its
+ *                     order, one visit), PageLRU, PageCompound, the page_count / mapcount test;
+ *                     isolation itself (lru lock, __isolate_lru_page) is not in the loop;
+ *                     per visit = the call's count / the visits it returns;
+ *   op_free_scan      isolate_freepages_block over one pageblock: per pfn visited, the abort
+ *                     check and PageBuddy; a free chunk is taken whole (split_free_page's
+ *                     per-page list_add not counted) and passed over. Both scans are timed
+ *                     twice: warm (64 pageblocks over and over) and cold (4096 pageblocks of
+ *                     struct pages, 128MB, each once; not under callgrind).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -197,6 +208,61 @@ NOINLINE void op_pte_fill(pt_entry_t *table, uint64_t pfn, uint64_t prot) {
 		table[i] = ((pfn + i) << 12) | prot | PG_V;
 }
 
+/* ---- Linux struct page (64 bytes) and the compaction scanners ---- */
+#define PG_LRU (1UL << 5)
+#define PG_HEAD (1UL << 15)
+#define PAGE_BUDDY_MAPCOUNT (-128)
+struct page {
+	unsigned long flags;
+	void *mapping;
+	unsigned long index;
+	int mapcount;
+	int count;
+	struct page *lru_next, *lru_prev;
+	unsigned long private; /* the buddy order of a free chunk's head */
+	unsigned long pad;
+};
+static volatile int abort_flag;
+static inline int page_buddy(const struct page *p) { return p->mapcount == PAGE_BUDDY_MAPCOUNT; }
+
+/* isolate_migratepages_block's scan of [pfn, end): returns the pfns visited; the pages it would
+ * isolate go to `out`. */
+NOINLINE long op_migrate_scan(struct page *map, unsigned long pfn, unsigned long end,
+			      struct page **out, int *nout) {
+	long visits = 0;
+	for (; pfn < end; pfn++) {
+		if (!(pfn % 32) && abort_flag) break; /* compact_unlock_should_abort */
+		visits++;
+		struct page *page = &map[pfn];
+		if (page_buddy(page)) {
+			unsigned long order = page->private;
+			if (order > 0 && order < 11) pfn += (1UL << order) - 1;
+			continue;
+		}
+		if (!(page->flags & PG_LRU)) continue;
+		if (page->flags & PG_HEAD) { pfn += (1UL << page->private) - 1; continue; }
+		if (!page->mapping && page->count > page->mapcount + 1) continue;
+		out[(*nout)++ & 31] = page;
+	}
+	return visits;
+}
+
+/* isolate_freepages_block's scan of [pfn, end): returns the pfns visited. */
+NOINLINE long op_free_scan(struct page *map, unsigned long pfn, unsigned long end,
+			   struct page **out, int *nout) {
+	long visits = 0;
+	for (; pfn < end; pfn++) {
+		if (!(pfn % 32) && abort_flag) break;
+		visits++;
+		struct page *page = &map[pfn];
+		if (!page_buddy(page)) continue;
+		unsigned long n = 1UL << page->private;
+		out[(*nout)++ & 31] = page;
+		pfn += n - 1;
+	}
+	return visits;
+}
+
 static double tsc_per(uint64_t t0, uint64_t t1, long n) { return (double)(t1 - t0) / n; }
 
 int main(int argc, char **argv) {
@@ -282,5 +348,67 @@ int main(int argc, char **argv) {
 	t1 = __rdtsc();
 	sink += table[7];
 	printf("PTE fill: %.2f TSC cycles per entry\n", tsc_per(t0, t1, iters / 512 * 512));
+
+	/* 64 fragmented pageblocks as --frag leaves them: 496 free pages (chunks of 256, 128, 64,
+	 * 32, 16) and 16 resident LRU pages at the end of each 2MB. */
+	long nblocks = 64;
+	struct page *map = aligned_alloc(64, nblocks * 512 * sizeof *map);
+	memset(map, 0, nblocks * 512 * sizeof *map);
+	for (long b = 0; b < nblocks; b++) {
+		unsigned long off = 0;
+		for (int o = 8; o >= 4; o--) {
+			map[b * 512 + off].mapcount = PAGE_BUDDY_MAPCOUNT;
+			map[b * 512 + off].private = o;
+			off += 1UL << o;
+		}
+		for (; off < 512; off++) {
+			map[b * 512 + off].flags = PG_LRU;
+			map[b * 512 + off].mapping = &map[0];
+			map[b * 512 + off].count = 1;
+		}
+	}
+	struct page *iso[32];
+	int niso = 0;
+	long visits = 0;
+	t0 = __rdtsc();
+	for (long k = 0; k < iters / 512; k++) {
+		long b = k % nblocks;
+		visits += op_migrate_scan(map, b * 512, b * 512 + 512, iso, &niso);
+	}
+	t1 = __rdtsc();
+	printf("migrate scan: %.2f TSC cycles per pfn visited (%ld visits)\n", tsc_per(t0, t1, visits), visits);
+	visits = 0;
+	t0 = __rdtsc();
+	for (long k = 0; k < iters / 512; k++) {
+		long b = k % nblocks;
+		visits += op_free_scan(map, b * 512, b * 512 + 512, iso, &niso);
+	}
+	t1 = __rdtsc();
+	sink += niso;
+	printf("free scan: %.2f TSC cycles per pfn visited (%ld visits)\n", tsc_per(t0, t1, visits), visits);
+
+	/* The same scans with cold struct pages: 4096 such pageblocks (128MB of struct pages,
+	 * larger than the host's last-level cache), each scanned once, in order. Host TSC only. */
+	if (argc == 1) {
+		long nb = 4096;
+		struct page *big = aligned_alloc(64, nb * 512 * sizeof *big);
+		memset(big, 0, nb * 512 * sizeof *big);
+		for (long b = 0; b < nb; b++) memcpy(&big[b * 512], &map[(b % nblocks) * 512], 512 * sizeof *big);
+		char *evict = malloc(256UL << 20);
+		memset(evict, 1, 256UL << 20);
+		sink += evict[4096];
+		visits = 0;
+		t0 = __rdtsc();
+		for (long b = 0; b < nb; b++) visits += op_migrate_scan(big, b * 512, b * 512 + 512, iso, &niso);
+		t1 = __rdtsc();
+		printf("migrate scan, cold struct pages: %.2f TSC cycles per pfn visited (%ld visits)\n", tsc_per(t0, t1, visits), visits);
+		memset(evict, 2, 256UL << 20);
+		sink += evict[8192];
+		visits = 0;
+		t0 = __rdtsc();
+		for (long b = nb - 1; b >= 0; b--) visits += op_free_scan(big, b * 512, b * 512 + 512, iso, &niso);
+		t1 = __rdtsc();
+		printf("free scan, cold struct pages: %.2f TSC cycles per pfn visited (%ld visits)\n", tsc_per(t0, t1, visits), visits);
+	}
 	return (int)(sink & 0);
 }

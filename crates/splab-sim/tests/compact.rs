@@ -7,6 +7,7 @@ mod common;
 use common::{anon, engine};
 use splab_sim::engine::Engine;
 use splab_sim::units::{AccessKind, Pfn, Pid};
+use splab_sim::vm::compact::{CompactStats, FREE_SCAN_VISIT_CYCLES, MIGRATE_SCAN_VISIT_CYCLES};
 use splab_sim::vm::Advice;
 
 const M: &str = "skylake:mem=1G";
@@ -97,6 +98,12 @@ fn migration_cycles(e: &Engine, n: u64) -> u64 {
     n * (c.copy_page_cycles + c.pte_write_cycles + c.tlb_invalidate_cycles)
 }
 
+/// The cycles of the scanners' visits (vm/compact.rs, measured per pfn visited).
+fn scan_cycles(c: &CompactStats) -> u64 {
+    c.compact_migrate_visits * MIGRATE_SCAN_VISIT_CYCLES
+        + c.compact_free_visits * FREE_SCAN_VISIT_CYCLES
+}
+
 /// `defrag=always` (the `linux` preset): the THP fault compacts asynchronously. The migrate
 /// scanner gives up the first pageblock at its first unmovable frame, isolates the `K` pages of
 /// the second, and the free scanner takes free frames from the top pageblock of free memory
@@ -118,6 +125,13 @@ fn defrag_always_compacts_at_the_fault_and_maps_the_thp() {
     assert_eq!(c.compact_migrate_scanned, 1 + PB);
     let wired = (1 << 30) / PAGE - FREE / PAGE;
     assert_eq!(c.compact_free_scanned, wired + 2 * K);
+    // Visits: the first pageblock's first frame; the second's K pages and the free chunks
+    // above them, one visit each (orders 2..8 for K = 4, as the buddy allocator coalesced
+    // them). The free scanner visits every wired frame (no migratetypes), then the top
+    // pageblock's K pages and takes the free chunk of K after them.
+    assert_eq!(K, 4);
+    assert_eq!(c.compact_migrate_visits, 1 + K + 7);
+    assert_eq!(c.compact_free_visits, wired + K + 1);
     assert_eq!(e.os.thp.stats.fault_alloc, 1);
     assert_eq!(pfn_of(&e, pid, b), Some(Pfn(PB)));
     // The migrated pages moved to the top pageblock, still mapped where they were.
@@ -132,7 +146,7 @@ fn defrag_always_compacts_at_the_fault_and_maps_the_thp() {
     assert_eq!(moved, (7 * PB..7 * PB + 2 * K).collect::<Vec<_>>());
     // The fault paid the migrations: its latency holds them beside the zeroing.
     let m = &e.os.machine.cost;
-    assert_eq!(c.direct_cycles, migration_cycles(&e, K));
+    assert_eq!(c.direct_cycles, migration_cycles(&e, K) + scan_cycles(&c));
     let fault = m.fault_cycles + c.direct_cycles + PB * m.zero_page_cycles + m.pte_write_cycles;
     assert_eq!(e.os.stats.cycles_fault - fault_cycles, fault);
     // The latency histogram is in cycles (vm/latency.rs).
@@ -198,11 +212,10 @@ fn defer_wakes_kcompactd_and_falls_back_at_once() {
     assert_eq!((c.compact_stall, c.compact_daemon_wake), (0, 1));
     assert_eq!(c.pgmigrate_success, first + K);
     assert_eq!(c.compact_daemon_migrate_scanned, c.compact_migrate_scanned);
-    assert_eq!(
-        e.background_cycles - background,
-        migration_cycles(&e, first + K)
-    );
-    assert_eq!(c.daemon_cycles, migration_cycles(&e, first + K));
+    assert!(c.compact_migrate_visits > 0 && c.compact_free_visits > 0);
+    let daemon = migration_cycles(&e, first + K) + scan_cycles(&c);
+    assert_eq!(e.background_cycles - background, daemon);
+    assert_eq!(c.daemon_cycles, daemon);
     thp_fault(&mut e, pid);
     assert_eq!(e.os.thp.stats.fault_alloc, 1);
     assert_eq!(e.os.compact.stats.compact_stall, 0);

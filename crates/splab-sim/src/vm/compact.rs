@@ -19,9 +19,13 @@
 //! pages a superpage maps (THP migration is not modelled).
 //!
 //! Costs (hw/machine.rs `CostConfig`): `copy_page_cycles` per page, `pte_write_cycles` +
-//! `tlb_invalidate_cycles` per mapping rewritten; scanning is free (no source for its cost).
+//! `tlb_invalidate_cycles` per mapping rewritten; and each pfn the scanners visit (a free chunk
+//! passed over by its order is one visit, as in Linux's loops): `MIGRATE_SCAN_VISIT_CYCLES` and
+//! `FREE_SCAN_VISIT_CYCLES`, measured (docs/constants.md section 7).
 //!
-//! Not modelled: migratetypes and skip bits (every pageblock is scanned), the fast searches
+//! Not modelled: migratetypes and skip bits (every pageblock is scanned; so the free scanner
+//! revisits, and is charged for, blocks it emptied before, where Linux's skip bits would pass
+//! them over), the cache misses on cold struct pages (README "Linux THP"), the fast searches
 //! (`fast_find_migrateblock`, `fast_isolate_freepages`), per-CPU lists, lock contention,
 //! direct reclaim, several zones. Under `dirty=hash` a migrated page's digest stays with the
 //! old frame: its next write-out is not skipped (conservative).
@@ -40,6 +44,18 @@ pub const COMPACT_CLUSTER_MAX: usize = 32;
 pub const COMPACT_MAX_DEFER_SHIFT: u32 = 6;
 /// `HPAGE_FRAG_CHECK_INTERVAL_MSEC`: kcompactd's proactive check interval.
 pub const FRAG_CHECK_INTERVAL_MS: u64 = 500;
+/// Cycles per pfn the migrate scanner visits: Linux 4.3 mm/compaction.c
+/// `isolate_migratepages_block`'s loop body (the abort check every `SWAP_CLUSTER_MAX` pfns,
+/// `PageBuddy` with the skip of a free chunk by its order, `PageLRU`, `PageCompound`, the
+/// `page_count` / `page_mapcount` test) over 64-byte struct pages: 24.1 x86-64 instructions a
+/// visit (scripts/kernel-ops.c `op_migrate_scan`, callgrind, on the pageblocks `--frag` leaves),
+/// at docs/constants.md 7's one instruction a cycle. Isolation itself (the lru lock,
+/// `__isolate_lru_page`) is not in it.
+pub const MIGRATE_SCAN_VISIT_CYCLES: u64 = 24;
+/// Cycles per pfn the free scanner visits: `isolate_freepages_block`'s loop body (the abort
+/// check and `PageBuddy`; a free chunk is taken and passed over): 14.6 instructions a visit
+/// (`op_free_scan`, as above).
+pub const FREE_SCAN_VISIT_CYCLES: u64 = 15;
 /// `PAGE_ALLOC_COSTLY_ORDER` (include/linux/mmzone.h).
 const COSTLY_ORDER: u8 = 3;
 /// `sysctl_extfrag_threshold` (mm/compaction.c).
@@ -59,6 +75,10 @@ pub struct CompactStats {
     pub compact_migrate_scanned: u64,
     pub compact_free_scanned: u64,
     pub compact_isolated: u64,
+    /// Pfns the two scanners visited (a free chunk passed over by its order, or a superpage,
+    /// is one visit), each charged `MIGRATE_SCAN_VISIT_CYCLES` / `FREE_SCAN_VISIT_CYCLES`.
+    pub compact_migrate_visits: u64,
+    pub compact_free_visits: u64,
     pub pgmigrate_success: u64,
     /// kcompactd's on-demand runs and its share of the scanned pages.
     pub compact_daemon_wake: u64,
@@ -149,6 +169,8 @@ struct Cc {
     finish_pageblock: bool,
     migrate_scanned: u64,
     free_scanned: u64,
+    migrate_visits: u64,
+    free_visits: u64,
     cycles: u64,
 }
 
@@ -480,6 +502,8 @@ impl Os {
             finish_pageblock: false,
             migrate_scanned: 0,
             free_scanned: 0,
+            migrate_visits: 0,
+            free_visits: 0,
             cycles: 0,
         };
         if !proactive {
@@ -535,7 +559,13 @@ impl Os {
         for p in std::mem::take(&mut cc.freepages) {
             self.free_extent(p, Order(0));
         }
+        // The scanners' own work (Linux 4.3 `isolate_migratepages_block`,
+        // `isolate_freepages_block`): per pfn visited.
+        cc.cycles += cc.migrate_visits * MIGRATE_SCAN_VISIT_CYCLES
+            + cc.free_visits * FREE_SCAN_VISIT_CYCLES;
         let st = &mut self.compact.stats;
+        st.compact_migrate_visits += cc.migrate_visits;
+        st.compact_free_visits += cc.free_visits;
         st.compact_migrate_scanned += cc.migrate_scanned;
         st.compact_free_scanned += cc.free_scanned;
         if !cc.direct {
@@ -615,6 +645,7 @@ impl Os {
                 next_skip = blk_end(f, ord);
             }
             scanned += 1;
+            cc.migrate_visits += 1;
             let failed = match self.classify(rmap, Pfn(f)) {
                 Frame::Free(block_end) => {
                     let to = block_end.min(end);
@@ -716,11 +747,16 @@ impl Os {
                 .buddy
                 .free_block_of(Pfn(block))
                 .is_some_and(|(h, o)| h.0 == block && o.0 >= pb);
+            if !target {
+                // `suitable_migration_target` looked at the block's first page.
+                cc.free_visits += 1;
+            }
             if target {
                 let mut f = start;
                 let mut stopped = false;
                 while f < end {
                     cc.free_scanned += 1;
+                    cc.free_visits += 1;
                     match self.phys.buddy.free_block_of(Pfn(f)) {
                         Some((h, o)) if h.0 == f => {
                             let n = 1u64 << o.0;

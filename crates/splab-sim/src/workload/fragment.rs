@@ -7,6 +7,16 @@
 //! daemons running, so that the fragmenter's memory is inactive (the scripts sleep 60 s), and
 //! the workload runs, measured from its start (`Engine::start_measuring`).
 //!
+//! Only the tool's last program is modelled. System-configs/linux/linux-frag.sh first runs
+//! Frag/frag_compact.c (touch 30GB, pin 512 blocks with 4KB each, one THP fault in each of 1,536
+//! regions under memory pressure, exit) and Frag/frag_background.c (fragment every free block,
+//! then Frag/touch.c's 4,000 THP faults against full fragmentation and a 15 s sleep, exit).
+//! Both exit before fragment_level.c starts, and fragment_level.c's loop stops at the target:
+//! nothing of the tool runs during the workload. What the earlier two leave is kernel state
+//! (Linux 4.3: pageblock migratetypes, skip bits, cached scanner positions, deferral); the model
+//! has no migratetypes nor skip bits, and its deferral would be reset by their successful
+//! compactions (README "Linux THP").
+//!
 //! The block is 2MB (seed 003 is about x86-64), or the machine's smallest superpage above 2MB
 //! (else its largest); 64KB of it stays resident, 16 pages of 4KB.
 
