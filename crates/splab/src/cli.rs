@@ -274,7 +274,7 @@ enum Cmd {
     /// Measure this machine (x86-64 Linux) with microbenchmarks and write a machine file:
     /// clock, caches, TLBs, whether it is a guest and its host page size, memory-level
     /// parallelism, concurrent walks, fault, zeroing and copy costs, each value with the
-    /// benchmark and the spread it came from (docs/calibrate.md). About 3 minutes; --quick about 1.
+    /// benchmark and the spread it came from (docs/calibrate.md). Under 2 minutes on a 2-core guest; --quick about 30 s.
     ///
     /// Example: splab calibrate -o host.toml; then splab run -m file:host.toml -w gups.
     Calibrate(crate::calibrate::CalibrateArgs),

@@ -222,7 +222,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     } else {
         Plan {
             quick: false,
-            reps: 15,
+            reps: 21,
             ms: 3.0,
             dram_footprint: 1 << 30,
             pages_4k: 262_144,
@@ -426,8 +426,9 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             src,
         ));
     }
-    let dram = at(plan.dram_footprint);
-    let dram_cycles = cyc(dram.low()).round() as u64;
+    // A first DRAM latency: the largest footprint's (the plateau is found below).
+    let dram_cycles = cyc(at(plan.dram_footprint).low()).round() as u64;
+    let mut llc_eff = plan.dram_footprint / 8;
     // The last level's capacity that is ours: the largest footprint, from its latency's
     // footprint on, still closer to its latency than to DRAM's. A shared LLC (other tenants,
     // cache allocation technology in a cloud guest) can be far smaller than cpuid's.
@@ -445,6 +446,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             .map(|(f, _)| *f)
             .last()
             .unwrap_or(from);
+        llc_eff = eff;
         if eff * 2 <= cpuid_size {
             let lines = (eff / (c.ways as usize * 64)).max(1);
             let sets = if lines.is_power_of_two() {
@@ -471,15 +473,33 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             );
         }
     }
+    // DRAM: the plateau from 4x to 32x the LLC's capacity (further on, the latency grows with
+    // the translations: the model adds its own walks).
+    let plateau: Vec<&(usize, Stat)> = curve
+        .iter()
+        .filter(|(f, _)| *f >= 4 * llc_eff && *f <= 32 * llc_eff)
+        .collect();
+    let plateau = if plateau.is_empty() {
+        vec![curve.last().unwrap()]
+    } else {
+        plateau
+    };
+    let mut pl: Vec<(f64, &Stat)> = plateau.iter().map(|(_, s)| (s.low(), s)).collect();
+    pl.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (dram_ns, dram_stat) = pl[pl.len() / 2];
+    let dram_cycles = cyc(dram_ns).round() as u64;
     let caches_src = format!(
-        "calibrate: DRAM latency, chase over {} (one line of each 128 B pair, random order, THP memory: \
-         AnonHugePages {} of {}), {:.1} ns = {} cycles, {}. The latency curve (cycles per hop by footprint): {curve_text}",
-        mib(plan.dram_footprint),
+        "calibrate: DRAM latency, the median of the chases' p10 over footprints {} to {} (4x to 32x the LLC's \
+         capacity; one line of each 128 B pair, random order, THP memory: AnonHugePages {} of {}): {:.1} ns = {} cycles \
+         (that point's {}). The latency curve (cycles per hop by footprint; beyond the plateau it grows with the \
+         translations, which the model adds itself): {curve_text}",
+        mib(plateau[0].0),
+        mib(plateau.last().unwrap().0),
         mib(big_thp as usize),
         mib(big.len),
-        dram.low(),
+        dram_ns,
         dram_cycles,
-        dram.how()
+        dram_stat.how()
     );
 
     // 4. TLB sweep: one line per 4KB page over growing page counts, against packed controls.
@@ -663,7 +683,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     // 7. Memory-level parallelism: K interleaved chases over the DRAM footprint.
     pr.start("memory-level parallelism");
     let mut mlp_rows: Vec<(usize, Stat)> = Vec::new();
-    let mreps = if plan.quick { 5 } else { 9 };
+    let mreps = if plan.quick { 5 } else { 15 };
     for &k in KS.iter() {
         let mut starts = bench::link(&big, &dram_nodes, k);
         mlp_rows.push((k, bench::time_chase_many(&mut starts, mreps, plan.ms)));
@@ -1002,7 +1022,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
              less its packed control (the same number of lines 128 B apart, THP memory), p10 of {treps} interleaved runs, \
              largest spread {tlb_spread:.1}%. 4KB: {l1_entries} entries, the last page count before the extra cycles rise \
              (extra cycles by pages: {sweep_text}). {l1_2m_src}. 1GB: assumed (not measurable here), skylake's 4. \
-             Ways: assumed (not measurable here; {tlb_leaf_text}). An L1 hit costs no extra cycles."
+             Ways (the first of 4, 8, 2 dividing the entries): assumed (not measurable here; {tlb_leaf_text}). An L1 hit costs no extra cycles."
         ))
     );
     let _ = writeln!(w, "hit_cycles = 0\narrays = [");
@@ -1028,9 +1048,11 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         q(&format!(
             "calibrate: TLB sweep (as tlb.l1d), p10 of {treps} runs, largest spread {tlb_spread:.1}%: {stlb_entries} entries \
              for 4KB and 2MB, the last page count before the extra cycles rise halfway to the walk level \
-             just past it (+{walk_level:.1} cycles; +{walk_over:.1} at {tlb_max} pages); hit +{stlb_hit:.1} cycles, the extra cycles at {} pages. \
-             Ways ({stlb_ways}) and the 1GB array: assumed (not measurable here; {tlb_leaf_text}), skylake's 16 x 4-way.",
-            points[stlb_probe]
+             just past it (+{walk_level:.1} cycles; +{walk_over:.1} at {tlb_max} pages); hit +{stlb_hit:.1} cycles, the median extra cycles from {} to {} pages \
+             (2x to 8x the L1 reach). Ways ({stlb_ways}: the first of 16, 12, 8, 4 dividing the entries) and the 1GB \
+             array (skylake's 16 x 4-way): assumed (not measurable here; {tlb_leaf_text}).",
+            2 * l1_reach,
+            8 * l1_reach
         ))
     );
     let _ = writeln!(w, "hit_cycles = {stlb_cycles}\narrays = [");
@@ -1101,7 +1123,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         "source = {}",
         q(&format!(
             "mshrs: calibrate: memory-level parallelism, K interleaved dependent chases over {} (THP memory), \
-             the time per hop stops dropping (the next K gains less than half its ideal) at K={mlp_k} ({mlp_best:.1}x K=1's speed), p10 of {mreps} runs per K, largest spread \
+             the time per hop stops dropping (the smallest K within 10% of the best speedup) at K={mlp_k} ({mlp_best:.1}x K=1's speed), p10 of {mreps} runs per K, largest spread \
              {mlp_spread:.1}%; speedup by K: {mlp_text}. walkers: calibrate: concurrent walks, K interleaved chases with \
              one line per 4KB page over {} ({} pages, beyond the STLB), the time per hop stops dropping at K={walk_k} ({walk_best:.1}x), \
              p10 of {mreps} runs per K, largest spread {walk_spread:.1}%; speedup by K: {walk_text} (an upper bound \
@@ -1193,17 +1215,15 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     Ok(t)
 }
 
-/// The K of K interleaved chases where the time per hop stops dropping: the first K whose next
-/// K gains less than half of its ideal speedup (K'/K).
+/// The K of K interleaved chases where the time per hop stops dropping: the smallest K whose
+/// speedup over K=1 is within 10% of the best speedup of any K (one noisy K cannot stop the
+/// search early, as a first-K-that-gains-little rule would).
 fn saturation(rows: &[(usize, Stat)]) -> usize {
-    for w in rows.windows(2) {
-        let (k0, t0) = (w[0].0 as f64, w[0].1.low());
-        let (k1, t1) = (w[1].0 as f64, w[1].1.low());
-        if t0 / t1 - 1.0 < 0.5 * (k1 / k0 - 1.0) {
-            return w[0].0;
-        }
-    }
-    rows.last().map_or(1, |r| r.0)
+    let t1 = rows[0].1.low();
+    let best = rows.iter().map(|(_, s)| t1 / s.low()).fold(1.0, f64::max);
+    rows.iter()
+        .find(|(_, s)| t1 / s.low() >= 0.9 * best)
+        .map_or(1, |r| r.0)
 }
 
 fn fmt3(x: f64) -> String {

@@ -20,7 +20,7 @@ pub struct CalibrateArgs {
     /// splab run -m file:host.toml.
     #[arg(short, long, value_name = "FILE")]
     pub output: String,
-    /// A shorter run (about a minute): fewer repeats, smaller footprints.
+    /// A shorter run (about 30 s here): fewer repeats, smaller footprints.
     #[arg(long)]
     pub quick: bool,
     /// The machine's `name` in the file (what reports call it).
