@@ -48,8 +48,6 @@ fn quick_calibration_writes_a_machine_file_that_runs() {
     let dram = numbers(&text, "dram_latency")[0];
     assert!(dram > *lat.last().unwrap(), "DRAM {dram} > LLC {lat:?}");
     assert!(dram < 5000.0, "DRAM {dram} cycles");
-    let entries = numbers(&text, "{ sizes");
-    let _ = entries;
     for (k, lo, hi) in [
         ("mshrs", 1.0, 32.0),
         ("walkers", 1.0, 8.0),

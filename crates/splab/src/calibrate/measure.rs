@@ -1074,8 +1074,8 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         "source = {}",
         q(&format!(
             "{va_bits}-bit {}-level radix, 8-byte entries (Intel SDM vol. 3 4.5). Page-walk cache sizes: assumed (not \
-             measurable here), skylake's. A chase beyond the STLB's reach measured +{walk_over:.1} cycles per hop \
-             (p10 of {treps} runs){}.",
+             measurable here), skylake's. The TLB sweep's chases just beyond the STLB's reach walk for +{walk_level:.1} \
+             cycles per hop, +{walk_over:.1} at {tlb_max} pages (p10 of {treps} runs){}.",
             if va_bits == 57 { 5 } else { 4 },
             if cpu.guest { ", a two-dimensional walk in this guest: the model walks the guest's table only" } else { "" }
         ))
