@@ -325,7 +325,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         }
         curve.push((foot, s));
         // 1.5x points too where the caches end (the LLC's share may be a few MB).
-        foot = if foot.is_power_of_two() && foot >= 1 << 20 && foot < 64 << 20 {
+        foot = if foot.is_power_of_two() && (1 << 20..64 << 20).contains(&foot) {
             foot + foot / 2
         } else {
             (foot + 1).next_power_of_two()
@@ -339,8 +339,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         curve
             .iter()
             .map(|(x, _)| *x)
-            .filter(|&x| x <= f)
-            .last()
+            .rfind(|&x| x <= f)
             .unwrap_or(curve[0].0)
     };
     let curve_text = curve
