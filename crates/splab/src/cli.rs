@@ -271,6 +271,13 @@ enum Cmd {
     /// accesses, distinct_pages, spread_median, spread_max, share_at_or_above_threshold,
     /// verdict, reason, ...}], program {spread_median, spread_max, verdict}, hints.
     Advise(crate::advise::AdviseArgs),
+    /// Measure this machine (x86-64 Linux) with microbenchmarks and write a machine file:
+    /// clock, caches, TLBs, whether it is a guest and its host page size, memory-level
+    /// parallelism, concurrent walks, fault, zeroing and copy costs, each value with the
+    /// benchmark and the spread it came from (docs/calibrate.md). Under 2 minutes on a 2-core guest; --quick about 30 s.
+    ///
+    /// Example: splab calibrate -o host.toml; then splab run -m file:host.toml -w gups.
+    Calibrate(crate::calibrate::CalibrateArgs),
     /// Inspect or convert traces: info, cat, import-champsim.
     Trace {
         #[command(subcommand)]
@@ -496,6 +503,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             )
         }
         Cmd::Advise(a) => crate::advise::run(&a),
+        Cmd::Calibrate(a) => crate::calibrate::run(&a),
         Cmd::Trace { cmd } => match cmd {
             TraceCmd::Info { file, regions } => trace_cmd::info(&file, regions),
             TraceCmd::Cat { file, limit } => trace_cmd::cat(&file, limit),

@@ -5,6 +5,7 @@
 //! 1 a run that failed (the workload faulted, memory ran out, an invariant broke).
 
 mod advise;
+mod calibrate;
 mod cc;
 mod cli;
 mod plot;

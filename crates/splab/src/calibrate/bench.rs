@@ -1,0 +1,497 @@
+//! The microbenchmarks of `splab calibrate` (x86-64 Linux): memory regions with explicit THP
+//! advice, pointer chases, arithmetic chains, faults, zeroing and copying. Every measurement is
+//! repeated; `Stat` keeps the samples and gives the low percentile and the spread.
+
+use std::arch::asm;
+use std::arch::x86_64::{__m128i, _mm_setzero_si128, _mm_sfence, _mm_stream_si128};
+use std::hint::black_box;
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+
+pub const LINE: usize = 64;
+pub const PAGE: usize = 4096;
+pub const HUGE: usize = 2 << 20;
+
+/// Context switches of this thread so far (voluntary and involuntary): a timed run during
+/// which it changed was preempted, and is not a measurement of the machine.
+pub fn switches() -> i64 {
+    // SAFETY: getrusage writes the struct it is given.
+    unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut u);
+        (u.ru_nvcsw + u.ru_nivcsw) as i64
+    }
+}
+
+/// Runs `f` (which returns one timed sample) until `want` samples ran without a context
+/// switch, or `4 * want + 8` tries; keeps the clean samples (all of them if fewer than 3 were
+/// clean). The second value counts the runs discarded.
+pub fn clean(want: usize, mut f: impl FnMut() -> f64) -> (Stat, usize) {
+    let mut good = Vec::new();
+    let mut all = Vec::new();
+    let mut tries = 0;
+    while good.len() < want && tries < 4 * want + 8 {
+        tries += 1;
+        let s0 = switches();
+        let v = f();
+        all.push(v);
+        if switches() == s0 {
+            good.push(v);
+        }
+    }
+    let dropped = tries - good.len();
+    if good.len() < 3 {
+        (Stat::new(all), 0)
+    } else {
+        (Stat::new(good), dropped)
+    }
+}
+
+/// Repeated samples of one quantity (lower is better: times, latencies).
+#[derive(Clone, Debug)]
+pub struct Stat {
+    pub samples: Vec<f64>,
+}
+
+impl Stat {
+    pub fn new(mut samples: Vec<f64>) -> Stat {
+        samples.sort_by(|a, b| a.total_cmp(b));
+        Stat { samples }
+    }
+    /// The p-th percentile (0..=100), nearest rank on the sorted samples.
+    pub fn pct(&self, p: f64) -> f64 {
+        let n = self.samples.len();
+        let i = ((p / 100.0) * (n - 1) as f64).round() as usize;
+        self.samples[i.min(n - 1)]
+    }
+    /// The estimate: the 10th percentile (a noisy machine only ever adds time).
+    pub fn low(&self) -> f64 {
+        self.pct(10.0)
+    }
+    /// (p90 - p10) / p50, in percent.
+    pub fn spread(&self) -> f64 {
+        let m = self.pct(50.0);
+        if m <= 0.0 {
+            return 0.0;
+        }
+        100.0 * (self.pct(90.0) - self.pct(10.0)) / m
+    }
+    pub fn n(&self) -> usize {
+        self.samples.len()
+    }
+    /// "p10 of 7 runs, spread 3.1%".
+    pub fn how(&self) -> String {
+        format!("p10 of {} runs, spread {:.1}%", self.n(), self.spread())
+    }
+}
+
+/// Transparent huge page advice for a region.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Thp {
+    /// MADV_NOHUGEPAGE: 4KB pages only.
+    No,
+    /// MADV_HUGEPAGE: 2MB pages where the kernel grants them.
+    Huge,
+}
+
+/// An anonymous private mapping, 2MB-aligned, unmapped on drop.
+pub struct Region {
+    raw: *mut u8,
+    raw_len: usize,
+    pub base: *mut u8,
+    pub len: usize,
+}
+
+impl Region {
+    /// Maps `len` bytes (rounded up to 2MB) aligned to 2MB, with the advice, untouched.
+    pub fn map(len: usize, thp: Thp) -> Result<Region> {
+        let len = len.div_ceil(HUGE) * HUGE;
+        let raw_len = len + HUGE;
+        // SAFETY: an anonymous private mapping with no address hint.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                raw_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            bail!(
+                "mmap of {} MiB failed: {}",
+                raw_len >> 20,
+                std::io::Error::last_os_error()
+            );
+        }
+        let raw = raw as *mut u8;
+        let base = (raw as usize).div_ceil(HUGE) * HUGE;
+        let base = base as *mut u8;
+        let advice = match thp {
+            Thp::No => libc::MADV_NOHUGEPAGE,
+            Thp::Huge => libc::MADV_HUGEPAGE,
+        };
+        // The whole mapping gets the advice, so that it stays one VMA (smaps reports it whole).
+        // SAFETY: the range is the mapping just made.
+        let rc = unsafe { libc::madvise(raw as *mut libc::c_void, raw_len, advice) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: unmapping the mapping just made.
+            unsafe { libc::munmap(raw as *mut libc::c_void, raw_len) };
+            bail!("madvise({advice}) failed: {e}");
+        }
+        Ok(Region {
+            raw,
+            raw_len,
+            base,
+            len,
+        })
+    }
+
+    /// Writes one byte per 4KB page (faulting the region in).
+    pub fn touch(&self) {
+        for off in (0..self.len).step_by(PAGE) {
+            // SAFETY: within the region.
+            unsafe { self.base.add(off).write_volatile(1) };
+        }
+    }
+
+    /// AnonHugePages of the VMA holding the region (/proc/self/smaps), in bytes, at most the
+    /// region's length: what the kernel actually granted, never assumed.
+    pub fn anon_huge_bytes(&self) -> u64 {
+        let Ok(text) = std::fs::read_to_string("/proc/self/smaps") else {
+            return 0;
+        };
+        let addr = self.base as usize;
+        let mut inside = false;
+        for line in text.lines() {
+            let first = line.split_whitespace().next().unwrap_or("");
+            if let Some((a, b)) = first.split_once('-') {
+                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                {
+                    inside = a <= addr && addr < b;
+                    continue;
+                }
+            }
+            if inside {
+                if let Some(rest) = line.strip_prefix("AnonHugePages:") {
+                    let kb: u64 = rest
+                        .trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse()
+                        .unwrap_or(0);
+                    return (kb * 1024).min(self.len as u64);
+                }
+            }
+        }
+        0
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`.
+        unsafe { libc::munmap(self.raw as *mut libc::c_void, self.raw_len) };
+    }
+}
+
+/// A small fast PRNG (xorshift64*), seeded per benchmark so that layouts repeat.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (((self.next() >> 32) * n as u64) >> 32) as usize
+    }
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = if i < (1 << 31) {
+                self.below(i + 1)
+            } else {
+                (self.next() % (i as u64 + 1)) as usize
+            };
+            v.swap(i, j);
+        }
+    }
+}
+
+/// Byte offsets of the nodes of a chase over `span` bytes: one line of each 128-byte pair (so
+/// that the adjacent-line prefetcher brings nothing the chase uses; which of the two at random,
+/// so that every cache set is used), all in one random order (so that no page sees two hops in
+/// a row: the L2 streamer, which prefetches within a 4KB page, finds no stream).
+pub fn random_lines(span: usize, rng: &mut Rng) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..span / 128)
+        .map(|i| i * 128 + 64 * (rng.next() & 1) as usize)
+        .collect();
+    rng.shuffle(&mut v);
+    v
+}
+
+/// Byte offsets of a chase with one node per page of `stride` bytes over `pages` pages, each at
+/// a random line of its page (so that the lines spread over the cache's sets), pages in random
+/// order.
+pub fn per_page_nodes(pages: usize, stride: usize, rng: &mut Rng) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..pages).collect();
+    rng.shuffle(&mut order);
+    order
+        .into_iter()
+        .map(|p| p * stride + rng.below(stride / LINE) * LINE)
+        .collect()
+}
+
+/// Byte offsets of `n` nodes 128 bytes apart, in random order: the same number of lines as a
+/// per-page chase, packed (its control: data-cache latency without the translations).
+pub fn packed_nodes(n: usize, rng: &mut Rng) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..n).map(|i| i * 128).collect();
+    rng.shuffle(&mut v);
+    v
+}
+
+/// Links `nodes` (byte offsets in `r`) into `k` cycles (consecutive slices), each node holding
+/// the address of the next; returns each cycle's first node.
+pub fn link(r: &Region, nodes: &[usize], k: usize) -> Vec<*const usize> {
+    let n = nodes.len();
+    let k = k.clamp(1, n);
+    let mut starts = Vec::with_capacity(k);
+    for c in 0..k {
+        let (a, b) = (c * n / k, (c + 1) * n / k);
+        for i in a..b {
+            let next = if i + 1 < b { nodes[i + 1] } else { nodes[a] };
+            assert!(nodes[i] + 8 <= r.len && next + 8 <= r.len);
+            // SAFETY: both offsets are inside the region, 8-byte aligned.
+            unsafe {
+                (r.base.add(nodes[i]) as *mut usize).write(r.base.add(next) as usize);
+            }
+        }
+        // SAFETY: inside the region.
+        starts.push(unsafe { r.base.add(nodes[a]) } as *const usize);
+    }
+    starts
+}
+
+/// `hops` dependent loads from `p`.
+#[inline(never)]
+pub fn chase1(mut p: *const usize, hops: usize) -> *const usize {
+    for _ in 0..hops / 8 {
+        // SAFETY: every node holds the address of another node of the same region.
+        unsafe {
+            p = *p as *const usize;
+            p = *p as *const usize;
+            p = *p as *const usize;
+            p = *p as *const usize;
+            p = *p as *const usize;
+            p = *p as *const usize;
+            p = *p as *const usize;
+            p = *p as *const usize;
+        }
+    }
+    p
+}
+
+/// `hops` rounds of K interleaved dependent chases (K independent loads in flight per round).
+#[inline(never)]
+fn chase_k<const K: usize>(starts: &mut [*const usize], hops: usize) -> usize {
+    let mut p = [std::ptr::null::<usize>(); K];
+    p.copy_from_slice(&starts[..K]);
+    for _ in 0..hops {
+        for q in p.iter_mut() {
+            // SAFETY: as chase1.
+            *q = unsafe { std::ptr::read_volatile(*q) } as *const usize;
+        }
+    }
+    // Where each chase stopped: the next run goes on from there (a run from the same starts
+    // would find the first nodes still in the caches).
+    starts[..K].copy_from_slice(&p);
+    p.iter().fold(0usize, |a, q| a ^ (*q as usize))
+}
+
+pub const KS: [usize; 10] = [1, 2, 4, 6, 8, 10, 12, 14, 16, 20];
+
+/// K interleaved chases of `hops` hops each, from `starts`, left where they stopped; K one of
+/// `KS`.
+pub fn chase_many(starts: &mut [*const usize], hops: usize) -> usize {
+    match starts.len() {
+        1 => chase_k::<1>(starts, hops),
+        2 => chase_k::<2>(starts, hops),
+        4 => chase_k::<4>(starts, hops),
+        6 => chase_k::<6>(starts, hops),
+        8 => chase_k::<8>(starts, hops),
+        10 => chase_k::<10>(starts, hops),
+        12 => chase_k::<12>(starts, hops),
+        14 => chase_k::<14>(starts, hops),
+        16 => chase_k::<16>(starts, hops),
+        20 => chase_k::<20>(starts, hops),
+        k => panic!("chase_many: K={k} is not in KS"),
+    }
+}
+
+/// Nanoseconds per hop of a single chase from `start`: a warm-up of `warm` hops, then `reps`
+/// timed runs of about `ms` milliseconds each.
+pub fn time_chase(start: *const usize, warm: usize, reps: usize, ms: f64) -> Stat {
+    let mut p = black_box(chase1(start, warm.max(8)));
+    // Probes to size the runs (the fastest of three: a preempted probe would shorten them).
+    let probe = 4096;
+    let mut per = f64::INFINITY;
+    for _ in 0..3 {
+        let t = Instant::now();
+        p = black_box(chase1(p, probe));
+        per = per.min(t.elapsed().as_secs_f64() * 1e9 / probe as f64);
+    }
+    let hops = (((ms * 1e6) / per.max(0.1)) as usize).clamp(1 << 12, 1 << 28) & !7;
+    clean(reps, || {
+        let t = Instant::now();
+        p = black_box(chase1(p, hops));
+        t.elapsed().as_secs_f64() * 1e9 / hops as f64
+    })
+    .0
+}
+
+/// Nanoseconds per hop (all chains together) of K interleaved chases: `reps` clean runs of
+/// about `ms` each.
+pub fn time_chase_many(starts: &mut [*const usize], reps: usize, ms: f64) -> Stat {
+    let probe = 2048;
+    let mut per_round = f64::INFINITY;
+    for _ in 0..3 {
+        let t = Instant::now();
+        black_box(chase_many(starts, probe));
+        per_round = per_round.min(t.elapsed().as_secs_f64() * 1e9 / probe as f64);
+    }
+    let rounds = (((ms * 1e6) / per_round.max(0.1)) as usize).clamp(1 << 10, 1 << 26);
+    clean(reps, || {
+        let t = Instant::now();
+        black_box(chase_many(starts, rounds));
+        t.elapsed().as_secs_f64() * 1e9 / (rounds * starts.len()) as f64
+    })
+    .0
+}
+
+/// Nanoseconds per iteration of a chain of 32 dependent register-register `add`s (1 cycle each
+/// on every x86-64 core; an immediate add would not do: Golden Cove's renamer folds chains of
+/// them) and of 32 dependent `imul`s (3 cycles each since the Pentium Pro's
+/// successors; Intel and AMD optimization manuals).
+pub fn add_chain(iters: u64) -> f64 {
+    let t = Instant::now();
+    let mut x: u64 = 1;
+    let mut n = iters;
+    // SAFETY: register-only arithmetic.
+    unsafe {
+        asm!(
+            "2:",
+            "add {x}, {one}", "add {x}, {one}", "add {x}, {one}", "add {x}, {one}",
+            "add {x}, {one}", "add {x}, {one}", "add {x}, {one}", "add {x}, {one}",
+            "add {x}, {one}", "add {x}, {one}", "add {x}, {one}", "add {x}, {one}",
+            "add {x}, {one}", "add {x}, {one}", "add {x}, {one}", "add {x}, {one}",
+            "add {x}, {one}", "add {x}, {one}", "add {x}, {one}", "add {x}, {one}",
+            "add {x}, {one}", "add {x}, {one}", "add {x}, {one}", "add {x}, {one}",
+            "add {x}, {one}", "add {x}, {one}", "add {x}, {one}", "add {x}, {one}",
+            "add {x}, {one}", "add {x}, {one}", "add {x}, {one}", "add {x}, {one}",
+            "dec {n}",
+            "jnz 2b",
+            x = inout(reg) x,
+            n = inout(reg) n,
+            one = in(reg) 1u64,
+            options(nomem, nostack),
+        );
+    }
+    let add = t.elapsed().as_secs_f64() * 1e9 / (iters * 32) as f64;
+    black_box((x, n));
+    add
+}
+
+/// Nanoseconds per `imul` of a chain of dependent `imul`s (3 cycles each).
+pub fn imul_chain(iters: u64) -> f64 {
+    let t = Instant::now();
+    let mut y: u64 = 3;
+    let mut n = iters / 3;
+    // SAFETY: register-only arithmetic.
+    unsafe {
+        asm!(
+            "2:",
+            "imul {y}, {y}", "imul {y}, {y}", "imul {y}, {y}", "imul {y}, {y}",
+            "imul {y}, {y}", "imul {y}, {y}", "imul {y}, {y}", "imul {y}, {y}",
+            "imul {y}, {y}", "imul {y}, {y}", "imul {y}, {y}", "imul {y}, {y}",
+            "imul {y}, {y}", "imul {y}, {y}", "imul {y}, {y}", "imul {y}, {y}",
+            "imul {y}, {y}", "imul {y}, {y}", "imul {y}, {y}", "imul {y}, {y}",
+            "imul {y}, {y}", "imul {y}, {y}", "imul {y}, {y}", "imul {y}, {y}",
+            "imul {y}, {y}", "imul {y}, {y}", "imul {y}, {y}", "imul {y}, {y}",
+            "imul {y}, {y}", "imul {y}, {y}", "imul {y}, {y}", "imul {y}, {y}",
+            "dec {n}",
+            "jnz 2b",
+            y = inout(reg) y,
+            n = inout(reg) n,
+            options(nomem, nostack),
+        );
+    }
+    let imul = t.elapsed().as_secs_f64() * 1e9 / ((iters / 3) * 32) as f64;
+    black_box((y, n));
+    imul
+}
+
+/// Zeroes `len` bytes at `p` with non-temporal 16-byte stores, then a fence.
+pub fn zero_nt(p: *mut u8, len: usize) {
+    // SAFETY: the caller's range; 16-byte aligned (pages).
+    unsafe {
+        let z: __m128i = _mm_setzero_si128();
+        let mut q = p as *mut __m128i;
+        let end = p.add(len) as *mut __m128i;
+        while q < end {
+            _mm_stream_si128(q, z);
+            _mm_stream_si128(q.add(1), z);
+            _mm_stream_si128(q.add(2), z);
+            _mm_stream_si128(q.add(3), z);
+            q = q.add(4);
+        }
+        _mm_sfence();
+    }
+}
+
+/// Copies `len` bytes with ordinary loads and non-temporal 16-byte stores, then a fence.
+pub fn copy_nt(dst: *mut u8, src: *const u8, len: usize) {
+    // SAFETY: the caller's ranges; 16-byte aligned (pages).
+    unsafe {
+        let mut d = dst as *mut __m128i;
+        let mut s = src as *const __m128i;
+        let end = dst.add(len) as *mut __m128i;
+        while d < end {
+            let a = std::ptr::read(s);
+            let b = std::ptr::read(s.add(1));
+            let c = std::ptr::read(s.add(2));
+            let e = std::ptr::read(s.add(3));
+            _mm_stream_si128(d, a);
+            _mm_stream_si128(d.add(1), b);
+            _mm_stream_si128(d.add(2), c);
+            _mm_stream_si128(d.add(3), e);
+            d = d.add(4);
+            s = s.add(4);
+        }
+        _mm_sfence();
+    }
+}
+
+/// Sums `len` bytes as u64s with four accumulators (a sequential read stream).
+#[inline(never)]
+pub fn read_sum(p: *const u8, len: usize) -> u64 {
+    // SAFETY: the caller's range, 8-byte aligned.
+    let s = unsafe { std::slice::from_raw_parts(p as *const u64, len / 8) };
+    let (mut a, mut b, mut c, mut d) = (0u64, 0u64, 0u64, 0u64);
+    for q in s.chunks_exact(4) {
+        a = a.wrapping_add(q[0]);
+        b = b.wrapping_add(q[1]);
+        c = c.wrapping_add(q[2]);
+        d = d.wrapping_add(q[3]);
+    }
+    a ^ b ^ c ^ d
+}

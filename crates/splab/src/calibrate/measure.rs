@@ -1,0 +1,1238 @@
+//! The benchmarks in order, what is derived from them, and the machine file they make.
+
+use std::arch::x86_64::{__cpuid, __cpuid_count};
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::time::Instant;
+
+use anyhow::Result;
+
+use super::bench::{self, Region, Rng, Stat, Thp, HUGE, KS, PAGE};
+use super::CalibrateArgs;
+
+/// Sizes and repeats of one run.
+struct Plan {
+    quick: bool,
+    reps: usize,
+    /// Milliseconds per timed run.
+    ms: f64,
+    /// Bytes touched by the DRAM chase (twice that is mapped: one line per 128 bytes).
+    dram_footprint: usize,
+    /// 4KB pages of the 4KB-page region (TLB sweep and concurrent walks).
+    pages_4k: usize,
+    /// Largest 2MB-stride chase, in pages.
+    pages_2m: usize,
+}
+
+struct Progress {
+    quiet: bool,
+    tty: bool,
+    step: usize,
+    total: usize,
+    t0: Instant,
+}
+
+impl Progress {
+    fn start(&mut self, what: &str) {
+        self.step += 1;
+        if !self.quiet && self.tty {
+            eprint!(
+                "\r[{}/{} {:3.0}%] {what} ...",
+                self.step,
+                self.total,
+                100.0 * (self.step - 1) as f64 / self.total as f64
+            );
+        }
+    }
+    fn done(&mut self, what: &str, result: &str) {
+        if !self.quiet {
+            if self.tty {
+                eprint!("\r\x1b[K");
+            }
+            eprintln!(
+                "[{}/{}] {what}: {result} ({:.1}s)",
+                self.step,
+                self.total,
+                self.t0.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
+fn mib(b: usize) -> String {
+    if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
+        format!("{} GiB", b >> 30)
+    } else if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
+        format!("{} MiB", b >> 20)
+    } else if b >= 1 << 20 {
+        format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
+    } else {
+        format!("{} KiB", b >> 10)
+    }
+}
+
+/// A TOML basic string.
+fn q(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            '\n' => o.push(' '),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// A size as the machine file writes it (K/M/G).
+fn sz(b: u64) -> String {
+    for (s, u) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
+        if b >= 1 << s && b.is_multiple_of(1 << s) {
+            return format!("{}{u}", b >> s);
+        }
+    }
+    format!("{b}")
+}
+
+struct CacheLevel {
+    level: u32,
+    ways: u32,
+    sets: u32,
+    line: u32,
+}
+
+struct Cpu {
+    brand: String,
+    guest: bool,
+    hypervisor: String,
+    caches: Vec<CacheLevel>,
+    /// cpuid leaf 0x18 subleaves with a valid type, as (type, level, page-size bits, ways,
+    /// sets): empty when the hypervisor zeroes the leaf.
+    tlb_leaf: Vec<(u32, u32, u32, u32, u32)>,
+    page_1g: bool,
+}
+
+#[allow(unused_unsafe)]
+fn cpu() -> Cpu {
+    // SAFETY: cpuid exists on every x86-64 processor; leaves above the maximum return zeros
+    // or the highest leaf's values, which are checked against the maximum below.
+    unsafe {
+        let max = __cpuid(0).eax;
+        let ext = __cpuid(0x8000_0000).eax;
+        let mut brand = String::new();
+        if ext >= 0x8000_0004 {
+            for l in 0x8000_0002..=0x8000_0004u32 {
+                let r = __cpuid(l);
+                for w in [r.eax, r.ebx, r.ecx, r.edx] {
+                    brand.extend(w.to_le_bytes().iter().map(|&b| b as char));
+                }
+            }
+        }
+        let brand = brand
+            .trim_matches(|c: char| c == '\0' || c.is_whitespace())
+            .to_string();
+        let guest = (__cpuid(1).ecx >> 31) & 1 == 1;
+        let mut hypervisor = String::new();
+        if guest {
+            let r = __cpuid(0x4000_0000);
+            for w in [r.ebx, r.ecx, r.edx] {
+                hypervisor.extend(
+                    w.to_le_bytes()
+                        .iter()
+                        .filter(|&&b| b != 0)
+                        .map(|&b| b as char),
+                );
+            }
+        }
+        let mut caches = Vec::new();
+        if max >= 4 {
+            for i in 0..16 {
+                let r = __cpuid_count(4, i);
+                let kind = r.eax & 31;
+                if kind == 0 {
+                    break;
+                }
+                // Data (1) and unified (3) caches.
+                if kind == 1 || kind == 3 {
+                    caches.push(CacheLevel {
+                        level: (r.eax >> 5) & 7,
+                        ways: (r.ebx >> 22) + 1,
+                        sets: r.ecx + 1,
+                        line: (r.ebx & 0xfff) + 1,
+                    });
+                }
+            }
+        }
+        let mut tlb_leaf = Vec::new();
+        if max >= 0x18 {
+            let n = __cpuid_count(0x18, 0).eax;
+            for i in 0..=n.min(32) {
+                let r = __cpuid_count(0x18, i);
+                let kind = r.edx & 31;
+                if kind != 0 {
+                    tlb_leaf.push((kind, (r.edx >> 5) & 7, r.ebx & 15, r.ebx >> 16, r.ecx));
+                }
+            }
+        }
+        let page_1g = ext >= 0x8000_0001 && (__cpuid(0x8000_0001).edx >> 26) & 1 == 1;
+        Cpu {
+            brand,
+            guest,
+            hypervisor,
+            caches,
+            tlb_leaf,
+            page_1g,
+        }
+    }
+}
+
+/// The TLB sweep's page counts: 2^k and 1.5 x 2^k, from 8 to `max`.
+fn sweep_points(max: usize) -> Vec<usize> {
+    let mut v = Vec::new();
+    let mut p = 8;
+    while p <= max {
+        v.push(p);
+        if p + p / 2 <= max {
+            v.push(p + p / 2);
+        }
+        p *= 2;
+    }
+    v
+}
+
+/// The first point after which `o` (by `points`) rises above `threshold`: the previous point.
+fn knee(points: &[usize], o: &[f64], from: usize, threshold: f64) -> Option<usize> {
+    (1..points.len())
+        .find(|&i| points[i] > from && o[i] > threshold)
+        .map(|i| points[i - 1])
+}
+
+pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
+    let plan = if args.quick {
+        Plan {
+            quick: true,
+            reps: 7,
+            ms: 2.0,
+            dram_footprint: 512 << 20,
+            pages_4k: 131_072,
+            pages_2m: 128,
+        }
+    } else {
+        Plan {
+            quick: false,
+            reps: 21,
+            ms: 3.0,
+            dram_footprint: 1 << 30,
+            pages_4k: 262_144,
+            pages_2m: 256,
+        }
+    };
+    let started = Instant::now();
+    let mut pr = Progress {
+        quiet: args.quiet,
+        tty: std::io::stderr().is_terminal(),
+        step: 0,
+        total: 11,
+        t0: started,
+    };
+    let reps = plan.reps;
+
+    // 1. cpuid.
+    pr.start("cpuid");
+    let cpu = cpu();
+    let guest_text = if cpu.guest {
+        format!(
+            "a guest (cpuid leaf 1 ECX bit 31; hypervisor {:?})",
+            cpu.hypervisor
+        )
+    } else {
+        "not a guest (cpuid leaf 1 ECX bit 31 clear)".to_string()
+    };
+    pr.done(
+        "cpuid",
+        &format!(
+            "{}; {}; caches {}; leaf 0x18 {}",
+            cpu.brand,
+            guest_text,
+            cpu.caches
+                .iter()
+                .map(|c| format!(
+                    "L{} {} {}-way",
+                    c.level,
+                    mib((c.ways * c.sets * c.line) as usize),
+                    c.ways
+                ))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if cpu.tlb_leaf.is_empty() {
+                "zeroed".to_string()
+            } else {
+                format!("{} TLB entries listed", cpu.tlb_leaf.len())
+            }
+        ),
+    );
+
+    // 2. Clock: dependent add and imul chains.
+    pr.start("clock");
+    let iters = 20_000;
+    bench::add_chain(iters);
+    let (add, add_drop) = bench::clean(3 * reps, || bench::add_chain(iters));
+    let (imul, _) = bench::clean(3 * reps, || bench::imul_chain(iters) / 3.0);
+    // The median, not the 10th percentile: preemption only slows a chain, but this guest's
+    // clock also moves between turbo bins (2.99 to 3.49 GHz seen), and the cycles of every
+    // other value are counted at the clock the machine usually runs at.
+    let ghz = 1.0 / add.pct(50.0);
+    let ghz_imul = 1.0 / imul.pct(50.0);
+    let freq_hz = (ghz * 1e9 / 1e6).round() as u64 * 1_000_000;
+    let clock_src = format!(
+        "calibrate: clock, a chain of dependent register adds (1 cycle each), {} ns per add = {:.3} GHz, the \
+         median of {} runs (fastest {:.3} GHz, spread {:.1}%); cross-check: dependent imuls (3 cycles each) give \
+         {:.3} GHz (median of {} runs, spread {:.1}%)",
+        fmt3(add.pct(50.0)),
+        ghz,
+        add.n(),
+        1.0 / add.pct(0.0),
+        add.spread(),
+        ghz_imul,
+        imul.n(),
+        imul.spread()
+    );
+    pr.done(
+        "clock",
+        &format!(
+            "{ghz:.3} GHz from adds, {ghz_imul:.3} GHz from imuls (medians of {} runs, spread {:.1}%; {add_drop} preempted runs discarded)",
+            add.n(),
+            add.spread()
+        ),
+    );
+    let cyc = |ns: f64| ns * ghz;
+
+    // 3. Data-cache latency plateaus: chases over growing footprints (THP memory).
+    pr.start("cache latency plateaus");
+    let span = 2 * plan.dram_footprint;
+    let big = Region::map(span, Thp::Huge)?;
+    big.touch();
+    let big_thp = big.anon_huge_bytes();
+    let mut rng = Rng::new(1);
+    let mut foot = 16 << 10;
+    let mut curve: Vec<(usize, Stat)> = Vec::new();
+    let mut dram_nodes = Vec::new();
+    while foot <= plan.dram_footprint {
+        let nodes = bench::random_lines(2 * foot, &mut rng);
+        let starts = bench::link(&big, &nodes, 1);
+        let warm = if foot <= 64 << 20 {
+            nodes.len() * 2
+        } else {
+            1 << 16
+        };
+        let s = bench::time_chase(starts[0], warm, reps, plan.ms);
+        if foot == plan.dram_footprint {
+            dram_nodes = nodes;
+        }
+        curve.push((foot, s));
+        // 1.5x points too where the caches end (the LLC's share may be a few MB).
+        foot = if foot.is_power_of_two() && (1 << 20..64 << 20).contains(&foot) {
+            foot + foot / 2
+        } else {
+            (foot + 1).next_power_of_two()
+        };
+    }
+    let at = |f: usize| -> &Stat {
+        let i = curve.iter().rposition(|(x, _)| *x <= f).unwrap_or(0);
+        &curve[i].1
+    };
+    let at_foot = |f: usize| -> usize {
+        curve
+            .iter()
+            .map(|(x, _)| *x)
+            .rfind(|&x| x <= f)
+            .unwrap_or(curve[0].0)
+    };
+    let curve_text = curve
+        .iter()
+        .map(|(f, s)| format!("{} {:.0}", mib(*f), cyc(s.low())))
+        .collect::<Vec<_>>()
+        .join(", ");
+    pr.done(
+        "cache latency plateaus",
+        &format!(
+            "cycles per hop by footprint: {curve_text} (THP granted {} of {})",
+            mib(big_thp as usize),
+            mib(big.len)
+        ),
+    );
+
+    // Cache levels from cpuid leaf 4, latency from the plateau at half of each level.
+    let mut levels: Vec<(String, u64, u32, u64, String)> = Vec::new(); // name, size, ways, latency, source
+    let data_caches: Vec<&CacheLevel> = cpu.caches.iter().take(3).collect();
+    let nlev = data_caches.len();
+    for (i, c) in data_caches.iter().enumerate() {
+        let size = c.ways as u64 * c.sets as u64 * c.line as u64;
+        let pow_sets = if c.sets.is_power_of_two() {
+            c.sets
+        } else {
+            // Nearest power of two (log scale): the model indexes sets with bits.
+            let lo = 1u32 << (31 - c.sets.leading_zeros());
+            if (c.sets as f64 / lo as f64) < ((2 * lo) as f64 / c.sets as f64) {
+                lo
+            } else {
+                2 * lo
+            }
+        };
+        let msize = c.ways as u64 * pow_sets as u64 * 64;
+        // The footprint: half of L1 and L2; 1.5x the level below for the last level (its
+        // capacity is measured below: a shared LLC is rarely all ours).
+        let f = if i + 1 == nlev && i > 0 {
+            let below = data_caches[i - 1];
+            3 * (below.ways * below.sets * below.line) as usize / 2
+        } else {
+            (size / 2) as usize
+        };
+        let f = at_foot(f);
+        let s = at(f);
+        let name = if i + 1 == nlev && i > 0 {
+            "LLC".to_string()
+        } else {
+            format!("L{}{}", c.level, if c.level == 1 { "D" } else { "" })
+        };
+        let geo = if pow_sets == c.sets {
+            format!(
+                "cpuid leaf 4: {} {}-way, {} sets of {}-byte lines",
+                mib(size as usize),
+                c.ways,
+                c.sets,
+                c.line
+            )
+        } else {
+            format!(
+                "cpuid leaf 4: {} {}-way, {} sets of {}-byte lines; the model needs a power-of-two \
+                 number of sets: {} sets ({})",
+                mib(size as usize),
+                c.ways,
+                c.sets,
+                c.line,
+                pow_sets,
+                mib(msize as usize)
+            )
+        };
+        let src = format!(
+            "{geo}. Latency: calibrate: chase over {} (one line of each 128 B pair, random order, THP memory), \
+             {:.2} ns = {:.1} cycles, {}. Replacement: assumed (not measurable here), skylake's.",
+            mib(f),
+            s.low(),
+            cyc(s.low()),
+            s.how()
+        );
+        levels.push((
+            name,
+            msize,
+            c.ways,
+            cyc(s.low()).round().max(1.0) as u64,
+            src,
+        ));
+    }
+    // A first DRAM latency: the largest footprint's (the plateau is found below).
+    let dram_cycles = cyc(at(plan.dram_footprint).low()).round() as u64;
+    let mut llc_eff = plan.dram_footprint / 8;
+    // The last level's capacity that is ours: the largest footprint, from its latency's
+    // footprint on, still closer to its latency than to DRAM's. A shared LLC (other tenants,
+    // cache allocation technology in a cloud guest) can be far smaller than cpuid's.
+    if nlev >= 2 {
+        let li = nlev - 1;
+        let c = data_caches[li];
+        let cpuid_size = c.ways as usize * c.sets as usize * c.line as usize;
+        let b = data_caches[li - 1];
+        let from = at_foot(3 * (b.ways * b.sets * b.line) as usize / 2);
+        let half = (levels[li].3 as f64 + dram_cycles as f64) / 2.0;
+        let eff = curve
+            .iter()
+            .filter(|(f, _)| *f >= from)
+            .take_while(|(_, s)| cyc(s.low()) <= half)
+            .map(|(f, _)| *f)
+            .last()
+            .unwrap_or(from);
+        llc_eff = eff;
+        if eff * 2 <= cpuid_size {
+            let lines = (eff / (c.ways as usize * 64)).max(1);
+            let sets = if lines.is_power_of_two() {
+                lines
+            } else {
+                let lo = 1usize << (usize::BITS - 1 - lines.leading_zeros());
+                if lines * lines < 2 * lo * lo {
+                    lo
+                } else {
+                    2 * lo
+                }
+            };
+            let size = (sets * c.ways as usize * 64) as u64;
+            levels[li].1 = size;
+            levels[li].4 += &format!(
+                " Capacity: the chases' latency stays within half way to DRAM's up to {} and no further \
+                 (latency curve in caches.source), so the model gets {} ({} sets of {} ways), not cpuid's {}: \
+                 the share of the LLC this machine gets.",
+                mib(eff),
+                mib(size as usize),
+                sets,
+                c.ways,
+                mib(cpuid_size)
+            );
+        }
+    }
+    // DRAM: the plateau from 4x to 32x the LLC's capacity (further on, the latency grows with
+    // the translations: the model adds its own walks).
+    let plateau: Vec<&(usize, Stat)> = curve
+        .iter()
+        .filter(|(f, _)| *f >= 4 * llc_eff && *f <= 32 * llc_eff)
+        .collect();
+    let plateau = if plateau.is_empty() {
+        vec![curve.last().unwrap()]
+    } else {
+        plateau
+    };
+    let mut pl: Vec<(f64, &Stat)> = plateau.iter().map(|(_, s)| (s.low(), s)).collect();
+    pl.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (dram_ns, dram_stat) = pl[pl.len() / 2];
+    let dram_cycles = cyc(dram_ns).round() as u64;
+    let caches_src = format!(
+        "calibrate: DRAM latency, the median of the chases' p10 over footprints {} to {} (4x to 32x the LLC's \
+         capacity; one line of each 128 B pair, random order, THP memory: AnonHugePages {} of {}): {:.1} ns = {} cycles \
+         (that point's {}). The latency curve (cycles per hop by footprint; beyond the plateau it grows with the \
+         translations, which the model adds itself): {curve_text}",
+        mib(plateau[0].0),
+        mib(plateau.last().unwrap().0),
+        mib(big_thp as usize),
+        mib(big.len),
+        dram_ns,
+        dram_cycles,
+        dram_stat.how()
+    );
+
+    // 4. TLB sweep: one line per 4KB page over growing page counts, against packed controls.
+    pr.start("TLB sweep (4KB pages)");
+    let r4k = Region::map(plan.pages_4k * PAGE, Thp::No)?;
+    r4k.touch();
+    let ctrl = Region::map(16 << 20, Thp::Huge)?;
+    ctrl.touch();
+    let tlb_max = 32_768.min(plan.pages_4k);
+    let points = sweep_points(tlb_max);
+    let mut tlb_s: Vec<Vec<f64>> = vec![Vec::new(); points.len()];
+    let mut ctl_s: Vec<Vec<f64>> = vec![Vec::new(); points.len()];
+    let treps = reps;
+    for rep in 0..treps {
+        let mut rng = Rng::new(100 + rep as u64);
+        for (i, &n) in points.iter().enumerate() {
+            let nodes = bench::per_page_nodes(n, PAGE, &mut rng);
+            let st = bench::link(&r4k, &nodes, 1);
+            let s = bench::time_chase(st[0], 4 * n, 1, plan.ms / 2.0);
+            tlb_s[i].push(s.samples[0]);
+            let nodes = bench::packed_nodes(n, &mut rng);
+            let st = bench::link(&ctrl, &nodes, 1);
+            let s = bench::time_chase(st[0], 4 * n, 1, plan.ms / 2.0);
+            ctl_s[i].push(s.samples[0]);
+        }
+    }
+    let tlb_stats: Vec<Stat> = tlb_s.into_iter().map(Stat::new).collect();
+    let ctl_stats: Vec<Stat> = ctl_s.into_iter().map(Stat::new).collect();
+    let over: Vec<f64> = (0..points.len())
+        .map(|i| cyc(tlb_stats[i].low() - ctl_stats[i].low()))
+        .collect();
+    let base = over[..points.iter().filter(|&&p| p <= 32).count().max(1)]
+        .iter()
+        .cloned()
+        .fold(f64::INFINITY, f64::min);
+    let l1_reach = knee(&points, &over, 0, base + 2.0).unwrap_or(64);
+    let stlb_probe = points
+        .iter()
+        .position(|&p| p >= 4 * l1_reach)
+        .unwrap_or(points.len() / 2);
+    let median = |v: &mut Vec<f64>| -> f64 {
+        v.sort_by(|a, b| a.total_cmp(b));
+        if v.is_empty() {
+            0.0
+        } else {
+            v[v.len() / 2]
+        }
+    };
+    // The STLB hit: the median extra cycles from 2x to 8x the L1 reach.
+    let stlb_hit = median(
+        &mut points
+            .iter()
+            .zip(&over)
+            .filter(|(p, _)| **p >= 2 * l1_reach && **p <= 8 * l1_reach)
+            .map(|(_, o)| *o)
+            .collect(),
+    )
+    .max(0.0);
+    let walk_over = *over.last().unwrap();
+    // The walk level just past the STLB: the first point well above the hit level, with the
+    // two after it (further on, the page tables themselves fall out of the caches).
+    let walk_at = (stlb_probe..points.len())
+        .find(|&i| over[i] > 4.0 * stlb_hit + 16.0)
+        .unwrap_or(points.len() - 1);
+    let walk_level = median(&mut over[walk_at..(walk_at + 3).min(points.len())].to_vec());
+    let stlb_reach = knee(
+        &points,
+        &over,
+        points[stlb_probe],
+        (stlb_hit + walk_level) / 2.0,
+    )
+    .unwrap_or(tlb_max);
+    let sweep_text = points
+        .iter()
+        .zip(&over)
+        .map(|(p, o)| format!("{p} {o:.1}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    pr.done(
+        "TLB sweep (4KB pages)",
+        &format!(
+            "L1 reach {l1_reach} pages, STLB hit +{stlb_hit:.1} cycles, STLB reach {stlb_reach} pages, \
+             walks beyond it +{walk_level:.1} cycles (+{walk_over:.1} at {tlb_max} pages). Extra cycles by pages: {sweep_text}"
+        ),
+    );
+    let tlb_spread = tlb_stats.iter().map(|s| s.spread()).fold(0.0, f64::max);
+
+    // 5. 2MB-stride chases on THP memory.
+    pr.start("TLB sweep (2MB pages)");
+    let r2m = Region::map(plan.pages_2m * HUGE, Thp::Huge)?;
+    r2m.touch();
+    let r2m_thp = r2m.anon_huge_bytes();
+    let points2: Vec<usize> = sweep_points(plan.pages_2m);
+    let mut s2: Vec<Vec<f64>> = vec![Vec::new(); points2.len()];
+    for rep in 0..treps {
+        let mut rng = Rng::new(200 + rep as u64);
+        for (i, &n) in points2.iter().enumerate() {
+            let nodes = bench::per_page_nodes(n, HUGE, &mut rng);
+            let st = bench::link(&r2m, &nodes, 1);
+            let s = bench::time_chase(st[0], 4 * n, 1, plan.ms / 2.0);
+            s2[i].push(s.samples[0]);
+        }
+    }
+    let s2: Vec<Stat> = s2.into_iter().map(Stat::new).collect();
+    let over2: Vec<f64> = points2
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let j = points.iter().position(|x| x == p).unwrap_or(0);
+            cyc(s2[i].low() - ctl_stats[j].low())
+        })
+        .collect();
+    let base2 = over2[0];
+    let l1_reach_2m = knee(&points2, &over2, 0, base2 + 2.0);
+    let sweep2_text = points2
+        .iter()
+        .zip(&over2)
+        .map(|(p, o)| format!("{p} {o:.1}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    pr.done(
+        "TLB sweep (2MB pages)",
+        &format!(
+            "THP granted {} of {}; first rise after {} pages; extra cycles by pages: {sweep2_text}",
+            mib(r2m_thp as usize),
+            mib(r2m.len),
+            l1_reach_2m.map_or("no".into(), |p| p.to_string())
+        ),
+    );
+
+    // 6. Host page size: 4KB-stride chase over 64 MiB, THP memory against 4KB memory.
+    pr.start("host page size");
+    let probe_pages = 16_384.min(plan.pages_4k).min(plan.pages_2m * 512);
+    let (mut a4, mut a2, mut ac) = (Vec::new(), Vec::new(), Vec::new());
+    for rep in 0..treps {
+        let mut rng = Rng::new(300 + rep as u64);
+        let nodes = bench::per_page_nodes(probe_pages, PAGE, &mut rng);
+        let st = bench::link(&r4k, &nodes, 1);
+        a4.push(bench::time_chase(st[0], 2 * probe_pages, 1, plan.ms).samples[0]);
+        let st = bench::link(&r2m, &nodes, 1);
+        a2.push(bench::time_chase(st[0], 2 * probe_pages, 1, plan.ms).samples[0]);
+        let nodes = bench::packed_nodes(probe_pages, &mut rng);
+        let st = bench::link(&ctrl, &nodes, 1);
+        ac.push(bench::time_chase(st[0], 2 * probe_pages, 1, plan.ms).samples[0]);
+    }
+    let (a4, a2, ac) = (Stat::new(a4), Stat::new(a2), Stat::new(ac));
+    let o4 = cyc(a4.low() - ac.low());
+    let o2 = cyc(a2.low() - ac.low());
+    let thp_ok = r2m_thp as usize >= probe_pages * PAGE;
+    let splintered = thp_ok && o4 > 3.0 && o2 > 0.5 * o4;
+    let host_page = if !thp_ok {
+        format!(
+            "unknown: the kernel granted only {} of THP for the probe",
+            mib(r2m_thp as usize)
+        )
+    } else if splintered {
+        "4KB: 2MB guest pages give no TLB-reach gain (the host backs them with 4KB pages: splintered)".to_string()
+    } else {
+        "2MB or larger: 2MB guest pages extend the TLB reach".to_string()
+    };
+    let host_evidence = format!(
+        "a chase with one line per 4KB page over {} ({probe_pages} pages, beyond the 4KB STLB reach) costs \
+         +{o4:.1} cycles per hop over its packed control on 4KB pages ({}) and +{o2:.1} on THP memory \
+         (AnonHugePages {} of {}, {}); the 2MB-stride chase's extra cycles by pages: {sweep2_text}",
+        mib(probe_pages * PAGE),
+        a4.how(),
+        mib(r2m_thp as usize),
+        mib(r2m.len),
+        a2.how()
+    );
+    let guest_line = if cpu.guest {
+        format!("{guest_text}; host page size {host_page}")
+    } else {
+        format!("{guest_text}; 2MB pages: {host_page}")
+    };
+    pr.done(
+        "host page size",
+        &format!("{guest_line}. Evidence: {host_evidence}"),
+    );
+
+    // 7. Memory-level parallelism: K interleaved chases over the DRAM footprint.
+    pr.start("memory-level parallelism");
+    let mut mlp_rows: Vec<(usize, Stat)> = Vec::new();
+    let mreps = if plan.quick { 5 } else { 15 };
+    for &k in KS.iter() {
+        let mut starts = bench::link(&big, &dram_nodes, k);
+        mlp_rows.push((k, bench::time_chase_many(&mut starts, mreps, plan.ms)));
+    }
+    drop(dram_nodes);
+    let lat1 = mlp_rows[0].1.low();
+    let mlp_k = saturation(&mlp_rows);
+    let mlp_best = lat1 / mlp_rows.iter().find(|(k, _)| *k == mlp_k).unwrap().1.low();
+    let mshrs = (mlp_k as u32).clamp(1, 32);
+    let mlp_text = mlp_rows
+        .iter()
+        .map(|(k, s)| format!("K={k} {:.2}x", lat1 / s.low()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mlp_spread = mlp_rows.iter().map(|(_, s)| s.spread()).fold(0.0, f64::max);
+    pr.done(
+        "memory-level parallelism",
+        &format!("time per hop stops dropping at K={mlp_k} ({mlp_best:.1}x K=1's); speedup by K: {mlp_text}"),
+    );
+
+    // 8. Concurrent page walks: K interleaved chases, one line per 4KB page, beyond the STLB.
+    pr.start("concurrent page walks");
+    let mut rng = Rng::new(400);
+    let walk_nodes = bench::per_page_nodes(plan.pages_4k, PAGE, &mut rng);
+    let mut walk_rows: Vec<(usize, Stat)> = Vec::new();
+    for &k in KS.iter() {
+        let mut starts = bench::link(&r4k, &walk_nodes, k);
+        walk_rows.push((k, bench::time_chase_many(&mut starts, mreps, plan.ms)));
+    }
+    let wlat1 = walk_rows[0].1.low();
+    let walk_k = saturation(&walk_rows);
+    let walk_best = wlat1
+        / walk_rows
+            .iter()
+            .find(|(k, _)| *k == walk_k)
+            .unwrap()
+            .1
+            .low();
+    let walkers = (walk_k as u32).clamp(1, 8);
+    let walk_text = walk_rows
+        .iter()
+        .map(|(k, s)| format!("K={k} {:.2}x", wlat1 / s.low()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let walk_spread = walk_rows
+        .iter()
+        .map(|(_, s)| s.spread())
+        .fold(0.0, f64::max);
+    pr.done(
+        "concurrent page walks",
+        &format!(
+            "time per hop stops dropping at K={walk_k} ({walk_best:.1}x K=1's), {:.0} cycles per hop alone; speedup by K: {walk_text}",
+            cyc(wlat1)
+        ),
+    );
+    drop(r4k);
+
+    // 9. Sequential read bandwidth.
+    pr.start("read stream");
+    let piece = 32 << 20;
+    let pieces = plan.dram_footprint / piece;
+    bench::read_sum(big.base, plan.dram_footprint);
+    let mut i = 0;
+    let (stream, _) = bench::clean(2 * reps, || {
+        // SAFETY: inside the region.
+        let p = unsafe { big.base.add((i % pieces) * piece) };
+        i += 1;
+        let t = Instant::now();
+        std::hint::black_box(bench::read_sum(p, piece));
+        t.elapsed().as_secs_f64() * 1e9 / piece as f64 // ns per byte
+    });
+    let bpc = 1.0 / cyc(stream.low());
+    pr.done(
+        "read stream",
+        &format!(
+            "{:.1} GB/s = {bpc:.2} bytes per cycle ({})",
+            1.0 / stream.low(),
+            stream.how()
+        ),
+    );
+    drop(big);
+
+    // 10. Faults: first touch of fresh memory, 4KB pages and 2MB THPs.
+    pr.start("faults");
+    let flen = 8 << 20;
+    let mut f2_granted = (0u64, 0u64);
+    let mut fail = None;
+    let (f4, _) = bench::clean(2 * reps, || match Region::map(flen, Thp::No) {
+        Ok(r) => {
+            let t = Instant::now();
+            r.touch();
+            t.elapsed().as_secs_f64() * 1e9 / (r.len / PAGE) as f64
+        }
+        Err(e) => {
+            fail = Some(e);
+            f64::NAN
+        }
+    });
+    let (f2, _) = bench::clean(2 * reps, || match Region::map(flen, Thp::Huge) {
+        Ok(r) => {
+            let t = Instant::now();
+            for off in (0..r.len).step_by(HUGE) {
+                // SAFETY: inside the region.
+                unsafe { r.base.add(off).write_volatile(1) };
+            }
+            let el = t.elapsed().as_secs_f64() * 1e9;
+            let got = r.anon_huge_bytes();
+            f2_granted.0 += got;
+            f2_granted.1 += r.len as u64;
+            // Per 2MB fault, counting only what was granted.
+            el / ((got as usize / HUGE).max(1)) as f64
+        }
+        Err(e) => {
+            fail = Some(e);
+            f64::NAN
+        }
+    });
+    if let Some(e) = fail {
+        return Err(e);
+    }
+    pr.done(
+        "faults",
+        &format!(
+            "4KB first touch {:.2} us ({}); 2MB THP first touch {:.1} us ({}), THP granted {} of {}",
+            f4.low() / 1e3,
+            f4.how(),
+            f2.low() / 1e3,
+            f2.how(),
+            mib(f2_granted.0 as usize),
+            mib(f2_granted.1 as usize)
+        ),
+    );
+
+    // 11. Zeroing and copying, 4KB and 2MB, temporal and non-temporal, over a 512 MiB
+    // rotation so that each target starts cold.
+    pr.start("zero and copy");
+    let zlen = if plan.quick { 256 << 20 } else { 512 << 20 };
+    let zr = Region::map(zlen, Thp::Huge)?;
+    zr.touch();
+    let src = Region::map(HUGE, Thp::Huge)?;
+    src.touch();
+    let chunks = zlen / HUGE;
+    let mut rot = 0usize;
+    let mut run = |f: &dyn Fn(*mut u8)| -> Stat {
+        bench::clean(2 * reps, || {
+            // One sample: 4 cold 2MB chunks.
+            let t = Instant::now();
+            for _ in 0..4 {
+                // SAFETY: inside the region.
+                let p = unsafe { zr.base.add((rot % chunks) * HUGE) };
+                rot += 1;
+                f(p);
+            }
+            t.elapsed().as_secs_f64() * 1e9 / (4.0 * 512.0) // ns per 4KB
+        })
+        .0
+    };
+    let z4t = run(&|p| {
+        for o in (0..HUGE).step_by(PAGE) {
+            // SAFETY: inside the chunk.
+            unsafe { std::ptr::write_bytes(p.add(o), 0, PAGE) };
+            std::hint::black_box(p);
+        }
+    });
+    let z2t = run(&|p| {
+        // SAFETY: inside the chunk.
+        unsafe { std::ptr::write_bytes(p, 0, HUGE) };
+        std::hint::black_box(p);
+    });
+    let z2n = run(&|p| bench::zero_nt(p, HUGE));
+    let z4n = run(&|p| {
+        for o in (0..HUGE).step_by(PAGE) {
+            // SAFETY: inside the chunk.
+            bench::zero_nt(unsafe { p.add(o) }, PAGE);
+        }
+    });
+    let s = src.base as *const u8;
+    let c4t = run(&|p| {
+        for o in (0..HUGE).step_by(PAGE) {
+            // SAFETY: both inside their regions.
+            unsafe { std::ptr::copy_nonoverlapping(s.add(o), p.add(o), PAGE) };
+            std::hint::black_box(p);
+        }
+    });
+    let c2n = run(&|p| bench::copy_nt(p, s, HUGE));
+    drop(zr);
+    drop(src);
+    let per4 = |s: &Stat| cyc(s.low());
+    pr.done(
+        "zero and copy",
+        &format!(
+            "cycles per 4KB: zero 4KB temporal {:.0}, 4KB non-temporal {:.0}, 2MB temporal {:.0}, \
+             2MB non-temporal {:.0}; copy 4KB temporal {:.0}, 2MB non-temporal {:.0}",
+            per4(&z4t),
+            per4(&z4n),
+            per4(&z2t),
+            per4(&z2n),
+            per4(&c4t),
+            per4(&c2n)
+        ),
+    );
+
+    // Derived costs.
+    let zero_page = per4(&z4t).round().max(1.0) as u64;
+    let zero_bulk = per4(&z2n).round().max(1.0) as u64;
+    let copy_page = per4(&c4t).round().max(1.0) as u64;
+    let fault_total = cyc(f4.low());
+    let fault = (fault_total - zero_page as f64).round().max(1.0) as u64;
+
+    // Assemble the file.
+    let skylake = splab_sim::hw::Machine::from_spec("skylake")?;
+    let mem_total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|k| k.parse::<u64>().ok())
+        })
+        .unwrap_or(4 << 20)
+        * 1024;
+    let largest: u64 = if cpu.page_1g { 1 << 30 } else { 2 << 20 };
+    let mem = (mem_total / largest).max(1) * largest;
+    let la57 = std::fs::read_to_string("/proc/cpuinfo")
+        .map(|t| {
+            t.lines()
+                .any(|l| l.starts_with("flags") && l.split_whitespace().any(|w| w == "la57"))
+        })
+        .unwrap_or(false);
+    let va_bits = if la57 { 57 } else { 48 };
+    let date = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let elapsed = started.elapsed().as_secs_f64();
+
+    let tlb_leaf_text = if cpu.tlb_leaf.is_empty() {
+        "cpuid leaf 0x18 is zeroed (by the hypervisor): geometry from the chases, ways assumed"
+            .to_string()
+    } else {
+        format!(
+            "cpuid leaf 0x18 lists {:?} (type, level, page-size bits, ways, sets)",
+            cpu.tlb_leaf
+        )
+    };
+    let ways_for = |entries: u32, pref: &[u32]| -> u32 {
+        pref.iter()
+            .copied()
+            .find(|w| entries.is_multiple_of(*w))
+            .unwrap_or(1)
+    };
+    let l1_entries = l1_reach as u32;
+    let l1_ways = ways_for(l1_entries, &[4, 8, 2]);
+    let (l1_2m_entries, l1_2m_src) = match (splintered || !thp_ok, l1_reach_2m) {
+        (false, Some(n)) => (
+            n as u32,
+            format!("2MB: {n} entries, the first rise of the 2MB-stride chase ({sweep2_text})"),
+        ),
+        _ => (
+            32,
+            "2MB: 32 entries assumed (not measurable here: 2MB pages are splintered by the host), skylake's".to_string(),
+        ),
+    };
+    let l1_2m_ways = ways_for(l1_2m_entries, &[4, 8, 2]);
+    let stlb_entries = stlb_reach as u32;
+    let stlb_ways = ways_for(stlb_entries, &[16, 12, 8, 4, 2]);
+    let stlb_cycles = stlb_hit.round().max(1.0) as u64;
+    let guest_desc = if cpu.guest {
+        format!(
+            "a {} guest, host page {}",
+            cpu.hypervisor
+                .trim_end_matches(|c: char| !c.is_alphanumeric()),
+            if !thp_ok {
+                "unknown"
+            } else if splintered {
+                "4KB (2MB guest pages are splintered)"
+            } else {
+                "2MB or larger"
+            }
+        )
+    } else {
+        "not a guest".to_string()
+    };
+
+    let mut t = String::new();
+    let w = &mut t;
+    let _ = writeln!(
+        w,
+        "# splab machine file written by `splab calibrate{}` on {date} in {elapsed:.0} s (docs/calibrate.md).\n\
+         # Each table's `source` names the benchmark and the spread ((p90 - p10) / p50 of its repeats) of every\n\
+         # value; values the benchmarks cannot measure are skylake's, marked \"assumed (not measurable here)\".\n",
+        if plan.quick { " --quick" } else { "" }
+    );
+    let _ = writeln!(w, "name = {}", q(&args.name));
+    let _ = writeln!(
+        w,
+        "description = {}",
+        q(&format!(
+            "{} at {:.2} GHz, measured by splab calibrate ({date}): {guest_desc}; {} {}-way data caches",
+            cpu.brand,
+            ghz,
+            levels.iter().map(|l| format!("{} {}", l.0, sz(l.1))).collect::<Vec<_>>().join(", "),
+            levels.iter().map(|l| l.2.to_string()).collect::<Vec<_>>().join("/")
+        ))
+    );
+    let _ = writeln!(
+        w,
+        "source = {}",
+        q(&format!(
+            "{clock_src}. Guest: {guest_line}. Evidence: {host_evidence}. mem: MemTotal of /proc/meminfo \
+             ({} MiB) rounded down to the largest page. va_bits: {} (4-level paging unless /proc/cpuinfo lists la57). \
+             page_sizes: 4KB, 2MB{} (cpuid 0x80000001 EDX bit 26 for 1GB). replicated_ptes: an x86 superpage is one entry.",
+            mem_total >> 20,
+            va_bits,
+            if cpu.page_1g { ", 1GB" } else { "" }
+        ))
+    );
+    let _ = writeln!(w, "freq_hz = {freq_hz}");
+    let _ = writeln!(w, "mem = {}", q(&sz(mem)));
+    let _ = writeln!(w, "va_bits = {va_bits}");
+    let _ = writeln!(
+        w,
+        "page_sizes = [\"4K\", \"2M\"{}]",
+        if cpu.page_1g { ", \"1G\"" } else { "" }
+    );
+    let _ = writeln!(w, "replicated_ptes = false\n");
+
+    let _ = writeln!(w, "[tlb.l1d]\nname = \"L1D\"");
+    let _ = writeln!(
+        w,
+        "source = {}",
+        q(&format!(
+            "calibrate: TLB sweep, chases with one line per 4KB page (MADV_NOHUGEPAGE) over 8 to {tlb_max} pages, each \
+             less its packed control (the same number of lines 128 B apart, THP memory), p10 of {treps} interleaved runs, \
+             largest spread {tlb_spread:.1}%. 4KB: {l1_entries} entries, the last page count before the extra cycles rise \
+             (extra cycles by pages: {sweep_text}). {l1_2m_src}. 1GB: assumed (not measurable here), skylake's 4. \
+             Ways (the first of 4, 8, 2 dividing the entries): assumed (not measurable here; {tlb_leaf_text}). An L1 hit costs no extra cycles."
+        ))
+    );
+    let _ = writeln!(w, "hit_cycles = 0\narrays = [");
+    let _ = writeln!(
+        w,
+        "    {{ sizes = [\"4K\"], entries = {l1_entries}, ways = {l1_ways}, replacement = \"lru\" }},"
+    );
+    let _ = writeln!(
+        w,
+        "    {{ sizes = [\"2M\"], entries = {l1_2m_entries}, ways = {l1_2m_ways}, replacement = \"lru\" }},"
+    );
+    if cpu.page_1g {
+        let _ = writeln!(
+            w,
+            "    {{ sizes = [\"1G\"], entries = 4, ways = 4, replacement = \"lru\" }},"
+        );
+    }
+    let _ = writeln!(w, "]\n");
+    let _ = writeln!(w, "[[tlb.lower]]\nname = \"STLB\"");
+    let _ = writeln!(
+        w,
+        "source = {}",
+        q(&format!(
+            "calibrate: TLB sweep (as tlb.l1d), p10 of {treps} runs, largest spread {tlb_spread:.1}%: {stlb_entries} entries \
+             for 4KB and 2MB, the last page count before the extra cycles rise halfway to the walk level \
+             just past it (+{walk_level:.1} cycles; +{walk_over:.1} at {tlb_max} pages); hit +{stlb_hit:.1} cycles, the median extra cycles from {} to {} pages \
+             (2x to 8x the L1 reach). Ways ({stlb_ways}: the first of 16, 12, 8, 4 dividing the entries) and the 1GB \
+             array (skylake's 16 x 4-way): assumed (not measurable here; {tlb_leaf_text}).",
+            2 * l1_reach,
+            8 * l1_reach
+        ))
+    );
+    let _ = writeln!(w, "hit_cycles = {stlb_cycles}\narrays = [");
+    let _ = writeln!(
+        w,
+        "    {{ sizes = [\"4K\", \"2M\"], entries = {stlb_entries}, ways = {stlb_ways}, replacement = \"lru\" }},"
+    );
+    if cpu.page_1g {
+        let _ = writeln!(
+            w,
+            "    {{ sizes = [\"1G\"], entries = 16, ways = 4, replacement = \"lru\" }},"
+        );
+    }
+    let _ = writeln!(w, "]\n");
+
+    let _ = writeln!(w, "[walk]\nkind = \"radix\"");
+    let _ = writeln!(
+        w,
+        "source = {}",
+        q(&format!(
+            "{va_bits}-bit {}-level radix, 8-byte entries (Intel SDM vol. 3 4.5). Page-walk cache sizes: assumed (not \
+             measurable here), skylake's. The TLB sweep's chases just beyond the STLB's reach walk for +{walk_level:.1} \
+             cycles per hop, +{walk_over:.1} at {tlb_max} pages (p10 of {treps} runs){}.",
+            if va_bits == 57 { 5 } else { 4 },
+            if cpu.guest { ", a two-dimensional walk in this guest: the model walks the guest's table only" } else { "" }
+        ))
+    );
+    if va_bits == 57 {
+        let _ = writeln!(
+            w,
+            "level_sizes = [\"256T\", \"512G\", \"1G\", \"2M\", \"4K\"]"
+        );
+    } else {
+        let _ = writeln!(w, "level_sizes = [\"512G\", \"1G\", \"2M\", \"4K\"]");
+    }
+    let pwc = &skylake.walk;
+    let _ = pwc;
+    let _ = writeln!(
+        w,
+        "pwc_entries = [{}]\npte_bytes = 8\n",
+        if va_bits == 57 {
+            "2, 2, 4, 32"
+        } else {
+            "2, 4, 32"
+        }
+    );
+
+    let _ = writeln!(
+        w,
+        "[caches]\nsource = {}\ndram_latency = {dram_cycles}\n",
+        q(&caches_src)
+    );
+    for (name, size, ways, lat, src) in &levels {
+        let _ = writeln!(
+            w,
+            "[[caches.levels]]\nname = {}\nsource = {}\nsize = {}\nways = {ways}\nlatency = {lat}\nreplacement = {}\n",
+            q(name),
+            q(src),
+            q(&sz(*size)),
+            q(if name == "LLC" { "nru" } else { "plru" })
+        );
+    }
+
+    let sc = &skylake.core;
+    let _ = writeln!(w, "[core]");
+    let _ = writeln!(
+        w,
+        "source = {}",
+        q(&format!(
+            "mshrs: calibrate: memory-level parallelism, K interleaved dependent chases over {} (THP memory), \
+             the time per hop stops dropping (the smallest K within 10% of the best speedup) at K={mlp_k} ({mlp_best:.1}x K=1's speed), p10 of {mreps} runs per K, largest spread \
+             {mlp_spread:.1}%; speedup by K: {mlp_text}. walkers: calibrate: concurrent walks, K interleaved chases with \
+             one line per 4KB page over {} ({} pages, beyond the STLB), the time per hop stops dropping at K={walk_k} ({walk_best:.1}x), \
+             p10 of {mreps} runs per K, largest spread {walk_spread:.1}%; speedup by K: {walk_text} (an upper bound \
+             when the data misses overlap too; at most 8). stream_bytes_per_cycle: calibrate: read stream, a \
+             sequential sum of 32 MiB pieces of {}, {:.1} GB/s, {}. window and width: assumed (not measurable here), skylake's.",
+            mib(plan.dram_footprint),
+            mib(plan.pages_4k * PAGE),
+            plan.pages_4k,
+            mib(plan.dram_footprint),
+            1.0 / stream.low(),
+            stream.how()
+        ))
+    );
+    let _ = writeln!(
+        w,
+        "window = {}\nwidth = {}\nmshrs = {mshrs}\nwalkers = {walkers}\nstream_bytes_per_cycle = {:.2}\n",
+        sc.window, sc.width, bpc
+    );
+
+    let c = &skylake.cost;
+    let _ = writeln!(w, "[cost]");
+    let _ = writeln!(
+        w,
+        "source = {}",
+        q(&format!(
+            "calibrate: faults, first touch of fresh MADV_NOHUGEPAGE memory (8 MiB regions), {:.0} cycles per 4KB page ({}), \
+             less zero_page_cycles: fault_cycles. A 2MB THP fault (MADV_HUGEPAGE, AnonHugePages {} of {} granted): \
+             {:.0} cycles ({}), for the record. calibrate: zero and copy, 4 cold 2MB chunks per run from a {} rotation, \
+             cycles per 4KB: zero_page_cycles, memset 4KB at a time ({}); zero_bulk_page_cycles, 2MB with \
+             non-temporal stores ({}); also 2MB temporal {:.0} ({}) and 4KB non-temporal {:.0} ({}); \
+             copy_page_cycles, memcpy 4KB at a time ({}); 2MB with non-temporal stores {:.0} ({}). \
+             access_cycles, pte_write_cycles, tlb_invalidate_cycles, popmap/reserv_* and sha1_block_cycles: assumed \
+             (not measurable here), skylake's.",
+            fault_total,
+            f4.how(),
+            mib(f2_granted.0 as usize),
+            mib(f2_granted.1 as usize),
+            cyc(f2.low()),
+            f2.how(),
+            mib(zlen),
+            z4t.how(),
+            z2n.how(),
+            per4(&z2t),
+            z2t.how(),
+            per4(&z4n),
+            z4n.how(),
+            c4t.how(),
+            per4(&c2n),
+            c2n.how()
+        ))
+    );
+    let _ = writeln!(
+        w,
+        "access_cycles = {}\nfault_cycles = {fault}\nzero_page_cycles = {zero_page}\nzero_bulk_page_cycles = {zero_bulk}\n\
+         copy_page_cycles = {copy_page}\npte_write_cycles = {}\ntlb_invalidate_cycles = {}\npopmap_level_cycles = {}\n\
+         reserv_populate_cycles = {}\nreserv_depopulate_cycles = {}\nreserv_create_cycles = {}\nreserv_piece_cycles = {}\n\
+         sha1_block_cycles = {}\n",
+        c.access_cycles,
+        c.pte_write_cycles,
+        c.tlb_invalidate_cycles,
+        c.popmap_level_cycles,
+        c.reserv_populate_cycles,
+        c.reserv_depopulate_cycles,
+        c.reserv_create_cycles,
+        c.reserv_piece_cycles,
+        c.sha1_block_cycles
+    );
+    let st = &skylake.storage;
+    let _ = writeln!(
+        w,
+        "[storage]\nname = {}\nsource = \"assumed (not measurable here): skylake's storage (calibrate does not measure storage)\"\n\
+         read_latency_ns = {}\nbytes_per_sec = {}\nswap = \"2x\"",
+        q(&st.name),
+        st.read_latency_ns,
+        st.bytes_per_sec
+    );
+
+    eprintln!(
+        "calibrate: {guest_line}\ncalibrate: {:.3} GHz; {}; DRAM {dram_cycles}; TLB L1 {l1_entries}, STLB {stlb_entries} \
+         (+{stlb_cycles}); mshrs {mshrs}, walkers {walkers}; fault {fault}, zero {zero_page}/{zero_bulk}, copy {copy_page}; \
+         {elapsed:.0} s",
+        ghz,
+        levels
+            .iter()
+            .map(|l| format!("{} {} {}", l.0, sz(l.1), l.3))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(t)
+}
+
+/// The K of K interleaved chases where the time per hop stops dropping: the smallest K whose
+/// speedup over K=1 is within 10% of the best speedup of any K (one noisy K cannot stop the
+/// search early, as a first-K-that-gains-little rule would).
+fn saturation(rows: &[(usize, Stat)]) -> usize {
+    let t1 = rows[0].1.low();
+    let best = rows.iter().map(|(_, s)| t1 / s.low()).fold(1.0, f64::max);
+    rows.iter()
+        .find(|(_, s)| t1 / s.low() >= 0.9 * best)
+        .map_or(1, |r| r.0)
+}
+
+fn fmt3(x: f64) -> String {
+    format!("{x:.4}")
+}

@@ -1,0 +1,119 @@
+//! `splab calibrate` (issue 8 item 3): the machine file it writes loads, runs a workload and
+//! round-trips through `splab machine show`; its values are in sane ranges (no timing
+//! assertions beyond them: the machine may be noisy); every table names the benchmark its
+//! values came from or says they are assumed; a bad output path is bad input.
+#![cfg(all(target_arch = "x86_64", target_os = "linux"))]
+
+mod common;
+
+use common::{assert_error_line, assert_success, splab};
+
+/// The value of `key = N` lines of the file, in order.
+fn numbers(text: &str, key: &str) -> Vec<f64> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix(key)?.trim().strip_prefix('='))
+        .map(|v| v.trim().replace('_', "").parse::<f64>().unwrap())
+        .collect()
+}
+
+#[test]
+fn quick_calibration_writes_a_machine_file_that_runs() {
+    let dir = std::env::temp_dir().join(format!("splab-calibrate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("host.toml");
+    let path = file.to_str().unwrap();
+    let out = splab()
+        .args(["calibrate", "--quick", "-o", path])
+        .output()
+        .unwrap();
+    assert_success(&out, "calibrate --quick");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("[11/11]"),
+        "one progress line per benchmark: {err}"
+    );
+    assert!(err.contains("guest"), "the guest finding is printed: {err}");
+    let text = std::fs::read_to_string(&file).unwrap();
+
+    // Sane ranges.
+    let ghz = numbers(&text, "freq_hz")[0] / 1e9;
+    assert!((0.5..=6.0).contains(&ghz), "clock {ghz} GHz");
+    let lat = numbers(&text, "latency");
+    assert!(lat.len() >= 2, "cache latencies: {lat:?}");
+    assert!((2.0..=10.0).contains(&lat[0]), "L1 latency {}", lat[0]);
+    assert!(
+        lat.windows(2).all(|w| w[0] <= w[1]),
+        "latencies grow by level: {lat:?}"
+    );
+    let dram = numbers(&text, "dram_latency")[0];
+    assert!(dram > *lat.last().unwrap(), "DRAM {dram} > LLC {lat:?}");
+    assert!(dram < 5000.0, "DRAM {dram} cycles");
+    for (k, lo, hi) in [
+        ("mshrs", 1.0, 32.0),
+        ("walkers", 1.0, 8.0),
+        ("fault_cycles", 50.0, 1e6),
+        ("zero_page_cycles", 10.0, 1e5),
+        ("zero_bulk_page_cycles", 10.0, 1e5),
+        ("copy_page_cycles", 10.0, 1e5),
+        ("stream_bytes_per_cycle", 0.05, 100.0),
+    ] {
+        let v = numbers(&text, k)[0];
+        assert!((lo..=hi).contains(&v), "{k} = {v}, expected {lo}..={hi}");
+    }
+
+    // Every table has a source naming a benchmark (calibrate: ...) or saying it is assumed.
+    let sources: Vec<&str> = text.lines().filter(|l| l.starts_with("source =")).collect();
+    assert!(sources.len() >= 9, "{} sources", sources.len());
+    for s in &sources {
+        assert!(
+            s.contains("calibrate")
+                || s.contains("cpuid")
+                || s.contains("assumed (not measurable here)"),
+            "a source without its benchmark: {s}"
+        );
+    }
+    assert!(text.contains("spread"), "spreads are written");
+    assert!(
+        text.contains("AnonHugePages"),
+        "THP actually granted is reported"
+    );
+
+    // It loads, runs, and round-trips.
+    let spec = format!("file:{path}");
+    let run = splab()
+        .args([
+            "run",
+            "-q",
+            "-m",
+            &spec,
+            "-p",
+            "base",
+            "-w",
+            "gups:size=256M,updates=1M",
+        ])
+        .output()
+        .unwrap();
+    assert_success(&run, "run on the calibrated file");
+    let show = splab().args(["machine", "show", &spec]).output().unwrap();
+    assert_success(&show, "machine show");
+    assert_eq!(
+        String::from_utf8_lossy(&show.stdout),
+        text,
+        "machine show round-trips"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_output_path_is_bad_input() {
+    let out = splab()
+        .args(["calibrate", "--quick", "-o", "/nonexistent-dir/x/host.toml"])
+        .output()
+        .unwrap();
+    assert_error_line(
+        &out,
+        2,
+        "calibrate -o bad path",
+        &["/nonexistent-dir/x/host.toml"],
+    );
+}
