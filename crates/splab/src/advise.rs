@@ -1528,6 +1528,13 @@ mod tests {
             Some(((64 << 20) - 4119, (64 << 20) - 24))
         );
         assert_eq!(glibc_mmap_request_range(4096), None);
+        // A 128K mapping is no malloc's: the requests it would fit (up to 131048 bytes) are
+        // below the mmap threshold and served from the heap (cargo-mutants: the bound's + 1).
+        assert_eq!(glibc_mmap_request_range(128 << 10), None);
+        assert_eq!(
+            glibc_mmap_request_range(132 << 10),
+            Some((GLIBC_HEAP_MAX_REQUEST + 1, (132 << 10) - 24))
+        );
     }
 
     #[test]
