@@ -53,6 +53,32 @@ impl WalkConfig {
     }
 }
 
+/// A guest machine's second translation (virtualised, two-dimensional paging): the host's
+/// tables (Intel EPT, SDM vol. 3 ch. 29; AMD nested paging, APM vol. 2 15.25) map
+/// guest-physical to host-physical addresses. A machine with one is a guest (`nested=SIZE`, or a
+/// machine file's `[nested]` table).
+///
+/// The host is not under memory pressure: it backs all of guest memory with pages of
+/// `page_shift`, present and contiguous, guest-physical address g at host-physical g (so data
+/// lines keep their addresses). Its tables are a radix tree over guest memory, laid out in
+/// host-physical memory from `table_frame` up (the first frame above guest memory, which no
+/// guest frame has): the root, then each level's tables in address order, as a hypervisor that
+/// built them at boot would have them. Their lines never are a guest line, though they compete
+/// for the same cache sets.
+#[derive(Clone, Debug, Serialize)]
+pub struct NestedConfig {
+    /// Byte shift of the host page size (the smallest page a TLB entry may then hold).
+    pub page_shift: u8,
+    /// Entry shifts of the host's table levels, root first (EPT: 39, 30, 21, 12).
+    pub level_shifts: Vec<u8>,
+    /// Host paging-structure caches, one per host level above the leaf (Intel caches EPT
+    /// paging-structure entries, SDM vol. 3 29.4.3; sizes unpublished: an assumption).
+    pub pwc_entries: Vec<u32>,
+    /// The nested TLB: guest-physical page -> host-physical translations of the guest's
+    /// page-table pages (AMD's NTLB, Bhargava et al. ASPLOS'08 4.2; size an assumption).
+    pub ntlb_entries: u32,
+}
+
 /// Frames of the page-table pages on a walk's path, root first; `NO_TABLE` where the path ends.
 pub type PtPath = [u64; 4];
 pub const NO_TABLE: u64 = u64::MAX;
@@ -190,6 +216,8 @@ pub struct WalkCost {
     pub refs_by_level: [u32; 4],
     /// Software refill handler cycles (0 for a hardware walker).
     pub handler: u64,
+    /// Of `refs`, the references to the host's tables (nested paging; 0 otherwise).
+    pub refs_host: u32,
 }
 
 impl WalkCost {
@@ -217,6 +245,36 @@ pub struct Walker {
     pub pwc_hits: u64,
     /// Walk references served by L1, L2, LLC, DRAM.
     pub refs_by_level: [u64; 4],
+    /// The host's dimension on a guest machine (None: native, and `walk` is all there is).
+    nested: Option<Box<Nested>>,
+    /// The host dimension's counters (all 0 on a native machine).
+    pub nested_stats: NestedStats,
+}
+
+/// Counters of the host dimension of two-dimensional walks (`tlb.nested` in reports).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct NestedStats {
+    /// References to the host's tables (also counted in the walks' references).
+    pub walk_refs_host: u64,
+    /// Translations of a guest page-table page found in the nested TLB (no host walk).
+    pub ntlb_hits: u64,
+    /// Host walks started below the root by a host paging-structure-cache hit.
+    pub host_pwc_hits: u64,
+    /// The most references one walk made (guest and host together).
+    pub walk_refs_max: u32,
+}
+
+/// The host dimension's state: its table layout, paging-structure caches and nested TLB.
+#[derive(Clone, Debug)]
+struct Nested {
+    /// Host level shifts, root first, and the host leaf's level (the one mapping the host page).
+    shifts: [u8; 4],
+    leaf: usize,
+    /// Host-physical frame of the first table of each level (`NestedConfig`'s layout).
+    level_base: [u64; 4],
+    pwcs: Vec<Pwc>,
+    ntlb: Pwc,
+    page_shift: u8,
 }
 
 impl Walker {
@@ -255,7 +313,50 @@ impl Walker {
             pwcs,
             pwc_hits: 0,
             refs_by_level: [0; 4],
+            nested: None,
+            nested_stats: NestedStats::default(),
         }
+    }
+
+    /// Makes this the walker of a guest of `mem_bytes` of memory: walks become two-dimensional
+    /// (`walk_nested`). The host's tables start at the first frame above guest memory, each
+    /// level's in address order (`NestedConfig`).
+    pub fn set_nested(&mut self, cfg: &NestedConfig, mem_bytes: u64) {
+        let n = cfg.level_shifts.len().min(4);
+        let mut shifts = [0u8; 4];
+        shifts[..n].copy_from_slice(&cfg.level_shifts[..n]);
+        let leaf = shifts[..n]
+            .iter()
+            .position(|&x| x == cfg.page_shift)
+            .unwrap_or(n - 1);
+        let mut level_base = [0u64; 4];
+        let mut next = mem_bytes >> self.base_shift;
+        for lvl in 0..=leaf {
+            level_base[lvl] = next;
+            // Tables of this level: one per entry of the level above that covers guest memory.
+            next += if lvl == 0 {
+                1
+            } else {
+                mem_bytes.div_ceil(1u64 << shifts[lvl - 1]).max(1)
+            };
+        }
+        self.nested = Some(Box::new(Nested {
+            shifts,
+            leaf,
+            level_base,
+            pwcs: cfg.pwc_entries[..leaf.min(cfg.pwc_entries.len())]
+                .iter()
+                .map(|&e| Pwc::new(e))
+                .collect(),
+            ntlb: Pwc::new(cfg.ntlb_entries),
+            page_shift: cfg.page_shift,
+        }));
+    }
+
+    /// Whether walks are two-dimensional (a guest machine).
+    #[inline]
+    pub fn is_nested(&self) -> bool {
+        self.nested.is_some()
     }
 
     /// Whether misses trap to software (which drains the core's window).
@@ -363,6 +464,110 @@ impl Walker {
         }
         self.tally(caches, counts, &mut cost);
         cost
+    }
+
+    /// A two-dimensional walk (Bhargava et al. ASPLOS'08, Figures 2 and 3; Intel SDM vol. 3
+    /// 29.3, AMD APM vol. 2 15.25): the guest walk of `walk`, in which each guest page-table
+    /// page's guest-physical address is first translated by the host (the nested TLB, else a
+    /// host walk of its levels), and, when the guest walk found a mapping, the data's
+    /// guest-physical address `data_gpa` by one more host walk. With every cache cold, 4 guest
+    /// and 4 host levels make 4 x (4 + 1) + 4 = 24 references. A guest page-walk-cache hit skips
+    /// the guest levels above it and their host walks (Intel's combined paging-structure-cache
+    /// entries hold the next table's host-physical address, SDM vol. 3 29.4.3).
+    pub fn walk_nested(
+        &mut self,
+        asid: u32,
+        va: u64,
+        leaf_shift: u8,
+        path: &PtPath,
+        data_gpa: Option<u64>,
+        caches: &mut Caches,
+    ) -> WalkCost {
+        let mut cost = WalkCost::default();
+        let mut nested = self.nested.take().expect("walk_nested on a native machine");
+        let n = self.levels;
+        let shifts = self.shifts;
+        let leaf = if leaf_shift < 64 {
+            self.leaf_of[leaf_shift as usize] as usize
+        } else {
+            n - 1
+        };
+        let mut start = 0;
+        for lvl in (0..leaf.min(self.pwcs.len())).rev() {
+            let index = va >> shifts[lvl];
+            if self.pwcs[lvl].lookup(index, pwc_key(asid, lvl, index)) {
+                start = lvl + 1;
+                self.pwc_hits += 1;
+                break;
+            }
+        }
+        let mut counts = 0;
+        let mut host = 0u32;
+        for lvl in start..=leaf {
+            let frame = path[lvl];
+            if frame == NO_TABLE {
+                break;
+            }
+            // The guest table's guest-physical page, translated by the host.
+            let gpa = frame << self.base_shift;
+            let gpage = gpa >> nested.page_shift;
+            let key = pwc_key(0, 0, gpage);
+            if nested.ntlb.lookup(gpage, key) {
+                self.nested_stats.ntlb_hits += 1;
+            } else {
+                host += self.host_walk(&mut nested, gpa, caches, &mut counts);
+                nested.ntlb.insert_absent(gpage, key);
+            }
+            let line = self.entry_line(frame, shifts[lvl], va);
+            Self::reference(caches, line, &mut counts);
+            if lvl < leaf && lvl < self.pwcs.len() {
+                let index = va >> shifts[lvl];
+                self.pwcs[lvl].insert_absent(index, pwc_key(asid, lvl, index));
+            }
+        }
+        if let Some(g) = data_gpa {
+            host += self.host_walk(&mut nested, g, caches, &mut counts);
+        }
+        self.nested = Some(nested);
+        self.tally(caches, counts, &mut cost);
+        cost.refs_host = host;
+        self.nested_stats.walk_refs_host += host as u64;
+        self.nested_stats.walk_refs_max = self.nested_stats.walk_refs_max.max(cost.refs);
+        cost
+    }
+
+    /// The host's walk for guest-physical address `gpa`, below its deepest paging-structure
+    /// cache hit; its references are counted in `counts` (see `reference`). Returns how many.
+    fn host_walk(
+        &mut self,
+        h: &mut Nested,
+        gpa: u64,
+        caches: &mut Caches,
+        counts: &mut u64,
+    ) -> u32 {
+        let mut start = 0;
+        for lvl in (0..h.leaf.min(h.pwcs.len())).rev() {
+            let index = gpa >> h.shifts[lvl];
+            if h.pwcs[lvl].lookup(index, pwc_key(0, lvl, index)) {
+                start = lvl + 1;
+                self.nested_stats.host_pwc_hits += 1;
+                break;
+            }
+        }
+        for lvl in start..=h.leaf {
+            let table = if lvl == 0 {
+                0
+            } else {
+                gpa >> h.shifts[lvl - 1]
+            };
+            let line = self.entry_line(h.level_base[lvl] + table, h.shifts[lvl], gpa);
+            Self::reference(caches, line, counts);
+            if lvl < h.leaf && lvl < h.pwcs.len() {
+                let index = gpa >> h.shifts[lvl];
+                h.pwcs[lvl].insert_absent(index, pwc_key(0, lvl, index));
+            }
+        }
+        (h.leaf + 1 - start) as u32
     }
 
     /// Hints the host to fetch the cache sets of the leaf entry of `va` (no effect on the model).
