@@ -510,6 +510,8 @@ mod tests {
             "skylake:swap=0",
             "alpha21264:mem=64M,swap=1G",
             "pa8000:mem=128M",
+            "skylake:nested=2M",
+            "skylake:mem=1G,nested=4K",
         ] {
             let text = Machine::show(spec).unwrap();
             let path = dir.join("m.toml");

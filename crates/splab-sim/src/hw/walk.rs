@@ -667,6 +667,90 @@ mod tests {
         assert_eq!(r.refs_by_level, [3, 0, 0, 1]);
     }
 
+    fn nested(page_shift: u8, pwc: Vec<u32>, ntlb: u32) -> Walker {
+        let mut w = radix();
+        w.set_nested(
+            &NestedConfig {
+                page_shift,
+                level_shifts: vec![39, 30, 21, 12],
+                pwc_entries: pwc,
+                ntlb_entries: ntlb,
+            },
+            1 << 30,
+        );
+        w
+    }
+
+    /// Bhargava et al. ASPLOS'08 Figure 3: with no walk caching, a 4 + 4 level walk makes
+    /// 4 x (4 + 1) + 4 = 24 references, 20 of them to the host's tables.
+    #[test]
+    fn uncached_two_dimensional_walk_is_24_references() {
+        let mut w = nested(12, vec![0, 0, 0], 0);
+        let mut c = caches();
+        let r = w.walk_nested(1, 0x4000_0000, 12, &[1, 2, 3, 4], Some(0x5000), &mut c);
+        assert_eq!((r.refs, r.refs_host), (24, 20));
+        assert_eq!(w.nested_stats.walk_refs_max, 24);
+    }
+
+    /// The walk caches of both dimensions. Cold, the first host walk is four references; the
+    /// guest's other tables and the data lie in the same 2MB of guest-physical memory, so the
+    /// host's PDE cache answers their host walks with one: 4 guest + 4 + 3 x 1 + 1 host = 12.
+    #[test]
+    fn walk_caches_of_both_dimensions() {
+        let mut w = nested(12, vec![2, 4, 32], 16);
+        let mut c = caches();
+        let path = [1, 2, 3, 4];
+        let r = w.walk_nested(1, 0x4000_0000, 12, &path, Some(0x5000), &mut c);
+        assert_eq!((r.refs, r.refs_host), (12, 8));
+        assert_eq!(w.nested_stats.host_pwc_hits, 4);
+        // The next page of the same 2MB region: the guest PDE cache skips three guest levels
+        // (and their host walks), the nested TLB has the leaf table's page, and the host's PDE
+        // cache the data's 2MB: one guest and one host reference.
+        let r = w.walk_nested(1, 0x4000_1000, 12, &path, Some(0x6000), &mut c);
+        assert_eq!((r.refs, r.refs_host), (2, 1));
+        assert_eq!(w.nested_stats.ntlb_hits, 1);
+        // A walk that finds nothing mapped makes no host walk for data.
+        let r = w.walk_nested(
+            2,
+            0x1000,
+            12,
+            &[9, NO_TABLE, NO_TABLE, NO_TABLE],
+            None,
+            &mut c,
+        );
+        assert_eq!((r.refs, r.refs_host), (2, 1));
+        assert_eq!(w.nested_stats.walk_refs_host, 10);
+        assert_eq!(w.nested_stats.walk_refs_max, 12);
+    }
+
+    /// Host and guest superpages shorten their own dimension: a 2MB host page ends each host
+    /// walk a level early (4 x (3 + 1) + 3 = 19), a 2MB guest page ends the guest walk early
+    /// (3 x (4 + 1) + 4 = 19), both: 3 x (3 + 1) + 3 = 15. Without caches every walk is cold.
+    #[test]
+    fn superpages_shorten_their_dimension() {
+        for (host, guest, refs) in [(12, 12, 24), (21, 12, 19), (12, 21, 19), (21, 21, 15)] {
+            let mut w = nested(host, vec![0, 0, 0], 0);
+            let mut c = caches();
+            let path = [1, 2, 3, if guest == 12 { 4 } else { NO_TABLE }];
+            let r = w.walk_nested(1, 0x4000_0000, guest, &path, Some(0x20_0000), &mut c);
+            assert_eq!(r.refs, refs, "host {host} guest {guest}");
+        }
+    }
+
+    /// The host's tables lie above guest memory, one level after another, and their lines
+    /// are never a guest frame's.
+    #[test]
+    fn host_tables_lie_above_guest_memory() {
+        let w = nested(12, vec![2, 4, 32], 16);
+        let h = w.nested.as_ref().unwrap();
+        // 1GB of guest memory in 4KB frames: the root at frame 2^18, one PDPT, one PD, 512 PTs.
+        assert_eq!(
+            &h.level_base,
+            &[1 << 18, (1 << 18) + 1, (1 << 18) + 2, (1 << 18) + 3]
+        );
+        assert_eq!(h.leaf, 3);
+    }
+
     #[test]
     fn software_refill_is_handler_plus_pte_load() {
         let mut w = Walker::new(
