@@ -255,14 +255,14 @@ fn load(text: &str) -> Result<Loaded> {
 }
 
 /// Nested TLB entries `nested=` gives a machine whose file has no `[nested]` table. AMD does not
-/// publish the size of its nested TLB (Bhargava et al. ASPLOS'08 4.2 propose one), nor Intel
+/// publish the size of its nested TLB (Bhargava et al. ASPLOS'08 describe it), nor Intel
 /// its EPT paging-structure caches: an assumption, as the guest's page-walk-cache sizes are.
 pub const DEFAULT_NTLB_ENTRIES: u32 = 16;
 
 /// The host translation `nested=SIZE` gives a machine whose file has no `[nested]` table: the
 /// host's tables have the guest's levels (EPT has x86-64's four levels of 8-byte entries, Intel
-/// SDM vol. 3 29.3.2; AMD's nested tables are the host's own long-mode tables, APM vol. 2
-/// 15.25.5), its paging-structure caches the guest's sizes (`walk.pwc_entries`) and the
+/// SDM vol. 3 ch. 29; AMD's nested tables are the host's own long-mode tables, APM vol. 2
+/// 15.25), its paging-structure caches the guest's sizes (`walk.pwc_entries`) and the
 /// nested TLB `DEFAULT_NTLB_ENTRIES`. The page size is the option's. A software-refilled
 /// machine gets a table that `check_nested` refuses.
 fn default_nested(m: &Machine) -> NestedConfig {
@@ -291,9 +291,9 @@ fn nested_table(cfg: &NestedConfig, option: &str) -> String {
          source = \"\"\"\n\
          Added by the option nested={option}: a guest machine under nested paging (Intel SDM vol. 3 ch. 29 EPT; \\\n\
          AMD APM vol. 2 15.25). The host backs all guest memory with {page} pages, present and contiguous. \\\n\
-         level_sizes: the guest's (EPT's four levels, SDM vol. 3 29.3.2). pwc_entries: the guest's page-walk-cache \\\n\
+         level_sizes: the guest's (EPT's four levels, SDM vol. 3 ch. 29). pwc_entries: the guest's page-walk-cache \\\n\
          sizes (Intel's EPT paging-structure caches are unpublished: an assumption). ntlb_entries: the nested TLB \\\n\
-         (AMD's, Bhargava et al. ASPLOS'08 4.2), size unpublished: an assumption.\"\"\"\n\
+         (AMD's, Bhargava et al. ASPLOS'08), size unpublished: an assumption.\"\"\"\n\
          page_size = \"{page}\"\n\
          level_sizes = [{levels}]\n\
          pwc_entries = [{pwc}]\n\

@@ -72,10 +72,10 @@ pub struct NestedConfig {
     /// Entry shifts of the host's table levels, root first (EPT: 39, 30, 21, 12).
     pub level_shifts: Vec<u8>,
     /// Host paging-structure caches, one per host level above the leaf (Intel caches EPT
-    /// paging-structure entries, SDM vol. 3 29.4.3; sizes unpublished: an assumption).
+    /// paging-structure entries, SDM vol. 3 ch. 29; sizes unpublished: an assumption).
     pub pwc_entries: Vec<u32>,
     /// The nested TLB: guest-physical page -> host-physical translations of the guest's
-    /// page-table pages (AMD's NTLB, Bhargava et al. ASPLOS'08 4.2; size an assumption).
+    /// page-table pages (AMD's NTLB, Bhargava et al. ASPLOS'08; size an assumption).
     pub ntlb_entries: u32,
 }
 
@@ -467,13 +467,14 @@ impl Walker {
     }
 
     /// A two-dimensional walk (Bhargava et al. ASPLOS'08, Figures 2 and 3; Intel SDM vol. 3
-    /// 29.3, AMD APM vol. 2 15.25): the guest walk of `walk`, in which each guest page-table
+    /// ch. 29, AMD APM vol. 2 15.25): the guest walk of `walk`, in which each guest page-table
     /// page's guest-physical address is first translated by the host (the nested TLB, else a
     /// host walk of its levels), and, when the guest walk found a mapping, the data's
-    /// guest-physical address `data_gpa` by one more host walk. With every cache cold, 4 guest
-    /// and 4 host levels make 4 x (4 + 1) + 4 = 24 references. A guest page-walk-cache hit skips
+    /// guest-physical address `data_gpa` by one more host walk. When every walk-cache lookup
+    /// misses, 4 guest and 4 host levels make 4 x (4 + 1) + 4 = 24 references (cold caches alone
+    /// do not: the host's first walk fills caches its later ones in the same walk hit). A guest page-walk-cache hit skips
     /// the guest levels above it and their host walks (Intel's combined paging-structure-cache
-    /// entries hold the next table's host-physical address, SDM vol. 3 29.4.3).
+    /// entries hold the next table's host-physical address: SDM vol. 3 ch. 29, combined mappings).
     pub fn walk_nested(
         &mut self,
         asid: u32,

@@ -374,7 +374,7 @@ impl Os {
     }
 
     /// A guest page larger than the host's (nested paging), as the TLB holds it: the host page
-    /// of it that holds `va` (Bhargava et al. ASPLOS'08 5: a TLB entry maps the smaller of the
+    /// of it that holds `va` (Bhargava et al. ASPLOS'08: a TLB entry maps the smaller of the
     /// guest and host pages, so a guest superpage on smaller host pages is splintered, saving
     /// guest walk levels but no TLB reach). Its frame is that piece's first.
     #[inline]
