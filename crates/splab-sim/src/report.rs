@@ -481,7 +481,7 @@ impl Report {
                 pwc_hits: os.hw.walker.pwc_hits,
                 dirty_assists: acc.dirty_assists,
                 nested: m.nested.as_ref().map(|n| {
-                    let ns = os.hw.walker.nested_stats;
+                    let ns = os.hw.walker.nested_stats();
                     NestedReport {
                         host_page_size: 1u64 << n.page_shift,
                         walk_refs_host: ns.walk_refs_host,

@@ -246,9 +246,8 @@ pub struct Walker {
     /// Walk references served by L1, L2, LLC, DRAM.
     pub refs_by_level: [u64; 4],
     /// The host's dimension on a guest machine (None: native, and `walk` is all there is).
+    /// Boxed, with its counters inside, so that a native walker is one pointer larger.
     nested: Option<Box<Nested>>,
-    /// The host dimension's counters (all 0 on a native machine).
-    pub nested_stats: NestedStats,
 }
 
 /// Counters of the host dimension of two-dimensional walks (`tlb.nested` in reports).
@@ -275,6 +274,7 @@ struct Nested {
     pwcs: Vec<Pwc>,
     ntlb: Pwc,
     page_shift: u8,
+    stats: NestedStats,
 }
 
 impl Walker {
@@ -314,7 +314,6 @@ impl Walker {
             pwc_hits: 0,
             refs_by_level: [0; 4],
             nested: None,
-            nested_stats: NestedStats::default(),
         }
     }
 
@@ -350,7 +349,15 @@ impl Walker {
                 .collect(),
             ntlb: Pwc::new(cfg.ntlb_entries),
             page_shift: cfg.page_shift,
+            stats: NestedStats::default(),
         }));
+    }
+
+    /// The host dimension's counters (all 0 on a native machine).
+    pub fn nested_stats(&self) -> NestedStats {
+        self.nested
+            .as_ref()
+            .map_or(NestedStats::default(), |n| n.stats)
     }
 
     /// Whether walks are two-dimensional (a guest machine).
@@ -514,7 +521,7 @@ impl Walker {
             let gpage = gpa >> nested.page_shift;
             let key = pwc_key(0, 0, gpage);
             if nested.ntlb.lookup(gpage, key) {
-                self.nested_stats.ntlb_hits += 1;
+                nested.stats.ntlb_hits += 1;
             } else {
                 host += self.host_walk(&mut nested, gpa, caches, &mut counts);
                 nested.ntlb.insert_absent(gpage, key);
@@ -529,11 +536,11 @@ impl Walker {
         if let Some(g) = data_gpa {
             host += self.host_walk(&mut nested, g, caches, &mut counts);
         }
-        self.nested = Some(nested);
         self.tally(caches, counts, &mut cost);
         cost.refs_host = host;
-        self.nested_stats.walk_refs_host += host as u64;
-        self.nested_stats.walk_refs_max = self.nested_stats.walk_refs_max.max(cost.refs);
+        nested.stats.walk_refs_host += host as u64;
+        nested.stats.walk_refs_max = nested.stats.walk_refs_max.max(cost.refs);
+        self.nested = Some(nested);
         cost
     }
 
@@ -551,7 +558,7 @@ impl Walker {
             let index = gpa >> h.shifts[lvl];
             if h.pwcs[lvl].lookup(index, pwc_key(0, lvl, index)) {
                 start = lvl + 1;
-                self.nested_stats.host_pwc_hits += 1;
+                h.stats.host_pwc_hits += 1;
                 break;
             }
         }
@@ -690,7 +697,7 @@ mod tests {
         let mut c = caches();
         let r = w.walk_nested(1, 0x4000_0000, 12, &[1, 2, 3, 4], Some(0x5000), &mut c);
         assert_eq!((r.refs, r.refs_host), (24, 20));
-        assert_eq!(w.nested_stats.walk_refs_max, 24);
+        assert_eq!(w.nested_stats().walk_refs_max, 24);
     }
 
     /// The walk caches of both dimensions. Cold, the first host walk is four references; the
@@ -703,13 +710,13 @@ mod tests {
         let path = [1, 2, 3, 4];
         let r = w.walk_nested(1, 0x4000_0000, 12, &path, Some(0x5000), &mut c);
         assert_eq!((r.refs, r.refs_host), (12, 8));
-        assert_eq!(w.nested_stats.host_pwc_hits, 4);
+        assert_eq!(w.nested_stats().host_pwc_hits, 4);
         // The next page of the same 2MB region: the guest PDE cache skips three guest levels
         // (and their host walks), the nested TLB has the leaf table's page, and the host's PDE
         // cache the data's 2MB: one guest and one host reference.
         let r = w.walk_nested(1, 0x4000_1000, 12, &path, Some(0x6000), &mut c);
         assert_eq!((r.refs, r.refs_host), (2, 1));
-        assert_eq!(w.nested_stats.ntlb_hits, 1);
+        assert_eq!(w.nested_stats().ntlb_hits, 1);
         // A walk that finds nothing mapped makes no host walk for data.
         let r = w.walk_nested(
             2,
@@ -720,8 +727,8 @@ mod tests {
             &mut c,
         );
         assert_eq!((r.refs, r.refs_host), (2, 1));
-        assert_eq!(w.nested_stats.walk_refs_host, 10);
-        assert_eq!(w.nested_stats.walk_refs_max, 12);
+        assert_eq!(w.nested_stats().walk_refs_host, 10);
+        assert_eq!(w.nested_stats().walk_refs_max, 12);
     }
 
     /// Host and guest superpages shorten their own dimension: a 2MB host page ends each host

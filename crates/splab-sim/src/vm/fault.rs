@@ -310,22 +310,13 @@ impl Os {
                         path = self.pt_partial_path(pid, vpn);
                     }
                     let w = if self.hw.walker.is_nested() {
-                        // A guest: the walk is two-dimensional, and a mapping found needs the
-                        // host's translation of the data's guest-physical address too.
                         let data_gpa = match found {
                             Walked::Mapped { head, .. } => {
                                 Some((head.pfn().0 << bs) + (va & ((1u64 << leaf) - 1)))
                             }
                             _ => None,
                         };
-                        self.hw.walker.walk_nested(
-                            pid.0,
-                            va,
-                            leaf,
-                            &path,
-                            data_gpa,
-                            &mut self.hw.caches,
-                        )
+                        self.walk_2d(pid, va, leaf, &path, data_gpa)
                     } else {
                         self.hw
                             .walker
@@ -373,11 +364,30 @@ impl Os {
         )))
     }
 
+    /// A guest's walk: two-dimensional, and a mapping found needs the host's translation of the
+    /// data's guest-physical address `data_gpa` too. Out of line, so that the native miss path
+    /// around it stays as it was.
+    #[cold]
+    #[inline(never)]
+    fn walk_2d(
+        &mut self,
+        pid: Pid,
+        va: u64,
+        leaf: u8,
+        path: &crate::hw::walk::PtPath,
+        data_gpa: Option<u64>,
+    ) -> crate::hw::walk::WalkCost {
+        self.hw
+            .walker
+            .walk_nested(pid.0, va, leaf, path, data_gpa, &mut self.hw.caches)
+    }
+
     /// A guest page larger than the host's (nested paging), as the TLB holds it: the host page
     /// of it that holds `va` (Bhargava et al. ASPLOS'08: a TLB entry maps the smaller of the
     /// guest and host pages, so a guest superpage on smaller host pages is splintered, saving
     /// guest walk levels but no TLB reach). Its frame is that piece's first.
-    #[inline]
+    #[cold]
+    #[inline(never)]
     fn splinter(&self, va: u64, t: Translation) -> Translation {
         let bs = self.base_shift();
         let guest = self.orders[t.size.0 as usize];
