@@ -65,6 +65,27 @@ pub struct TlbReport {
     pub walk_refs_by_level: Map<String, Value>,
     pub pwc_hits: u64,
     pub dirty_assists: u64,
+    /// A guest machine's host dimension (nested paging, hw/walk.rs); absent on a native machine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nested: Option<NestedReport>,
+}
+
+/// The host dimension of a guest's two-dimensional walks. `walk_refs` above counts both
+/// dimensions; `walk_refs_host` is the host's part of it.
+#[derive(Clone, Debug, Serialize)]
+pub struct NestedReport {
+    /// The host's page size: a TLB entry maps at most this much.
+    pub host_page_size: u64,
+    /// References to the host's tables (of `walk_refs`).
+    pub walk_refs_host: u64,
+    /// References to the guest's tables (`walk_refs` - `walk_refs_host`).
+    pub walk_refs_guest: u64,
+    /// Guest page-table pages translated by the nested TLB (no host walk).
+    pub ntlb_hits: u64,
+    /// Host walks started below the root by a host paging-structure-cache hit.
+    pub host_pwc_hits: u64,
+    /// The most references one walk made.
+    pub walk_refs_max: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -459,6 +480,17 @@ impl Report {
                 walk_refs_by_level: by_place(&places, &os.hw.walker.refs_by_level),
                 pwc_hits: os.hw.walker.pwc_hits,
                 dirty_assists: acc.dirty_assists,
+                nested: m.nested.as_ref().map(|n| {
+                    let ns = os.hw.walker.nested_stats();
+                    NestedReport {
+                        host_page_size: 1u64 << n.page_shift,
+                        walk_refs_host: ns.walk_refs_host,
+                        walk_refs_guest: acc.walk_refs - ns.walk_refs_host,
+                        ntlb_hits: ns.ntlb_hits,
+                        host_pwc_hits: ns.host_pwc_hits,
+                        walk_refs_max: ns.walk_refs_max as u64,
+                    }
+                }),
             },
             caches: CachesReport {
                 data_by_level: by_place(&places, &acc.data_by_level),
@@ -650,6 +682,19 @@ impl Report {
             self.walk_rate(),
             group(self.tlb.walk_refs)
         );
+        if let Some(n) = &self.tlb.nested {
+            let _ = writeln!(
+                s,
+                "  nested paging {} host pages: refs guest {}, host {} ({:.2} per walk, at most {} in one); nested TLB hits {}, host PWC hits {}",
+                fmt_size(n.host_page_size),
+                group(n.walk_refs_guest),
+                group(n.walk_refs_host),
+                n.walk_refs_host as f64 / self.tlb.walks.max(1) as f64,
+                n.walk_refs_max,
+                group(n.ntlb_hits),
+                group(n.host_pwc_hits)
+            );
+        }
         let f = &self.faults;
         let _ = writeln!(
             s,

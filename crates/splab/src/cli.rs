@@ -303,7 +303,8 @@ enum MachineCmd {
     /// machine of your own from: splab machine show skylake > my.toml; then run with
     /// -m file:my.toml. Options are written into the file (skylake:mem=4G gives mem = "4G").
     Show {
-        /// A preset (splab list machines), or file:PATH.toml, optionally with :mem=SIZE,swap=SIZE.
+        /// A preset (splab list machines), or file:PATH.toml, optionally with
+        /// :mem=SIZE,swap=SIZE,nested=SIZE.
         name: String,
     },
 }
@@ -982,9 +983,10 @@ fn cmd_list(what: &str) {
                 println!("{:<12} {}", name, m.description);
             }
             println!(
-                "\nParameters: mem=SIZE, swap=SIZE (e.g. skylake:mem=4G). A machine file: \
-                 -m file:PATH.toml[:mem=SIZE,swap=SIZE]; `splab machine show NAME` prints a \
-                 preset's file to start one from."
+                "\nParameters: mem=SIZE, swap=SIZE (e.g. skylake:mem=4G), nested=SIZE (a guest \
+                 under nested paging with host pages of SIZE: skylake:nested=4K). A machine file: \
+                 -m file:PATH.toml[:mem=SIZE,swap=SIZE,nested=SIZE]; `splab machine show NAME` \
+                 prints a preset's file to start one from."
             );
         }
         "policies" => {

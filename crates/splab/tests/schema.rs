@@ -44,6 +44,16 @@ fn real_reports_validate_against_the_schema() {
             "-w",
             "gups:size=64M,updates=20K",
         ],
+        // A guest machine: the report's `tlb.nested` section.
+        &[
+            "run",
+            "-m",
+            "skylake:mem=1G,nested=4K",
+            "-p",
+            "linux",
+            "-w",
+            "gups:size=64M,updates=20K",
+        ],
         &[
             "run",
             "-m",

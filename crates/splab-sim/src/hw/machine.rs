@@ -12,7 +12,7 @@ use super::cache::CachesConfig;
 use super::core::CoreConfig;
 use super::machine_file;
 use super::tlb::TlbConfig;
-use super::walk::WalkConfig;
+use super::walk::{NestedConfig, WalkConfig};
 use crate::error::{Result, SimError};
 use crate::spec::Spec;
 
@@ -93,6 +93,10 @@ pub struct Machine {
     /// Superpages are represented by replicating the PTE once per base page (Alpha, PA-RISC):
     /// promoting or demoting rewrites every base PTE (seed 000 6.1; seed 002 4).
     pub replicated_ptes: bool,
+    /// A guest under nested (two-dimensional) paging: the host's translation (`nested=SIZE`, or
+    /// the machine file's `[nested]` table). None: a native machine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nested: Option<NestedConfig>,
     pub cost: CostConfig,
     pub storage: StorageConfig,
 }
@@ -160,6 +164,9 @@ struct Loaded {
     /// The file's own memory size and swap rule, before the options.
     file_mem: u64,
     file_swap: machine_file::Swap,
+    /// The `nested=` option's value, and whether the file had a `[nested]` table.
+    nested_opt: Option<String>,
+    file_nested: bool,
 }
 
 fn load(text: &str) -> Result<Loaded> {
@@ -187,7 +194,49 @@ fn load(text: &str) -> Result<Loaded> {
         ))
     })?;
     let swap = spec.take_size("swap", swap_default, 0, machine_file::MAX_SWAP)?;
+    // `nested=SIZE`: the machine becomes a guest whose memory the host backs with pages of
+    // SIZE (the file's `[nested]` table with its page size changed, else `default_nested`).
+    let nested_opt = spec.take_str("nested");
     spec.clone().finish()?;
+    let file_nested = m.nested.is_some();
+    if let Some(v) = &nested_opt {
+        if let WalkConfig::Software { .. } = m.walk {
+            return Err(SimError::BadInput(format!(
+                "machine '{}': nested={v}: nested paging needs a hardware radix walker, and {}'s TLB is refilled by software",
+                spec.name, m.name
+            )));
+        }
+        let sizes = m
+            .page_shifts
+            .iter()
+            .map(|&x| crate::units::fmt_size(1 << x))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let shift = crate::spec::parse_size(v)
+            .filter(|n| n.is_power_of_two() && m.page_shifts.contains(&(n.trailing_zeros() as u8)))
+            .map(|n| n.trailing_zeros() as u8)
+            .ok_or_else(|| {
+                SimError::BadInput(format!(
+                    "machine '{}': bad value '{v}' for 'nested': expected one of the machine's page sizes ({sizes})",
+                    spec.name
+                ))
+            })?;
+        let mut cfg = m.nested.clone().unwrap_or_else(|| default_nested(&m));
+        cfg.page_shift = shift;
+        m.nested = Some(cfg);
+    }
+    if let Some(cfg) = &m.nested {
+        machine_file::check_nested(cfg, &m.walk, &m.page_shifts, mem).map_err(|(_, msg)| {
+            SimError::BadInput(match &nested_opt {
+                Some(v) => format!("machine '{}': nested={v}: {msg}", spec.name),
+                None => format!(
+                    "machine '{}': mem={}: {msg}",
+                    spec.name,
+                    crate::units::fmt_size(mem)
+                ),
+            })
+        })?;
+    }
     let (file_mem, file_swap) = (m.mem_bytes, parsed.swap);
     m.mem_bytes = mem;
     m.storage.swap_bytes = swap;
@@ -200,7 +249,65 @@ fn load(text: &str) -> Result<Loaded> {
         source,
         file_mem,
         file_swap,
+        nested_opt,
+        file_nested,
     })
+}
+
+/// Nested TLB entries `nested=` gives a machine whose file has no `[nested]` table. AMD does not
+/// publish the size of its nested TLB (Bhargava et al. ASPLOS'08 describe it), nor Intel
+/// its EPT paging-structure caches: an assumption, as the guest's page-walk-cache sizes are.
+pub const DEFAULT_NTLB_ENTRIES: u32 = 16;
+
+/// The host translation `nested=SIZE` gives a machine whose file has no `[nested]` table: the
+/// host's tables have the guest's levels (EPT has x86-64's four levels of 8-byte entries, Intel
+/// SDM vol. 3 ch. 29; AMD's nested tables are the host's own long-mode tables, APM vol. 2
+/// 15.25), its paging-structure caches the guest's sizes (`walk.pwc_entries`) and the
+/// nested TLB `DEFAULT_NTLB_ENTRIES`. The page size is the option's. A software-refilled
+/// machine gets a table that `check_nested` refuses.
+fn default_nested(m: &Machine) -> NestedConfig {
+    let pwc_entries = match &m.walk {
+        WalkConfig::Radix { pwc_entries, .. } => pwc_entries.clone(),
+        WalkConfig::Software { .. } => Vec::new(),
+    };
+    NestedConfig {
+        page_shift: m.page_shifts[0],
+        level_shifts: m.walk.level_shifts().to_vec(),
+        pwc_entries,
+        ntlb_entries: DEFAULT_NTLB_ENTRIES,
+    }
+}
+
+/// `cfg` as a machine file's `[nested]` table (for `show`).
+fn nested_table(cfg: &NestedConfig, option: &str) -> String {
+    let sizes = |v: &[u8]| {
+        v.iter()
+            .map(|&x| format!("\"{}\"", crate::units::fmt_size(1 << x)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "\n[nested] # from the option nested={option}\n\
+         source = \"\"\"\n\
+         Added by the option nested={option}: a guest machine under nested paging (Intel SDM vol. 3 ch. 29 EPT; \\\n\
+         AMD APM vol. 2 15.25). The host backs all guest memory with {page} pages, present and contiguous. \\\n\
+         level_sizes: the guest's (EPT's four levels, SDM vol. 3 ch. 29). pwc_entries: the guest's page-walk-cache \\\n\
+         sizes (Intel's EPT paging-structure caches are unpublished: an assumption). ntlb_entries: the nested TLB \\\n\
+         (AMD's, Bhargava et al. ASPLOS'08), size unpublished: an assumption.\"\"\"\n\
+         page_size = \"{page}\"\n\
+         level_sizes = [{levels}]\n\
+         pwc_entries = [{pwc}]\n\
+         ntlb_entries = {ntlb}\n",
+        page = crate::units::fmt_size(1 << cfg.page_shift),
+        levels = sizes(&cfg.level_shifts),
+        pwc = cfg
+            .pwc_entries
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        ntlb = cfg.ntlb_entries,
+    )
 }
 
 impl Machine {
@@ -275,9 +382,32 @@ impl Machine {
                 ),
             ));
         }
+        if let (Some(v), Some(cfg)) = (&l.nested_opt, &m.nested) {
+            if l.file_nested {
+                let span = machine_file::value_span(&out, "nested.page_size").ok_or_else(|| {
+                    SimError::Invariant(format!(
+                        "{}: no `nested.page_size` after parsing",
+                        l.source.origin
+                    ))
+                })?;
+                edits.push((
+                    span,
+                    format!(
+                        "\"{}\" # from the option nested={v}",
+                        crate::units::fmt_size(1 << cfg.page_shift)
+                    ),
+                ));
+            }
+        }
         edits.sort_by_key(|(span, _)| std::cmp::Reverse(span.start));
         for (span, text) in edits {
             out.replace_range(span, &text);
+        }
+        if let (Some(v), Some(cfg), false) = (&l.nested_opt, &m.nested, l.file_nested) {
+            if !out.ends_with('\n') {
+                out.push('\n');
+            }
+            out.push_str(&nested_table(cfg, v));
         }
         Ok(out)
     }
@@ -380,6 +510,8 @@ mod tests {
             "skylake:swap=0",
             "alpha21264:mem=64M,swap=1G",
             "pa8000:mem=128M",
+            "skylake:nested=2M",
+            "skylake:mem=1G,nested=4K",
         ] {
             let text = Machine::show(spec).unwrap();
             let path = dir.join("m.toml");

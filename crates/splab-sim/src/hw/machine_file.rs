@@ -21,7 +21,7 @@ use super::cache::{CacheLevelConfig, CachesConfig, Replacement};
 use super::core::CoreConfig;
 use super::machine::{CostConfig, Machine, StorageConfig};
 use super::tlb::{ArrayConfig, LevelConfig, TlbConfig, TlbReplacement};
-use super::walk::WalkConfig;
+use super::walk::{NestedConfig, WalkConfig};
 use crate::error::{Result, SimError};
 use crate::spec::parse_size;
 use crate::units::fmt_size;
@@ -141,6 +141,19 @@ struct File {
     core: FileCore,
     cost: FileCost,
     storage: FileStorage,
+    /// Absent: a native machine. Present: a guest under nested paging (hw/walk.rs,
+    /// `NestedConfig`).
+    nested: Option<FileNested>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileNested {
+    source: String,
+    page_size: Size,
+    level_sizes: Vec<Size>,
+    pwc_entries: Vec<u32>,
+    ntlb_entries: u32,
 }
 
 #[derive(Deserialize)]
@@ -531,6 +544,39 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
     }
     let swap_bytes = check_swap("storage.swap", s.swap, f.mem.0)?;
 
+    let nested = match &f.nested {
+        None => None,
+        Some(n) => {
+            need_text("nested.source", &n.source)?;
+            let mut host_levels = Vec::new();
+            for (i, s) in n.level_sizes.iter().enumerate() {
+                if !s.0.is_power_of_two() {
+                    return bad(
+                        format!("nested.level_sizes[{i}]"),
+                        format!("{} is not a power of two", fmt_size(s.0)),
+                    );
+                }
+                host_levels.push(s.0.trailing_zeros() as u8);
+            }
+            let cfg = NestedConfig {
+                page_shift: if n.page_size.0.is_power_of_two() {
+                    n.page_size.0.trailing_zeros() as u8
+                } else {
+                    return bad(
+                        "nested.page_size",
+                        format!("{} is not a power of two", fmt_size(n.page_size.0)),
+                    );
+                },
+                level_shifts: host_levels,
+                pwc_entries: n.pwc_entries.clone(),
+                ntlb_entries: n.ntlb_entries,
+            };
+            check_nested(&cfg, &walk, &shifts, f.mem.0)
+                .map_err(|(k, m)| (format!("nested.{k}"), m))?;
+            Some(cfg)
+        }
+    };
+
     Ok(Parsed {
         machine: Machine {
             name: f.name,
@@ -545,6 +591,7 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
             caches,
             core,
             replicated_ptes: f.replicated_ptes,
+            nested,
             cost,
             storage: StorageConfig {
                 name: s.name.clone(),
@@ -724,6 +771,117 @@ fn build_walk(w: &FileWalk, shifts: &[u8]) -> std::result::Result<WalkConfig, Ba
             })
         }
     }
+}
+
+/// A page-walk cache's entries: up to 4 are one fully associative set, more must be a
+/// power-of-two number of 4-way sets (hw/walk.rs, `Pwc`).
+fn pwc_size_ok(e: u32) -> bool {
+    e <= 4 || (e.is_multiple_of(4) && (e / 4).is_power_of_two())
+}
+
+/// The checks of a guest's host translation, for a file's `[nested]` table and the `nested=`
+/// option alike: a hardware radix walker (a software-refilled TLB has no two-dimensional walk),
+/// a host page size that is one of the machine's page sizes (a TLB entry holds the smaller of
+/// the guest's and the host's), host levels one table apart whose leaf maps the base page and
+/// one of which maps the host page, covering guest memory. Errors name the key under `nested`.
+pub fn check_nested(
+    n: &NestedConfig,
+    walk: &WalkConfig,
+    shifts: &[u8],
+    mem: u64,
+) -> std::result::Result<(), Bad> {
+    let WalkConfig::Radix { pte_bytes, .. } = walk else {
+        return bad(
+            "page_size",
+            "nested paging needs a hardware radix walker, and this machine's TLB is refilled by software (walk.kind = \"software\")",
+        );
+    };
+    let sizes = || {
+        shifts
+            .iter()
+            .map(|&x| fmt_size(1 << x))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !shifts.contains(&n.page_shift) {
+        return bad(
+            "page_size",
+            format!(
+                "{} is not one of the machine's page_sizes ({})",
+                fmt_size(1 << n.page_shift),
+                sizes()
+            ),
+        );
+    }
+    let hl = &n.level_shifts;
+    if hl.is_empty() || hl.len() > 4 {
+        return bad("level_sizes", "give 1 to 4 host levels, root first");
+    }
+    let entry_bits = shifts[0] - pte_bytes.trailing_zeros() as u8;
+    for (i, pair) in hl.windows(2).enumerate() {
+        if pair[0] <= pair[1] || pair[0] - pair[1] != entry_bits {
+            return bad(
+                format!("level_sizes[{i}]"),
+                format!(
+                    "host levels must be one table of {} entries apart, root first",
+                    1u64 << entry_bits
+                ),
+            );
+        }
+    }
+    if hl[hl.len() - 1] != shifts[0] {
+        return bad(
+            format!("level_sizes[{}]", hl.len() - 1),
+            format!(
+                "the last host level's entries must map the base page ({})",
+                fmt_size(1 << shifts[0])
+            ),
+        );
+    }
+    if !hl.contains(&n.page_shift) {
+        return bad(
+            "page_size",
+            format!("no host level maps a {} page", fmt_size(1 << n.page_shift)),
+        );
+    }
+    if u32::from(hl[0]) + u32::from(entry_bits) < 64 && mem > 1u64 << (hl[0] + entry_bits) {
+        return bad(
+            "level_sizes",
+            format!(
+                "the host's tables map {}, less than the guest's memory ({})",
+                fmt_size(1 << (hl[0] + entry_bits)),
+                fmt_size(mem)
+            ),
+        );
+    }
+    if n.pwc_entries.len() + 1 != hl.len() {
+        return bad(
+            "pwc_entries",
+            format!(
+                "{} host paging-structure caches for {} host levels: give one per level above the leaf",
+                n.pwc_entries.len(),
+                hl.len()
+            ),
+        );
+    }
+    for (i, &e) in n.pwc_entries.iter().enumerate() {
+        if !pwc_size_ok(e) {
+            return bad(
+                format!("pwc_entries[{i}]"),
+                format!("{e}: give 0 to 4 entries, or 4 ways times a power of two"),
+            );
+        }
+    }
+    if !pwc_size_ok(n.ntlb_entries) {
+        return bad(
+            "ntlb_entries",
+            format!(
+                "{}: give 0 to 4 entries, or 4 ways times a power of two",
+                n.ntlb_entries
+            ),
+        );
+    }
+    Ok(())
 }
 
 fn build_caches(c: &FileCaches) -> std::result::Result<CachesConfig, Bad> {

@@ -26,9 +26,13 @@ pub struct Hw {
 
 impl Hw {
     pub fn new(m: &Machine) -> Hw {
+        let mut walker = Walker::new(&m.walk, m.base_shift());
+        if let Some(n) = &m.nested {
+            walker.set_nested(n, m.mem_bytes);
+        }
         Hw {
             tlb: Tlb::new(&m.tlb, &m.page_shifts),
-            walker: Walker::new(&m.walk, m.base_shift()),
+            walker,
             caches: Caches::new(&m.caches),
             core: Core::new(&m.core),
         }

@@ -53,6 +53,32 @@ impl WalkConfig {
     }
 }
 
+/// A guest machine's second translation (virtualised, two-dimensional paging): the host's
+/// tables (Intel EPT, SDM vol. 3 ch. 29; AMD nested paging, APM vol. 2 15.25) map
+/// guest-physical to host-physical addresses. A machine with one is a guest (`nested=SIZE`, or a
+/// machine file's `[nested]` table).
+///
+/// The host is not under memory pressure: it backs all of guest memory with pages of
+/// `page_shift`, present and contiguous, guest-physical address g at host-physical g (so data
+/// lines keep their addresses). Its tables are a radix tree over guest memory, laid out in
+/// host-physical memory from `table_frame` up (the first frame above guest memory, which no
+/// guest frame has): the root, then each level's tables in address order, as a hypervisor that
+/// built them at boot would have them. Their lines never are a guest line, though they compete
+/// for the same cache sets.
+#[derive(Clone, Debug, Serialize)]
+pub struct NestedConfig {
+    /// Byte shift of the host page size (the smallest page a TLB entry may then hold).
+    pub page_shift: u8,
+    /// Entry shifts of the host's table levels, root first (EPT: 39, 30, 21, 12).
+    pub level_shifts: Vec<u8>,
+    /// Host paging-structure caches, one per host level above the leaf (Intel caches EPT
+    /// paging-structure entries, SDM vol. 3 ch. 29; sizes unpublished: an assumption).
+    pub pwc_entries: Vec<u32>,
+    /// The nested TLB: guest-physical page -> host-physical translations of the guest's
+    /// page-table pages (AMD's NTLB, Bhargava et al. ASPLOS'08; size an assumption).
+    pub ntlb_entries: u32,
+}
+
 /// Frames of the page-table pages on a walk's path, root first; `NO_TABLE` where the path ends.
 pub type PtPath = [u64; 4];
 pub const NO_TABLE: u64 = u64::MAX;
@@ -190,6 +216,8 @@ pub struct WalkCost {
     pub refs_by_level: [u32; 4],
     /// Software refill handler cycles (0 for a hardware walker).
     pub handler: u64,
+    /// Of `refs`, the references to the host's tables (nested paging; 0 otherwise).
+    pub refs_host: u32,
 }
 
 impl WalkCost {
@@ -217,6 +245,36 @@ pub struct Walker {
     pub pwc_hits: u64,
     /// Walk references served by L1, L2, LLC, DRAM.
     pub refs_by_level: [u64; 4],
+    /// The host's dimension on a guest machine (None: native, and `walk` is all there is).
+    /// Boxed, with its counters inside, so that a native walker is one pointer larger.
+    nested: Option<Box<Nested>>,
+}
+
+/// Counters of the host dimension of two-dimensional walks (`tlb.nested` in reports).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct NestedStats {
+    /// References to the host's tables (also counted in the walks' references).
+    pub walk_refs_host: u64,
+    /// Translations of a guest page-table page found in the nested TLB (no host walk).
+    pub ntlb_hits: u64,
+    /// Host walks started below the root by a host paging-structure-cache hit.
+    pub host_pwc_hits: u64,
+    /// The most references one walk made (guest and host together).
+    pub walk_refs_max: u32,
+}
+
+/// The host dimension's state: its table layout, paging-structure caches and nested TLB.
+#[derive(Clone, Debug)]
+struct Nested {
+    /// Host level shifts, root first, and the host leaf's level (the one mapping the host page).
+    shifts: [u8; 4],
+    leaf: usize,
+    /// Host-physical frame of the first table of each level (`NestedConfig`'s layout).
+    level_base: [u64; 4],
+    pwcs: Vec<Pwc>,
+    ntlb: Pwc,
+    page_shift: u8,
+    stats: NestedStats,
 }
 
 impl Walker {
@@ -255,7 +313,57 @@ impl Walker {
             pwcs,
             pwc_hits: 0,
             refs_by_level: [0; 4],
+            nested: None,
         }
+    }
+
+    /// Makes this the walker of a guest of `mem_bytes` of memory: walks become two-dimensional
+    /// (`walk_nested`). The host's tables start at the first frame above guest memory, each
+    /// level's in address order (`NestedConfig`).
+    pub fn set_nested(&mut self, cfg: &NestedConfig, mem_bytes: u64) {
+        let n = cfg.level_shifts.len().min(4);
+        let mut shifts = [0u8; 4];
+        shifts[..n].copy_from_slice(&cfg.level_shifts[..n]);
+        let leaf = shifts[..n]
+            .iter()
+            .position(|&x| x == cfg.page_shift)
+            .unwrap_or(n - 1);
+        let mut level_base = [0u64; 4];
+        let mut next = mem_bytes >> self.base_shift;
+        for lvl in 0..=leaf {
+            level_base[lvl] = next;
+            // Tables of this level: one per entry of the level above that covers guest memory.
+            next += if lvl == 0 {
+                1
+            } else {
+                mem_bytes.div_ceil(1u64 << shifts[lvl - 1]).max(1)
+            };
+        }
+        self.nested = Some(Box::new(Nested {
+            shifts,
+            leaf,
+            level_base,
+            pwcs: cfg.pwc_entries[..leaf.min(cfg.pwc_entries.len())]
+                .iter()
+                .map(|&e| Pwc::new(e))
+                .collect(),
+            ntlb: Pwc::new(cfg.ntlb_entries),
+            page_shift: cfg.page_shift,
+            stats: NestedStats::default(),
+        }));
+    }
+
+    /// The host dimension's counters (all 0 on a native machine).
+    pub fn nested_stats(&self) -> NestedStats {
+        self.nested
+            .as_ref()
+            .map_or(NestedStats::default(), |n| n.stats)
+    }
+
+    /// Whether walks are two-dimensional (a guest machine).
+    #[inline]
+    pub fn is_nested(&self) -> bool {
+        self.nested.is_some()
     }
 
     /// Whether misses trap to software (which drains the core's window).
@@ -365,6 +473,111 @@ impl Walker {
         cost
     }
 
+    /// A two-dimensional walk (Bhargava et al. ASPLOS'08, Figures 2 and 3; Intel SDM vol. 3
+    /// ch. 29, AMD APM vol. 2 15.25): the guest walk of `walk`, in which each guest page-table
+    /// page's guest-physical address is first translated by the host (the nested TLB, else a
+    /// host walk of its levels), and, when the guest walk found a mapping, the data's
+    /// guest-physical address `data_gpa` by one more host walk. When every walk-cache lookup
+    /// misses, 4 guest and 4 host levels make 4 x (4 + 1) + 4 = 24 references (cold caches alone
+    /// do not: the host's first walk fills caches its later ones in the same walk hit). A guest page-walk-cache hit skips
+    /// the guest levels above it and their host walks (Intel's combined paging-structure-cache
+    /// entries hold the next table's host-physical address: SDM vol. 3 ch. 29, combined mappings).
+    pub fn walk_nested(
+        &mut self,
+        asid: u32,
+        va: u64,
+        leaf_shift: u8,
+        path: &PtPath,
+        data_gpa: Option<u64>,
+        caches: &mut Caches,
+    ) -> WalkCost {
+        let mut cost = WalkCost::default();
+        let mut nested = self.nested.take().expect("walk_nested on a native machine");
+        let n = self.levels;
+        let shifts = self.shifts;
+        let leaf = if leaf_shift < 64 {
+            self.leaf_of[leaf_shift as usize] as usize
+        } else {
+            n - 1
+        };
+        let mut start = 0;
+        for lvl in (0..leaf.min(self.pwcs.len())).rev() {
+            let index = va >> shifts[lvl];
+            if self.pwcs[lvl].lookup(index, pwc_key(asid, lvl, index)) {
+                start = lvl + 1;
+                self.pwc_hits += 1;
+                break;
+            }
+        }
+        let mut counts = 0;
+        let mut host = 0u32;
+        for lvl in start..=leaf {
+            let frame = path[lvl];
+            if frame == NO_TABLE {
+                break;
+            }
+            // The guest table's guest-physical page, translated by the host.
+            let gpa = frame << self.base_shift;
+            let gpage = gpa >> nested.page_shift;
+            let key = pwc_key(0, 0, gpage);
+            if nested.ntlb.lookup(gpage, key) {
+                nested.stats.ntlb_hits += 1;
+            } else {
+                host += self.host_walk(&mut nested, gpa, caches, &mut counts);
+                nested.ntlb.insert_absent(gpage, key);
+            }
+            let line = self.entry_line(frame, shifts[lvl], va);
+            Self::reference(caches, line, &mut counts);
+            if lvl < leaf && lvl < self.pwcs.len() {
+                let index = va >> shifts[lvl];
+                self.pwcs[lvl].insert_absent(index, pwc_key(asid, lvl, index));
+            }
+        }
+        if let Some(g) = data_gpa {
+            host += self.host_walk(&mut nested, g, caches, &mut counts);
+        }
+        self.tally(caches, counts, &mut cost);
+        cost.refs_host = host;
+        nested.stats.walk_refs_host += host as u64;
+        nested.stats.walk_refs_max = nested.stats.walk_refs_max.max(cost.refs);
+        self.nested = Some(nested);
+        cost
+    }
+
+    /// The host's walk for guest-physical address `gpa`, below its deepest paging-structure
+    /// cache hit; its references are counted in `counts` (see `reference`). Returns how many.
+    fn host_walk(
+        &mut self,
+        h: &mut Nested,
+        gpa: u64,
+        caches: &mut Caches,
+        counts: &mut u64,
+    ) -> u32 {
+        let mut start = 0;
+        for lvl in (0..h.leaf.min(h.pwcs.len())).rev() {
+            let index = gpa >> h.shifts[lvl];
+            if h.pwcs[lvl].lookup(index, pwc_key(0, lvl, index)) {
+                start = lvl + 1;
+                h.stats.host_pwc_hits += 1;
+                break;
+            }
+        }
+        for lvl in start..=h.leaf {
+            let table = if lvl == 0 {
+                0
+            } else {
+                gpa >> h.shifts[lvl - 1]
+            };
+            let line = self.entry_line(h.level_base[lvl] + table, h.shifts[lvl], gpa);
+            Self::reference(caches, line, counts);
+            if lvl < h.leaf && lvl < h.pwcs.len() {
+                let index = gpa >> h.shifts[lvl];
+                h.pwcs[lvl].insert_absent(index, pwc_key(0, lvl, index));
+            }
+        }
+        (h.leaf + 1 - start) as u32
+    }
+
     /// Hints the host to fetch the cache sets of the leaf entry of `va` (no effect on the model).
     #[inline]
     pub fn prefetch(&self, va: u64, path: &PtPath, caches: &Caches) {
@@ -460,6 +673,90 @@ mod tests {
         w.invalidate_asid(1);
         let r = w.walk(1, 0x2000, 12, &[1, 2, 3, 9], &mut c);
         assert_eq!(r.refs_by_level, [3, 0, 0, 1]);
+    }
+
+    fn nested(page_shift: u8, pwc: Vec<u32>, ntlb: u32) -> Walker {
+        let mut w = radix();
+        w.set_nested(
+            &NestedConfig {
+                page_shift,
+                level_shifts: vec![39, 30, 21, 12],
+                pwc_entries: pwc,
+                ntlb_entries: ntlb,
+            },
+            1 << 30,
+        );
+        w
+    }
+
+    /// Bhargava et al. ASPLOS'08 Figure 3: with no walk caching, a 4 + 4 level walk makes
+    /// 4 x (4 + 1) + 4 = 24 references, 20 of them to the host's tables.
+    #[test]
+    fn uncached_two_dimensional_walk_is_24_references() {
+        let mut w = nested(12, vec![0, 0, 0], 0);
+        let mut c = caches();
+        let r = w.walk_nested(1, 0x4000_0000, 12, &[1, 2, 3, 4], Some(0x5000), &mut c);
+        assert_eq!((r.refs, r.refs_host), (24, 20));
+        assert_eq!(w.nested_stats().walk_refs_max, 24);
+    }
+
+    /// The walk caches of both dimensions. Cold, the first host walk is four references; the
+    /// guest's other tables and the data lie in the same 2MB of guest-physical memory, so the
+    /// host's PDE cache answers their host walks with one: 4 guest + 4 + 3 x 1 + 1 host = 12.
+    #[test]
+    fn walk_caches_of_both_dimensions() {
+        let mut w = nested(12, vec![2, 4, 32], 16);
+        let mut c = caches();
+        let path = [1, 2, 3, 4];
+        let r = w.walk_nested(1, 0x4000_0000, 12, &path, Some(0x5000), &mut c);
+        assert_eq!((r.refs, r.refs_host), (12, 8));
+        assert_eq!(w.nested_stats().host_pwc_hits, 4);
+        // The next page of the same 2MB region: the guest PDE cache skips three guest levels
+        // (and their host walks), the nested TLB has the leaf table's page, and the host's PDE
+        // cache the data's 2MB: one guest and one host reference.
+        let r = w.walk_nested(1, 0x4000_1000, 12, &path, Some(0x6000), &mut c);
+        assert_eq!((r.refs, r.refs_host), (2, 1));
+        assert_eq!(w.nested_stats().ntlb_hits, 1);
+        // A walk that finds nothing mapped makes no host walk for data.
+        let r = w.walk_nested(
+            2,
+            0x1000,
+            12,
+            &[9, NO_TABLE, NO_TABLE, NO_TABLE],
+            None,
+            &mut c,
+        );
+        assert_eq!((r.refs, r.refs_host), (2, 1));
+        assert_eq!(w.nested_stats().walk_refs_host, 10);
+        assert_eq!(w.nested_stats().walk_refs_max, 12);
+    }
+
+    /// Host and guest superpages shorten their own dimension: a 2MB host page ends each host
+    /// walk a level early (4 x (3 + 1) + 3 = 19), a 2MB guest page ends the guest walk early
+    /// (3 x (4 + 1) + 4 = 19), both: 3 x (3 + 1) + 3 = 15. Without caches every walk is cold.
+    #[test]
+    fn superpages_shorten_their_dimension() {
+        for (host, guest, refs) in [(12, 12, 24), (21, 12, 19), (12, 21, 19), (21, 21, 15)] {
+            let mut w = nested(host, vec![0, 0, 0], 0);
+            let mut c = caches();
+            let path = [1, 2, 3, if guest == 12 { 4 } else { NO_TABLE }];
+            let r = w.walk_nested(1, 0x4000_0000, guest, &path, Some(0x20_0000), &mut c);
+            assert_eq!(r.refs, refs, "host {host} guest {guest}");
+        }
+    }
+
+    /// The host's tables lie above guest memory, one level after another, and their lines
+    /// are never a guest frame's.
+    #[test]
+    fn host_tables_lie_above_guest_memory() {
+        let w = nested(12, vec![2, 4, 32], 16);
+        let h = w.nested.as_ref().unwrap();
+        // 1GB of guest memory in 4KB frames: the root at frame 2^18, one PDPT, one PD, 512 PTs.
+        assert_eq!(
+            &h.level_base,
+            &[1 << 18, (1 << 18) + 1, (1 << 18) + 2, (1 << 18) + 3]
+        );
+        assert_eq!(h.leaf, 3);
     }
 
     #[test]

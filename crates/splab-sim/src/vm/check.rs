@@ -166,7 +166,7 @@ impl Os {
             if i == merged.len() || merged[i].0 != asid || merged[i].1 >= va.saturating_add(size) {
                 continue;
             }
-            check_tlb_entry(p, asid, va, &t, bs)?;
+            check_tlb_entry(p, asid, va, &t, bs, self.host_class)?;
         }
         Ok(())
     }
@@ -330,22 +330,31 @@ impl Os {
             let p = self.procs.get(&asid).ok_or_else(|| {
                 SimError::Invariant(format!("TLB entry for {va:#x} of dead pid {asid}"))
             })?;
-            check_tlb_entry(p, asid, va, &t, bs)?;
+            check_tlb_entry(p, asid, va, &t, bs, self.host_class)?;
         }
         Ok(())
     }
 }
 
 /// One TLB entry of process `p` against its page table: mapped there, at the same size and
-/// frame, and writable only if the page table allows writes.
-fn check_tlb_entry(p: &Process, asid: u32, va: u64, t: &Translation, bs: u8) -> Result<()> {
+/// frame, and writable only if the page table allows writes. On a guest machine an entry holds
+/// at most the host's page (`host_class`; `u8::MAX` native): a larger guest page's entries are
+/// pieces of it, each the frame of its own first page (`Os::splinter`).
+fn check_tlb_entry(
+    p: &Process,
+    asid: u32,
+    va: u64,
+    t: &Translation,
+    bs: u8,
+    host_class: u8,
+) -> Result<()> {
     let pte = p.pmap.lookup(va >> bs).ok_or_else(|| {
         SimError::Invariant(format!(
             "TLB translates {va:#x} of pid {asid}, the page table does not"
         ))
     })?;
     crate::ensure_inv!(
-        pte.size() == t.size && pte.pfn() == t.pfn,
+        pte.size().0.min(host_class) == t.size.0 && pte.pfn() == t.pfn,
         "TLB entry for {va:#x} of pid {asid} disagrees with the page table"
     );
     crate::ensure_inv!(

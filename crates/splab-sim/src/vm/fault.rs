@@ -251,11 +251,20 @@ impl Os {
                         continue;
                     }
                     if write && !t.dirty {
-                        if trap && !t.size.is_base() {
+                        // The guest page's size: a splintered entry's is the page table's.
+                        let size = if t.size.0 == self.host_class {
+                            self.procs
+                                .get(&pid.0)
+                                .and_then(|p| p.pmap.lookup(va >> bs))
+                                .map_or(t.size, |e| e.size())
+                        } else {
+                            t.size
+                        };
+                        if trap && !size.is_base() {
                             self.clean_write_trap(pid, va);
                             continue;
                         }
-                        let order = self.orders[t.size.0 as usize];
+                        let order = self.orders[size.0 as usize];
                         self.procs.get_mut(&pid.0).expect("access: pid").pmap.touch(
                             va >> bs,
                             order,
@@ -300,10 +309,19 @@ impl Os {
                     if path[0] == NO_TABLE {
                         path = self.pt_partial_path(pid, vpn);
                     }
-                    let w = self
-                        .hw
-                        .walker
-                        .walk(pid.0, va, leaf, &path, &mut self.hw.caches);
+                    let w = if self.hw.walker.is_nested() {
+                        let data_gpa = match found {
+                            Walked::Mapped { head, .. } => {
+                                Some((head.pfn().0 << bs) + (va & ((1u64 << leaf) - 1)))
+                            }
+                            _ => None,
+                        };
+                        self.walk_2d(pid, va, leaf, &path, data_gpa)
+                    } else {
+                        self.hw
+                            .walker
+                            .walk(pid.0, va, leaf, &path, &mut self.hw.caches)
+                    };
                     self.acc.walk_refs += w.refs as u64;
                     for k in 0..4 {
                         trip.walk_by_level[k] += w.by_level[k];
@@ -319,12 +337,15 @@ impl Os {
                             head,
                             became_dirty,
                         } => {
-                            let t = Translation {
+                            let mut t = Translation {
                                 pfn: head.pfn(),
                                 size: entry.size(),
                                 writable: entry.prot().writable(),
                                 dirty: head.dirty(),
                             };
+                            if t.size.0 > self.host_class {
+                                t = self.splinter(va, t);
+                            }
                             self.hw.tlb.fill(pid.0, va, t, ifetch);
                             if became_dirty && trap {
                                 self.after_dirtied(pid, va);
@@ -341,6 +362,43 @@ impl Os {
             "access by pid {} at {va:#x} did not resolve after repeated faults",
             pid.0
         )))
+    }
+
+    /// A guest's walk: two-dimensional, and a mapping found needs the host's translation of the
+    /// data's guest-physical address `data_gpa` too. Out of line, so that the native miss path
+    /// around it stays as it was.
+    #[cold]
+    #[inline(never)]
+    fn walk_2d(
+        &mut self,
+        pid: Pid,
+        va: u64,
+        leaf: u8,
+        path: &crate::hw::walk::PtPath,
+        data_gpa: Option<u64>,
+    ) -> crate::hw::walk::WalkCost {
+        self.hw
+            .walker
+            .walk_nested(pid.0, va, leaf, path, data_gpa, &mut self.hw.caches)
+    }
+
+    /// A guest page larger than the host's (nested paging), as the TLB holds it: the host page
+    /// of it that holds `va` (Bhargava et al. ASPLOS'08: a TLB entry maps the smaller of the
+    /// guest and host pages, so a guest superpage on smaller host pages is splintered, saving
+    /// guest walk levels but no TLB reach). Its frame is that piece's first.
+    #[cold]
+    #[inline(never)]
+    fn splinter(&self, va: u64, t: Translation) -> Translation {
+        let bs = self.base_shift();
+        let guest = self.orders[t.size.0 as usize];
+        let host = self.orders[self.host_class as usize];
+        let vpn = va >> bs;
+        let offset = (vpn & ((1u64 << guest) - 1)) >> host << host;
+        Translation {
+            pfn: Pfn(t.pfn.0 + offset),
+            size: crate::units::SizeClass(self.host_class),
+            ..t
+        }
     }
 
     /// The access is translated by `t`: its data reference and timing.

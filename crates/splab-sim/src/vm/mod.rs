@@ -262,6 +262,10 @@ pub struct Os {
     pub user_top: u64,
     /// Orders of the size classes, cached from the machine.
     pub orders: Vec<u8>,
+    /// On a guest machine (nested paging), the size class of the host's page: a TLB entry holds
+    /// no larger a page (a larger guest page is splintered, `Os::splinter`). `u8::MAX` on a
+    /// native machine.
+    pub host_class: u8,
     /// Reservations, when the policy reserves.
     pub reserv: Option<crate::reserv::Reservs>,
     /// Physical minus virtual address of the page `hw.tlb.last` translates.
@@ -299,6 +303,11 @@ impl Os {
             ..Default::default()
         };
         let hw = Hw::new(&machine);
+        let host_class = machine
+            .nested
+            .as_ref()
+            .and_then(|n| machine.page_shifts.iter().position(|&x| x == n.page_shift))
+            .map_or(u8::MAX, |c| c as u8);
         let dirty = dirty::DirtyState::new(
             policy
                 .reserv()
@@ -345,6 +354,7 @@ impl Os {
             user_top,
             reserv: None,
             orders,
+            host_class,
             pa_delta: 0,
             streaming: false,
             page_cache: object::PageCache::Warm,
