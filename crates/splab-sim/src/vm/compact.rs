@@ -561,8 +561,8 @@ impl Os {
         }
         // The scanners' own work (Linux 4.3 `isolate_migratepages_block`,
         // `isolate_freepages_block`): per pfn visited.
-        cc.cycles += cc.migrate_visits * MIGRATE_SCAN_VISIT_CYCLES
-            + cc.free_visits * FREE_SCAN_VISIT_CYCLES;
+        cc.cycles +=
+            cc.migrate_visits * MIGRATE_SCAN_VISIT_CYCLES + cc.free_visits * FREE_SCAN_VISIT_CYCLES;
         let st = &mut self.compact.stats;
         st.compact_migrate_visits += cc.migrate_visits;
         st.compact_free_visits += cc.free_visits;
