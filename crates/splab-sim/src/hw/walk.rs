@@ -439,22 +439,7 @@ impl Walker {
             return cost;
         }
         let shifts = self.shifts;
-        let leaf = if leaf_shift < 64 {
-            self.leaf_of[leaf_shift as usize] as usize
-        } else {
-            n - 1
-        };
-        // The deepest non-leaf level whose entry a page-walk cache holds: the walk starts
-        // below it (Intel SDM vol. 3 4.10.3, paging-structure caches).
-        let mut start = 0;
-        for lvl in (0..leaf.min(self.pwcs.len())).rev() {
-            let index = va >> shifts[lvl];
-            if self.pwcs[lvl].lookup(index, pwc_key(asid, lvl, index)) {
-                start = lvl + 1;
-                self.pwc_hits += 1;
-                break;
-            }
-        }
+        let (leaf, start) = self.guest_start(asid, va, leaf_shift);
         let mut counts = 0;
         for lvl in start..=leaf {
             let frame = path[lvl];
@@ -471,6 +456,26 @@ impl Walker {
         }
         self.tally(caches, counts, &mut cost);
         cost
+    }
+
+    /// The leaf level of a `leaf_shift` mapping, and the level a walk starts at: below the
+    /// deepest non-leaf level whose entry a page-walk cache holds (Intel SDM vol. 3 4.10.3,
+    /// paging-structure caches). Shared by the native and the two-dimensional walk.
+    #[inline(always)]
+    fn guest_start(&mut self, asid: u32, va: u64, leaf_shift: u8) -> (usize, usize) {
+        let leaf = if leaf_shift < 64 {
+            self.leaf_of[leaf_shift as usize] as usize
+        } else {
+            self.levels - 1
+        };
+        for lvl in (0..leaf.min(self.pwcs.len())).rev() {
+            let index = va >> self.shifts[lvl];
+            if self.pwcs[lvl].lookup(index, pwc_key(asid, lvl, index)) {
+                self.pwc_hits += 1;
+                return (leaf, lvl + 1);
+            }
+        }
+        (leaf, 0)
     }
 
     /// A two-dimensional walk (Bhargava et al. ASPLOS'08, Figures 2 and 3; Intel SDM vol. 3
@@ -493,22 +498,8 @@ impl Walker {
     ) -> WalkCost {
         let mut cost = WalkCost::default();
         let mut nested = self.nested.take().expect("walk_nested on a native machine");
-        let n = self.levels;
         let shifts = self.shifts;
-        let leaf = if leaf_shift < 64 {
-            self.leaf_of[leaf_shift as usize] as usize
-        } else {
-            n - 1
-        };
-        let mut start = 0;
-        for lvl in (0..leaf.min(self.pwcs.len())).rev() {
-            let index = va >> shifts[lvl];
-            if self.pwcs[lvl].lookup(index, pwc_key(asid, lvl, index)) {
-                start = lvl + 1;
-                self.pwc_hits += 1;
-                break;
-            }
-        }
+        let (leaf, start) = self.guest_start(asid, va, leaf_shift);
         let mut counts = 0;
         let mut host = 0u32;
         for lvl in start..=leaf {
