@@ -296,15 +296,8 @@ fn spread_is_the_distinct_pages_of_each_window() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// fixtures/hotcold.c, recorded: the randomly updated 64MB buffer deserves superpages, the
-/// streamed one does not, and the hints name the hot buffer's malloc (the first of the two
-/// 64MB requests, which glibc maps at 64MB + 4096 bytes each).
-#[test]
-fn recorded_hot_buffer_gets_the_only_hint() {
-    if !can_record("recorded_hot_buffer_gets_the_only_hint") {
-        return;
-    }
-    let dir = workdir("hotcold");
+/// fixtures/hotcold.c compiled with `cc -O2` into `dir`.
+fn build_hotcold(dir: &Path) -> PathBuf {
     let exe = dir.join("hotcold");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hotcold.c");
     let out = Command::new("cc")
@@ -314,15 +307,34 @@ fn recorded_hot_buffer_gets_the_only_hint() {
         .output()
         .unwrap();
     assert_success(&out, "cc");
-    let spt = dir.join("hotcold.spt");
+    exe
+}
+
+/// `splab record -o spt -- PRE... exe`.
+fn record(spt: &Path, pre: &[String], exe: &Path) {
     let out = splab()
         .args(["record", "-q", "-o"])
-        .arg(&spt)
+        .arg(spt)
         .arg("--")
-        .arg(&exe)
+        .args(pre)
+        .arg(exe)
         .output()
         .unwrap();
-    assert_success(&out, "record");
+    assert_success(&out, ("record", pre));
+}
+
+/// fixtures/hotcold.c, recorded: the randomly updated 64MB buffer deserves superpages, the
+/// streamed one does not, and the hints name the hot buffer's malloc (the first of the two
+/// 64MB requests, which glibc maps at 64MB + 4096 bytes each).
+#[test]
+fn recorded_hot_buffer_gets_the_only_hint() {
+    if !can_record("recorded_hot_buffer_gets_the_only_hint") {
+        return;
+    }
+    let dir = workdir("hotcold");
+    let exe = build_hotcold(&dir);
+    let spt = dir.join("hotcold.spt");
+    record(&spt, &[], &exe);
     let hints = dir.join("hotcold.hints");
     let (v, lines) = advise(&[
         "-w",
@@ -611,28 +623,9 @@ fn advised_hints_give_most_of_thp_always_walk_reduction_at_a_smaller_footprint()
         return;
     }
     let dir = workdir("advice");
-    let exe = dir.join("hotcold");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hotcold.c");
-    let out = Command::new("cc")
-        .args(["-O2", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert_success(&out, "cc");
-    let record = |spt: &Path, pre: &[String]| {
-        let out = splab()
-            .args(["record", "-q", "-o"])
-            .arg(spt)
-            .arg("--")
-            .args(pre)
-            .arg(&exe)
-            .output()
-            .unwrap();
-        assert_success(&out, ("record", pre));
-    };
+    let exe = build_hotcold(&dir);
     let plain = dir.join("plain.spt");
-    record(&plain, &[]);
+    record(&plain, &[], &exe);
     let hints = dir.join("hints.txt");
     let (_, lines) = advise(&[
         "-w",
@@ -659,6 +652,7 @@ fn advised_hints_give_most_of_thp_always_walk_reduction_at_a_smaller_footprint()
             format!("LD_PRELOAD={so}"),
             format!("SMALLOC_HINTS={}", hints.display()),
         ],
+        &exe,
     );
     let replay = |spt: &Path, policy: &str| -> Value {
         let json = dir.join(format!(
