@@ -11,27 +11,6 @@ use std::process::Command;
 
 use serde_json::Value;
 
-fn llvm_present() -> bool {
-    let ok = |c: &str| {
-        Command::new(c)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    let missing: Vec<&str> = ["clang-19", "clang++-19", "llvm-config-19"]
-        .into_iter()
-        .filter(|c| !ok(c))
-        .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    if std::env::var("SPLAB_REQUIRE_LLVM").as_deref() == Ok("1") {
-        panic!("SPLAB_REQUIRE_LLVM=1 but LLVM 19 is not installed: missing {missing:?}");
-    }
-    eprintln!("skipped: LLVM 19 not installed (missing {missing:?})");
-    false
-}
-
 fn dir(name: &str) -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&d);
@@ -105,7 +84,7 @@ fn run(exe: &Path, args: &[&str]) -> (String, String) {
 
 #[test]
 fn transpose_gets_superpages_and_runs_on_smalloc() {
-    if !llvm_present() {
+    if !common::llvm_present(&[]) {
         return;
     }
     let d = dir("cc-transpose");
@@ -139,7 +118,7 @@ fn transpose_gets_superpages_and_runs_on_smalloc() {
 
 #[test]
 fn window_gets_base_pages_and_stride_superpages() {
-    if !llvm_present() {
+    if !common::llvm_present(&[]) {
         return;
     }
     let d = dir("cc-window");

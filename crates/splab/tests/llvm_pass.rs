@@ -8,6 +8,8 @@
 //! "skipped: LLVM 19 not installed" and pass, unless SPLAB_REQUIRE_LLVM=1, when they fail.
 //! Nothing else in the crate needs LLVM.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -33,24 +35,7 @@ fn plugin() -> Option<&'static Path> {
     static PLUGIN: OnceLock<Option<PathBuf>> = OnceLock::new();
     PLUGIN
         .get_or_init(|| {
-            let ok = |c: &str| {
-                Command::new(c)
-                    .arg("--version")
-                    .output()
-                    .is_ok_and(|o| o.status.success())
-            };
-            let missing: Vec<&str> = ["clang-19", "clang++-19", "llvm-config-19", "make"]
-                .into_iter()
-                .filter(|c| !ok(c))
-                .collect();
-            if !missing.is_empty() {
-                if std::env::var("SPLAB_REQUIRE_LLVM").as_deref() == Ok("1") {
-                    panic!(
-                        "SPLAB_REQUIRE_LLVM=1 but LLVM 19 is not installed: missing {missing:?} \
-                         (apt-get install llvm-19-dev clang-19)"
-                    );
-                }
-                eprintln!("skipped: LLVM 19 not installed (missing {missing:?})");
+            if !common::llvm_present(&["make"]) {
                 return None;
             }
             let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("llvm-pass");

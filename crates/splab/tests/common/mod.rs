@@ -57,3 +57,33 @@ pub fn can_record(test: &str) -> bool {
     eprintln!("NOTICE: {test} skipped: {why}");
     false
 }
+
+/// Whether LLVM 19 (clang-19, clang++-19, llvm-config-19) and the `extra` tools are installed.
+/// If not, the test is skipped with a notice, or fails when SPLAB_REQUIRE_LLVM=1 (as .ci/run
+/// sets, so CI never skips the pass's tests).
+#[allow(dead_code)]
+pub fn llvm_present(extra: &[&str]) -> bool {
+    let ok = |c: &str| {
+        std::process::Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let missing: Vec<&str> = ["clang-19", "clang++-19", "llvm-config-19"]
+        .iter()
+        .chain(extra)
+        .copied()
+        .filter(|c| !ok(c))
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    if std::env::var("SPLAB_REQUIRE_LLVM").as_deref() == Ok("1") {
+        panic!(
+            "SPLAB_REQUIRE_LLVM=1 but LLVM 19 is not installed: missing {missing:?} \
+             (apt-get install llvm-19-dev clang-19)"
+        );
+    }
+    eprintln!("skipped: LLVM 19 not installed (missing {missing:?})");
+    false
+}
