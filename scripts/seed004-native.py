@@ -54,15 +54,22 @@ def cc(args):
         die(f"{' '.join(cmd)} failed:\n{r.stderr}")
 
 
+def smalloc_so():
+    """libsmalloc.so as `splab cc` builds it (one build of the runtime, in splab's cache)."""
+    splab = os.environ.get("SPLAB", os.path.join(REPO, "target", "release", "splab"))
+    r = subprocess.run([splab, "cc", "--print-preload"], capture_output=True, text=True)
+    if r.returncode != 0:
+        die(f"{splab} cc --print-preload failed:\n{r.stderr}")
+    return r.stdout.strip()
+
+
 def build():
-    """thpreport.so and libsmalloc.so into target/seed004/."""
+    """thpreport.so into target/seed004/, and libsmalloc.so from `splab cc --print-preload`."""
     os.makedirs(OUT_DIR, exist_ok=True)
     thp = os.path.join(OUT_DIR, "thpreport.so")
-    so = os.path.join(OUT_DIR, "libsmalloc.so")
     cc(["-fPIC", "-shared", os.path.join(REPO, "runtime/thpreport/thpreport.c"), "-o", thp])
-    cc(["-fPIC", "-shared", "-DSMALLOC_PRELOAD",
-        os.path.join(REPO, "runtime/smalloc/smalloc.c"), "-o", so, "-pthread"])
-    print(f"built {thp} and {so}", file=sys.stderr)
+    so = smalloc_so()
+    print(f"built {thp}; smalloc: {so}", file=sys.stderr)
     return thp, so
 
 
@@ -169,11 +176,11 @@ def main():
     p.add_argument("--label", help="the program's name in the table (default: BASE_EXE's)")
     p.add_argument("--pairs", help="a JSON list of {label, base, super, args} pairs")
     p.add_argument("--build", action="store_true",
-                   help="build thpreport.so and libsmalloc.so into target/seed004/ with cc")
+                   help="build thpreport.so into target/seed004/ with cc (libsmalloc.so comes from splab cc --print-preload)")
     p.add_argument("--thpreport", help="path of thpreport.so (default target/seed004/thpreport.so)")
     p.add_argument("--super-preload", metavar="SO",
                    help="LD_PRELOAD this library in the superpage run (e.g. libsmalloc.so; "
-                        "'smalloc' = target/seed004/libsmalloc.so)")
+                        "'smalloc' = the library `splab cc --print-preload` names)")
     p.add_argument("--base-preload", metavar="SO",
                    help="LD_PRELOAD this library in the base run too ('smalloc' as above; with "
                         "--base-env SMALLOC_MODE=base it isolates the page size from the "
@@ -189,7 +196,7 @@ def main():
     if a.reps < 1:
         die(f"--reps {a.reps}: must be at least 1")
     thp_so = a.thpreport or os.path.join(OUT_DIR, "thpreport.so")
-    so = os.path.join(OUT_DIR, "libsmalloc.so")
+    so = None
     if a.build:
         thp_built, so = build()
         thp_so = a.thpreport or thp_built
@@ -198,7 +205,7 @@ def main():
     thp_so = os.path.abspath(thp_so)
     def preload(opt, v):
         if v == "smalloc":
-            v = so
+            v = so or smalloc_so()
         if v:
             if not os.path.exists(v):
                 die(f"{opt} {v}: no such file (pass --build)")

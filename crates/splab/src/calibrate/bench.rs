@@ -378,10 +378,9 @@ pub fn time_chase_many(starts: &mut [*const usize], reps: usize, ms: f64) -> Sta
     .0
 }
 
-/// Nanoseconds per iteration of a chain of 32 dependent register-register `add`s (1 cycle each
-/// on every x86-64 core; an immediate add would not do: Golden Cove's renamer folds chains of
-/// them) and of 32 dependent `imul`s (3 cycles each since the Pentium Pro's
-/// successors; Intel and AMD optimization manuals).
+/// Nanoseconds per `add` of a chain of dependent register-register `add`s, 32 per loop
+/// iteration (1 cycle each on every x86-64 core; an immediate add would not do: Golden Cove's
+/// renamer folds chains of them). `imul_chain` is its cross-check.
 pub fn add_chain(iters: u64) -> f64 {
     let t = Instant::now();
     let mut x: u64 = 1;
