@@ -108,12 +108,15 @@ def main():
             lv = r["tlb"]["levels"]
             res[build] = (lv[0]["misses"], lv[1]["misses"], r["tlb"]["walks"], r["time"]["seconds"])
         b, sp = res["base"], res["superpages"]
-        red = lambda x, y: f"{100 * (x - y) / x:.1f}%" if x else "-"
         print(f"| {label} | {res['auto']} | {b[0]:,} | {sp[0]:,} | {red(b[0], sp[0])} | {b[1]:,} | {sp[1]:,} | {red(b[1], sp[1])} | {b[3]:.4f} | {sp[3]:.4f} |")
     for label, b, sp in fig5:
-        red = lambda x, y: f"{100 * (x - y) / x:.1f}%" if x else "-"
         print(f"| {label} | superpages | {b[0]:,} | {sp[0]:,} | {red(b[0], sp[0])} | {b[1]:,} | {sp[1]:,} | {red(b[1], sp[1])} | {b[4]:.4f} | {sp[4]:.4f} |")
     print(f"figures: {figs}/seed004-figure2-dtlb0.svg, {figs}/seed004-figure2-dtlb1.svg", file=sys.stderr)
+
+
+def red(x, y):
+    """The reduction from x to y, in percent."""
+    return f"{100 * (x - y) / x:.1f}%" if x else "-"
 
 
 def compile_one(splab, src, n, reps, decision, out, machine):
