@@ -29,6 +29,10 @@ pub struct ValidateArgs {
     /// heldout (the held-out programs only).
     #[arg(long, default_value = "all", value_parser = ["all", "patterns", "heldout"])]
     pub only: String,
+    /// The smallest run that still goes through every step (for splab's own tests): few
+    /// repeats, one held-out size, little work. Its numbers are not a validation.
+    #[arg(long, hide = true)]
+    pub smoke: bool,
     /// No progress lines on standard error.
     #[arg(short, long)]
     pub quiet: bool,
@@ -46,8 +50,18 @@ pub struct Plan {
 }
 
 impl Plan {
-    fn new(quick: bool) -> Plan {
-        if quick {
+    fn new(quick: bool, smoke: bool) -> Plan {
+        if smoke {
+            Plan {
+                reps: 3,
+                ms: 1.0,
+                dram_footprint: 32 << 20,
+                walk_pages: 8192,
+                heldout_sizes: vec![1 << 20],
+                heldout_work: 0.05,
+                native_runs: 2,
+            }
+        } else if quick {
             Plan {
                 reps: 7,
                 ms: 2.0,
@@ -180,7 +194,7 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         if want_heldout {
             check_tools()?;
         }
-        let plan = Plan::new(args.quick);
+        let plan = Plan::new(args.quick, args.smoke);
         let mut pr = Progress {
             quiet: args.quiet,
             t0: Instant::now(),
