@@ -256,15 +256,18 @@ fn check_tools() -> Result<()> {
     };
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     if !ok(&cc) {
-        anyhow::bail!(
+        return Err(splab_sim::SimError::BadInput(format!(
             "validate: the held-out programs need a C compiler ({cc} not found; set CC); --only patterns runs without"
-        );
+        ))
+        .into());
     }
     if !ok("valgrind") || !splab_trace::tool_available() {
-        anyhow::bail!(
+        return Err(splab_sim::SimError::BadInput(
             "validate: the held-out programs are recorded with splab record, which needs Valgrind \
              (apt-get install valgrind) and splab's Valgrind tool; --only patterns runs without"
-        );
+                .into(),
+        )
+        .into());
     }
     Ok(())
 }
