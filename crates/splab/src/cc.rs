@@ -58,6 +58,12 @@ fn tool(env: &str, names: &[&str]) -> Result<PathBuf> {
 
 /// The directory of the built pass and runtime.
 fn cache_dir() -> Result<PathBuf> {
+    cache_dir_for("cc", &[PASS_SRC, SMALLOC_C, SMALLOC_H])
+}
+
+/// A directory of splab's cache (SPLAB_CACHE_DIR, else the XDG cache) for what is built from
+/// `sources`, named `prefix` and their hash: a new splab with changed sources builds anew.
+pub(crate) fn cache_dir_for(prefix: &str, sources: &[&str]) -> Result<PathBuf> {
     let base = if let Some(d) = std::env::var_os("SPLAB_CACHE_DIR") {
         PathBuf::from(d)
     } else if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
@@ -67,18 +73,15 @@ fn cache_dir() -> Result<PathBuf> {
     } else {
         std::env::temp_dir().join("splab-cache")
     };
-    // FNV-1a over the sources: a new splab with a changed pass or runtime builds anew.
+    // FNV-1a over the sources.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in [PASS_SRC, SMALLOC_C, SMALLOC_H]
-        .iter()
-        .flat_map(|s| s.bytes())
-    {
+    for b in sources.iter().flat_map(|s| s.bytes()) {
         h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
     }
-    Ok(base.join(format!("cc-{h:016x}")))
+    Ok(base.join(format!("{prefix}-{h:016x}")))
 }
 
-fn run(cmd: &mut Command, what: &str) -> Result<()> {
+pub(crate) fn run(cmd: &mut Command, what: &str) -> Result<()> {
     let out = cmd
         .output()
         .with_context(|| format!("splab cc: cannot run {what} ({:?})", cmd.get_program()))?;
@@ -95,7 +98,11 @@ fn run(cmd: &mut Command, what: &str) -> Result<()> {
 
 /// Builds `name` in `dir` with `build` (given a temporary path) unless it is there; the rename
 /// makes concurrent builds safe.
-fn built(dir: &Path, name: &str, build: impl FnOnce(&Path) -> Result<()>) -> Result<PathBuf> {
+pub(crate) fn built(
+    dir: &Path,
+    name: &str,
+    build: impl FnOnce(&Path) -> Result<()>,
+) -> Result<PathBuf> {
     let target = dir.join(name);
     if target.is_file() {
         return Ok(target);
@@ -116,7 +123,7 @@ fn unique() -> String {
 
 /// Writes a built-in source into the cache unless it is there; through a temporary file and a
 /// rename, so a concurrent `splab cc` never compiles half a file.
-fn write_source(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write_source(path: &Path, text: &str) -> Result<()> {
     if std::fs::read_to_string(path).ok().as_deref() == Some(text) {
         return Ok(());
     }

@@ -278,6 +278,14 @@ enum Cmd {
     ///
     /// Example: splab calibrate -o host.toml; then splab run -m file:host.toml -w gups.
     Calibrate(crate::calibrate::CalibrateArgs),
+    /// Check the model against this machine (x86-64 Linux): the calibration benchmarks' access
+    /// patterns measured natively and predicted, then held-out C programs (tree lookups, a
+    /// sequential scan, random updates) at several sizes, run natively with 4KB and with
+    /// MADV_HUGEPAGE memory, recorded with splab record and replayed: measured vs predicted
+    /// superpage speedup (docs/validation.md). Needs Valgrind and a C compiler for the held-out part.
+    ///
+    /// Example: splab calibrate -o host.toml; splab validate -m file:host.toml.
+    Validate(crate::validate::ValidateArgs),
     /// Inspect or convert traces: info, cat, import-champsim.
     Trace {
         #[command(subcommand)]
@@ -505,6 +513,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::Advise(a) => crate::advise::run(&a),
         Cmd::Calibrate(a) => crate::calibrate::run(&a),
+        Cmd::Validate(a) => crate::validate::run(&a),
         Cmd::Trace { cmd } => match cmd {
             TraceCmd::Info { file, regions } => trace_cmd::info(&file, regions),
             TraceCmd::Cat { file, limit } => trace_cmd::cat(&file, limit),

@@ -9,6 +9,7 @@ mod calibrate;
 mod cc;
 mod cli;
 mod plot;
+mod validate;
 
 use std::process::ExitCode;
 

@@ -10,7 +10,7 @@ use anyhow::Result;
 use crate::cli::Output;
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-mod bench;
+pub(crate) mod bench;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod measure;
 
