@@ -560,3 +560,25 @@ fn mthp_sizes_must_lie_between_four_base_pages_and_the_thp() {
         "mthp is THP's"
     );
 }
+
+#[test]
+fn a_thp_fault_zeroes_at_the_machines_huge_page_rate() {
+    // The same first touch on two machines that differ only in `huge_zero_page_cycles`: the
+    // fault's cycles differ by 512 times the difference, and the 4KB rate is not used.
+    let fault_cycles = |extra: u64| {
+        let (mut e, pid) = engine(M, "linux", None);
+        e.os.machine.cost.huge_zero_page_cycles += extra;
+        let base = e.mmap(pid, anon(4 << 20)).unwrap();
+        let before = e.clock();
+        write(&mut e, pid, base);
+        assert_eq!(e.os.thp.stats.fault_alloc, 1);
+        e.clock() - before
+    };
+    assert_eq!(fault_cycles(100) - fault_cycles(0), 512 * 100);
+    let (e, _) = engine(M, "linux", None);
+    let c = &e.os.machine.cost;
+    assert_eq!(
+        c.huge_zero_page_cycles, c.zero_page_cycles,
+        "skylake clears a THP 4KB at a time, as Linux 4.3 (seed 003 Table 5)"
+    );
+}

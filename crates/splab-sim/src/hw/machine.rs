@@ -41,6 +41,12 @@ pub struct CostConfig {
     pub zero_page_cycles: u64,
     /// Zeroing a whole superpage in bulk, per base page (non-temporal bulk zeroing).
     pub zero_bulk_page_cycles: u64,
+    /// Zeroing one base page of a superpage that a fault allocates whole, per base page: Linux's
+    /// `clear_huge_page` (`folio_zero_user` since 6.x) at a THP fault. A kernel's choice as much
+    /// as the hardware's: Linux 4.3 cleared 4KB at a time (seed 003 Table 5: 84 us a 2MB page),
+    /// the 6.18 guest `splab calibrate` ran on clears at its bulk rate. A machine file without
+    /// the key gets `zero_page_cycles`.
+    pub huge_zero_page_cycles: u64,
     /// Copying one base page (COW, migration, collapse).
     pub copy_page_cycles: u64,
     /// Writing one page-table entry (promotion / demotion / protection change).

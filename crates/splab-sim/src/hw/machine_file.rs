@@ -245,6 +245,8 @@ struct FileCost {
     fault_cycles: u64,
     zero_page_cycles: u64,
     zero_bulk_page_cycles: u64,
+    #[serde(default)]
+    huge_zero_page_cycles: Option<u64>,
     copy_page_cycles: u64,
     pte_write_cycles: u64,
     tlb_invalidate_cycles: u64,
@@ -525,6 +527,7 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
         fault_cycles: k.fault_cycles,
         zero_page_cycles: k.zero_page_cycles,
         zero_bulk_page_cycles: k.zero_bulk_page_cycles,
+        huge_zero_page_cycles: k.huge_zero_page_cycles.unwrap_or(k.zero_page_cycles),
         copy_page_cycles: k.copy_page_cycles,
         pte_write_cycles: k.pte_write_cycles,
         tlb_invalidate_cycles: k.tlb_invalidate_cycles,
@@ -1072,6 +1075,18 @@ mod tests {
             assert_eq!(p.machine.name, *name);
             assert_eq!(p.swap, Swap::TimesMem(2), "{name}");
         }
+    }
+
+    #[test]
+    fn a_file_without_huge_zero_page_cycles_clears_thps_at_the_4kb_rate() {
+        let text = SKYLAKE
+            .replacen("huge_zero_page_cycles = 607\n", "", 1)
+            .replacen("zero_page_cycles = 607", "zero_page_cycles = 700", 1);
+        assert!(!text.contains("huge_zero_page_cycles ="));
+        let c = parse(&text, "t.toml").unwrap().machine.cost;
+        assert_eq!((c.zero_page_cycles, c.huge_zero_page_cycles), (700, 700));
+        let c = parse(SKYLAKE, "skylake").unwrap().machine.cost;
+        assert_eq!(c.huge_zero_page_cycles, 607);
     }
 
     #[test]
