@@ -180,9 +180,12 @@ pub struct Core {
     horizon: u64,
     ticks: [u64; cause::N],
     /// Stalls yet to be charged to `ticks`: the life of the access that ended each and its
-    /// length (`attribute`). Their shares are integer sums, so when they are added does not
-    /// matter; charged one by one, each waited on its own chain of dependent divisions (a tenth
-    /// of skylake GUPS's time, perf), charged in a batch the chains overlap.
+    /// length (`attribute`; those of accesses that walked and waited for no other). Their
+    /// shares are integer sums, so when they are added does not matter; charged one by one,
+    /// each waited on its own chain of two dependent divisions (the walk's share, then its
+    /// split by level: a tenth of skylake GUPS's time, perf), charged in a batch the chains
+    /// overlap. A stall with no walk has one division, and copying its life cost more than
+    /// the wait (GUPS under navarro).
     pending: Box<[(Life, u64); PENDING]>,
     npending: usize,
     /// Fractional stream cost carried between runs, in 1/1024 ticks.
@@ -256,8 +259,8 @@ impl Core {
             self.ticks[cause::DATA + life.served.min(3) as usize] += amount;
             return;
         }
-        if life.producer == 0 {
-            // All of it to the access's own parts: deferred (`pending`).
+        if life.producer == 0 && life.walk_end > life.walk_start {
+            // All of it to the access's own parts, a walk among them: deferred (`pending`).
             self.pending[self.npending % PENDING] = (*life, amount);
             self.npending += 1;
             if self.npending == PENDING {
@@ -265,7 +268,11 @@ impl Core {
             }
             return;
         }
-        let to_dep = floor(f(amount) * f(dep_wait) / f(total));
+        let to_dep = if life.producer > 0 {
+            floor(f(amount) * f(dep_wait) / f(total))
+        } else {
+            0
+        };
         charge_own(&mut self.ticks, life, amount - to_dep.min(amount));
         if to_dep > 0 {
             let p = &self.lives[((life.producer - 1) as usize) % RING];
