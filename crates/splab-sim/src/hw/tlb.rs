@@ -798,10 +798,18 @@ impl Array {
                     }
                     None => {
                         match s.fill(set, tag, new, t) {
-                            None => self.valid += 1,
-                            Some(old) => self.sizes.dec(old),
+                            None => {
+                                self.valid += 1;
+                                self.sizes.inc(new);
+                            }
+                            // An entry of the same size replaced: the counts stay (and the
+                            // host skips a read-modify-write chain through them).
+                            Some(old) if old == new => {}
+                            Some(old) => {
+                                self.sizes.dec(old);
+                                self.sizes.inc(new);
+                            }
                         }
-                        self.sizes.inc(new);
                         return;
                     }
                 };
