@@ -495,6 +495,10 @@ pub const POLICIES: &[(&str, &str)] = &[
         "Linux THP, enabled=always: a first-touch fault on an empty aligned 2MB region of an anonymous mapping allocates, zeroes and maps the 2MB page at once, else a 4KB page; khugepaged collapses regions out of place (pages_to_scan=4096, scan_sleep_millisecs=10000, alloc_sleep_millisecs=60000, max_ptes_none=511, max_ptes_swap=64, max_ptes_shared=256; khugepaged=off); enabled=always|madvise|never; defrag=always (seed 003 3.2: direct compaction when no 2MB block is free)|defer|defer+madvise|madvise|never; kcompactd (compaction_proactiveness=20, 0 = off; kcompactd=off); anonymous mmaps of 2MB or more 2MB-aligned (Linux 6.7+); fault_around=64K",
     ),
     (
+        "linux-4.3",
+        "Linux 4.3 as seed 003 measured it: enabled=always, defrag=always, no proactive compaction (compaction_proactiveness=0, Linux 5.9+), no shrink_underused (Linux 6.12), anonymous mmaps not 2MB-aligned (Linux 6.7+); the other parameters as linux",
+    ),
+    (
         "linux-madvise",
         "Linux THP with enabled=madvise and defrag=madvise (modern Linux's defaults): only mappings advised MADV_HUGEPAGE get THPs (at fault, compacting if need be, and from khugepaged); the other parameters as linux",
     ),
@@ -586,6 +590,20 @@ impl Policy {
                 p
             }
             "linux-4k" => Policy::linux(name, ThpEnabled::Never),
+            "linux-4.3" => {
+                // The kernel seed 003 measured (its "Platforms": "Linux version 4.3 was used"), without the three
+                // later mechanisms the `linux` preset has: proactive compaction (5.9, kcompactd
+                // then runs only when woken, `compaction_proactiveness` 0), the shrinker's split
+                // of underused THPs (6.12), and PMD-aligned anonymous mappings (6.7: before it
+                // `arch_get_unmapped_area_topdown` placed them at base-page alignment).
+                let mut p = Policy::linux(name, ThpEnabled::Always);
+                if let AllocPolicy::Thp(t) = &mut p.alloc {
+                    t.shrink_underused = false;
+                }
+                p.kcompactd = Some(Kcompactd { proactiveness: 0 });
+                p.placement = Placement::BasePage;
+                p
+            }
             "navarro" => Policy {
                 name: "navarro".into(),
                 alloc: AllocPolicy::Reserve(ReservPolicy {

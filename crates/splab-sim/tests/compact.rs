@@ -7,7 +7,9 @@ mod common;
 use common::{anon, engine};
 use splab_sim::engine::Engine;
 use splab_sim::units::{AccessKind, Pfn, Pid};
-use splab_sim::vm::compact::{CompactStats, FREE_SCAN_VISIT_CYCLES, MIGRATE_SCAN_VISIT_CYCLES};
+use splab_sim::vm::compact::{
+    CompactStats, FREE_SCAN_VISIT_CYCLES, MIGRATE_PAGE_KERNEL_NS, MIGRATE_SCAN_VISIT_CYCLES,
+};
 use splab_sim::vm::Advice;
 
 const M: &str = "skylake:mem=1G";
@@ -91,11 +93,14 @@ fn movable_in_first_block(e: &Engine, pid: Pid) -> u64 {
     p.pmap.entries().filter(|(_, pte)| pte.pfn().0 < PB).count() as u64
 }
 
-/// The cycles of migrating `n` pages mapped once: a copy, a PTE rewrite and a TLB
-/// invalidation each.
+/// The cycles of migrating `n` pages mapped once: the kernel's measured work around the copy, a
+/// copy, a PTE rewrite and a TLB invalidation each.
 fn migration_cycles(e: &Engine, n: u64) -> u64 {
     let c = &e.os.machine.cost;
-    n * (c.copy_page_cycles + c.pte_write_cycles + c.tlb_invalidate_cycles)
+    n * (e.os.machine.ns_to_cycles(MIGRATE_PAGE_KERNEL_NS)
+        + c.copy_page_cycles
+        + c.pte_write_cycles
+        + c.tlb_invalidate_cycles)
 }
 
 /// The cycles of the scanners' visits (vm/compact.rs, measured per pfn visited).

@@ -80,6 +80,7 @@ fn every_preset_from_its_file_gives_the_same_report() {
         "linux",
         "linux-madvise",
         "linux-4k",
+        "linux-4.3",
         "linux:max_ptes_none=0,scan_sleep_millisecs=100,enabled=madvise",
     ];
     // Every preset is here: the header row of `list policies` names them all.

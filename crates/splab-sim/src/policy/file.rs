@@ -1017,6 +1017,7 @@ mod tests {
         "linux",
         "linux-madvise",
         "linux-4k",
+        "linux-4.3",
         "linux:enabled=madvise",
         "linux:khugepaged=off",
         "linux:max_ptes_none=0,pages_to_scan=512,scan_sleep_millisecs=100",
