@@ -494,3 +494,27 @@ pub fn read_sum(p: *const u8, len: usize) -> u64 {
     }
     a ^ b ^ c ^ d
 }
+
+/// "1 MiB", "1.5 MiB", "24 KiB".
+pub fn mib(b: usize) -> String {
+    if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
+        format!("{} GiB", b >> 30)
+    } else if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
+        format!("{} MiB", b >> 20)
+    } else if b >= 1 << 20 {
+        format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
+    } else {
+        format!("{} KiB", b >> 10)
+    }
+}
+
+/// Hops to run before timing a chase over `foot` bytes of `nodes` nodes: twice round the cycle
+/// up to 64 MiB (every line cached where it can be), 65536 beyond (the TLB and caches are cold
+/// there anyway, and a full lap would take seconds).
+pub fn warm_hops(foot: usize, nodes: usize) -> usize {
+    if foot <= 64 << 20 {
+        nodes * 2
+    } else {
+        1 << 16
+    }
+}

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use super::bench::{self, Region, Rng, Stat, Thp, HUGE, KS, PAGE};
+use super::bench::{self, mib, Region, Rng, Stat, Thp, HUGE, KS, PAGE};
 use super::CalibrateArgs;
 
 /// Sizes and repeats of one run.
@@ -56,18 +56,6 @@ impl Progress {
                 self.t0.elapsed().as_secs_f64()
             );
         }
-    }
-}
-
-fn mib(b: usize) -> String {
-    if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
-        format!("{} GiB", b >> 30)
-    } else if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
-        format!("{} MiB", b >> 20)
-    } else if b >= 1 << 20 {
-        format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
-    } else {
-        format!("{} KiB", b >> 10)
     }
 }
 
@@ -347,12 +335,12 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     while foot <= plan.dram_footprint {
         let nodes = bench::random_lines(2 * foot, &mut rng);
         let starts = bench::link(&big, &nodes, 1);
-        let warm = if foot <= 64 << 20 {
-            nodes.len() * 2
-        } else {
-            1 << 16
-        };
-        let s = bench::time_chase(starts[0], warm, reps, plan.ms);
+        let s = bench::time_chase(
+            starts[0],
+            bench::warm_hops(foot, nodes.len()),
+            reps,
+            plan.ms,
+        );
         if foot == plan.dram_footprint {
             dram_nodes = nodes;
         }

@@ -144,18 +144,7 @@ pub fn error_pct(measured: f64, predicted: f64) -> f64 {
     }
 }
 
-/// "1 MiB", "1.5 MiB", "24 KiB".
-pub fn mib(b: usize) -> String {
-    if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
-        format!("{} GiB", b >> 30)
-    } else if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
-        format!("{} MiB", b >> 20)
-    } else if b >= 1 << 20 {
-        format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
-    } else {
-        format!("{} KiB", b >> 10)
-    }
-}
+pub use crate::calibrate::bench::mib;
 
 /// Tolerances of issue 8's acceptance: time of a calibration pattern, speedup of a held-out
 /// program.

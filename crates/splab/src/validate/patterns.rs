@@ -188,12 +188,7 @@ pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
         pr.start(&name);
         let nodes = bench::random_lines(2 * foot, &mut rng);
         let starts = bench::link(&big, &nodes, 1);
-        let warm = if foot <= 64 << 20 {
-            nodes.len() * 2
-        } else {
-            1 << 16
-        };
-        let s = bench::time_chase(starts[0], warm, reps, ms);
+        let s = bench::time_chase(starts[0], bench::warm_hops(foot, nodes.len()), reps, ms);
         let mut model = Model::new(machine, 2 * foot, Thp::Huge, true)?;
         let (w, r) = model_rounds(nodes.len(), 1);
         let p = model.chase(&nodes, 1, w, r, 1)?;
