@@ -27,12 +27,23 @@ pub fn switches() -> i64 {
 /// Runs `f` (which returns one timed sample) until `want` samples ran without a context
 /// switch, or `4 * want + 8` tries; keeps the clean samples (all of them if fewer than 3 were
 /// clean). The second value counts the runs discarded.
-pub fn clean(want: usize, mut f: impl FnMut() -> f64) -> (Stat, usize) {
+pub fn clean(want: usize, f: impl FnMut() -> f64) -> (Stat, usize) {
+    clean_with(want, || {}, f)
+}
+
+/// `clean`, with `prep` run before each timed run and outside its context-switch window (a
+/// sleep or a warm-up that may itself switch).
+pub fn clean_with(
+    want: usize,
+    mut prep: impl FnMut(),
+    mut f: impl FnMut() -> f64,
+) -> (Stat, usize) {
     let mut good = Vec::new();
     let mut all = Vec::new();
     let mut tries = 0;
     while good.len() < want && tries < 4 * want + 8 {
         tries += 1;
+        prep();
         let s0 = switches();
         let v = f();
         all.push(v);

@@ -270,24 +270,13 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     // of them back to back took 50 ms, and one burst of another tenant's load in that window
     // moved the median 10% (2.71 against 2.99 GHz in back-to-back runs of calibrate).
     let spaced = |f: fn(u64) -> f64| {
-        let (mut good, mut all, mut dropped, mut tries) = (Vec::new(), Vec::new(), 0usize, 0);
-        while good.len() < 3 * reps && tries < 12 * reps + 8 {
-            tries += 1;
-            std::thread::sleep(std::time::Duration::from_millis(10));
-            f(iters);
-            let s0 = bench::switches();
-            let v = f(iters);
-            all.push(v);
-            if bench::switches() == s0 {
-                good.push(v);
-            } else {
-                dropped += 1;
-            }
-        }
-        // As bench::clean: every run if fewer than 3 were clean.
-        (
-            bench::Stat::new(if good.len() < 3 { all } else { good }),
-            dropped,
+        bench::clean_with(
+            3 * reps,
+            || {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                f(iters);
+            },
+            || f(iters),
         )
     };
     let (add, add_drop) = spaced(bench::add_chain);
@@ -459,11 +448,12 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             p
         }
     };
-    let median_low = |p: &[&(usize, Stat)]| -> f64 {
-        let mut v: Vec<f64> = p.iter().map(|(_, s)| s.low()).collect();
-        v.sort_by(|a, b| a.total_cmp(b));
+    // The median of the points' low percentiles, and that point's samples.
+    fn median_low<'a>(p: &[&'a (usize, Stat)]) -> (f64, &'a Stat) {
+        let mut v: Vec<(f64, &Stat)> = p.iter().map(|(_, s)| (s.low(), s)).collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
         v[v.len() / 2]
-    };
+    }
     let mut llc_eff = plan.dram_footprint / 8;
     // The last level's capacity that is ours: the largest footprint, from its latency's
     // footprint on, still closer to its latency than to DRAM's. A shared LLC (other tenants,
@@ -487,7 +477,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         let mut dram_guess = if far.is_empty() {
             cyc(at(plan.dram_footprint).low())
         } else {
-            cyc(median_low(&far))
+            cyc(median_low(&far).0)
         };
         let mut eff = from;
         for _pass in 0..2 {
@@ -499,7 +489,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
                 .map(|(f, _)| *f)
                 .last()
                 .unwrap_or(from);
-            dram_guess = cyc(median_low(&plateau_of(eff)));
+            dram_guess = cyc(median_low(&plateau_of(eff)).0);
         }
         llc_eff = eff;
         if eff * 2 <= cpuid_size {
@@ -529,9 +519,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         }
     }
     let plateau = plateau_of(llc_eff);
-    let mut pl: Vec<(f64, &Stat)> = plateau.iter().map(|(_, s)| (s.low(), s)).collect();
-    pl.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (dram_ns, dram_stat) = pl[pl.len() / 2];
+    let (dram_ns, dram_stat) = median_low(&plateau);
     let dram_cycles = cyc(dram_ns).round() as u64;
     let caches_src = format!(
         "calibrate: DRAM latency, the median of the chases' p10 over footprints {} to {} (4x to 32x the LLC's \
@@ -837,12 +825,12 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
 
     // 10. Faults: first touch of fresh memory, 4KB pages and 2MB THPs. Each 4KB run is paired
     // with a memset of as many cold 4KB pages (from a rotation, as benchmark 11's
-    // zero_page_cycles) right after it, and fault_cycles is the low percentile of the paired
+    // zero_page_cycles) right after it, and fault_cycles is the median of the paired
     // differences: the machine's slow phases (other tenants, turbo bins) move both halves of a
     // pair together and cancel, where a difference of two separately taken percentiles doubled
     // their relative spread (fault_cycles 10.8% apart in two runs; docs/calibrate.md). The
-    // median of the differences, not their p10: noise adds to both halves, so a low difference
-    // is not a cleaner one.
+    // median, not the p10 taken elsewhere: noise adds to both halves, so a low difference is
+    // not a cleaner one.
     pr.start("faults");
     let flen = 8 << 20;
     let zlen = if plan.quick { 256 << 20 } else { 512 << 20 };
