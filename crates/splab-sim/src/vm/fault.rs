@@ -766,6 +766,10 @@ impl Os {
     /// seed 000 4.7: a write trapped on a clean superpage (the Alpha's dirty-bit emulation): the
     /// superpage is demoted incrementally down to the written base page; the retried access
     /// then dirties that page only. Counted as a protection fault.
+    // Out of line: rare (only under a policy that traps writes to clean superpages), so
+    // `access_slow`'s hot code need not carry the demotion.
+    #[cold]
+    #[inline(never)]
     fn clean_write_trap(&mut self, pid: Pid, va: u64) {
         self.demote_to_base(pid, va);
         self.stats.faults.protection += 1;

@@ -168,12 +168,18 @@ impl ChunkMap {
     fn get_or_insert_with(&mut self, key: u64, f: impl FnOnce() -> ChunkData) -> &mut ChunkData {
         let i = match self.pos(key) {
             Some(i) => i,
-            None => {
-                self.insert(key, f());
-                self.slab.len() - 1
-            }
+            None => self.insert_new(key, f),
         };
         &mut self.slab[i]
+    }
+    /// `get_or_insert_with`'s insertion, out of line: the new chunk (4 KB) is built on the
+    /// stack, and inlined into the access path it gave that hot function a multi-page frame
+    /// probed on every call.
+    #[cold]
+    #[inline(never)]
+    fn insert_new(&mut self, key: u64, f: impl FnOnce() -> ChunkData) -> usize {
+        self.insert(key, f());
+        self.slab.len() - 1
     }
     fn remove(&mut self, key: &u64) -> Option<ChunkData> {
         let i = self.pos(*key)?;
