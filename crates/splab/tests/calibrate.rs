@@ -56,6 +56,10 @@ fn quick_calibration_writes_a_machine_file_that_runs() {
         ("zero_bulk_page_cycles", 10.0, 1e5),
         ("copy_page_cycles", 10.0, 1e5),
         ("stream_bytes_per_cycle", 0.05, 100.0),
+        // The prefetcher's keys are written (skylake's, assumed).
+        ("streams", 1.0, 32.0),
+        ("distance", 1.0, 64.0),
+        ("trigger", 1.0, 8.0),
     ] {
         let v = numbers(&text, k)[0];
         assert!((lo..=hi).contains(&v), "{k} = {v}, expected {lo}..={hi}");

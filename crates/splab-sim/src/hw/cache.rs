@@ -534,6 +534,22 @@ impl Caches {
         (self.hier)(&mut self.levels, line)
     }
 
+    /// Recounts a reference `access` served at `s` (past level 1) as the level-1 hit it is when a
+    /// prefetcher had brought the line there (hw/prefetch.rs): the lookups below level 1 were
+    /// the prefetcher's, counted as neither hit nor miss.
+    #[inline]
+    pub fn count_prefetched(&mut self, s: Served) {
+        let s = s as usize;
+        let below = s.min(self.levels.len());
+        for l in &mut self.levels[1..below] {
+            l.misses -= 1;
+        }
+        if let Some(l) = self.levels.get_mut(s) {
+            l.hits -= 1;
+        }
+        self.levels[1].hits += 1;
+    }
+
     /// Brings `line` into every level as a prefetcher would (counted as neither hit nor miss):
     /// down to the first level that has it.
     #[inline]

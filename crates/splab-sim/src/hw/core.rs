@@ -191,6 +191,8 @@ pub struct Core {
     /// Fractional stream cost carried between runs, in 1/1024 ticks.
     stream_frac: u64,
     stream_ticks_per_line_1024: u64,
+    /// When the previous streamed line arrived (ticks; `prefetched_line`).
+    stream_at: u64,
 }
 
 impl Core {
@@ -221,6 +223,7 @@ impl Core {
             npending: 0,
             stream_frac: 0,
             stream_ticks_per_line_1024: stream,
+            stream_at: 0,
         }
     }
 
@@ -421,6 +424,22 @@ impl Core {
             self.now += bw - compute;
             self.ticks[cause::STREAM] += bw - compute;
         }
+        self.stream_at = self.now;
+    }
+
+    /// A line the hardware prefetcher brought from memory ahead of an individual access
+    /// (hw/prefetch.rs): lines arrive no faster than the stream bandwidth allows, so dispatch
+    /// waits if less than a line's transfer time passed since the previous streamed line.
+    #[inline]
+    pub fn prefetched_line(&mut self) {
+        let bw = self.stream_ticks_per_line_1024 + self.stream_frac;
+        self.stream_frac = bw % 1024;
+        let ready = self.stream_at + bw / 1024;
+        if ready > self.now {
+            self.ticks[cause::STREAM] += ready - self.now;
+            self.now = ready;
+        }
+        self.stream_at = self.now;
     }
 
     /// Waits until everything issued has completed, charging the wait to the blocking accesses

@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::cache::CachesConfig;
 use super::core::CoreConfig;
 use super::machine_file;
+use super::prefetch::PrefetchConfig;
 use super::tlb::TlbConfig;
 use super::walk::{NestedConfig, WalkConfig};
 use crate::error::{Result, SimError};
@@ -96,6 +97,8 @@ pub struct Machine {
     pub caches: CachesConfig,
     /// The out-of-order core that overlaps misses.
     pub core: CoreConfig,
+    /// The hardware data prefetcher for individual accesses (hw/prefetch.rs).
+    pub prefetch: PrefetchConfig,
     /// Superpages are represented by replicating the PTE once per base page (Alpha, PA-RISC):
     /// promoting or demoting rewrites every base PTE (seed 000 6.1; seed 002 4).
     pub replicated_ptes: bool,

@@ -17,9 +17,10 @@ use serde::de::{self, Deserializer, Unexpected, Visitor};
 use serde::Deserialize;
 use toml::de::{DeTable, DeValue};
 
-use super::cache::{CacheLevelConfig, CachesConfig, Replacement};
+use super::cache::{CacheLevelConfig, CachesConfig, Replacement, LINE_SHIFT};
 use super::core::CoreConfig;
 use super::machine::{CostConfig, Machine, StorageConfig};
+use super::prefetch::{PrefetchConfig, MAX_STREAMS};
 use super::tlb::{ArrayConfig, LevelConfig, TlbConfig, TlbReplacement};
 use super::walk::{NestedConfig, WalkConfig};
 use crate::error::{Result, SimError};
@@ -139,6 +140,8 @@ struct File {
     walk: FileWalk,
     caches: FileCaches,
     core: FileCore,
+    /// Absent: no hardware data prefetcher (as `streams = 0`).
+    prefetch: Option<FilePrefetch>,
     cost: FileCost,
     storage: FileStorage,
     /// Absent: a native machine. Present: a guest under nested paging (hw/walk.rs,
@@ -235,6 +238,19 @@ struct FileCore {
     mshrs: u32,
     walkers: u32,
     stream_bytes_per_cycle: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePrefetch {
+    source: String,
+    /// 0: none (then the other keys may be left out).
+    streams: u32,
+    #[serde(default)]
+    distance: u32,
+    #[serde(default)]
+    trigger: u32,
+    region: Option<Size>,
 }
 
 #[derive(Deserialize)]
@@ -520,6 +536,51 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
         stream_bytes_per_cycle: c.stream_bytes_per_cycle,
     };
 
+    let prefetch = match &f.prefetch {
+        None => PrefetchConfig::default(),
+        Some(p) => {
+            need_text("prefetch.source", &p.source)?;
+            if p.streams as usize > MAX_STREAMS {
+                return bad(
+                    "prefetch.streams",
+                    format!("{}: must be from 0 to {MAX_STREAMS}", p.streams),
+                );
+            }
+            if p.streams == 0 {
+                PrefetchConfig::default()
+            } else {
+                if caches.levels.len() < 2 {
+                    return bad(
+                        "prefetch.streams",
+                        "a prefetcher fills L2: the machine needs at least two cache levels",
+                    );
+                }
+                if p.distance == 0 {
+                    return bad("prefetch.distance", "0: must be at least 1 line");
+                }
+                if p.trigger == 0 {
+                    return bad("prefetch.trigger", "0: must be at least 1 miss");
+                }
+                let region = match p.region {
+                    Some(r) => r.0,
+                    None => return bad("prefetch.region", "missing: a size such as \"4K\""),
+                };
+                if !region.is_power_of_two() || region < 1 << LINE_SHIFT {
+                    return bad(
+                        "prefetch.region",
+                        format!("{region}: must be a power of two of at least a line (64)"),
+                    );
+                }
+                PrefetchConfig {
+                    streams: p.streams,
+                    distance: p.distance,
+                    trigger: p.trigger,
+                    region_bytes: region,
+                }
+            }
+        }
+    };
+
     let k = &f.cost;
     need_text("cost.source", &k.source)?;
     let cost = CostConfig {
@@ -593,6 +654,7 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
             walk,
             caches,
             core,
+            prefetch,
             replicated_ptes: f.replicated_ptes,
             nested,
             cost,

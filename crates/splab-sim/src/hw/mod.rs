@@ -1,17 +1,19 @@
-//! The hardware model: TLB hierarchy, page-walk model, data caches, the out-of-order core,
-//! machines (the presets are built-in machine files) and cost constants. Knows nothing of
-//! policies or of the OS's data structures.
+//! The hardware model: TLB hierarchy, page-walk model, data caches and their prefetcher, the
+//! out-of-order core, machines (the presets are built-in machine files) and cost constants.
+//! Knows nothing of policies or of the OS's data structures.
 
 pub mod cache;
 pub mod core;
 pub mod machine;
 pub mod machine_file;
+pub mod prefetch;
 pub mod tlb;
 pub mod walk;
 
 pub use cache::Caches;
 pub use core::Core;
 pub use machine::{Machine, MACHINES};
+pub use prefetch::Prefetcher;
 pub use tlb::{Lookup, Tlb, Translation};
 pub use walk::Walker;
 
@@ -22,6 +24,8 @@ pub struct Hw {
     pub walker: Walker,
     pub caches: Caches,
     pub core: Core,
+    /// The data prefetcher for individual accesses (hw/prefetch.rs).
+    pub prefetcher: Prefetcher,
 }
 
 impl Hw {
@@ -35,6 +39,7 @@ impl Hw {
             walker,
             caches: Caches::new(&m.caches),
             core: Core::new(&m.core),
+            prefetcher: Prefetcher::new(&m.prefetch),
         }
     }
 }

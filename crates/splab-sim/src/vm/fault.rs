@@ -34,7 +34,10 @@ pub struct AccessStats {
     pub dirty_assists: u64,
     /// Data references served by L1, L2, LLC, DRAM (streamed lines not included).
     pub data_by_level: [u64; 4],
-    /// Lines brought in by the stream prefetcher for sequential runs.
+    /// Lines brought in from DRAM by the stream prefetcher: a sequential run's, and those a
+    /// stream the hardware prefetcher detected among individual accesses fetched ahead of them
+    /// (hw/prefetch.rs; those are not in `data_by_level`, whose L2 count has the ones it
+    /// fetched from the LLC).
     pub streamed_lines: u64,
 }
 
@@ -104,17 +107,46 @@ impl Os {
             trip.latency = self.hw.caches.latency(0);
         } else {
             let s = self.hw.caches.access(line);
-            let k = if (s as usize) >= self.hw.caches.levels() {
-                3
-            } else {
-                s
-            };
+            let levels = self.hw.caches.levels();
+            if s > 1 && self.hw.prefetcher.enabled() && a.op != MemOp::Ifetch {
+                if self.prefetched(line, s, levels, trip) {
+                    self.hw.core.access(a.op, a.ipa as u64, a.dep as u64, trip);
+                    return;
+                }
+            } else if s == 1 && self.hw.prefetcher.enabled() && a.op != MemOp::Ifetch {
+                // An L2 hit trains the detector too (it watches L1 misses); it is an L2 hit
+                // either way.
+                self.hw.prefetcher.miss(line);
+            }
+            let k = if (s as usize) >= levels { 3 } else { s };
             self.acc.data_by_level[k as usize] += 1;
             trip.served = k;
             trip.latency = self.hw.caches.latency(s);
         }
         trip.line = line;
         self.hw.core.access(a.op, a.ipa as u64, a.dep as u64, trip);
+    }
+
+    /// An L1 miss at `line` that the caches served at `s` (beyond L2): if the hardware
+    /// prefetcher (hw/prefetch.rs) had a stream ahead of it, the line is in L2 already: the
+    /// access is served there (an L2 hit in the cache counts), and a line from DRAM costs the
+    /// stream bandwidth (`Core::prefetched_line`) and counts as streamed. Fills `trip` then.
+    #[inline]
+    fn prefetched(&mut self, line: u64, s: u8, levels: usize, trip: &mut Trip) -> bool {
+        if !self.hw.prefetcher.miss(line) {
+            return false;
+        }
+        self.hw.caches.count_prefetched(s);
+        if s as usize >= levels {
+            self.hw.core.prefetched_line();
+            self.acc.streamed_lines += 1;
+        } else {
+            self.acc.data_by_level[1] += 1;
+        }
+        trip.served = 1;
+        trip.latency = self.hw.caches.latency(1);
+        trip.line = line;
+        true
     }
 
     /// Records the physical offset of the translation just entered in `Tlb::last`.

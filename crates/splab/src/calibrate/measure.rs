@@ -1245,6 +1245,24 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         sc.window, sc.width, bpc
     );
 
+    let sp = &skylake.prefetch;
+    let _ = writeln!(w, "[prefetch]");
+    let _ = writeln!(
+        w,
+        "source = {}",
+        q(&format!(
+            "assumed (not measurable here): skylake's, from the Intel Optimization Reference Manual's L2 streamer \
+             (Sandy Bridge 'Data Prefetching', kept by later cores): {} streams, {} lines ahead, within a {}-byte \
+             (4K) page; trigger {} assumed (the Core microarchitecture's data prefetch logic). See skylake's machine file.",
+            sp.streams, sp.distance, sp.region_bytes, sp.trigger
+        ))
+    );
+    let _ = writeln!(
+        w,
+        "streams = {}\ndistance = {}\ntrigger = {}\nregion = {}\n",
+        sp.streams, sp.distance, sp.trigger, sp.region_bytes
+    );
+
     let c = &skylake.cost;
     let _ = writeln!(w, "[cost]");
     let _ = writeln!(
