@@ -466,6 +466,14 @@ pub struct Policy {
     pub contiguity: Contiguity,
     /// Wired page placement (seed 000 5.2): `wired=scattered|clustered`.
     pub wired: WiredPlacement,
+    /// Linux's grouping of pages by mobility (`page_group_by_mobility_disabled` = 0; phys/buddy.rs
+    /// module doc): kernel frames are UNMOVABLE requests, user pages MOVABLE, each served from
+    /// pageblocks of its migratetype, falling back and stealing as `__rmqueue_fallback`; and
+    /// asynchronous compaction migrates from, and into, MOVABLE pageblocks only (vm/compact.rs).
+    /// `mobility=on|off`. On in the Linux presets that compact; off elsewhere (FreeBSD has no
+    /// migratetypes) and in `linux-4k`, whose only allocations are single pages, so that its
+    /// results are those it had before grouping was modelled.
+    pub mobility_grouping: bool,
     /// Clustered read-ahead on file page-in (vm/file.rs): FreeBSD's read-behind / read-ahead
     /// around a faulting page and `cluster_read`'s sequential read-ahead for read().
     /// `readahead=off`: one base page per read request, as before issue 10.
@@ -531,6 +539,7 @@ impl Policy {
             close_deactivate: false,
             khugepaged: None,
             kcompactd: None,
+            mobility_grouping: false,
         }
     }
 
@@ -554,6 +563,9 @@ impl Policy {
             khugepaged: Some(Khugepaged::linux()),
             // mm/compaction.c `sysctl_compaction_proactiveness = 20`.
             kcompactd: Some(Kcompactd { proactiveness: 20 }),
+            // mm/page_alloc.c `build_all_zonelists`: grouping is disabled only when memory is
+            // under `pageblock_nr_pages * MIGRATE_TYPES` pages per node, never on machines here.
+            mobility_grouping: enabled != ThpEnabled::Never,
             ..Policy::base()
         }
     }
@@ -634,6 +646,7 @@ impl Policy {
                 close_deactivate: true,
                 khugepaged: None,
                 kcompactd: None,
+                mobility_grouping: false,
             },
             "freebsd" => Policy {
                 name: "freebsd".into(),
@@ -658,6 +671,7 @@ impl Policy {
                 close_deactivate: false,
                 khugepaged: None,
                 kcompactd: None,
+                mobility_grouping: false,
             },
             _ => {
                 return Err(SimError::BadInput(format!(
@@ -812,6 +826,7 @@ impl Policy {
         }
         p.readahead = spec.take_bool("readahead", p.readahead)?;
         p.close_deactivate = spec.take_bool("close_deactivate", p.close_deactivate)?;
+        p.mobility_grouping = spec.take_bool("mobility", p.mobility_grouping)?;
         Ok(())
     }
 

@@ -1,11 +1,14 @@
 //! Linux memory compaction (vm/compact.rs), THP `defrag` (vm/thp.rs) and kcompactd
 //! (daemon/kcompactd.rs): scenarios on a memory of 2MB pageblocks each holding a few movable
 //! pages, with exact counts; every invariant checked after every event (`common::engine`).
+//! The scenarios of the mechanics run with `mobility=off` (every pageblock alike); those of
+//! mobility grouping (pageblock migratetypes, phys/buddy.rs) at the end with it on.
 
 mod common;
 
 use common::{anon, engine};
 use splab_sim::engine::Engine;
+use splab_sim::phys::buddy::{MT_MOVABLE, MT_UNMOVABLE};
 use splab_sim::units::{AccessKind, Pfn, Pid};
 use splab_sim::vm::compact::{
     CompactStats, FREE_SCAN_VISIT_CYCLES, MIGRATE_PAGE_KERNEL_NS, MIGRATE_SCAN_VISIT_CYCLES,
@@ -112,11 +115,11 @@ fn scan_cycles(c: &CompactStats) -> u64 {
 /// `defrag=always` (the `linux` preset): the THP fault compacts asynchronously. The migrate
 /// scanner gives up the first pageblock at its first unmovable frame, isolates the `K` pages of
 /// the second, and the free scanner takes free frames from the top pageblock of free memory
-/// (after passing over the wired memory above it, frame by frame: pageblock migratetypes are
-/// not modelled). The second pageblock is then free: the THP, and the stall is in the fault.
+/// (after passing over the wired memory above it, frame by frame: `mobility=off`, so no
+/// pageblock is passed over by its migratetype). The second pageblock is then free: the THP, and the stall is in the fault.
 #[test]
 fn defrag_always_compacts_at_the_fault_and_maps_the_thp() {
-    let (mut e, pid) = fragmented("linux:khugepaged=off,kcompactd=off,pagedaemon=off");
+    let (mut e, pid) = fragmented("linux:khugepaged=off,kcompactd=off,pagedaemon=off,mobility=off");
     let fault_cycles = e.os.stats.cycles_fault;
     let lat_max = e.os.stats.fault_latency.max;
     let b = thp_fault(&mut e, pid);
@@ -165,7 +168,10 @@ fn defrag_always_compacts_at_the_fault_and_maps_the_thp() {
 /// compaction is then deferred, and the next such fault skips its first attempt.
 #[test]
 fn an_unmovable_frame_in_every_pageblock_defeats_compaction() {
-    let (mut e, pid) = setup("linux:khugepaged=off,kcompactd=off,pagedaemon=off", false);
+    let (mut e, pid) = setup(
+        "linux:khugepaged=off,kcompactd=off,pagedaemon=off,mobility=off",
+        false,
+    );
     thp_fault(&mut e, pid);
     let c = e.os.compact.stats.clone();
     assert_eq!(
@@ -199,8 +205,9 @@ fn an_unmovable_frame_in_every_pageblock_defeats_compaction() {
 /// in vain, then the second's), and the next THP fault finds the free block.
 #[test]
 fn defer_wakes_kcompactd_and_falls_back_at_once() {
-    let (mut e, pid) =
-        fragmented("linux:defrag=defer,compaction_proactiveness=0,khugepaged=off,pagedaemon=off");
+    let (mut e, pid) = fragmented(
+        "linux:defrag=defer,compaction_proactiveness=0,khugepaged=off,pagedaemon=off,mobility=off",
+    );
     let fault_cycles = e.os.stats.cycles_fault;
     let background = e.background_cycles;
     let b = e.mmap(pid, anon(MB2)).unwrap();
@@ -231,7 +238,7 @@ fn defer_wakes_kcompactd_and_falls_back_at_once() {
 fn never_and_unadvised_madvise_fall_back_without_compaction() {
     for defrag in ["never", "madvise"] {
         let (mut e, pid) = fragmented(&format!(
-            "linux:defrag={defrag},khugepaged=off,compaction_proactiveness=0,pagedaemon=off"
+            "linux:defrag={defrag},khugepaged=off,compaction_proactiveness=0,pagedaemon=off,mobility=off"
         ));
         thp_fault(&mut e, pid);
         let c = &e.os.compact.stats;
@@ -252,7 +259,7 @@ fn never_and_unadvised_madvise_fall_back_without_compaction() {
 /// With proactiveness 0 it never runs.
 #[test]
 fn proactive_compaction_runs_over_the_score_and_not_at_proactiveness_0() {
-    let (mut e, pid) = fragmented("linux:khugepaged=off,pagedaemon=off");
+    let (mut e, pid) = fragmented("linux:khugepaged=off,pagedaemon=off,mobility=off");
     assert_eq!(e.os.compact.stats.proactive_runs, 0, "set-up under 500 ms");
     assert_eq!(e.os.fragmentation_score(), 99);
     let first = movable_in_first_block(&e, pid);
@@ -266,7 +273,8 @@ fn proactive_compaction_runs_over_the_score_and_not_at_proactiveness_0() {
     idle_ms(&mut e, 2000);
     assert_eq!(e.os.compact.stats.proactive_runs, 1);
 
-    let (mut e, _) = fragmented("linux:khugepaged=off,pagedaemon=off,compaction_proactiveness=0");
+    let (mut e, _) =
+        fragmented("linux:khugepaged=off,pagedaemon=off,compaction_proactiveness=0,mobility=off");
     idle_ms(&mut e, 2000);
     let c = &e.os.compact.stats;
     assert_eq!(c.proactive_runs + c.pgmigrate_success, 0);
@@ -296,4 +304,50 @@ fn madv_collapse_compacts_for_its_thp() {
         e.os.stats.cycles_kernel - kernel
             >= migration_cycles(&e, K) + 2 * m.copy_page_cycles + (PB - 2) * m.zero_page_cycles
     );
+}
+
+/// Mobility grouping on (the `linux` preset's default). The first page-table page of
+/// `setup(.., true)` is an UNMOVABLE request with no UNMOVABLE free block: `__rmqueue_fallback`
+/// steals the lowest 4MB block and converts pageblocks 0 and 1 to UNMOVABLE; the page tables
+/// and then, once the MOVABLE pageblocks are full, base pages fill them. Pageblock 1 keeps `K`
+/// movable pages like the others, but the THP fault's asynchronous compaction passes it over
+/// (`migrate_async_suitable`) with pageblock 0, and empties pageblock 2 instead; the free
+/// scanner takes its target pages from MOVABLE pageblocks only.
+#[test]
+fn async_compaction_passes_over_unmovable_pageblocks() {
+    let (mut e, pid) = fragmented("linux:khugepaged=off,kcompactd=off,pagedaemon=off");
+    let b = &e.os.phys.buddy;
+    assert_eq!(b.pageblock_mt(Pfn(0)), MT_UNMOVABLE);
+    assert_eq!(b.pageblock_mt(Pfn(PB)), MT_UNMOVABLE);
+    assert!((2..8).all(|k| b.pageblock_mt(Pfn(k * PB)) == MT_MOVABLE));
+    let held = |e: &Engine, k: u64| {
+        (k * PB..(k + 1) * PB)
+            .filter(|&f| e.os.phys.refs(Pfn(f)) > 0)
+            .count() as u64
+    };
+    assert_eq!(held(&e, 1), K, "pageblock 1 holds K movable pages");
+    let in_2 = held(&e, 2);
+    assert!(in_2 > 0);
+    let va = thp_fault(&mut e, pid);
+    let c = e.os.compact.stats.clone();
+    assert_eq!(
+        (c.compact_stall, c.compact_success, c.compact_fail),
+        (1, 1, 0)
+    );
+    // The THP is pageblock 2, emptied of its pages; pageblock 1's were not touched.
+    assert_eq!(pfn_of(&e, pid, va), Some(Pfn(2 * PB)));
+    assert_eq!(c.pgmigrate_success, in_2);
+    assert_eq!(held(&e, 1), K);
+    // The migrate scanner scanned pageblock 2 only.
+    assert_eq!(c.compact_migrate_scanned, PB);
+}
+
+/// The same memory without asynchronous compaction's restriction: synchronous-light compaction
+/// (MADV_HUGEPAGE under `defrag=madvise`: not __GFP_NORETRY) migrates from any pageblock, but
+/// only into MOVABLE ones.
+#[test]
+fn without_grouping_the_same_fault_empties_pageblock_1() {
+    let (mut e, pid) = fragmented("linux:khugepaged=off,kcompactd=off,pagedaemon=off,mobility=off");
+    let va = thp_fault(&mut e, pid);
+    assert_eq!(pfn_of(&e, pid, va), Some(Pfn(PB)));
 }

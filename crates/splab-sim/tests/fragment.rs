@@ -193,3 +193,41 @@ fn a_compositions_phases_and_the_series_start_with_the_workload() {
     assert_eq!(r.series.t[0], 0.0);
     assert!(*r.series.t.last().unwrap() <= r.time.seconds);
 }
+
+/// The tool's first step (seed 003 6: "first fragments superpages until there is memory
+/// pressure, then starts over"): a first fragmenter pins every free block, then exits; its
+/// memory is free again, and only the level's fragmenter is left. Not at Frag-0.
+#[test]
+fn the_first_step_pins_every_free_block_then_exits() {
+    for pct in [100, 50, 0] {
+        let (e, r) = fragmented("base", pct);
+        // Every free block when each process started (its own kernel frames take one).
+        assert_eq!(r.free_blocks_initial, 511);
+        let pressure = if pct > 0 { 511 } else { 0 };
+        assert_eq!(r.pressure_blocks_fragmented, pressure, "frag {pct}");
+        assert_eq!(
+            r.blocks_fragmented,
+            511 - r.target_free_blocks,
+            "frag {pct}"
+        );
+        let f = e.os.fragmenter.expect("the level's fragmenter");
+        assert!(e.os.proc(f.pid).is_ok());
+        // One process left holding pages: the first one's are gone.
+        assert_eq!(e.os.fragmenter_frames(), r.blocks_fragmented * 16);
+        assert_eq!(
+            e.os.phys.used_frames,
+            r.blocks_fragmented * 16,
+            "frag {pct}: only the level's fragmenter holds pages"
+        );
+    }
+}
+
+/// Under mobility grouping the first step's page tables are UNMOVABLE requests: they steal
+/// one free 4MB block (two pageblocks) and all fit in it (511 of them); the blocks the step
+/// pinned stay MOVABLE, and after it exits those two pageblocks keep their type, free.
+#[test]
+fn the_first_steps_page_tables_leave_two_unmovable_pageblocks() {
+    let (e, _) = fragmented("linux-4.3:kcompactd=off,khugepaged=off", 100);
+    let b = &e.os.phys.buddy;
+    assert_eq!(b.pageblock_counts(), [2, 510]);
+}

@@ -24,11 +24,48 @@
 //! reserve, and 5.1 (1) keeps "the contents of a cache page ... as long as possible". (FreeBSD's
 //! reserve, `v_free_reserved`, a few dozen pages kept for the kernel, is not modelled: free
 //! blocks go first until there are none.)
+//!
+//! Mobility grouping (Linux's pageblock migratetypes; off unless `enable_grouping`): memory is
+//! divided into pageblocks of `2^pageblock_order` frames, each with a migratetype, MOVABLE at
+//! boot (Linux `memmap_init_zone`); every free block is on the list of its order and of a
+//! migratetype (`head_mt`), and every request names one. Read in Linux 4.13's mm/page_alloc.c
+//! (torvalds/linux as stored; the 4.3 rules are the same where noted):
+//! - `__rmqueue_smallest`: the smallest free block on the request's own lists, split, the
+//!   halves going back on the request's lists (`expand`);
+//! - else `__rmqueue_fallback`: from the largest order down to the request's, the first free
+//!   block on another migratetype's list (`fallbacks[]`: UNMOVABLE falls back to MOVABLE and
+//!   MOVABLE to UNMOVABLE; RECLAIMABLE is not modelled, nothing here is reclaimable slab).
+//!   If `can_steal_fallback` (order at least half a pageblock, or an UNMOVABLE request) it is
+//!   stolen (`steal_suitable_fallback`): a block of at least a pageblock converts its
+//!   pageblocks (`change_pageblock_range`); a smaller one moves every free block of its
+//!   pageblock to the request's lists (`move_freepages_block`) and converts the pageblock if
+//!   that was at least half of it. The block is then split onto the request's lists (4.3's
+//!   `expand(.., start_migratetype)`);
+//! - `__free_one_page`: a freed block goes on the lists of its pageblock's migratetype
+//!   (`get_pfnblock_migratetype`), which the pageblock keeps while free.
+//! Not modelled: MIGRATE_RESERVE (Linux 4.3 had it; 4.4 removed it), MIGRATE_HIGHATOMIC
+//! (4.4+), CMA, isolation, per-CPU lists, ALLOC_NOFRAGMENT (5.0+, other zones first), and
+//! 4.13's `steal_suitable_fallback` counting movable pages in the pageblock (4.12+; 4.3 counts
+//! only free ones, as here).
 
 use crate::units::{Order, Pfn};
 
 const NIL: u32 = u32::MAX;
 const NOT_HEAD: u8 = u8::MAX;
+
+/// Linux's `MIGRATE_UNMOVABLE` (include/linux/mmzone.h `enum migratetype`): kernel frames,
+/// page tables.
+pub const MT_UNMOVABLE: u8 = 0;
+/// `MIGRATE_MOVABLE`: user pages, the page cache; every request when grouping is off.
+pub const MT_MOVABLE: u8 = 1;
+/// Migratetypes modelled (lists per order).
+const NMT: usize = 2;
+
+/// The list index of order `o`, migratetype `mt`.
+#[inline]
+fn li(o: u8, mt: u8) -> usize {
+    o as usize * NMT + mt as usize
+}
 
 #[derive(Clone, Debug)]
 pub struct Buddy {
@@ -37,9 +74,22 @@ pub struct Buddy {
     head_order: Vec<u8>,
     next: Vec<u32>,
     prev: Vec<u32>,
+    /// List heads and tails per (order, migratetype): `li`.
     heads: Vec<u32>,
     tails: Vec<u32>,
-    /// Number of blocks on each order's list.
+    /// The migratetype list a free block is on, at its head frame.
+    head_mt: Vec<u8>,
+    /// `pageblock_order` when mobility grouping is on.
+    pageblock_order: Option<u8>,
+    /// Linux's largest buddy order (`MAX_ORDER - 1`), the largest chunk a fallback steals.
+    fallback_max_order: u8,
+    /// Each pageblock's migratetype (empty when grouping is off).
+    pb_mt: Vec<u8>,
+    /// `__rmqueue_fallback` allocations (from another migratetype's list), and pageblocks
+    /// whose migratetype they changed.
+    pub fallbacks: u64,
+    pub pageblocks_converted: u64,
+    /// Number of blocks on each order's lists (all migratetypes).
     pub free_blocks: Vec<u64>,
     pub free_frames: u64,
     /// Blocks (head, order) handed out or freed, and frames whose hold count changed, since the
@@ -74,8 +124,14 @@ impl Buddy {
             head_order: vec![NOT_HEAD; n],
             next: vec![NIL; n],
             prev: vec![NIL; n],
-            heads: vec![NIL; max_order as usize + 1],
-            tails: vec![NIL; max_order as usize + 1],
+            heads: vec![NIL; (max_order as usize + 1) * NMT],
+            tails: vec![NIL; (max_order as usize + 1) * NMT],
+            head_mt: vec![MT_MOVABLE; n],
+            pageblock_order: None,
+            fallback_max_order: max_order,
+            pb_mt: Vec::new(),
+            fallbacks: 0,
+            pageblocks_converted: 0,
             free_blocks: vec![0; max_order as usize + 1],
             free_frames: 0,
             touched: None,
@@ -88,9 +144,70 @@ impl Buddy {
         let mut pfn = frames;
         while pfn >= step {
             pfn -= step;
-            b.push(pfn as u32, max_order);
+            b.push(pfn as u32, max_order, MT_MOVABLE);
         }
         b
+    }
+
+    /// Turns mobility grouping on with pageblocks of `2^pageblock_order` frames (at most the
+    /// largest order), all MOVABLE, and Linux's largest order `linux_max_order` (the largest
+    /// chunk `__rmqueue_fallback` can find). Every free block is already on a MOVABLE list
+    /// (grouping off uses only those), so it can be turned on at any time.
+    pub fn enable_grouping(&mut self, pageblock_order: u8, linux_max_order: u8) {
+        let pb = pageblock_order.min(self.max_order);
+        self.pageblock_order = Some(pb);
+        self.fallback_max_order = linux_max_order.clamp(pb, self.max_order);
+        self.pb_mt = vec![MT_MOVABLE; (self.frames >> pb) as usize];
+    }
+
+    /// `pageblock_order` if grouping is on.
+    pub fn pageblock_order(&self) -> Option<u8> {
+        self.pageblock_order
+    }
+
+    /// `get_pageblock_migratetype` of the frame's pageblock (MOVABLE when grouping is off).
+    #[inline]
+    pub fn pageblock_mt(&self, pfn: Pfn) -> u8 {
+        match self.pageblock_order {
+            Some(pb) => self.pb_mt[(pfn.0 >> pb) as usize],
+            None => MT_MOVABLE,
+        }
+    }
+
+    /// Pageblocks of each migratetype, [UNMOVABLE, MOVABLE] (all MOVABLE when grouping is off,
+    /// counted in pageblocks of the largest order then).
+    pub fn pageblock_counts(&self) -> [u64; NMT] {
+        let mut c = [0u64; NMT];
+        if self.pageblock_order.is_none() {
+            c[MT_MOVABLE as usize] = self.frames >> self.max_order;
+        }
+        for &m in &self.pb_mt {
+            c[m as usize] += 1;
+        }
+        c
+    }
+
+    /// Free frames on the lists of migratetype `mt`.
+    pub fn free_frames_mt(&self, mt: u8) -> u64 {
+        let mut n = 0;
+        for o in 0..=self.max_order {
+            let mut p = self.heads[li(o, mt)];
+            while p != NIL {
+                n += 1u64 << o;
+                p = self.next[p as usize];
+            }
+        }
+        n
+    }
+
+    /// The migratetype a request is served as: its own with grouping, else MOVABLE.
+    #[inline]
+    fn req_mt(&self, mt: u8) -> u8 {
+        if self.pageblock_order.is_some() {
+            mt
+        } else {
+            MT_MOVABLE
+        }
     }
 
     pub fn frames(&self) -> u64 {
@@ -126,8 +243,9 @@ impl Buddy {
     }
 
     #[inline]
-    fn push(&mut self, pfn: u32, order: u8) {
-        let o = order as usize;
+    fn push(&mut self, pfn: u32, order: u8, mt: u8) {
+        let o = li(order, mt);
+        self.head_mt[pfn as usize] = mt;
         let head = self.heads[o];
         self.next[pfn as usize] = head;
         self.prev[pfn as usize] = NIL;
@@ -138,17 +256,17 @@ impl Buddy {
         }
         self.heads[o] = pfn;
         self.head_order[pfn as usize] = order;
-        self.free_blocks[o] += 1;
+        self.free_blocks[order as usize] += 1;
         self.free_frames += 1 << order;
     }
 
     /// Puts a free block on its list: at the tail if it holds a cache page, else at the head.
     #[inline]
-    fn place(&mut self, pfn: u32, order: u8) {
+    fn place(&mut self, pfn: u32, order: u8, mt: u8) {
         if self.holds_cache(pfn as u64, order) {
-            self.push_tail(pfn, order);
+            self.push_tail(pfn, order, mt);
         } else {
-            self.push(pfn, order);
+            self.push(pfn, order, mt);
         }
     }
 
@@ -200,8 +318,9 @@ impl Buddy {
     }
 
     /// As `push`, at the tail of the list.
-    fn push_tail(&mut self, pfn: u32, order: u8) {
-        let o = order as usize;
+    fn push_tail(&mut self, pfn: u32, order: u8, mt: u8) {
+        let o = li(order, mt);
+        self.head_mt[pfn as usize] = mt;
         let tail = self.tails[o];
         self.prev[pfn as usize] = tail;
         self.next[pfn as usize] = NIL;
@@ -212,7 +331,7 @@ impl Buddy {
         }
         self.tails[o] = pfn;
         self.head_order[pfn as usize] = order;
-        self.free_blocks[o] += 1;
+        self.free_blocks[order as usize] += 1;
         self.free_frames += 1 << order;
     }
 
@@ -223,60 +342,154 @@ impl Buddy {
             order != NOT_HEAD,
             "Buddy::unlink: {pfn} is not a free block"
         );
+        let l = li(order, self.head_mt[pfn as usize]);
         let (n, p) = (self.next[pfn as usize], self.prev[pfn as usize]);
         if p != NIL {
             self.next[p as usize] = n;
         } else {
-            self.heads[order as usize] = n;
+            self.heads[l] = n;
         }
         if n != NIL {
             self.prev[n as usize] = p;
         } else {
-            self.tails[order as usize] = p;
+            self.tails[l] = p;
         }
         self.head_order[pfn as usize] = NOT_HEAD;
         self.free_blocks[order as usize] -= 1;
         self.free_frames -= 1 << order;
     }
 
-    /// Allocates an aligned block of `2^order` frames; `None` if no free block is large enough.
-    /// The smallest block that holds no cache page, else the smallest block (whose cache pages
-    /// are then given up, oldest first): module doc.
+    /// Allocates an aligned block of `2^order` frames for a MOVABLE request: `alloc_mt`.
     pub fn alloc(&mut self, order: Order) -> Option<Pfn> {
+        self.alloc_mt(order, MT_MOVABLE)
+    }
+
+    /// Allocates an aligned block of `2^order` frames for a request of migratetype `mt`;
+    /// `None` if no free block is large enough. From the request's own lists (module doc), the
+    /// smallest block that holds no cache page, else the smallest block (whose cache pages are
+    /// then given up, oldest first); else, with grouping, from another migratetype's
+    /// (`__rmqueue_fallback`).
+    pub fn alloc_mt(&mut self, order: Order, mt: u8) -> Option<Pfn> {
         let want = order.0;
         if want > self.max_order {
             return None;
         }
-        let smallest = (want..=self.max_order).find(|&o| self.heads[o as usize] != NIL)?;
+        let mt = self.req_mt(mt);
+        let Some(smallest) = (want..=self.max_order).find(|&o| self.heads[li(o, mt)] != NIL) else {
+            return self.rmqueue_fallback(want, mt);
+        };
         // A list's first block holds a cache page only if all of the list's blocks do.
         let mut o = if self.cached_frames == 0 {
             smallest
         } else {
             (smallest..=self.max_order)
                 .find(|&o| {
-                    let h = self.heads[o as usize];
+                    let h = self.heads[li(o, mt)];
                     h != NIL && !self.holds_cache(h as u64, o)
                 })
                 .unwrap_or(smallest)
         };
         self.cache_passed += (o != smallest) as u64;
-        let pfn = self.heads[o as usize];
+        let pfn = self.heads[li(o, mt)];
         self.note_touched(pfn as u64, want);
         self.unlink(pfn);
         // Split: keep the lower half, free the upper halves.
         while o > want {
             o -= 1;
-            self.place(pfn + (1 << o), o);
+            self.place(pfn + (1 << o), o, mt);
         }
         self.clear_cached(pfn as u64, want);
         Some(Pfn(pfn as u64))
     }
 
+    /// Linux 4.3 mm/page_alloc.c `__rmqueue_fallback` (module doc): the first free block of
+    /// the other migratetype, largest order first, stolen if `can_steal_fallback`, split onto
+    /// the request's lists. None without grouping or when nothing is free.
+    fn rmqueue_fallback(&mut self, want: u8, start: u8) -> Option<Pfn> {
+        let pb = self.pageblock_order?;
+        let other = if start == MT_MOVABLE {
+            MT_UNMOVABLE
+        } else {
+            MT_MOVABLE
+        };
+        let mut cur = (want..=self.max_order)
+            .rev()
+            .find(|&o| self.heads[li(o, other)] != NIL)?;
+        let pfn = self.heads[li(cur, other)];
+        self.fallbacks += 1;
+        // Linux's largest free block is of order MAX_ORDER - 1 (`fallback_max_order`); this
+        // allocator keeps larger ones for larger superpages. A larger block is taken as Linux
+        // would have it, in blocks of that order: the first one is the chunk stolen, the others
+        // stay free on the other migratetype's lists.
+        if cur > self.fallback_max_order {
+            self.unlink(pfn);
+            while cur > self.fallback_max_order {
+                cur -= 1;
+                self.place(pfn + (1 << cur), cur, other);
+            }
+            self.push(pfn, cur, other);
+        }
+        // `can_steal_fallback`.
+        if want >= pb / 2 || start == MT_UNMOVABLE {
+            self.steal_suitable_fallback(pfn as u64, cur, start, pb);
+        }
+        self.note_touched(pfn as u64, want);
+        self.unlink(pfn);
+        let mut o = cur;
+        while o > want {
+            o -= 1;
+            self.place(pfn + (1 << o), o, start);
+        }
+        self.clear_cached(pfn as u64, want);
+        Some(Pfn(pfn as u64))
+    }
+
+    /// Linux 4.3 `steal_suitable_fallback` for the free block at `pfn` of `order`.
+    fn steal_suitable_fallback(&mut self, pfn: u64, order: u8, start: u8, pb: u8) {
+        if order >= pb {
+            // `change_pageblock_range`.
+            for b in (pfn >> pb)..((pfn + (1u64 << order)) >> pb) {
+                self.set_pageblock(b, start);
+            }
+            return;
+        }
+        // `move_freepages_block`: every free block of the pageblock to the request's lists.
+        let first = pfn & !((1u64 << pb) - 1);
+        let mut moved = 0u64;
+        let mut f = first;
+        while f < first + (1u64 << pb) {
+            let o = self.head_order[f as usize];
+            if o == NOT_HEAD {
+                f += 1;
+                continue;
+            }
+            if self.head_mt[f as usize] != start {
+                self.unlink(f as u32);
+                self.push(f as u32, o, start);
+            }
+            moved += 1u64 << o;
+            f += 1u64 << o;
+        }
+        if moved >= 1u64 << (pb - 1) {
+            self.set_pageblock(first >> pb, start);
+        }
+    }
+
+    fn set_pageblock(&mut self, block: u64, mt: u8) {
+        let m = &mut self.pb_mt[block as usize];
+        if *m != mt {
+            *m = mt;
+            self.pageblocks_converted += 1;
+        }
+    }
+
     /// Frees the aligned block `[pfn, pfn + 2^order)`, coalescing with free buddies.
     /// Precondition: the block is allocated (no frame of it is free).
+    /// The block goes on the lists of its pageblock's migratetype (Linux `__free_one_page`).
     pub fn free(&mut self, pfn: Pfn, order: Order) {
+        let mt = self.pageblock_mt(pfn);
         let (p, o) = self.coalesce(pfn, order);
-        self.place(p, o);
+        self.place(p, o, mt);
     }
 
     /// Frees as `free` a block of frames that hold cache pages (seed 000 5.1 (1)): the block it
@@ -343,18 +556,20 @@ impl Buddy {
             return false;
         }
         self.note_touched(pfn.0, order.0);
+        let mt = self.head_mt[head.0 as usize];
         self.unlink(head.0 as u32);
-        // Split the block down towards `pfn`, freeing the halves that do not contain it.
+        // Split the block down towards `pfn`, freeing the halves that do not contain it (onto
+        // the block's migratetype's lists, as `expand`).
         let mut base = head.0;
         let mut o = horder.0;
         while o > order.0 {
             o -= 1;
             let half = 1u64 << o;
             if pfn.0 >= base + half {
-                self.place(base as u32, o);
+                self.place(base as u32, o, mt);
                 base += half;
             } else {
-                self.place((base + half) as u32, o);
+                self.place((base + half) as u32, o, mt);
             }
         }
         debug_assert_eq!(base, pfn.0);
@@ -368,11 +583,13 @@ impl Buddy {
     pub fn alloc_high(&mut self, order: Order) -> Option<Pfn> {
         let mut best: Option<u64> = None;
         for o in order.0..=self.max_order {
-            let mut p = self.heads[o as usize];
-            while p != NIL {
-                let top = p as u64 + (1u64 << o) - order.pages();
-                best = Some(best.map_or(top, |b: u64| b.max(top)));
-                p = self.next[p as usize];
+            for mt in 0..NMT as u8 {
+                let mut p = self.heads[li(o, mt)];
+                while p != NIL {
+                    let top = p as u64 + (1u64 << o) - order.pages();
+                    best = Some(best.map_or(top, |b: u64| b.max(top)));
+                    p = self.next[p as usize];
+                }
             }
         }
         let pfn = Pfn(best?);
@@ -385,16 +602,18 @@ impl Buddy {
     pub fn largest_free_order(&self) -> Option<u8> {
         (0..=self.max_order)
             .rev()
-            .find(|&o| self.heads[o as usize] != NIL)
+            .find(|&o| self.free_blocks[o as usize] > 0)
     }
 
     /// Calls `f(head, order)` for every free block (list order, then by order).
     pub fn for_each_free_block(&self, mut f: impl FnMut(Pfn, Order)) {
         for o in 0..=self.max_order {
-            let mut p = self.heads[o as usize];
-            while p != NIL {
-                f(Pfn(p as u64), Order(o));
-                p = self.next[p as usize];
+            for mt in 0..NMT as u8 {
+                let mut p = self.heads[li(o, mt)];
+                while p != NIL {
+                    f(Pfn(p as u64), Order(o));
+                    p = self.next[p as usize];
+                }
             }
         }
     }
@@ -421,17 +640,23 @@ impl Buddy {
         let mut total = 0u64;
         for o in 0..=self.max_order {
             total += self.free_blocks[o as usize] << o;
-            let h = self.heads[o as usize];
-            if (h == NIL) != (self.free_blocks[o as usize] == 0) {
+            let hs: Vec<u32> = (0..NMT as u8).map(|mt| self.heads[li(o, mt)]).collect();
+            if hs.iter().all(|&h| h == NIL) != (self.free_blocks[o as usize] == 0) {
                 return Err(format!(
-                    "buddy: order-{o} list head {h} but counter says {} blocks",
+                    "buddy: order-{o} list heads {hs:?} but counter says {} blocks",
                     self.free_blocks[o as usize]
                 ));
             }
-            if h != NIL && (self.prev[h as usize] != NIL || self.head_order[h as usize] != o) {
-                return Err(format!(
-                    "buddy: head {h} of the order-{o} list is not a head"
-                ));
+            for (mt, &h) in hs.iter().enumerate() {
+                if h != NIL
+                    && (self.prev[h as usize] != NIL
+                        || self.head_order[h as usize] != o
+                        || self.head_mt[h as usize] as usize != mt)
+                {
+                    return Err(format!(
+                        "buddy: head {h} of the order-{o} migratetype-{mt} list is not a head"
+                    ));
+                }
             }
         }
         if total != self.free_frames {
@@ -470,13 +695,24 @@ impl Buddy {
             return Err(format!("buddy: frame {} in two free blocks", pfn.0));
         }
         let (p, n) = (self.prev[h], self.next[h]);
+        let mt = self.head_mt[h];
+        if mt as usize >= NMT || (self.pageblock_order.is_none() && mt != MT_MOVABLE) {
+            return Err(format!(
+                "buddy: block {} on the lists of migratetype {mt}",
+                head.0
+            ));
+        }
         let linked_in = if p == NIL {
-            self.heads[o8 as usize] == head.0 as u32
+            self.heads[li(o8, mt)] == head.0 as u32
         } else {
-            self.next[p as usize] == head.0 as u32 && self.head_order[p as usize] == o8
+            self.next[p as usize] == head.0 as u32
+                && self.head_order[p as usize] == o8
+                && self.head_mt[p as usize] == mt
         };
         let linked_out = n == NIL
-            || (self.prev[n as usize] == head.0 as u32 && self.head_order[n as usize] == o8);
+            || (self.prev[n as usize] == head.0 as u32
+                && self.head_order[n as usize] == o8
+                && self.head_mt[n as usize] == mt);
         if !linked_in || !linked_out {
             return Err(format!(
                 "buddy: broken links at block {} of order {o8}",
@@ -502,60 +738,77 @@ impl Buddy {
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut seen = vec![false; self.frames as usize];
         let mut total = 0u64;
+        if let Some(pb) = self.pageblock_order {
+            if self.pb_mt.len() as u64 != self.frames >> pb
+                || self.pb_mt.iter().any(|&m| m as usize >= NMT)
+            {
+                return Err("buddy: pageblock migratetypes malformed".into());
+            }
+        }
         for o in 0..=self.max_order {
             let mut count = 0u64;
-            let mut p = self.heads[o as usize];
-            let mut prev = NIL;
-            let mut cache_seen = false;
-            while p != NIL {
-                let pfn = p as u64;
-                let holds = self.holds_cache(pfn, o);
-                if cache_seen && !holds {
+            for mt in 0..NMT as u8 {
+                let l = li(o, mt);
+                if self.pageblock_order.is_none() && mt != MT_MOVABLE && self.heads[l] != NIL {
                     return Err(format!(
-                        "buddy: block {pfn} of order {o} holds no cache page but follows one that does on its list"
+                        "buddy: migratetype-{mt} order-{o} list not empty without grouping"
                     ));
                 }
-                cache_seen |= holds;
-                if self.head_order[p as usize] != o {
-                    return Err(format!(
-                        "buddy: block {pfn} on the order-{o} list records order {}",
-                        self.head_order[p as usize]
-                    ));
-                }
-                if self.prev[p as usize] != prev {
-                    return Err(format!("buddy: broken back link at {pfn}"));
-                }
-                if pfn & ((1 << o) - 1) != 0 || pfn + (1 << o) > self.frames {
-                    return Err(format!(
-                        "buddy: block {pfn} of order {o} misaligned or out of range"
-                    ));
-                }
-                for f in pfn..pfn + (1 << o) {
-                    if seen[f as usize] {
-                        return Err(format!("buddy: frame {f} in two free blocks"));
+                let mut p = self.heads[l];
+                let mut prev = NIL;
+                let mut cache_seen = false;
+                while p != NIL {
+                    let pfn = p as u64;
+                    let holds = self.holds_cache(pfn, o);
+                    if cache_seen && !holds {
+                        return Err(format!(
+                            "buddy: block {pfn} of order {o} holds no cache page but follows one that does on its list"
+                        ));
                     }
-                    seen[f as usize] = true;
-                }
-                if o < self.max_order {
-                    let buddy = pfn ^ (1 << o);
-                    if self.head_order[buddy as usize] == o {
-                        return Err(format!("buddy: blocks {pfn} and {buddy} of order {o} are free but not coalesced"));
+                    cache_seen |= holds;
+                    if self.head_order[p as usize] != o || self.head_mt[p as usize] != mt {
+                        return Err(format!(
+                            "buddy: block {pfn} on the order-{o} migratetype-{mt} list records order {} migratetype {}",
+                            self.head_order[p as usize], self.head_mt[p as usize]
+                        ));
+                    }
+                    if self.prev[p as usize] != prev {
+                        return Err(format!("buddy: broken back link at {pfn}"));
+                    }
+                    if pfn & ((1 << o) - 1) != 0 || pfn + (1 << o) > self.frames {
+                        return Err(format!(
+                            "buddy: block {pfn} of order {o} misaligned or out of range"
+                        ));
+                    }
+                    for f in pfn..pfn + (1 << o) {
+                        if seen[f as usize] {
+                            return Err(format!("buddy: frame {f} in two free blocks"));
+                        }
+                        seen[f as usize] = true;
+                    }
+                    if o < self.max_order {
+                        let buddy = pfn ^ (1 << o);
+                        if self.head_order[buddy as usize] == o {
+                            return Err(format!("buddy: blocks {pfn} and {buddy} of order {o} are free but not coalesced"));
+                        }
+                    }
+                    count += 1;
+                    total += 1 << o;
+                    prev = p;
+                    p = self.next[p as usize];
+                    if count > self.frames {
+                        return Err(format!("buddy: cycle in the order-{o} list"));
                     }
                 }
-                count += 1;
-                total += 1 << o;
-                prev = p;
-                p = self.next[p as usize];
-                if count > self.frames {
-                    return Err(format!("buddy: cycle in the order-{o} list"));
+                if prev != self.tails[l] {
+                    return Err(format!(
+                        "buddy: the order-{o} migratetype-{mt} list's tail is wrong"
+                    ));
                 }
-            }
-            if prev != self.tails[o as usize] {
-                return Err(format!("buddy: the order-{o} list's tail is wrong"));
             }
             if count != self.free_blocks[o as usize] {
                 return Err(format!(
-                    "buddy: order {o} list has {count} blocks, counter says {}",
+                    "buddy: order {o} lists have {count} blocks, counter says {}",
                     self.free_blocks[o as usize]
                 ));
             }
@@ -600,6 +853,103 @@ impl Buddy {
 mod tests {
     use super::*;
     use crate::rng::Rng;
+
+    /// 2048 frames, blocks up to order 10, grouped in pageblocks of order 9 (four of them).
+    fn grouped() -> Buddy {
+        let mut b = Buddy::new(2048, 10);
+        b.enable_grouping(9, 10);
+        b
+    }
+
+    #[test]
+    fn an_unmovable_request_steals_the_largest_movable_block_and_converts_its_pageblocks() {
+        let mut b = grouped();
+        assert_eq!(b.pageblock_counts(), [0, 4]);
+        // No UNMOVABLE free list has a block: `__rmqueue_fallback` takes an order-10 block
+        // (the lowest, LIFO) and `change_pageblock_range` converts both its pageblocks.
+        assert_eq!(b.alloc_mt(Order(0), MT_UNMOVABLE), Some(Pfn(0)));
+        assert_eq!((b.fallbacks, b.pageblocks_converted), (1, 2));
+        assert_eq!(b.pageblock_counts(), [2, 2]);
+        assert_eq!(b.free_frames_mt(MT_UNMOVABLE), 1023);
+        // The next ones come from the UNMOVABLE lists the split filled: no fallback.
+        assert_eq!(b.alloc_mt(Order(0), MT_UNMOVABLE), Some(Pfn(1)));
+        assert_eq!(b.fallbacks, 1);
+        // A MOVABLE request is served from the MOVABLE pageblocks.
+        assert_eq!(b.alloc(Order(0)).map(|p| p.0 >= 1024), Some(true));
+        b.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_freed_pageblock_keeps_its_migratetype() {
+        let mut b = grouped();
+        let u = b.alloc_mt(Order(0), MT_UNMOVABLE).unwrap();
+        b.free(u, Order(0));
+        // All free again and coalesced, but on the UNMOVABLE lists: the pageblocks stay
+        // UNMOVABLE.
+        assert_eq!(b.free_frames, 2048);
+        assert_eq!(b.free_frames_mt(MT_UNMOVABLE), 1024);
+        assert_eq!(b.pageblock_counts(), [2, 2]);
+        assert_eq!(b.pageblock_mt(Pfn(0)), MT_UNMOVABLE);
+        // A MOVABLE order-9 request takes a MOVABLE block first...
+        assert_eq!(b.alloc(Order(9)).map(|p| p.0 >= 1024), Some(true));
+        assert_eq!(b.alloc(Order(9)).map(|p| p.0 >= 1024), Some(true));
+        assert_eq!(b.fallbacks, 1);
+        // ...then falls back to the UNMOVABLE one and, a pageblock or more, converts it back.
+        assert_eq!(b.alloc(Order(9)), Some(Pfn(0)));
+        assert_eq!((b.fallbacks, b.pageblocks_converted), (2, 4));
+        assert_eq!(b.pageblock_counts(), [0, 4]);
+        b.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_small_steal_converts_the_pageblock_only_if_half_of_it_is_free() {
+        for (freed, converts) in [(256u64, true), (255, false)] {
+            let mut b = grouped();
+            let blocks: Vec<Pfn> = (0..4).map(|_| b.alloc(Order(9)).unwrap()).collect();
+            assert_eq!(b.free_frames, 0);
+            // Free `freed` frames of the first pageblock, one by one.
+            for f in 0..freed {
+                b.free(Pfn(blocks[0].0 + f), Order(0));
+            }
+            assert_eq!(b.free_frames_mt(MT_MOVABLE), freed);
+            // The UNMOVABLE request's fallback moves every free frame of that pageblock to the
+            // UNMOVABLE lists (`move_freepages_block`), converting it only at half or more.
+            let u = b.alloc_mt(Order(0), MT_UNMOVABLE).unwrap();
+            assert_eq!(u.0 >> 9, blocks[0].0 >> 9);
+            assert_eq!(b.free_frames_mt(MT_UNMOVABLE), freed - 1);
+            assert_eq!(b.free_frames_mt(MT_MOVABLE), 0);
+            assert_eq!(b.pageblock_mt(u) == MT_UNMOVABLE, converts, "freed {freed}");
+            assert_eq!(b.pageblocks_converted, converts as u64);
+            b.check_invariants().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_small_movable_fallback_takes_pages_without_stealing() {
+        let mut b = grouped();
+        // Two UNMOVABLE pageblocks (0, 1), two MOVABLE (2, 3), the MOVABLE ones allocated.
+        let u = b.alloc_mt(Order(0), MT_UNMOVABLE).unwrap();
+        assert!(b.alloc(Order(10)).is_some());
+        assert_eq!(b.free_frames_mt(MT_MOVABLE), 0);
+        // An order-0 MOVABLE request under half a pageblock (`can_steal_fallback` false for
+        // MOVABLE) takes from the largest UNMOVABLE block and changes no pageblock.
+        let m = b.alloc(Order(0)).unwrap();
+        assert!(m.0 < 1024 && m != u);
+        assert_eq!((b.fallbacks, b.pageblocks_converted), (2, 2));
+        assert_eq!(b.pageblock_counts(), [2, 2]);
+        b.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn without_grouping_every_block_is_on_the_movable_lists() {
+        let mut b = Buddy::new(2048, 10);
+        assert_eq!(b.alloc_mt(Order(0), MT_UNMOVABLE), Some(Pfn(0)));
+        assert_eq!((b.fallbacks, b.pageblocks_converted), (0, 0));
+        assert_eq!(b.free_frames_mt(MT_UNMOVABLE), 0);
+        assert_eq!(b.free_frames_mt(MT_MOVABLE), 2047);
+        assert_eq!(b.pageblock_mt(Pfn(0)), MT_MOVABLE);
+        b.check_invariants().unwrap();
+    }
 
     #[test]
     fn split_and_coalesce() {

@@ -327,6 +327,11 @@ fn tables(p: &Policy) -> Vec<Table> {
                     Word(word_of(WIRED, p.wired)),
                     format!("{}: the kernel's wired pages (5.2)", choices(WIRED)),
                 ),
+                (
+                    "mobility_grouping",
+                    Bool(p.mobility_grouping),
+                    "Linux's pageblock migratetypes: kernel frames and user pages in separate pageblocks, async compaction only in MOVABLE ones".into(),
+                ),
             ],
         },
         Table {
@@ -920,6 +925,7 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
     let mut place = root.table(&s, "placement", false)?.expect("required");
     let placement = place.word(&s, "mmap", PLACEMENT)?;
     let wired = place.word(&s, "wired", WIRED)?;
+    let mobility_grouping = place.bool(&s, "mobility_grouping")?;
     let mut cache = root.table(&s, "page_cache", false)?.expect("required");
     let readahead = cache.bool(&s, "readahead")?;
     let close_deactivate = cache.bool(&s, "close_deactivate")?;
@@ -942,6 +948,7 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
         pagedaemon,
         contiguity,
         wired,
+        mobility_grouping,
         readahead,
         close_deactivate,
         khugepaged,

@@ -24,7 +24,13 @@
 //! passed over by its order is one visit, as in Linux's loops): `MIGRATE_SCAN_VISIT_CYCLES` and
 //! `FREE_SCAN_VISIT_CYCLES`, measured (docs/constants.md section 7).
 //!
-//! Not modelled: migratetypes and skip bits (every pageblock is scanned; so the free scanner
+//! Mobility grouping (`Policy::mobility_grouping`, phys/buddy.rs): asynchronous compaction
+//! migrates only from MOVABLE pageblocks, and every compaction only into free pages of MOVABLE
+//! ones (Linux 4.3 `isolate_migratepages`, `suitable_migration_target`). A free block of a
+//! pageblock or more in any pageblock still ends it (`__compact_finished`; for an order under
+//! the pageblock's Linux wants it on the MOVABLE lists, not modelled).
+//!
+//! Not modelled: skip bits (every pageblock is scanned; so the free scanner
 //! revisits, and is charged for, blocks it emptied before, where Linux's skip bits would pass
 //! them over), the cache misses on cold struct pages (README "Linux THP"), the fast searches
 //! (`fast_find_migrateblock`, `fast_isolate_freepages`), per-CPU lists, lock contention,
@@ -635,8 +641,20 @@ impl Os {
     /// the free scanner (one block, or `COMPACT_CLUSTER_MAX` pages of it). True if it isolated
     /// any page.
     fn isolate_migratepages(&mut self, cc: &mut Cc, rmap: &Rmap, pb: u8) -> bool {
-        let low = cc.migrate_pfn;
-        let end = pb_end(low, pb);
+        let mut low = cc.migrate_pfn;
+        let mut end = pb_end(low, pb);
+        // Linux 4.3 mm/compaction.c `isolate_migratepages`: asynchronous compaction passes
+        // over pageblocks that are not MOVABLE (`migrate_async_suitable`; modern kernels'
+        // `suitable_migration_source` does the same for a movable request in asynchronous
+        // direct compaction, the only asynchronous compaction here). One look at each.
+        if cc.mode == Mode::Async {
+            while end <= cc.free_pfn && !self.movable_block(low) {
+                cc.migrate_visits += 1;
+                low = end;
+                end = pb_end(low, pb);
+            }
+            cc.migrate_pfn = low;
+        }
         if end <= cc.free_pfn {
             self.isolate_migratepages_block(cc, rmap, low, end, pb);
         }
@@ -716,6 +734,11 @@ impl Os {
         cc.migrate_pfn = f;
     }
 
+    /// Whether the pageblock of `pfn` is MOVABLE (always, without mobility grouping).
+    fn movable_block(&self, pfn: u64) -> bool {
+        self.phys.buddy.pageblock_mt(Pfn(pfn)) == crate::phys::buddy::MT_MOVABLE
+    }
+
     /// What the migrate scanner makes of frame `pfn`.
     fn classify(&self, rmap: &Rmap, pfn: Pfn) -> Frame {
         if let Some((h, o)) = self.phys.buddy.free_block_of(pfn) {
@@ -760,11 +783,15 @@ impl Os {
         let (min, _, _) = self.watermarks();
         while block >= low {
             let end = block + (1u64 << pb);
+            // Linux 4.3 `suitable_migration_target`: not a free block of a pageblock or more,
+            // and a MOVABLE pageblock (`migrate_async_suitable`, whatever the mode; so in
+            // modern kernels, `is_migrate_movable`).
             let target = !self
                 .phys
                 .buddy
                 .free_block_of(Pfn(block))
-                .is_some_and(|(h, o)| h.0 == block && o.0 >= pb);
+                .is_some_and(|(h, o)| h.0 == block && o.0 >= pb)
+                && self.movable_block(block);
             if !target {
                 // `suitable_migration_target` looked at the block's first page.
                 cc.free_visits += 1;

@@ -369,6 +369,21 @@ impl Os {
             fragmenter: None,
         }
         .with_reservations()
+        .with_mobility_grouping()
+    }
+
+    /// Turns the buddy allocator's mobility grouping on if the policy asks
+    /// (`Policy::mobility_grouping`), with pageblocks of the THP's order (`pageblock_order` is
+    /// `HUGETLB_PAGE_ORDER` on x86-64, the PMD's order), and Linux's largest buddy order one
+    /// above it (x86-64: `MAX_ORDER` 11, so order 10 = 4MB = `pageblock_order + 1`).
+    fn with_mobility_grouping(mut self) -> Os {
+        if self.policy.mobility_grouping {
+            let pb = self.hpage_order();
+            if pb > 0 {
+                self.phys.buddy.enable_grouping(pb, pb + 1);
+            }
+        }
+        self
     }
 
     fn with_reservations(mut self) -> Os {

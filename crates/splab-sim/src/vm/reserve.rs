@@ -194,7 +194,12 @@ impl Os {
         }
         let pfn = match self.reserv_policy() {
             Some(rp) => self.alloc_extent(0, &rp).ok_or_else(|| self.oom()),
-            None => self.phys.buddy.alloc(Order(0)).ok_or_else(|| self.oom()),
+            // A kernel frame (page table, u-area) is an UNMOVABLE request (`GFP_KERNEL`).
+            None => self
+                .phys
+                .buddy
+                .alloc_mt(Order(0), crate::phys::buddy::MT_UNMOVABLE)
+                .ok_or_else(|| self.oom()),
         }?;
         self.claim_frame(pfn);
         Ok(pfn)

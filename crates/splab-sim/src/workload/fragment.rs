@@ -7,15 +7,17 @@
 //! daemons running, so that the fragmenter's memory is inactive (the scripts sleep 60 s), and
 //! the workload runs, measured from its start (`Engine::start_measuring`).
 //!
-//! Only the tool's last program is modelled. System-configs/linux/linux-frag.sh first runs
+//! Before it, the tool's first step (seed 003 6, `run`): a first fragmenter pins every free
+//! block and exits; only the blocks' pageblock migratetypes and the kernel's compaction state
+//! can remember it. The real tool's first programs do more. System-configs/linux/linux-frag.sh first runs
 //! Frag/frag_compact.c (touch 30GB, pin 512 blocks with 4KB each, one THP fault in each of 1,536
 //! regions under memory pressure, exit) and Frag/frag_background.c (fragment every free block,
 //! then Frag/touch.c's 4,000 THP faults against full fragmentation and a 15 s sleep, exit).
 //! Both exit before fragment_level.c starts, and fragment_level.c's loop stops at the target:
 //! nothing of the tool runs during the workload. What the earlier two leave is kernel state
 //! (Linux 4.3: pageblock migratetypes, skip bits, cached scanner positions, deferral); the model
-//! has no migratetypes nor skip bits, and its deferral would be reset by their successful
-//! compactions (README "Linux THP").
+//! has migratetypes but no skip bits, makes no kernel allocations but page tables, and its
+//! deferral would be reset by their successful compactions (README "Linux THP").
 //!
 //! The block is 2MB (seed 003 is about x86-64), or the machine's smallest superpage above 2MB
 //! (else its largest); 64KB of it stays resident, 16 pages of 4KB.
@@ -54,6 +56,8 @@ pub struct FragReport {
     pub block_bytes: u64,
     pub target_free_blocks: u64,
     pub free_blocks_initial: u64,
+    /// Blocks the first step pinned before its process exited (memory pressure: all of them).
+    pub pressure_blocks_fragmented: u64,
     pub blocks_fragmented: u64,
     /// At the workload's start, after the settle.
     pub free_blocks_before: u64,
@@ -107,45 +111,36 @@ impl FragSpec {
 }
 
 /// Fragments memory to `f`'s level, lets the machine settle, and starts the workload's
-/// measurement.
+/// measurement. First (seed 003 6: the tool "first fragments superpages until there is memory
+/// pressure, then starts over") a first fragmenter pins every free block and exits
+/// (Frag/frag_background.c's loop at level 0); then the fragmenter of the level
+/// (fragment_level.c) pins blocks until the target and stays.
 pub fn run(e: &mut Engine, f: FragSpec) -> Result<FragReport> {
     f.validate(&e.os.machine)?;
     let order = block_order(&e.os.machine)?;
     let bs = e.os.base_shift();
     let block = 1u64 << (order + bs);
-    let keep = (KEEP_BYTES >> bs).max(1);
     let target = (100 - f.pct as u64) * f.mem_bytes.div_ceil(block) / 100;
+    // The first step. Where the paper is silent: "memory pressure" is taken as no free block
+    // left (frag_background.c's level-0 loop re-reads buddyinfo until it shows none); its
+    // pages are pinned as the second step's are (64KB of each block); the 4KB pressure,
+    // reclaim and kernel allocations of the real programs are not modelled.
+    let pressure = if f.pct > 0 {
+        let pid = e.spawn()?;
+        let n = fragment_to(e, pid, order, 0)?;
+        // Its exit is set-up work too, not the workload's (as `Os::fragment_block`'s).
+        let (kernel, resv) = (e.os.stats.cycles_kernel, e.os.stats.cycles_reservation);
+        e.exit(pid)?;
+        e.os.stats.cycles_kernel = kernel;
+        e.os.stats.cycles_reservation = resv;
+        e.os.fragmenter = None;
+        n
+    } else {
+        0
+    };
     let pid = e.spawn()?;
     let initial = e.os.free_blocks(order);
-    let mut fragmented = 0;
-    let wanted = initial.saturating_sub(target);
-    if wanted > 0 {
-        // The region: one block per free block to fragment, and one to align it.
-        let len = (wanted + 1) * block;
-        let start = e.mmap(pid, MmapReq::anon(len))?;
-        let obj =
-            e.os.proc(pid)?
-                .vma_at(start)
-                .expect("fragmenter region")
-                .obj;
-        e.os.fragmenter = Some(Fragmenter { pid, obj });
-        let first = start.next_multiple_of(block);
-        if first > start {
-            e.munmap(pid, start, first - start)?;
-        }
-        while fragmented < wanted && e.os.free_blocks(order) > target {
-            let va = first + fragmented * block;
-            if e.os.fragment_block(pid, va, order, keep)?.is_none() {
-                break;
-            }
-            e.munmap(pid, va, block - (keep << bs))?;
-            fragmented += 1;
-        }
-        let used = first + fragmented * block;
-        if used < start + len {
-            e.munmap(pid, used, start + len - used)?;
-        }
-    }
+    let fragmented = fragment_to(e, pid, order, target)?;
     let until = e.clock() + SETTLE_SECONDS * e.os.machine.freq_hz;
     e.idle_to(until)?;
     let r = FragReport {
@@ -154,6 +149,7 @@ pub fn run(e: &mut Engine, f: FragSpec) -> Result<FragReport> {
         block_bytes: block,
         target_free_blocks: target,
         free_blocks_initial: initial,
+        pressure_blocks_fragmented: pressure,
         blocks_fragmented: fragmented,
         free_blocks_before: e.os.free_blocks(order),
         fragmenter_bytes: e.os.fragmenter_frames() << bs,
@@ -161,4 +157,44 @@ pub fn run(e: &mut Engine, f: FragSpec) -> Result<FragReport> {
     };
     e.start_measuring();
     Ok(r)
+}
+
+/// Process `pid` maps a large block-aligned region and pins one free block after another with
+/// `KEEP_BYTES` resident until no more than `target` free blocks of `order` are left (or none
+/// can be taken); it becomes `Os::fragmenter`. Returns the blocks pinned.
+fn fragment_to(e: &mut Engine, pid: crate::units::Pid, order: u8, target: u64) -> Result<u64> {
+    let bs = e.os.base_shift();
+    let block = 1u64 << (order + bs);
+    let keep = (KEEP_BYTES >> bs).max(1);
+    let wanted = e.os.free_blocks(order).saturating_sub(target);
+    let mut fragmented = 0;
+    if wanted == 0 {
+        return Ok(0);
+    }
+    // The region: one block per free block to fragment, and one to align it.
+    let len = (wanted + 1) * block;
+    let start = e.mmap(pid, MmapReq::anon(len))?;
+    let obj =
+        e.os.proc(pid)?
+            .vma_at(start)
+            .expect("fragmenter region")
+            .obj;
+    e.os.fragmenter = Some(Fragmenter { pid, obj });
+    let first = start.next_multiple_of(block);
+    if first > start {
+        e.munmap(pid, start, first - start)?;
+    }
+    while fragmented < wanted && e.os.free_blocks(order) > target {
+        let va = first + fragmented * block;
+        if e.os.fragment_block(pid, va, order, keep)?.is_none() {
+            break;
+        }
+        e.munmap(pid, va, block - (keep << bs))?;
+        fragmented += 1;
+    }
+    let used = first + fragmented * block;
+    if used < start + len {
+        e.munmap(pid, used, start + len - used)?;
+    }
+    Ok(fragmented)
 }
