@@ -6,8 +6,7 @@
 
 use splab_sim::engine::Engine;
 use splab_sim::hw::prefetch::PrefetchConfig;
-use splab_sim::hw::{Machine, Prefetcher};
-use splab_sim::policy::Policy;
+use splab_sim::hw::Prefetcher;
 use splab_sim::units::{Access, MemOp, Pid};
 
 mod common;
@@ -15,12 +14,7 @@ mod common;
 /// An engine with one process, without invariant checks after every event (a check per access
 /// of a multi-megabyte scan would take minutes; the other tests check the access path).
 fn engine(machine: &str, policy: &str) -> (Engine, Pid) {
-    let m = Machine::from_spec(machine).unwrap();
-    let mut p = Policy::from_spec(policy).unwrap();
-    p.resolve(&m).unwrap();
-    let mut e = Engine::new(m, p, false, None);
-    let pid = e.spawn().unwrap();
-    (e, pid)
+    common::engine_with(machine, policy, false, None)
 }
 
 /// Loads every 8-byte word of `[va, va + len)` one access at a time, two instructions each.

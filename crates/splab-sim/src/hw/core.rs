@@ -407,12 +407,18 @@ impl Core {
         }
     }
 
+    /// The ticks `lines` streamed lines take at the stream bandwidth, the fraction carried.
+    #[inline]
+    fn stream_ticks(&mut self, lines: u64) -> u64 {
+        let bw = lines * self.stream_ticks_per_line_1024 + self.stream_frac;
+        self.stream_frac = bw % 1024;
+        bw / 1024
+    }
+
     /// A run of `lines` streamed lines with `instrs` instructions: bandwidth-bound. The lines
     /// come from a prefetcher; the instructions dispatch meanwhile.
     pub fn stream(&mut self, instrs: u64, lines: u64) {
-        let bw = lines * self.stream_ticks_per_line_1024 + self.stream_frac;
-        self.stream_frac = bw % 1024;
-        let bw = bw / 1024;
+        let bw = self.stream_ticks(lines);
         let compute = instrs;
         self.instr += instrs;
         // The run cannot dispatch past what retirement allows; then it takes the longer of its
@@ -432,9 +438,7 @@ impl Core {
     /// waits if less than a line's transfer time passed since the previous streamed line.
     #[inline]
     pub fn prefetched_line(&mut self) {
-        let bw = self.stream_ticks_per_line_1024 + self.stream_frac;
-        self.stream_frac = bw % 1024;
-        let ready = self.stream_at + bw / 1024;
+        let ready = self.stream_at + self.stream_ticks(1);
         if ready > self.now {
             self.ticks[cause::STREAM] += ready - self.now;
             self.now = ready;

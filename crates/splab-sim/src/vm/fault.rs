@@ -108,15 +108,15 @@ impl Os {
         } else {
             let s = self.hw.caches.access(line);
             let levels = self.hw.caches.levels();
-            if s > 1 && self.hw.prefetcher.enabled() && a.op != MemOp::Ifetch {
-                if self.prefetched(line, s, levels, trip) {
+            if s >= 1 && self.hw.prefetcher.enabled() && a.op != MemOp::Ifetch {
+                if s == 1 {
+                    // An L2 hit trains the detector too (it watches L1 misses); it is an L2
+                    // hit either way.
+                    self.hw.prefetcher.miss(line);
+                } else if self.prefetched(line, s, levels, trip) {
                     self.hw.core.access(a.op, a.ipa as u64, a.dep as u64, trip);
                     return;
                 }
-            } else if s == 1 && self.hw.prefetcher.enabled() && a.op != MemOp::Ifetch {
-                // An L2 hit trains the detector too (it watches L1 misses); it is an L2 hit
-                // either way.
-                self.hw.prefetcher.miss(line);
             }
             let k = if (s as usize) >= levels { 3 } else { s };
             self.acc.data_by_level[k as usize] += 1;

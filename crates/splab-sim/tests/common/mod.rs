@@ -33,10 +33,16 @@ pub fn run(machine: &str, policy: &str, workload: &str) -> Report {
 /// memory starts free (`--free`).
 #[allow(dead_code)]
 pub fn engine(machine: &str, policy: &str, free: Option<u64>) -> (Engine, Pid) {
+    engine_with(machine, policy, true, free)
+}
+
+/// An engine and one process; `check`: the invariant checks after every event.
+#[allow(dead_code)]
+pub fn engine_with(machine: &str, policy: &str, check: bool, free: Option<u64>) -> (Engine, Pid) {
     let m = Machine::from_spec(machine).unwrap();
     let mut p = Policy::from_spec(policy).unwrap();
     p.resolve(&m).unwrap();
-    let mut e = Engine::new(m, p, true, free);
+    let mut e = Engine::new(m, p, check, free);
     let pid = e.spawn().unwrap();
     (e, pid)
 }
