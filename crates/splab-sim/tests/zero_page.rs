@@ -290,3 +290,30 @@ fn the_knobs_parse_and_bad_values_name_the_key() {
     back.name = p.name.clone();
     assert_eq!(back, p);
 }
+
+#[test]
+fn a_workload_that_writes_first_is_unchanged_by_use_zero_page() {
+    // A write-first scan never meets the zero page: the reports are identical but for the
+    // policy's name and the host's wall time. A read-only scan of 16MB never written maps the
+    // zero page: 2MB + 4KB of footprint instead of 16MB, still 2MB entries.
+    let json = |p: &str, w: &str| {
+        let mut v = serde_json::to_value(common::run("skylake", p, w)).unwrap();
+        v.as_object_mut().unwrap().remove("sim");
+        v["config"]
+            .as_object_mut()
+            .unwrap()
+            .remove("policy")
+            .unwrap();
+        v
+    };
+    let w = "seq:size=16M,op=write";
+    assert_eq!(json("linux", w), json("linux:use_zero_page=0", w));
+    let w = "seq:size=16M,op=read";
+    let (on, off) = (json("linux", w), json("linux:use_zero_page=0", w));
+    let mem = |v: &serde_json::Value| v["memory"]["footprint_peak_bytes"].as_u64().unwrap();
+    assert_eq!(mem(&on), MB2 + PAGE);
+    assert_eq!(mem(&off), 16 << 20);
+    assert_eq!(on["memory"]["thp"]["zero_page_mapped"], 8);
+    assert_eq!(on["memory"]["thp"]["fault_alloc"], 0);
+    assert_eq!(off["memory"]["thp"]["fault_alloc"], 8);
+}
