@@ -317,3 +317,24 @@ fn a_workload_that_writes_first_is_unchanged_by_use_zero_page() {
     assert_eq!(on["memory"]["thp"]["fault_alloc"], 0);
     assert_eq!(off["memory"]["thp"]["fault_alloc"], 8);
 }
+
+#[test]
+fn mremap_moves_a_huge_zero_mapping_whole_or_splits_it() {
+    let (mut e, pid) = engine(M, "linux", None);
+    let a = e.mmap(pid, anon(MB2)).unwrap();
+    read(&mut e, pid, a);
+    // To a 2MB-aligned address: still one 2MB entry of the huge zero page.
+    let to = 0x4000_0000;
+    let b = e.mremap(pid, a, MB2, to, MB2).unwrap();
+    assert_eq!(b, to);
+    assert_eq!(mapped(&e, pid), (0, MB2));
+    assert_eq!(e.os.thp.stats.zero_page_split, 0);
+    // To an address 4KB off alignment: 512 entries of the 4KB zero page.
+    let c = e.mremap(pid, b, MB2, to + 8 * MB2 + PAGE, MB2).unwrap();
+    assert_eq!(mapped(&e, pid), (MB2, 0));
+    assert_eq!(zero_ptes(&e, pid), MB2);
+    assert_eq!(e.os.thp.stats.zero_page_split, 1);
+    // A write there allocates one zeroed page.
+    write(&mut e, pid, c);
+    assert_eq!(zero_ptes(&e, pid), MB2 - PAGE);
+}
