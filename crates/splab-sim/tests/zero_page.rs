@@ -338,3 +338,46 @@ fn mremap_moves_a_huge_zero_mapping_whole_or_splits_it() {
     write(&mut e, pid, c);
     assert_eq!(zero_ptes(&e, pid), MB2 - PAGE);
 }
+
+#[test]
+fn zero_page_faults_cost_what_their_mechanism_does() {
+    // The first read fault zeroes the huge zero page (512 x the machine's huge-page rate) and
+    // writes one entry; a later one only writes the entry. A write under alloc clears a new
+    // THP, writes its entry and shoots down the zero page's; under split the written page is
+    // zeroed at the 4KB rate and its entry shot down.
+    let fault = |e: &mut Engine, pid: Pid, va: u64, kind: AccessKind| {
+        let before = e.os.stats.cycles_fault;
+        e.access(pid, va, kind).unwrap();
+        e.os.stats.cycles_fault - before
+    };
+    let (mut e, pid) = engine(M, "linux", None);
+    e.os.machine.cost.huge_zero_page_cycles += 7;
+    let c = e.os.machine.cost.clone();
+    assert!(!e.os.machine.replicated_ptes);
+    let a = e.mmap(pid, anon(2 * MB2)).unwrap();
+    assert_eq!(
+        fault(&mut e, pid, a, AccessKind::Read),
+        c.fault_cycles + 512 * c.huge_zero_page_cycles + c.pte_write_cycles
+    );
+    assert_eq!(
+        fault(&mut e, pid, a + MB2, AccessKind::Read),
+        c.fault_cycles + c.pte_write_cycles
+    );
+    assert_eq!(
+        fault(&mut e, pid, a, AccessKind::Write),
+        c.fault_cycles
+            + 512 * c.huge_zero_page_cycles
+            + c.pte_write_cycles
+            + c.tlb_invalidate_cycles
+    );
+    let (mut e, pid) = engine(M, "linux:zero_page_wp=split", None);
+    let c = e.os.machine.cost.clone();
+    let a = e.mmap(pid, anon(MB2)).unwrap();
+    read(&mut e, pid, a);
+    assert_eq!(
+        fault(&mut e, pid, a + 5 * PAGE, AccessKind::Write),
+        c.fault_cycles + c.zero_page_cycles + c.tlb_invalidate_cycles
+    );
+    // The split itself: one demotion of the 2MB class.
+    assert_eq!(e.os.stats.demotions[1], 1);
+}
