@@ -61,6 +61,21 @@ pub enum ThpDefrag {
     Never,
 }
 
+/// What a write to a huge zero page mapping does (vm/thp.rs `huge_zero_wp`): the two eras of
+/// mm/huge_memory.c `do_huge_pmd_wp_page` on a huge zero PMD.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ZeroPageWp {
+    /// Replace it by a new THP, allocated as a fault's (`defrag`), zeroed and mapped writable;
+    /// if none is free, split it and copy the one page: Linux up to 5.7 (`do_huge_pmd_wp_page`
+    /// going to its `alloc:` path; Linux 4.3 included) and again from 6.13
+    /// (`do_huge_zero_wp_pmd`).
+    Alloc,
+    /// Split it into PTEs of the 4KB zero page and copy the one page: Linux 5.8 to 6.12 ("thp:
+    /// change CoW semantics for anon-THP": `do_huge_pmd_wp_page` goes to `fallback:`).
+    Split,
+}
+
 /// What a THP allocation that found no free block does (vm/compact.rs `alloc_huge`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DefragAction {
@@ -92,6 +107,11 @@ pub struct ThpPolicy {
     /// for the deferred split shrinker, which splits one whose zero-filled base pages exceed
     /// khugepaged's `max_ptes_none` (never at its default 511; vm/deferred_split.rs).
     pub shrink_underused: bool,
+    /// `transparent_hugepage/use_zero_page` (default 1): a read fault in an empty eligible
+    /// region maps the one shared huge zero page read-only (vm/thp.rs).
+    pub use_zero_page: bool,
+    /// What a write to a huge zero page mapping does (`ZeroPageWp`).
+    pub zero_page_wp: ZeroPageWp,
     /// mTHP sizes in bytes (Linux 6.8 `hugepages-<size>kB/enabled` = `inherit`: as `enabled`
     /// says), anonymous only, between 4 base pages and the THP size (vm/mthp.rs); empty: none,
     /// Linux's default.
@@ -419,6 +439,8 @@ pub const THP_ENABLED: &[(&str, ThpEnabled)] = &[
     ("madvise", ThpEnabled::Madvise),
     ("never", ThpEnabled::Never),
 ];
+pub const ZERO_PAGE_WP: &[(&str, ZeroPageWp)] =
+    &[("alloc", ZeroPageWp::Alloc), ("split", ZeroPageWp::Split)];
 pub const THP_DEFRAG: &[(&str, ThpDefrag)] = &[
     ("always", ThpDefrag::Always),
     ("defer", ThpDefrag::Defer),
@@ -500,7 +522,7 @@ pub const POLICIES: &[(&str, &str)] = &[
     ),
     (
         "linux",
-        "Linux THP, enabled=always: a first-touch fault on an empty aligned 2MB region of an anonymous mapping allocates, zeroes and maps the 2MB page at once, else a 4KB page; khugepaged collapses regions out of place (pages_to_scan=4096, scan_sleep_millisecs=10000, alloc_sleep_millisecs=60000, max_ptes_none=511, max_ptes_swap=64, max_ptes_shared=256; khugepaged=off); enabled=always|madvise|never; defrag=always (seed 003 3.2: direct compaction when no 2MB block is free)|defer|defer+madvise|madvise|never; kcompactd (compaction_proactiveness=20, 0 = off; kcompactd=off); anonymous mmaps of 2MB or more 2MB-aligned (Linux 6.7+); fault_around=64K",
+        "Linux THP, enabled=always: a first-touch fault on an empty aligned 2MB region of an anonymous mapping allocates, zeroes and maps the 2MB page at once, else a 4KB page; khugepaged collapses regions out of place (pages_to_scan=4096, scan_sleep_millisecs=10000, alloc_sleep_millisecs=60000, max_ptes_none=511, max_ptes_swap=64, max_ptes_shared=256; khugepaged=off); enabled=always|madvise|never; defrag=always (seed 003 3.2: direct compaction when no 2MB block is free)|defer|defer+madvise|madvise|never; use_zero_page=1 (a read fault maps the shared huge zero page read-only; 0 = allocate as a write does); zero_page_wp=alloc (a write to it maps a new THP, Linux 4.3 and 6.13+)|split (4KB zero-page entries, Linux 5.8 to 6.12); kcompactd (compaction_proactiveness=20, 0 = off; kcompactd=off); anonymous mmaps of 2MB or more 2MB-aligned (Linux 6.7+); fault_around=64K",
     ),
     (
         "linux-4.3",
@@ -554,6 +576,10 @@ impl Policy {
                 enabled,
                 defrag: ThpDefrag::Always,
                 shrink_underused: true,
+                // mm/huge_memory.c: `TRANSPARENT_HUGEPAGE_USE_ZERO_PAGE_FLAG` is set by
+                // default; a write to it allocates a THP in 4.3 and again from 6.13.
+                use_zero_page: true,
+                zero_page_wp: ZeroPageWp::Alloc,
                 mthp: Vec::new(),
                 class: 0,
             }),
@@ -741,6 +767,14 @@ impl Policy {
                 })?;
             }
             t.shrink_underused = spec.take_bool("shrink_underused", t.shrink_underused)?;
+            t.use_zero_page = spec.take_bool("use_zero_page", t.use_zero_page)?;
+            if let Some(v) = spec.take_str("zero_page_wp") {
+                t.zero_page_wp = word(ZERO_PAGE_WP, &v).ok_or_else(|| {
+                    SimError::BadInput(format!(
+                        "policy '{name}': bad zero_page_wp='{v}': expected alloc (a write to the huge zero page maps a new THP: Linux 4.3, and 6.13+) or split (split it into 4KB zero-page entries: Linux 5.8 to 6.12)"
+                    ))
+                })?;
+            }
             if let Some(list) = spec.take_str("mthp") {
                 t.mthp = if list == "none" {
                     Vec::new()

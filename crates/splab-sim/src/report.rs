@@ -793,6 +793,17 @@ impl Report {
                 group(t.scan_fail_other)
             );
         }
+        if t.zero_page_mapped + t.zero_page_alloc_failed > 0 {
+            let _ = writeln!(
+                s,
+                "  zero page     huge zero page mapped at {} read faults ({} allocated, {} allocations failed); {} writes to it, {} mappings split into 4KB zero-page entries",
+                group(t.zero_page_mapped),
+                group(t.zero_page_alloc),
+                group(t.zero_page_alloc_failed),
+                group(t.zero_page_wp),
+                group(t.zero_page_split)
+            );
+        }
         if let Some(c) = m.compaction.as_ref().filter(|c| {
             c.compact_isolated + c.compact_stall + c.compact_daemon_wake + c.proactive_runs > 0
         }) {

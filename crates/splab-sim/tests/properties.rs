@@ -74,6 +74,14 @@ enum Op {
     Exit {
         proc: usize,
     },
+    /// Reads a page, then (invariants checked between) writes it: under Linux THP a read
+    /// fault in an empty region maps the huge zero page and the write meets it. Only
+    /// `zero_op` draws it.
+    ReadWrite {
+        proc: usize,
+        region: usize,
+        page: u64,
+    },
     /// Every process sleeps `ms` simulated milliseconds: the daemons run (kcompactd's 500 ms
     /// checks). Only `thp_op` draws it.
     Idle {
@@ -108,6 +116,15 @@ fn op() -> impl Strategy<Value = Op> {
 /// `op()`, and now and then a sleep long enough for kcompactd's proactive checks.
 fn thp_op() -> impl Strategy<Value = Op> {
     prop_oneof![12 => op(), 1 => (1u64..1500).prop_map(|ms| Op::Idle { ms })]
+}
+
+/// `op()`, and now and then a read followed by a write of the same page (the huge zero page's
+/// write path).
+fn zero_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        12 => op(),
+        1 => (0usize..4, 0usize..8, 0u64..2048).prop_map(|(proc, region, page)| Op::ReadWrite { proc, region, page })
+    ]
 }
 
 /// Outcomes a random event may legitimately have besides success.
@@ -186,6 +203,11 @@ struct Reach {
     thp_underused: u64,
     /// mTHP blocks mapped at faults (vm/mthp.rs).
     mthp: u64,
+    /// The huge zero page (vm/thp.rs): mapped at read faults, written (a THP or a split), and
+    /// split into 4KB zero-page entries.
+    zero_mapped: u64,
+    zero_wp: u64,
+    zero_split: u64,
 }
 
 impl Reach {
@@ -227,6 +249,9 @@ impl Reach {
         self.thp_split += o.thp_split;
         self.thp_underused += o.thp_underused;
         self.mthp += o.mthp;
+        self.zero_mapped += o.zero_mapped;
+        self.zero_wp += o.zero_wp;
+        self.zero_split += o.zero_split;
     }
 }
 
@@ -425,6 +450,22 @@ fn run_policy_stats(
                     None => Ok(()),
                 }
             }
+            Op::ReadWrite {
+                proc,
+                region,
+                page: pg,
+            } => {
+                let k = pick(&procs, proc);
+                match region_of(&procs, k, region) {
+                    Some((a, n)) => {
+                        let va = a + (pg % n) * page;
+                        e.access(procs[k].0, va, AccessKind::Read)
+                            .and_then(|_| e.os.check_invariants())
+                            .and_then(|_| e.access(procs[k].0, va, AccessKind::Write))
+                    }
+                    None => Ok(()),
+                }
+            }
             Op::Run {
                 proc,
                 region,
@@ -551,6 +592,8 @@ fn run_policy_stats(
     reach.thp_split = t.split.split_page;
     reach.thp_underused = t.split.underused_split_page;
     reach.mthp = t.mthp.iter().map(|m| m.anon_fault_alloc).sum();
+    (reach.zero_mapped, reach.zero_wp, reach.zero_split) =
+        (t.zero_page_mapped, t.zero_page_wp, t.zero_page_split);
     (reach.preempted_total, reach.broken) = resv_counts(&e);
     // Tearing everything down returns every frame.
     for (pid, _) in procs {
@@ -685,6 +728,8 @@ const THP_POLICY: &str = "linux:scan_sleep_millisecs=0";
 /// every 10 ms (0 ms would make an idle second a billion wakes).
 const COMPACT_POLICY: &str =
     "linux:defrag=defer,compaction_proactiveness=100,scan_sleep_millisecs=10";
+/// Writes to the huge zero page split it (Linux 5.8 to 6.12).
+const ZERO_SPLIT_POLICY: &str = "linux:scan_sleep_millisecs=0,zero_page_wp=split";
 /// The same with the underused THP shrinker on (max_ptes_none under 511), and mTHP sizes.
 const THP_UNDERUSED_POLICY: &str = "linux:scan_sleep_millisecs=0,max_ptes_none=256,mthp=16K+64K";
 
@@ -703,6 +748,20 @@ fn random_sequences_reach_thp_faults_fallbacks_splits_and_collapses() {
             && r.thp_deferred > 0
             && r.thp_split > 0
             && r.ooms > 0,
+        "{r:?}"
+    );
+    // With reads before writes (`zero_op`): read faults map the huge zero page, writes to it
+    // get THPs or (no block free, or a partial unmap) split it.
+    let zero_ops = || prop::collection::vec(zero_op(), 60..150);
+    let r = reach_of_ops(THP_MACHINE, THP_POLICY, &frees, 30, zero_ops());
+    assert!(
+        r.zero_mapped > 0 && r.zero_wp > 0 && r.zero_split > 0,
+        "{r:?}"
+    );
+    // Under zero_page_wp=split every write to it splits it.
+    let r = reach_of_ops(THP_MACHINE, ZERO_SPLIT_POLICY, &frees, 30, zero_ops());
+    assert!(
+        r.zero_mapped > 0 && r.zero_wp > 0 && r.zero_split >= r.zero_wp,
         "{r:?}"
     );
     // With the underused check on, the shrinker splits THPs of mostly zero pages too.
@@ -859,6 +918,16 @@ proptest! {
             let ops: Vec<Op> = ops.into_iter().filter(|o| !matches!(o, Op::Idle { .. })).collect();
             run_policy(THP_MACHINE, THP_POLICY, Some(free_mb << 20), &ops)?;
         }
+    }
+
+    /// Writes to the huge zero page splitting it into 4KB zero-page entries, which khugepaged
+    /// counts as none and a write copies.
+    #[test]
+    fn linux_zero_page_split_keeps_invariants_under_pressure(
+        ops in prop::collection::vec(zero_op(), 1..150),
+        free_mb in prop::sample::select(THP_FREE_MB.to_vec()),
+    ) {
+        run_policy(THP_MACHINE, ZERO_SPLIT_POLICY, Some(free_mb << 20), &ops)?;
     }
 
     /// The underused THP shrinker splitting THPs and freeing their zero pages.

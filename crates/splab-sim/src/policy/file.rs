@@ -9,7 +9,7 @@
 //! | table | keys | `Policy` field |
 //! |---|---|---|
 //! | (top) | `name` | `name`: what reports call the policy |
-//! | `[physical_allocation]` | `kind`, `sizes`, `preferred`; `enabled`, `defrag` (thp) | `alloc`, its `ReservPolicy::sizes`, `preferred`; `ThpPolicy::enabled`, `defrag` |
+//! | `[physical_allocation]` | `kind`, `sizes`, `preferred`; `enabled`, `defrag`, `use_zero_page`, `zero_page_wp` (thp) | `alloc`, its `ReservPolicy::sizes`, `preferred`; `ThpPolicy::enabled`, `defrag`, `use_zero_page`, `zero_page_wp` |
 //! | `[preparation]` | `kind` | `prep` |
 //! | `[mapping_creation]` | `promote`, `fault_around` | `ReservPolicy::promote`, `fault_around` |
 //! | `[mapping_destruction]` | `clean_write`, `dirty`, `unmap_demotes` | `ReservPolicy::clean_write`, `dirty`, `unmap_demotes` |
@@ -35,7 +35,7 @@ use toml::Spanned;
 use super::{
     word, word_of, AllocPolicy, CleanWrite, Dirty, FaultAround, Kcompactd, Khugepaged, Policy,
     PreferredSize, ReservPolicy, ThpPolicy, CLEAN_WRITE, CONTIGUITY, DIRTY, LISTS, PLACEMENT,
-    POLICIES, PREFERRED, PREP, PROMOTE, SHORTAGE, THP_DEFRAG, THP_ENABLED, WIRED,
+    POLICIES, PREFERRED, PREP, PROMOTE, SHORTAGE, THP_DEFRAG, THP_ENABLED, WIRED, ZERO_PAGE_WP,
 };
 use crate::error::{Result, SimError};
 use crate::spec::{parse_size, Spec};
@@ -149,6 +149,19 @@ fn tables(p: &Policy) -> Vec<Table> {
             format!(
                 "{}: Linux's transparent_hugepage/defrag, compaction when no free THP-sized block exists",
                 choices(THP_DEFRAG)
+            ),
+        ));
+        alloc.push((
+            "use_zero_page",
+            Bool(t.use_zero_page),
+            "Linux's transparent_hugepage/use_zero_page: a read fault in an empty THP-eligible region maps the shared huge zero page read-only".into(),
+        ));
+        alloc.push((
+            "zero_page_wp",
+            Word(word_of(ZERO_PAGE_WP, t.zero_page_wp)),
+            format!(
+                "{}: a write to the huge zero page maps a new THP (Linux 4.3, 6.13+; split if none is free) | splits it into 4KB zero-page entries (5.8 to 6.12)",
+                choices(ZERO_PAGE_WP)
             ),
         ));
         alloc.push((
@@ -834,6 +847,8 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
             Some(()) => AllocPolicy::Thp(ThpPolicy {
                 enabled: alloc_t.word(&s, "enabled", THP_ENABLED)?,
                 defrag: alloc_t.word(&s, "defrag", THP_DEFRAG)?,
+                use_zero_page: alloc_t.bool(&s, "use_zero_page")?,
+                zero_page_wp: alloc_t.word(&s, "zero_page_wp", ZERO_PAGE_WP)?,
                 mthp: read_sizes(&s, &mut alloc_t, "mthp")?,
                 shrink_underused: dealloc_t
                     .as_mut()
@@ -845,7 +860,7 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
         }
     };
     if kind != Kind::Thp {
-        for k in ["enabled", "defrag", "mthp"] {
+        for k in ["enabled", "defrag", "use_zero_page", "zero_page_wp", "mthp"] {
             if let Some(v) = alloc_t.get(k) {
                 return Err(s.err(
                     Some(v.span()),
@@ -1078,6 +1093,9 @@ mod tests {
             CleanWrite::MarkDirty,
         ] {
             assert_eq!(word(CLEAN_WRITE, word_of(CLEAN_WRITE, v)), Some(v));
+        }
+        for v in [ZeroPageWp::Alloc, ZeroPageWp::Split] {
+            assert_eq!(word(ZERO_PAGE_WP, word_of(ZERO_PAGE_WP, v)), Some(v));
         }
         for v in [ThpEnabled::Always, ThpEnabled::Madvise, ThpEnabled::Never] {
             assert_eq!(word(THP_ENABLED, word_of(THP_ENABLED, v)), Some(v));

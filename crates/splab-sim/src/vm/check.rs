@@ -24,7 +24,7 @@
 use rustc_hash::FxHashSet;
 
 use super::pmap::{Pmap, Pte};
-use super::{Os, Process};
+use super::{Os, Process, Vma};
 use crate::error::{Result, SimError};
 use crate::hw::Translation;
 use crate::units::{Order, Pfn, Pid};
@@ -223,6 +223,57 @@ impl Os {
         Ok(())
     }
 
+    /// A mapping of a zero page (vm/thp.rs): the huge zero page by a THP-sized entry, the 4KB
+    /// one by a base entry; read-only, in a private entry whose object has no page there (a
+    /// page hidden under it would be lost), and the frames allocated (never freed while
+    /// mapped) and held by no object.
+    fn check_zero_mapping(&self, p: &Process, v: &Vma, va: u64, pi: u64, pte: Pte) -> Result<()> {
+        let z = self.thp.zero.expect("a zero frame is one once allocated");
+        let huge = self.is_huge_zero(pte.pfn());
+        let size_ok = if huge {
+            self.orders[pte.size().0 as usize] == z.order
+        } else {
+            pte.size().is_base()
+        };
+        crate::ensure_inv!(
+            size_ok,
+            "pid {}: page {va:#x} maps the {} zero page by an entry of size class {}",
+            p.pid.0,
+            if huge { "huge" } else { "4KB" },
+            pte.size().0
+        );
+        crate::ensure_inv!(
+            !pte.prot().writable() && v.private(),
+            "pid {}: page {va:#x} maps a zero page writable ({}) or in a shared entry",
+            p.pid.0,
+            pte.prot()
+        );
+        let backing = v
+            .shadow
+            .and_then(|s| self.obj(s).pages.get(pi))
+            .or_else(|| self.obj(v.obj).pages.get(pi));
+        crate::ensure_inv!(
+            backing.is_none(),
+            "pid {}: page {va:#x} maps a zero page over object page {:?}",
+            p.pid.0,
+            backing
+        );
+        crate::ensure_inv!(
+            pte.prot().0 & !v.prot.0 == 0,
+            "pid {}: page {va:#x} has more permission ({}) than its map entry ({})",
+            p.pid.0,
+            pte.prot(),
+            v.prot
+        );
+        crate::ensure_inv!(
+            self.phys.refs(pte.pfn()) == 0 && !self.phys.buddy.is_free(pte.pfn()),
+            "pid {}: page {va:#x} maps zero frame {}, which is free or held by an object",
+            p.pid.0,
+            pte.pfn().0
+        );
+        Ok(())
+    }
+
     /// One page-table entry: part of a well-formed superpage run if large, inside a map entry,
     /// backed by its object's frame (held, not free), with no more permission than the entry.
     pub(crate) fn check_mapping(&self, p: &Process, vpn: u64, pte: Pte) -> Result<()> {
@@ -262,6 +313,9 @@ impl Os {
             ))
         })?;
         let pi = v.pgoff + ((va - v.start) >> bs);
+        if self.is_huge_zero(pte.pfn()) || self.is_zero_pfn(pte.pfn()) {
+            return self.check_zero_mapping(p, v, va, pi, pte);
+        }
         let backing = v
             .shadow
             .and_then(|s| self.obj(s).pages.get(pi))

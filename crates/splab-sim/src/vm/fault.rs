@@ -486,6 +486,8 @@ impl Os {
         let pindex = v.pgoff + ((va - v.start) >> bs);
         let write = kind == AccessKind::Write;
         let mut present = p.pmap.lookup(vpn);
+        // Direct compaction's cycles of a write to the huge zero page that got no THP.
+        let mut zero_stall = 0;
         if let Some(e) = present.filter(|e| !e.size().is_base()) {
             if !write {
                 // Read or fetch permission granted back lazily to a superpage (after mprotect
@@ -515,11 +517,23 @@ impl Os {
                 });
                 return Ok(());
             }
+            if self.is_huge_zero(e.pfn()) {
+                // A write to the huge zero page: a new THP, or a split (vm/thp.rs).
+                let (done, stall) = self.huge_zero_wp(pid, &v, vpn, pindex)?;
+                if let Some(cycles) = done {
+                    self.finish_fault(FaultCost {
+                        cycles: cycles + stall,
+                        io: 0,
+                    });
+                    return Ok(());
+                }
+                zero_stall = stall;
+            }
             // A write: copy-on-write or write permission for one page of it: demote first.
             self.demote_to_base(pid, va);
             present = self.procs.get(&pid.0).and_then(|p| p.pmap.lookup(vpn));
         }
-        let cost = match present {
+        let mut cost = match present {
             Some(pte) if write && !pte.prot().writable() => {
                 self.write_fault_present(pid, &v, vpn, pindex, pte.pfn())?
             }
@@ -536,6 +550,7 @@ impl Os {
             }
             None => self.fault_absent(pid, &v, vpn, pindex, write)?,
         };
+        cost.cycles += zero_stall;
         self.finish_fault(cost);
         Ok(())
     }
@@ -568,6 +583,24 @@ impl Os {
         pfn: Pfn,
     ) -> Result<FaultCost> {
         let pte_write = self.machine.cost.pte_write_cycles;
+        if self.is_zero_pfn(pfn) {
+            // The 4KB zero page (a split huge zero mapping's, vm/thp.rs): mm/memory.c
+            // `do_wp_page` -> `wp_page_copy` copies nothing from it: a new zeroed page.
+            let new = self.alloc_frame(pid, v.obj, pindex, v)?;
+            self.obj_insert(v.obj, pindex, new);
+            self.stats.faults.zero_fill += 1;
+            self.stats.zeroed_bytes += self.machine.base_size();
+            let va = vpn << self.base_shift();
+            let p = self.procs.get_mut(&pid.0).expect("fault: pid");
+            p.pmap.replace(vpn, new, v.prot);
+            p.pmap.touch(vpn, 0, true);
+            self.hw.tlb.invalidate_range(pid.0, va, va + 1);
+            return Ok(FaultCost {
+                cycles: self.machine.cost.zero_page_cycles
+                    + self.machine.cost.tlb_invalidate_cycles,
+                io: 0,
+            });
+        }
         // The page stays in use while a copy may allocate (and the page daemon run).
         self.pageq.mark_busy(pfn);
         if !v.private() {
@@ -695,7 +728,7 @@ impl Os {
         } else {
             // Linux THP: the whole superpage allocated, zeroed and mapped at once (vm/thp.rs).
             // Direct compaction's cycles (vm/compact.rs) are the fault's, THP or fallback.
-            let (thp, stall) = self.thp_fault(pid, v, vpn, pindex)?;
+            let (thp, stall) = self.thp_fault(pid, v, vpn, pindex, write)?;
             cost.cycles += stall;
             if let Some(cycles) = thp {
                 return Ok(FaultCost {

@@ -5,8 +5,8 @@
 //! THP-sized region at a time, round robin over the processes' map entries that may hold THPs
 //! (`Os::thp_eligible`) from where the last wake stopped; each region costs a whole region of
 //! budget (`khugepaged_scan_mm_slot` adds `HPAGE_PMD_NR` per PMD). A region already mapped by a
-//! THP is passed over. Otherwise (`hpage_collapse_scan_pmd`) it is refused when more of its
-//! entries are empty than `max_ptes_none`, any page is on swap (more than `max_ptes_swap` in
+//! THP (or by the huge zero page) is passed over. Otherwise (`hpage_collapse_scan_pmd`) it is refused when more of its
+//! entries are empty (or map the 4KB zero page) than `max_ptes_none`, any page is on swap (more than `max_ptes_swap` in
 //! Linux, which swaps the others in first: not modelled), more pages are shared with another
 //! process than `max_ptes_shared`, no entry is young (accessed), or none is writable; then
 //! (`collapse_huge_page`) out of place: a THP-sized block is allocated (on failure the daemon
@@ -172,6 +172,9 @@ impl Os {
                 None if resident.is_some() => other = true, // resident, not mapped
                 None if self.backing.on_swap(obj, ph + i) => swap += 1,
                 None => none += 1,
+                // `hpage_collapse_scan_pmd`: an entry of the 4KB zero page counts as none
+                // (`pte_none(pteval) || is_zero_pfn(pte_pfn(pteval))`).
+                Some(e) if e.size().is_base() && self.is_zero_pfn(e.pfn()) => none += 1,
                 Some(e) => {
                     if !e.size().is_base() || resident != Some(e.pfn()) {
                         other = true; // another superpage, or not this object's page
@@ -250,8 +253,14 @@ impl Os {
                 copied_at.push(i as u32);
             } else {
                 self.obj_insert(obj, ph + i, to);
-                self.pmap_enter(pid, head + i, to, v.prot)
-                    .expect("khugepaged: page tables attached above");
+                let p = self.procs.get_mut(&pid.0).expect("khugepaged: pid");
+                if p.pmap.lookup(head + i).is_some() {
+                    // A 4KB zero page entry (`__collapse_huge_page_copy` clears the page).
+                    p.pmap.replace(head + i, to, v.prot);
+                } else {
+                    self.pmap_enter(pid, head + i, to, v.prot)
+                        .expect("khugepaged: page tables attached above");
+                }
                 zeroed += 1;
             }
         }

@@ -1062,9 +1062,12 @@ impl Os {
     }
 
     /// Frames held by objects (not the fragmenter's, vm/fragment.rs), and frames of THPs that programs unmapped but the deferred
-    /// split queue still holds (vm/deferred_split.rs): memory that is not free.
+    /// split queue still holds (vm/deferred_split.rs), and the zero pages once allocated
+    /// (vm/thp.rs; counted once, whoever maps them): memory that is not free.
     pub fn footprint_frames(&self) -> u64 {
-        self.phys.used_frames - self.fragmenter_frames() + self.thp.stats.split.queued_pages
+        self.phys.used_frames - self.fragmenter_frames()
+            + self.thp.stats.split.queued_pages
+            + self.zero_frames()
     }
 
     /// Bytes currently mapped by superpages, over all processes.
@@ -1155,6 +1158,16 @@ impl Os {
             holds.len(),
             self.phys.used_frames
         );
+        // The zero pages (vm/thp.rs), once allocated, stay: wired, held by no object.
+        if let Some(z) = self.thp.zero {
+            let frames = (z.huge.0..z.huge.0 + (1u64 << z.order)).chain([z.base.0]);
+            for f in frames {
+                crate::ensure_inv!(
+                    self.phys.refs(Pfn(f)) == 0 && !self.phys.buddy.is_free(Pfn(f)),
+                    "zero page frame {f} is free or held by an object"
+                );
+            }
+        }
         self.check_pageq()?;
         self.check_compaction().map_err(inv)?;
         self.check_folios()?;

@@ -117,7 +117,22 @@ impl Os {
         }
         for &(vpn, pte) in &ptes {
             let nv = vpn.wrapping_add(delta);
-            self.pmap_enter(pid, nv, pte.pfn(), pte.prot())?;
+            let c = pte.size().0 as usize;
+            // A huge zero mapping that cannot move whole is split (mm/mremap.c
+            // `move_page_tables` -> `split_huge_pmd` -> `__split_huge_zero_page_pmd`): its base
+            // pages map the 4KB zero page (vm/thp.rs).
+            let split_zero =
+                c > 0 && delta & ((1u64 << orders[c]) - 1) != 0 && self.is_huge_zero(pte.pfn());
+            let pfn = match self.thp.zero {
+                Some(z) if split_zero => {
+                    if vpn == Pmap::head_of(vpn, orders[c]) {
+                        self.thp.stats.zero_page_split += 1;
+                    }
+                    z.base
+                }
+                _ => pte.pfn(),
+            };
+            self.pmap_enter(pid, nv, pfn, pte.prot())?;
             let p = self.procs.get_mut(&pid.0).expect("mremap: pid");
             let c = pte.size().0 as usize;
             let (accessed, dirty) = if c > 0 {

@@ -134,7 +134,8 @@ impl Os {
         let kernel = pt
             + self.stats.kmem.uarea_pages
             + self.stats.kmem.vnode_zone_pages
-            + self.contig.pool_frames();
+            + self.contig.pool_frames()
+            + self.zero_frames();
         let setup = self.phys.wired_frames.saturating_sub(kernel);
         let used = self.phys.used_frames;
         let free = self.phys.buddy.free_frames;
@@ -660,6 +661,16 @@ impl Os {
         let p = self.procs.get_mut(&pid.0).expect("demote_one: pid");
         p.pmap
             .demote(head, o, SizeClass(to), self.orders[to as usize]);
+        if self.is_huge_zero(e.pfn()) {
+            // mm/huge_memory.c `__split_huge_zero_page_pmd`: every base page of a huge zero
+            // mapping now maps the 4KB zero page, read-only (vm/thp.rs).
+            let zero = self.thp.zero.expect("huge zero page").base;
+            let p = self.procs.get_mut(&pid.0).expect("demote_one: pid");
+            for i in 0..1u64 << o {
+                p.pmap.replace(head + i, zero, e.prot());
+            }
+            self.thp.stats.zero_page_split += 1;
+        }
         self.hw
             .tlb
             .invalidate_range(pid.0, head << bs, (head + (1 << o)) << bs);

@@ -10,10 +10,23 @@
 //! the fault first does what `defrag` says (vm/compact.rs `alloc_huge`; its compaction stalls
 //! the fault, seed 003 3.2), then counts `thp_fault_fallback` and takes the base-page path.
 //!
+//! The huge zero page (`use_zero_page`, Linux's default 1): a read fault in such a region maps,
+//! instead, the one shared huge zero page read-only with one entry (`do_huge_pmd_anonymous_page`
+//! -> `mm_get_huge_zero_folio` / 4.3's `get_huge_zero_page`, `set_huge_zero_page`). Its block
+//! is allocated (and zeroed) at the first such fault and kept for the run, with the 4KB zero
+//! page (`ZERO_PAGE`) that a split huge zero entry's PTEs map; both are kernel memory: wired,
+//! held by no object, in no process's pages, counted once in the footprint
+//! (`Os::zero_frames`). A write to it follows `zero_page_wp` (`huge_zero_wp`). A split (a
+//! partial munmap or mprotect, or `zero_page_wp=split`) maps every base page of it to the 4KB
+//! zero page (`__split_huge_zero_page_pmd`); a write to one of those allocates a zeroed page
+//! (mm/memory.c `do_wp_page` -> `wp_page_copy` on the zero pfn). Unmapping frees nothing.
+//!
 //! Not modelled (each a knob of Linux's that stays at a value the model can say it has):
 //! - direct reclaim for a THP (`defrag=always`): only compaction.
-//! - `use_zero_page`: a read fault allocates as a write does (Linux's `use_zero_page=0`); the
-//!   huge zero page is not modelled.
+//! - the huge zero page's allocation from the free lists only (Linux's `GFP_TRANSHUGE` may
+//!   compact), and its shrinker (`shrink_huge_zero_page_scan` frees it when no one maps it):
+//!   once allocated it stays. The 4KB zero page of a base-page read fault (`do_anonymous_page`
+//!   maps it for a read): a read fault outside a THP-eligible region allocates.
 //!
 //! mTHP sizes (`hugepages-<size>kB/enabled`) are vm/mthp.rs, tried when this PMD-sized path
 //! was not taken.
@@ -28,7 +41,8 @@ use serde::Serialize;
 
 use super::{ObjKind, Os, Process, Vma};
 use crate::error::Result;
-use crate::units::{Pfn, Pid, SizeClass};
+use crate::policy::ZeroPageWp;
+use crate::units::{Order, Pfn, Pid, Prot, SizeClass};
 
 /// THP counters, under /proc/vmstat's and khugepaged's sysfs names (`memory.thp`).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -64,6 +78,20 @@ pub struct ThpStats {
     /// Base pages copied into collapsed THPs, and base pages zeroed to fill them.
     pub collapse_copied: u64,
     pub collapse_zeroed: u64,
+    /// `thp_zero_page_alloc`: huge zero pages allocated (at most one: it is kept).
+    pub zero_page_alloc: u64,
+    /// `thp_zero_page_alloc_failed`: read faults that found no free block for it (they count
+    /// `thp_fault_fallback` too, and take a base page).
+    pub zero_page_alloc_failed: u64,
+    /// Huge zero page mappings made at read faults (one entry each; no Linux counter).
+    pub zero_page_mapped: u64,
+    /// Writes to a huge zero page mapping (no Linux counter): each either got a new THP
+    /// (counted in `fault_alloc`) or split it (`zero_page_split`).
+    pub zero_page_wp: u64,
+    /// Huge zero page mappings split into 4KB zero-page entries (`__split_huge_zero_page_pmd`:
+    /// at a write under `zero_page_wp=split` or when no THP was free, or at a partial unmap or
+    /// mprotect).
+    pub zero_page_split: u64,
     /// The deferred split queue and the underused shrinker (vm/deferred_split.rs).
     pub split: super::deferred_split::SplitStats,
     /// mTHP sizes that faults tried, smallest first (vm/mthp.rs); absent when none.
@@ -71,10 +99,23 @@ pub struct ThpStats {
     pub mthp: Vec<super::mthp::MthpStats>,
 }
 
+/// The huge zero page's block and the 4KB zero page, once allocated (module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ZeroPages {
+    /// First frame of the huge zero page's block (`huge_zero_pfn`).
+    pub huge: Pfn,
+    /// Its order (the THP's).
+    pub order: u8,
+    /// The 4KB zero page (`zero_pfn`).
+    pub base: Pfn,
+}
+
 /// THP state of the OS: counters and khugepaged's cursor.
 #[derive(Clone, Debug, Default)]
 pub struct ThpState {
     pub stats: ThpStats,
+    /// The zero pages, from the first read fault that mapped the huge one.
+    pub zero: Option<ZeroPages>,
     /// Where khugepaged's scan resumes: (pid, virtual page number).
     pub cursor: (u32, u64),
     /// THP folios and the deferred split queue (vm/deferred_split.rs).
@@ -162,18 +203,78 @@ impl Os {
         Ok(())
     }
 
+    /// Frames of the zero pages (the huge one's block and the 4KB one), once allocated: kernel
+    /// memory counted once in the footprint, in no process's pages.
+    pub fn zero_frames(&self) -> u64 {
+        self.thp.zero.map_or(0, |z| (1u64 << z.order) + 1)
+    }
+
+    /// Whether `pfn` is a frame of the huge zero page (mm/huge_memory.c `is_huge_zero_pfn`).
+    #[inline]
+    pub(crate) fn is_huge_zero(&self, pfn: Pfn) -> bool {
+        self.thp
+            .zero
+            .is_some_and(|z| pfn.0 >= z.huge.0 && pfn.0 < z.huge.0 + (1u64 << z.order))
+    }
+
+    /// Whether `pfn` is the 4KB zero page (include/linux/pgtable.h `is_zero_pfn`).
+    #[inline]
+    pub(crate) fn is_zero_pfn(&self, pfn: Pfn) -> bool {
+        self.thp.zero.is_some_and(|z| pfn == z.base)
+    }
+
+    /// mm/huge_memory.c `mm_get_huge_zero_folio` (4.3: `get_huge_zero_page`): the huge zero
+    /// page, allocated at the first call (an unmovable block of order `o` from the free lists,
+    /// zeroed: `thp_zero_page_alloc`; none free: `thp_zero_page_alloc_failed`), with the 4KB
+    /// zero page. Returns it and the cycles of zeroing it (only the first time).
+    fn get_huge_zero_page(&mut self, o: u8) -> Option<(ZeroPages, u64)> {
+        if let Some(z) = self.thp.zero {
+            return Some((z, 0));
+        }
+        let n = 1u64 << o;
+        let Some(huge) = self
+            .phys
+            .buddy
+            .alloc_mt(Order(o), crate::phys::buddy::MT_UNMOVABLE)
+        else {
+            self.thp.stats.zero_page_alloc_failed += 1;
+            return None;
+        };
+        let Ok(base) = self.alloc_kernel_frame() else {
+            self.phys.buddy.free(huge, Order(o));
+            self.thp.stats.zero_page_alloc_failed += 1;
+            return None;
+        };
+        for i in 0..n {
+            self.claim_frame(Pfn(huge.0 + i));
+        }
+        self.phys.wired_frames += n + 1;
+        let z = ZeroPages {
+            huge,
+            order: o,
+            base,
+        };
+        self.thp.zero = Some(z);
+        self.thp.stats.zero_page_alloc += 1;
+        self.stats.zeroed_bytes += n << self.base_shift();
+        Some((z, n * self.machine.cost.huge_zero_page_cycles))
+    }
+
     /// `do_huge_pmd_anonymous_page`: tries to allocate, zero and map the THP around `vpn`
-    /// (object page `pindex`) of `pid`. Returns the cycles of the mapping if it did (None: the
-    /// fault takes the base-page path), and the cycles direct compaction stalled the fault
-    /// either way (vm/compact.rs).
+    /// (object page `pindex`) of `pid`, or for a read fault under `use_zero_page` to map the
+    /// huge zero page there. Returns the cycles of the mapping if it did (None: the fault takes
+    /// the base-page path), and the cycles direct compaction stalled the fault either way
+    /// (vm/compact.rs).
     pub(crate) fn thp_fault(
         &mut self,
         pid: Pid,
         v: &Vma,
         vpn: u64,
         pindex: u64,
+        write: bool,
     ) -> Result<(Option<u64>, u64)> {
-        let Some(defrag) = self.policy.thp().map(|t| t.defrag) else {
+        let Some((defrag, use_zero_page)) = self.policy.thp().map(|t| (t.defrag, t.use_zero_page))
+        else {
             return Ok((None, 0));
         };
         let Some((c, o)) = self.thp_class() else {
@@ -189,6 +290,27 @@ impl Os {
         // The page-table pages first: allocating them may run the page daemon, which must not
         // find the new THP's pages half entered.
         self.pmap_prepare(pid, head, n)?;
+        if !write && use_zero_page {
+            // `transparent_hugepage_use_zero_page()` on a read fault: `set_huge_zero_page`
+            // maps it with the map entry's protection less write (private: copy on write).
+            let Some((z, zeroing)) = self.get_huge_zero_page(o) else {
+                // `mm_get_huge_zero_folio` failed: THP_FAULT_FALLBACK, a base page.
+                self.thp.stats.fault_fallback += 1;
+                return Ok((None, 0));
+            };
+            let prot = Prot(v.prot.0 & !Prot::WRITE.0);
+            for i in 0..n {
+                self.pmap_enter(pid, head + i, Pfn(z.huge.0 + i), prot)?;
+            }
+            let p = self.procs.get_mut(&pid.0).expect("thp_fault: pid");
+            p.pmap.promote(head, o, SizeClass(c));
+            self.thp.stats.zero_page_mapped += 1;
+            let writes = if self.machine.replicated_ptes { n } else { 1 };
+            return Ok((
+                Some(zeroing + writes * self.machine.cost.pte_write_cycles),
+                0,
+            ));
+        }
         // The free lists, then what `defrag` says for this entry (VM_HUGEPAGE: advised).
         let action = defrag.action(v.hugepage_advice == Some(true));
         let (got, stall) = self.alloc_huge(o, action);
@@ -209,6 +331,74 @@ impl Os {
         let writes = if self.machine.replicated_ptes { n } else { 1 };
         let cycles = n * self.machine.cost.huge_zero_page_cycles
             + writes * self.machine.cost.pte_write_cycles;
+        Ok((Some(cycles), stall))
+    }
+
+    /// A write to the huge zero page mapping around `vpn` (object page `pindex`) of `pid`:
+    /// mm/huge_memory.c `do_huge_pmd_wp_page` on a huge zero PMD. Under `zero_page_wp=alloc`
+    /// (Linux 4.3: its `alloc:` path; 6.13+: `do_huge_zero_wp_pmd`) a THP-eligible entry gets
+    /// a new THP as a fault's (`defrag`; `thp_fault_alloc`), zeroed, mapped writable and dirty
+    /// in place of it. Otherwise (`zero_page_wp=split`, Linux 5.8 to 6.12; or no block:
+    /// `thp_fault_fallback`) nothing is mapped here and the caller splits the mapping into 4KB
+    /// zero-page entries (`__split_huge_pmd`, vm/reserve.rs `demote_one`) and copies the
+    /// written page (`do_wp_page`). Returns the cycles of the new mapping if a THP replaced it,
+    /// and the cycles direct compaction stalled the fault either way.
+    pub(crate) fn huge_zero_wp(
+        &mut self,
+        pid: Pid,
+        v: &Vma,
+        vpn: u64,
+        pindex: u64,
+    ) -> Result<(Option<u64>, u64)> {
+        self.thp.stats.zero_page_wp += 1;
+        let (Some(t), Some((c, o))) = (self.policy.thp().cloned(), self.thp_class()) else {
+            return Ok((None, 0));
+        };
+        if t.zero_page_wp != ZeroPageWp::Alloc || !self.thp_eligible(self.proc(pid)?, v) {
+            return Ok((None, 0));
+        }
+        let n = 1u64 << o;
+        let head = vpn & !(n - 1);
+        let phead = pindex - (vpn - head);
+        let action = t.defrag.action(v.hugepage_advice == Some(true));
+        let (got, stall) = self.alloc_huge(o, action);
+        let Some(pfn) = got else {
+            self.thp.stats.fault_fallback += 1;
+            return Ok((None, stall));
+        };
+        // The huge zero entry goes (`pmdp_huge_clear_flush`), the new THP takes its place in
+        // the same page table: its pages become the object's, zero-filled.
+        let bs = self.base_shift();
+        self.note_allocation();
+        self.procs
+            .get_mut(&pid.0)
+            .expect("huge_zero_wp: pid")
+            .pmap
+            .demote(head, o, SizeClass::BASE, 0);
+        for i in 0..n {
+            self.obj_insert(v.obj, phead + i, Pfn(pfn.0 + i));
+            self.procs
+                .get_mut(&pid.0)
+                .expect("huge_zero_wp: pid")
+                .pmap
+                .replace(head + i, Pfn(pfn.0 + i), v.prot);
+        }
+        self.stats.faults.zero_fill += 1;
+        self.stats.zeroed_bytes += n << bs;
+        self.hw
+            .tlb
+            .invalidate_range(pid.0, head << bs, (head + n) << bs);
+        let p = self.procs.get_mut(&pid.0).expect("huge_zero_wp: pid");
+        p.pmap.promote(head, o, SizeClass(c));
+        p.pmap.touch(head, o, true);
+        self.folio_new(pfn, &[]);
+        self.thp.stats.fault_alloc += 1;
+        // As a THP fault's: the new page cleared (`clear_huge_page` / `folio_zero_user`), one
+        // entry written; and the zero page's translation shot down.
+        let writes = if self.machine.replicated_ptes { n } else { 1 };
+        let cycles = n * self.machine.cost.huge_zero_page_cycles
+            + writes * self.machine.cost.pte_write_cycles
+            + self.machine.cost.tlb_invalidate_cycles;
         Ok((Some(cycles), stall))
     }
 }
