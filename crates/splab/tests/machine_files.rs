@@ -142,6 +142,50 @@ fn bad_machine_files_are_bad_input_naming_line_and_key() {
             "key core.window",
             "invalid type",
         ),
+        // [prefetch] (its keys also appear in its source text, hence the newlines): an unknown key,
+        // a value of the wrong type, and values out of range.
+        (
+            "\ndistance = 8",
+            "\nlines_ahead = 8",
+            line_of("\ndistance = 8") + 1,
+            "key prefetch.lines_ahead",
+            "unknown field `lines_ahead`",
+        ),
+        (
+            "\ntrigger = 2",
+            "\ntrigger = \"2\"",
+            line_of("\ntrigger = 2") + 1,
+            "key prefetch.trigger",
+            "invalid type",
+        ),
+        (
+            "\ndistance = 8",
+            "\ndistance = 0",
+            line_of("\ndistance = 8") + 1,
+            "key prefetch.distance",
+            "at least 1 line",
+        ),
+        (
+            "\ntrigger = 2",
+            "\ntrigger = 0",
+            line_of("\ntrigger = 2") + 1,
+            "key prefetch.trigger",
+            "at least 1 miss",
+        ),
+        (
+            "\nstreams = 16",
+            "\nstreams = 100000",
+            line_of("\nstreams = 16") + 1,
+            "key prefetch.streams",
+            "must be from 0 to",
+        ),
+        (
+            "\nregion = \"4K\"",
+            "\nregion = \"32\"",
+            line_of("\nregion = \"4K\"") + 1,
+            "key prefetch.region",
+            "at least a line",
+        ),
     ];
     for (from, to, line, key, what) in cases {
         let path = dir.join("bad.toml");

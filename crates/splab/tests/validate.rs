@@ -54,6 +54,33 @@ fn validate_smoke_runs_both_parts_end_to_end() {
         positive(p, "predicted");
         assert!(p["error_pct"].as_f64().unwrap().is_finite(), "{p}");
     }
+    // The walk chase's contiguous-frames control: its THP memory was split into 4KB entries
+    // (AnonHugePages 0), and, where pagemap shows frames (root), it lies in no more 2MB ranges
+    // than the region has 2MB pages, while the 4KB region's frames are counted too.
+    assert!(text.contains("| 2MB phys ranges |"), "{text}");
+    let contiguous: Vec<&serde_json::Value> = pats
+        .iter()
+        .filter(|p| {
+            p["benchmark"]
+                .as_str()
+                .unwrap()
+                .ends_with("contiguous frames")
+        })
+        .collect();
+    assert_eq!(contiguous.len(), 1, "{pats:?}");
+    let c = contiguous[0];
+    assert_eq!(c["thp_granted_pct"].as_f64(), Some(0.0), "{c}");
+    if let Some(ranges) = c["phys_2m_ranges"].as_u64() {
+        let name = c["benchmark"].as_str().unwrap();
+        let pages: u64 = name
+            .split(", ")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches(" pages")
+            .parse()
+            .unwrap();
+        assert!(ranges >= 1 && ranges <= pages.div_ceil(512), "{c}");
+    }
     let held = v["heldout"].as_array().unwrap();
     let progs: Vec<&str> = held
         .iter()

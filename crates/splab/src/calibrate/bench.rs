@@ -169,6 +169,63 @@ impl Region {
         }
     }
 
+    /// How many distinct 2MB-aligned physical ranges (in a guest: guest-physical) the region's
+    /// resident 4KB pages lie in, from /proc/self/pagemap (bits 0-54: the frame number; Linux
+    /// Documentation/admin-guide/mm/pagemap.rst). Under nested paging each such range is one
+    /// entry of the host's tables that a walk for the data's address reads, so this is the
+    /// host-dimension footprint of a walk-bound chase. None when the frames are not readable
+    /// (Linux shows them only with CAP_SYS_ADMIN: all zero otherwise).
+    pub fn phys_2m_ranges(&self) -> Option<usize> {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::File::open("/proc/self/pagemap").ok()?;
+        let pages = self.len / PAGE;
+        let mut buf = vec![0u8; pages * 8];
+        f.read_exact_at(&mut buf, (self.base as usize / PAGE * 8) as u64)
+            .ok()?;
+        let mut ranges: Vec<u64> = buf
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .filter(|e| e >> 63 == 1) // present
+            .map(|e| (e & ((1 << 55) - 1)) >> (HUGE.trailing_zeros() - PAGE.trailing_zeros()))
+            .collect();
+        if ranges.is_empty() || ranges.iter().all(|&r| r == 0) {
+            return None;
+        }
+        ranges.sort_unstable();
+        ranges.dedup();
+        Some(ranges.len())
+    }
+
+    /// Splits the region's 2MB mappings into 4KB page-table entries, keeping the frames: each
+    /// 2MB page is made read-only in its first 4KB and writable again (mprotect of part of a
+    /// PMD-mapped THP splits the PMD, Linux mm/huge_memory.c __split_huge_pmd; the frames stay
+    /// where they were), then the region is given MADV_NOHUGEPAGE so that khugepaged leaves it.
+    /// The result: 4KB TLB entries over physically contiguous 2MB ranges.
+    pub fn split_to_ptes(&self) -> Result<()> {
+        for off in (0..self.len).step_by(HUGE) {
+            for prot in [libc::PROT_READ, libc::PROT_READ | libc::PROT_WRITE] {
+                // SAFETY: a page inside the region's mapping.
+                let rc =
+                    unsafe { libc::mprotect(self.base.add(off) as *mut libc::c_void, PAGE, prot) };
+                if rc != 0 {
+                    bail!("mprotect failed: {}", std::io::Error::last_os_error());
+                }
+            }
+        }
+        // SAFETY: the region's mapping.
+        let rc = unsafe {
+            libc::madvise(
+                self.raw as *mut libc::c_void,
+                self.raw_len,
+                libc::MADV_NOHUGEPAGE,
+            )
+        };
+        if rc != 0 {
+            bail!("madvise failed: {}", std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     /// AnonHugePages of the VMA holding the region (/proc/self/smaps), in bytes, at most the
     /// region's length: what the kernel actually granted, never assumed.
     pub fn anon_huge_bytes(&self) -> u64 {

@@ -480,8 +480,9 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             cyc(median_low(&far).0)
         };
         let mut eff = from;
+        let mut half = 0.0;
         for _pass in 0..2 {
-            let half = (levels[li].3 as f64 + dram_guess) / 2.0;
+            half = (levels[li].3 as f64 + dram_guess) / 2.0;
             eff = curve
                 .iter()
                 .filter(|(f, _)| *f >= from)
@@ -492,27 +493,38 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             dram_guess = cyc(median_low(&plateau_of(eff)).0);
         }
         llc_eff = eff;
-        if eff * 2 <= cpuid_size {
-            let lines = (eff / (c.ways as usize * 64)).max(1);
-            let sets = if lines.is_power_of_two() {
-                lines
-            } else {
-                let lo = 1usize << (usize::BITS - 1 - lines.leading_zeros());
-                if lines * lines < 2 * lo * lo {
-                    lo
+        // The share between the last footprint within half way and the next one: where the
+        // latency crosses half way, linearly between the two (the curve's points are 1.5x to
+        // 2x apart; the last point alone moved 6 -> 8 MiB between runs).
+        let share = curve
+            .iter()
+            .position(|(f, _)| *f == eff)
+            .and_then(|i| curve.get(i..i + 2))
+            .map_or(eff as f64, |pair| {
+                let (fa, la) = (pair[0].0 as f64, cyc(pair[0].1.low()));
+                let (fb, lb) = (pair[1].0 as f64, cyc(pair[1].1.low()));
+                if lb > la {
+                    fa + (fb - fa) * ((half - la) / (lb - la)).clamp(0.0, 1.0)
                 } else {
-                    2 * lo
+                    fa
                 }
-            };
-            let size = (sets * c.ways as usize * 64) as u64;
+            });
+        if share * 2.0 <= cpuid_size as f64 {
+            let (sets, ways) = share_geometry(share, c.ways);
+            let size = (sets * ways as usize * 64) as u64;
             levels[li].1 = size;
+            levels[li].2 = ways;
             levels[li].4 += &format!(
-                " Capacity: the chases' latency stays within half way to DRAM's up to {} and no further \
-                 (latency curve in caches.source), so the model gets {} ({} sets of {} ways), not cpuid's {}: \
-                 the share of the LLC this machine gets.",
+                " Capacity: the chases' latency crosses half way to DRAM's at {} (linearly between {} and the next \
+                 footprint; latency curve in caches.source), so the model gets {} ({} sets of {} ways: the fewest \
+                 power-of-two sets whose {} ways hold it, and the share in ways of those sets, so that a share \
+                 between two sizes is not rounded to a power of two), not cpuid's {}: the share of the LLC this \
+                 machine gets.",
+                mib(share as usize),
                 mib(eff),
                 mib(size as usize),
                 sets,
+                ways,
                 c.ways,
                 mib(cpuid_size)
             );
@@ -1396,4 +1408,51 @@ fn concurrency_knee(rows: &[(usize, Stat)]) -> f64 {
 
 fn fmt3(x: f64) -> String {
     format!("{x:.4}")
+}
+
+/// The model's geometry for an LLC share of `share` bytes on a cache of `cpuid_ways` ways: the
+/// fewest sets, a power of two (the cache model indexes sets by address bits), whose
+/// `cpuid_ways` ways hold the share, and the share in ways of those sets (at least 1, at most
+/// `cpuid_ways`). The sets hold at most twice the share in `cpuid_ways` ways, so a way is at
+/// most 2/`cpuid_ways` of the share (10% on a 20-way LLC) and the model's size is within half a
+/// way of it, where rounding the number of sets to a power of two moved it by up to 2x (a 6-8
+/// MiB share became 5 or 10 MiB). Intel's LLC is not a power-of-two set count either (cpuid
+/// leaf 4 here: 212,992 sets, hashed over slices), so only the capacity and ways are kept.
+pub fn share_geometry(share: f64, cpuid_ways: u32) -> (usize, u32) {
+    let ways_max = cpuid_ways.max(1);
+    let lines = (share / 64.0).max(1.0);
+    let sets = ((lines / ways_max as f64).ceil() as usize).next_power_of_two();
+    let ways = (lines / sets as f64).round().clamp(1.0, ways_max as f64) as u32;
+    (sets, ways)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::share_geometry;
+
+    #[test]
+    fn llc_share_is_kept_in_ways_not_rounded_to_a_power_of_two_of_sets() {
+        // 6 MiB and 8 MiB on a 20-way LLC: 8192 sets (20 ways of them, 10 MiB, hold both),
+        // 12 and 16 ways: the model's sizes are the shares, not 5 and 10 MiB.
+        assert_eq!(share_geometry(6.0 * 1048576.0, 20), (8192, 12));
+        assert_eq!(share_geometry(8.0 * 1048576.0, 20), (8192, 16));
+        // Just above what 4096 sets of 20 ways hold (5 MiB): 8192 sets of 10 ways (5 MiB, -3.8%).
+        assert_eq!(share_geometry(5.2 * 1048576.0, 20), (8192, 10));
+        // Exactly 5 MiB: 4096 sets, all 20 ways.
+        assert_eq!(share_geometry(5.0 * 1048576.0, 20), (4096, 20));
+        // Every share's size is within half a way of it, and the ways within 1..=cpuid's.
+        for kib in (64..65536).step_by(97) {
+            let share = kib as f64 * 1024.0;
+            let (sets, ways) = share_geometry(share, 20);
+            assert!(sets.is_power_of_two() && (1..=20).contains(&ways), "{kib}");
+            let size = (sets * ways as usize * 64) as f64;
+            assert!(
+                (size - share).abs() <= sets as f64 * 32.0 + 1.0,
+                "{kib}: {size}"
+            );
+            assert!((size - share).abs() / share <= 0.1, "{kib}: {size}");
+        }
+        // A tiny share: one set's line at least; one way.
+        assert_eq!(share_geometry(10.0, 16), (1, 1));
+    }
 }

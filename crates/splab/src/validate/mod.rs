@@ -322,13 +322,13 @@ fn tables(
         );
         let _ = writeln!(
             s,
-            "| benchmark | unit | measured | predicted | error | within {PATTERN_TOLERANCE_PCT:.0}% | THP granted |"
+            "| benchmark | unit | measured | predicted | error | within {PATTERN_TOLERANCE_PCT:.0}% | THP granted | 2MB phys ranges |"
         );
-        let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
         for r in pats {
             let _ = writeln!(
                 s,
-                "| {} | {} | {:.2} | {:.2} | {:+.1}% | {} | {} |",
+                "| {} | {} | {:.2} | {:.2} | {:+.1}% | {} | {} | {} |",
                 r.benchmark,
                 r.unit,
                 r.measured,
@@ -337,6 +337,9 @@ fn tables(
                 verdict(r.error_pct, PATTERN_TOLERANCE_PCT),
                 r.thp_granted_pct
                     .map(|p| format!("{p:.0}%"))
+                    .unwrap_or_else(|| "-".into()),
+                r.phys_2m_ranges
+                    .map(|n| n.to_string())
                     .unwrap_or_else(|| "-".into())
             );
         }

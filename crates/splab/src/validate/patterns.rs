@@ -34,6 +34,10 @@ pub struct Row {
     /// AnonHugePages of the native region over its length (THP memory), percent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thp_granted_pct: Option<f64>,
+    /// Distinct 2MB-aligned (guest-)physical ranges holding the native region's 4KB pages
+    /// (`Region::phys_2m_ranges`): under nested paging, the host-table entries its walks read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phys_2m_ranges: Option<usize>,
 }
 
 impl Row {
@@ -47,6 +51,7 @@ impl Row {
             error_pct: super::error_pct(m, predicted),
             how: measured.how(),
             thp_granted_pct: None,
+            phys_2m_ranges: None,
         }
     }
 }
@@ -241,7 +246,29 @@ pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
         let mut model = Model::new(machine, pages * PAGE, Thp::No, true)?;
         let (w, r) = model_rounds(nodes.len(), 1);
         let p = model.chase(&nodes, 1, w, r, 1)?;
-        let row = Row::new(name, "ns/hop", &s, p);
+        let mut row = Row::new(name, "ns/hop", &s, p);
+        row.phys_2m_ranges = r4.phys_2m_ranges();
+        pr.row(&row);
+        rows.push(row);
+        if pages != stlb_4k * 8 {
+            continue;
+        }
+        drop(r4);
+        // The same chase on the same number of 4KB TLB entries whose frames are contiguous
+        // (THP memory split into 4KB entries): the model's placement (a fresh machine hands out
+        // contiguous frames), where a long-running guest's free lists scatter a 4KB region's
+        // frames over thousands of 2MB guest-physical ranges, each an entry of the host's
+        // tables that the walks read (docs/validation.md, "Walks").
+        let name = format!("TLB: 1 line per 4KB page, {pages} pages, contiguous frames");
+        pr.start(&name);
+        let rc = Region::map(pages * PAGE, Thp::Huge)?;
+        rc.touch();
+        rc.split_to_ptes()?;
+        let starts = bench::link(&rc, &nodes, 1);
+        let s = bench::time_chase(starts[0], nodes.len() * 2, reps, ms);
+        let mut row = Row::new(name, "ns/hop", &s, p);
+        row.thp_granted_pct = Some(100.0 * rc.anon_huge_bytes() as f64 / rc.len as f64);
+        row.phys_2m_ranges = rc.phys_2m_ranges();
         pr.row(&row);
         rows.push(row);
     }
@@ -277,7 +304,8 @@ pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
         let s = bench::time_chase_many(&mut starts, reps, ms);
         let mut model = Model::new(machine, pages * PAGE, Thp::No, true)?;
         let p = model.chase(&nodes, k, 1 << 14, 1 << 14, 2)?;
-        let row = Row::new(name, "ns/hop", &s, p);
+        let mut row = Row::new(name, "ns/hop", &s, p);
+        row.phys_2m_ranges = r4.phys_2m_ranges();
         pr.row(&row);
         rows.push(row);
     }
