@@ -380,7 +380,11 @@ impl Engine {
                 return Ok(());
             }
             let wake = self.daemons.iter().map(|d| d.1).min().unwrap_or(u64::MAX);
-            let step = until.min(self.next_sample).min(wake.max(now + 1));
+            // Accesses after a batch's last event may have run the clock past the sample due
+            // (`after_event` samples at the next event): this step's end takes it.
+            let step = until
+                .min(self.next_sample.max(now + 1))
+                .min(wake.max(now + 1));
             self.os.hw.core.serial(step - now, cause::IDLE);
             self.idle_cycles += step - now;
             let s = self.sched.take();
