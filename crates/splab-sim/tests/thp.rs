@@ -3,32 +3,14 @@
 
 mod common;
 
-use common::{anon, engine};
+use common::{anon, engine, mapped, write};
 use splab_sim::engine::Engine;
-use splab_sim::units::{AccessKind, Pid};
+use splab_sim::units::AccessKind;
 use splab_sim::vm::Advice;
 
 const M: &str = "skylake:mem=1G";
 const MB2: u64 = 2 << 20;
 const PAGE: u64 = 4096;
-
-fn write(e: &mut Engine, pid: Pid, va: u64) {
-    e.access(pid, va, AccessKind::Write).unwrap();
-}
-
-/// Bytes mapped by 4KB and by 2MB entries right now.
-fn mapped(e: &Engine, pid: Pid) -> (u64, u64) {
-    let p = e.os.proc(pid).unwrap();
-    let (mut small, mut huge) = (0, 0);
-    for (_, pte) in p.pmap.entries() {
-        if pte.size().is_base() {
-            small += PAGE;
-        } else {
-            huge += PAGE;
-        }
-    }
-    (small, huge)
-}
 
 /// Sleeps the machine `secs` simulated seconds: khugepaged wakes meanwhile.
 fn idle(e: &mut Engine, secs: u64) {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{anon, engine};
+use common::{anon, engine, mapped, write};
 use splab_sim::engine::Engine;
 use splab_sim::units::{AccessKind, Pid};
 use splab_sim::vm::Advice;
@@ -14,24 +14,6 @@ const PAGE: u64 = 4096;
 
 fn read(e: &mut Engine, pid: Pid, va: u64) {
     e.access(pid, va, AccessKind::Read).unwrap();
-}
-
-fn write(e: &mut Engine, pid: Pid, va: u64) {
-    e.access(pid, va, AccessKind::Write).unwrap();
-}
-
-/// Bytes mapped by 4KB and by 2MB entries right now.
-fn mapped(e: &Engine, pid: Pid) -> (u64, u64) {
-    let p = e.os.proc(pid).unwrap();
-    let (mut small, mut huge) = (0, 0);
-    for (_, pte) in p.pmap.entries() {
-        if pte.size().is_base() {
-            small += PAGE;
-        } else {
-            huge += PAGE;
-        }
-    }
-    (small, huge)
 }
 
 /// Bytes of base pages mapped to the 4KB zero page.

@@ -319,19 +319,24 @@ impl Os {
             return Ok((None, stall));
         };
         self.map_new_block(pid, v, (head, phead), pfn, n)?;
-        let p = self.procs.get_mut(&pid.0).expect("thp_fault: pid");
+        Ok((Some(self.thp_installed(pid, head, o, c, pfn)), stall))
+    }
+
+    /// The tail of a THP's installation at a fault (`__do_huge_pmd_anonymous_page`, and the
+    /// huge zero page's write path): the entry becomes one superpage entry, made dirty at once
+    /// (`pmd_mkdirty`), its frames a new folio; returns the cycles of clearing the page
+    /// (`clear_huge_page` / `folio_zero_user` at `huge_zero_page_cycles`: 4KB at a time in
+    /// Linux 4.3, in bulk on the 6.18 guest calibrate measured) and writing one PMD entry
+    /// (every base entry where PTEs are replicated).
+    fn thp_installed(&mut self, pid: Pid, head: u64, o: u8, c: u8, pfn: Pfn) -> u64 {
+        let p = self.procs.get_mut(&pid.0).expect("thp_installed: pid");
         p.pmap.promote(head, o, SizeClass(c));
-        // The PMD is made dirty at once (`pmd_mkdirty` in `__do_huge_pmd_anonymous_page`).
         p.pmap.touch(head, o, true);
         self.folio_new(pfn, &[]);
         self.thp.stats.fault_alloc += 1;
-        // `clear_huge_page` zeroes the new page at the machine's rate for a superpage cleared
-        // at a fault (`huge_zero_page_cycles`: 4KB at a time in Linux 4.3, in bulk on the 6.18
-        // guest calibrate measured); one PMD entry (every base entry where PTEs are replicated).
+        let n = 1u64 << o;
         let writes = if self.machine.replicated_ptes { n } else { 1 };
-        let cycles = n * self.machine.cost.huge_zero_page_cycles
-            + writes * self.machine.cost.pte_write_cycles;
-        Ok((Some(cycles), stall))
+        n * self.machine.cost.huge_zero_page_cycles + writes * self.machine.cost.pte_write_cycles
     }
 
     /// A write to the huge zero page mapping around `vpn` (object page `pindex`) of `pid`:
@@ -388,17 +393,9 @@ impl Os {
         self.hw
             .tlb
             .invalidate_range(pid.0, head << bs, (head + n) << bs);
-        let p = self.procs.get_mut(&pid.0).expect("huge_zero_wp: pid");
-        p.pmap.promote(head, o, SizeClass(c));
-        p.pmap.touch(head, o, true);
-        self.folio_new(pfn, &[]);
-        self.thp.stats.fault_alloc += 1;
-        // As a THP fault's: the new page cleared (`clear_huge_page` / `folio_zero_user`), one
-        // entry written; and the zero page's translation shot down.
-        let writes = if self.machine.replicated_ptes { n } else { 1 };
-        let cycles = n * self.machine.cost.huge_zero_page_cycles
-            + writes * self.machine.cost.pte_write_cycles
-            + self.machine.cost.tlb_invalidate_cycles;
+        // As a THP fault's, and the zero page's translation shot down.
+        let cycles =
+            self.thp_installed(pid, head, o, c, pfn) + self.machine.cost.tlb_invalidate_cycles;
         Ok((Some(cycles), stall))
     }
 }

@@ -5,7 +5,7 @@ use splab_sim::engine::Engine;
 use splab_sim::hw::Machine;
 use splab_sim::policy::Policy;
 use splab_sim::report::Report;
-use splab_sim::units::Pid;
+use splab_sim::units::{AccessKind, Pid};
 use splab_sim::vm::MmapReq;
 use splab_sim::{RunSpec, SimError};
 
@@ -51,4 +51,27 @@ pub fn engine_with(machine: &str, policy: &str, check: bool, free: Option<u64>) 
 #[allow(dead_code)]
 pub fn anon(len: u64) -> MmapReq {
     MmapReq::anon(len)
+}
+
+/// A store to `va` by `pid` that must succeed.
+#[allow(dead_code)]
+pub fn write(e: &mut Engine, pid: Pid, va: u64) {
+    e.access(pid, va, AccessKind::Write).unwrap();
+}
+
+/// Bytes of `pid`'s address space mapped by base-page and by superpage entries right now (each
+/// entry of the page table covers one base page, whatever page it belongs to).
+#[allow(dead_code)]
+pub fn mapped(e: &Engine, pid: Pid) -> (u64, u64) {
+    let page = e.os.machine.base_size();
+    let p = e.os.proc(pid).unwrap();
+    let (mut small, mut huge) = (0, 0);
+    for (_, pte) in p.pmap.entries() {
+        if pte.size().is_base() {
+            small += page;
+        } else {
+            huge += page;
+        }
+    }
+    (small, huge)
 }
