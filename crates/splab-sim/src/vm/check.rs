@@ -227,7 +227,15 @@ impl Os {
     /// one by a base entry; read-only, in a private entry whose object has no page there (a
     /// page hidden under it would be lost), and the frames allocated (never freed while
     /// mapped) and held by no object.
-    fn check_zero_mapping(&self, p: &Process, v: &Vma, va: u64, pi: u64, pte: Pte) -> Result<()> {
+    /// `backing` is the object page at the entry's place (check_mapping looked it up).
+    fn check_zero_mapping(
+        &self,
+        p: &Process,
+        v: &Vma,
+        va: u64,
+        backing: Option<Pfn>,
+        pte: Pte,
+    ) -> Result<()> {
         let z = self.thp.zero.expect("a zero frame is one once allocated");
         let huge = self.is_huge_zero(pte.pfn());
         let size_ok = if huge {
@@ -248,22 +256,11 @@ impl Os {
             p.pid.0,
             pte.prot()
         );
-        let backing = v
-            .shadow
-            .and_then(|s| self.obj(s).pages.get(pi))
-            .or_else(|| self.obj(v.obj).pages.get(pi));
         crate::ensure_inv!(
             backing.is_none(),
             "pid {}: page {va:#x} maps a zero page over object page {:?}",
             p.pid.0,
             backing
-        );
-        crate::ensure_inv!(
-            pte.prot().0 & !v.prot.0 == 0,
-            "pid {}: page {va:#x} has more permission ({}) than its map entry ({})",
-            p.pid.0,
-            pte.prot(),
-            v.prot
         );
         crate::ensure_inv!(
             self.phys.refs(pte.pfn()) == 0 && !self.phys.buddy.is_free(pte.pfn()),
@@ -313,26 +310,26 @@ impl Os {
             ))
         })?;
         let pi = v.pgoff + ((va - v.start) >> bs);
-        if self.is_huge_zero(pte.pfn()) || self.is_zero_pfn(pte.pfn()) {
-            return self.check_zero_mapping(p, v, va, pi, pte);
-        }
-        let backing = v
-            .shadow
-            .and_then(|s| self.obj(s).pages.get(pi))
-            .or_else(|| self.obj(v.obj).pages.get(pi));
-        crate::ensure_inv!(
-            backing == Some(pte.pfn()),
-            "pid {}: page {va:#x} maps frame {} but its object holds {:?}",
-            p.pid.0,
-            pte.pfn().0,
-            backing
-        );
         crate::ensure_inv!(
             pte.prot().0 & !v.prot.0 == 0,
             "pid {}: page {va:#x} has more permission ({}) than its map entry ({})",
             p.pid.0,
             pte.prot(),
             v.prot
+        );
+        let backing = v
+            .shadow
+            .and_then(|s| self.obj(s).pages.get(pi))
+            .or_else(|| self.obj(v.obj).pages.get(pi));
+        if self.is_huge_zero(pte.pfn()) || self.is_zero_pfn(pte.pfn()) {
+            return self.check_zero_mapping(p, v, va, backing, pte);
+        }
+        crate::ensure_inv!(
+            backing == Some(pte.pfn()),
+            "pid {}: page {va:#x} maps frame {} but its object holds {:?}",
+            p.pid.0,
+            pte.pfn().0,
+            backing
         );
         crate::ensure_inv!(
             self.phys.refs(pte.pfn()) > 0 && !self.phys.buddy.is_free(pte.pfn()),
