@@ -76,6 +76,27 @@ pub enum ZeroPageWp {
     Split,
 }
 
+/// Linux's pageblock skip bits for compaction (`PG_migrate_skip`, vm/compact_skip.rs), by kernel
+/// era.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PageblockSkip {
+    /// None: both scanners scan every pageblock every time.
+    Off,
+    /// Linux 3.7 to 5.0 (as in 4.3): a block is marked when a scan to its end isolated
+    /// nothing; the reset clears every bit.
+    Unisolated,
+    /// Linux 5.1+: the migrate scanner also marks a block it isolates from, the free scanner
+    /// every block it scans to the end; the reset keeps THP blocks and samples the others.
+    Scanned,
+}
+
+pub const PAGEBLOCK_SKIP: &[(&str, PageblockSkip)] = &[
+    ("off", PageblockSkip::Off),
+    ("unisolated", PageblockSkip::Unisolated),
+    ("scanned", PageblockSkip::Scanned),
+];
+
 /// What a THP allocation that found no free block does (vm/compact.rs `alloc_huge`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DefragAction {
@@ -496,6 +517,14 @@ pub struct Policy {
     /// migratetypes) and in `linux-4k`, whose only allocations are single pages, so that its
     /// results are those it had before grouping was modelled.
     pub mobility_grouping: bool,
+    /// Compaction's pageblock skip bits by era (`pageblock_skip=off|unisolated|scanned`;
+    /// vm/compact_skip.rs): `scanned` (Linux 5.1+) in the Linux presets, `unisolated` in
+    /// `linux-4.3`, off elsewhere.
+    pub pageblock_skip: PageblockSkip,
+    /// Asynchronous direct compaction gives a block up at its first page it cannot isolate
+    /// (mm/compaction.c `isolate_migratepages_block`'s `skip_on_failure`: not in 4.3's, added
+    /// later, 4.6). `skip_on_failure=0|1`; on except in `linux-4.3`.
+    pub skip_on_failure: bool,
     /// Clustered read-ahead on file page-in (vm/file.rs): FreeBSD's read-behind / read-ahead
     /// around a faulting page and `cluster_read`'s sequential read-ahead for read().
     /// `readahead=off`: one base page per read request, as before issue 10.
@@ -526,7 +555,7 @@ pub const POLICIES: &[(&str, &str)] = &[
     ),
     (
         "linux-4.3",
-        "Linux 4.3 as seed 003 measured it: enabled=always, defrag=always, no proactive compaction (compaction_proactiveness=0, Linux 5.9+), no shrink_underused (Linux 6.12), anonymous mmaps not 2MB-aligned (Linux 6.7+); the other parameters as linux",
+        "Linux 4.3 as seed 003 measured it: enabled=always, defrag=always, no proactive compaction (compaction_proactiveness=0, Linux 5.9+), no shrink_underused (Linux 6.12), anonymous mmaps not 2MB-aligned (Linux 6.7+); 4.3's compaction: pageblock_skip=unisolated (5.1+: scanned), skip_on_failure=0 (4.6+); the other parameters as linux",
     ),
     (
         "linux-madvise",
@@ -562,6 +591,8 @@ impl Policy {
             khugepaged: None,
             kcompactd: None,
             mobility_grouping: false,
+            pageblock_skip: PageblockSkip::Off,
+            skip_on_failure: true,
         }
     }
 
@@ -592,6 +623,8 @@ impl Policy {
             // mm/page_alloc.c `build_all_zonelists`: grouping is disabled only when memory is
             // under `pageblock_nr_pages * MIGRATE_TYPES` pages per node, never on machines here.
             mobility_grouping: enabled != ThpEnabled::Never,
+            // mm/compaction.c since 5.1: `test_and_set_skip`, `__reset_isolation_pfn`.
+            pageblock_skip: PageblockSkip::Scanned,
             ..Policy::base()
         }
     }
@@ -640,6 +673,10 @@ impl Policy {
                 }
                 p.kcompactd = Some(Kcompactd { proactiveness: 0 });
                 p.placement = Placement::BasePage;
+                // Linux 4.3 mm/compaction.c: `update_pageblock_skip` only where nothing was
+                // isolated, and no `skip_on_failure` in `isolate_migratepages_block`.
+                p.pageblock_skip = PageblockSkip::Unisolated;
+                p.skip_on_failure = false;
                 p
             }
             "navarro" => Policy {
@@ -673,6 +710,8 @@ impl Policy {
                 khugepaged: None,
                 kcompactd: None,
                 mobility_grouping: false,
+                pageblock_skip: PageblockSkip::Off,
+                skip_on_failure: true,
             },
             "freebsd" => Policy {
                 name: "freebsd".into(),
@@ -698,6 +737,8 @@ impl Policy {
                 khugepaged: None,
                 kcompactd: None,
                 mobility_grouping: false,
+                pageblock_skip: PageblockSkip::Off,
+                skip_on_failure: true,
             },
             _ => {
                 return Err(SimError::BadInput(format!(
@@ -861,6 +902,12 @@ impl Policy {
         p.readahead = spec.take_bool("readahead", p.readahead)?;
         p.close_deactivate = spec.take_bool("close_deactivate", p.close_deactivate)?;
         p.mobility_grouping = spec.take_bool("mobility", p.mobility_grouping)?;
+        if let Some(v) = spec.take_str("pageblock_skip") {
+            p.pageblock_skip = word(PAGEBLOCK_SKIP, &v).ok_or_else(|| SimError::BadInput(format!(
+                "policy '{name}': bad pageblock_skip='{v}': expected off, unisolated (Linux 3.7 to 5.0: a block is marked when a scan isolated nothing from it) or scanned (Linux 5.1+)"
+            )))?;
+        }
+        p.skip_on_failure = spec.take_bool("skip_on_failure", p.skip_on_failure)?;
         Ok(())
     }
 

@@ -165,11 +165,13 @@ fn defrag_always_compacts_at_the_fault_and_maps_the_thp() {
 /// asynchronous compaction gives each pageblock up at that frame and migrates nothing, twice
 /// (`__GFP_NORETRY` retries asynchronously), and the fault falls back to a base page. An entry
 /// advised MADV_HUGEPAGE compacts synchronously the second time, migrating what it can in vain;
-/// compaction is then deferred, and the next such fault skips its first attempt.
+/// compaction is then deferred, and the next such fault skips its first attempt. Skip bits
+/// off: with 5.1+'s (the preset's) the asynchronous compactions mark every pageblock and the
+/// synchronous one passes them all over (`compaction_restarting_resets_the_skip_bits`).
 #[test]
 fn an_unmovable_frame_in_every_pageblock_defeats_compaction() {
     let (mut e, pid) = setup(
-        "linux:khugepaged=off,kcompactd=off,pagedaemon=off,mobility=off",
+        "linux:khugepaged=off,kcompactd=off,pagedaemon=off,mobility=off,pageblock_skip=off",
         false,
     );
     thp_fault(&mut e, pid);
@@ -350,4 +352,124 @@ fn without_grouping_the_same_fault_empties_pageblock_1() {
     let (mut e, pid) = fragmented("linux:khugepaged=off,kcompactd=off,pagedaemon=off,mobility=off");
     let va = thp_fault(&mut e, pid);
     assert_eq!(pfn_of(&e, pid, va), Some(Pfn(PB)));
+}
+
+// Pageblock skip bits (vm/compact_skip.rs), by era.
+
+/// The skip counters (marked by the migrate and free scanners, passed over by each).
+fn skip_counts(e: &Engine) -> (u64, u64, u64, u64) {
+    let s = &e.os.compact.stats.pageblock_skip;
+    (
+        s.migrate_marked,
+        s.free_marked,
+        s.migrate_passed,
+        s.free_passed,
+    )
+}
+
+/// Three THP faults on the fragmented memory, asynchronous direct compaction giving a block up
+/// at its first unmovable frame (`skip_on_failure`): each fault's compaction empties the next
+/// pageblock (1, 2, 3) and maps its THP there. What the migrate scanner marks and passes over
+/// differs by era:
+/// - `unisolated` (Linux 4.3's `update_pageblock_skip`): a block a scan isolated nothing from
+///   is marked and the cached position moves to its start: pageblock 0 (page tables) at the
+///   first fault, 1 and 2 (THPs by then) at the second and third, which pass over 0, then 1:
+///   3 marked, 2 passed.
+/// - `scanned` (5.1+): also the blocks it isolates from (1, 2, 3, `test_and_set_skip`); the
+///   cached position, moved by `update_cached_migrate` after pageblock 0 to the end of the
+///   block after the aligned pfn it is given (`pageblock_end_pfn` of 512 is 1024), makes the
+///   second fault start at pageblock 2 and the third pass over 2: 4 marked, 1 passed.
+/// - `off`: none.
+///
+/// The free scanner starts at the top of memory and scans the 504 wired pageblocks above the
+/// free ones frame by frame (`mobility=off`), isolating nothing: both eras mark them all at
+/// the first fault. In 4.3 its cached position moves to the start of the last of them, so the
+/// next two faults pass that one over; in 5.1+ below it. It takes its free pages from
+/// pageblock 7 without scanning it to its end.
+#[test]
+fn skip_bits_mark_and_pass_blocks_by_era() {
+    for (era, want) in [
+        ("unisolated", (3, 504, 2, 2)),
+        ("scanned", (4, 504, 1, 0)),
+        ("off", (0, 0, 0, 0)),
+    ] {
+        let (mut e, pid) = fragmented(&format!(
+            "linux:khugepaged=off,kcompactd=off,pagedaemon=off,mobility=off,pageblock_skip={era}"
+        ));
+        let mut blocks = Vec::new();
+        for _ in 0..3 {
+            let b = thp_fault(&mut e, pid);
+            blocks.push(pfn_of(&e, pid, b).unwrap().0 / PB);
+        }
+        assert_eq!(blocks, [1, 2, 3], "{era}");
+        let c = &e.os.compact.stats;
+        assert_eq!((c.compact_stall, c.compact_success), (3, 3), "{era}");
+        assert_eq!(skip_counts(&e), want, "{era}");
+        let marked: Vec<u64> = (0..8).filter(|&b| e.os.pageblock_skipped(b * PB)).collect();
+        assert_eq!(e.os.pageblock_skipped(8 * PB), era != "off");
+        let want_marked: &[u64] = match era {
+            "unisolated" => &[0, 1, 2],
+            "scanned" => &[0, 1, 2, 3],
+            _ => &[],
+        };
+        assert_eq!(marked, want_marked, "{era}");
+    }
+}
+
+/// Linux 4.3 (`linux-4.3`: no `skip_on_failure`): the first fault's compaction migrates the
+/// first pageblock's movable pages in vain (its page tables stay) and isolates from it, so
+/// marks nothing there; the second fault's scan of it finds only page tables and marks it.
+#[test]
+fn linux_4_3_marks_a_block_once_its_movable_pages_are_gone() {
+    let (mut e, pid) =
+        fragmented("linux-4.3:khugepaged=off,kcompactd=off,pagedaemon=off,mobility=off");
+    let moved = movable_in_first_block(&e, pid);
+    let b = thp_fault(&mut e, pid);
+    assert_eq!(pfn_of(&e, pid, b).unwrap().0 / PB, 1);
+    assert_eq!(movable_in_first_block(&e, pid), 0);
+    assert_eq!(e.os.compact.stats.pgmigrate_success, moved + K);
+    assert!(!e.os.pageblock_skipped(0));
+    let b = thp_fault(&mut e, pid);
+    assert_eq!(pfn_of(&e, pid, b).unwrap().0 / PB, 2);
+    assert!(e.os.pageblock_skipped(0) && e.os.pageblock_skipped(PB));
+    // Pageblocks 0 and 1 (the first THP's) by the migrate scanner; the 504 wired ones by the
+    // free scanner at the first fault, the lowest of which the second passes over.
+    assert_eq!(skip_counts(&e), (2, 504, 0, 1));
+}
+
+/// With an unmovable frame in every pageblock, MADV_HUGEPAGE faults (asynchronous, then
+/// synchronous compaction, which defers after failing) until compaction restarts after the
+/// longest deferral (`compaction_restarting`): then `compact_zone` resets the skip bits. Linux
+/// 4.3 clears every bit; 5.1+ only with `compact_blockskip_flush` (set as a direct
+/// compaction's scanners met, the allocation then failing) and only blocks a sample shows an
+/// LRU or free page in. Both take 64 faults (120 attempts deferred on the way) and the
+/// scanners met 8 times. 4.3 clears all 510 bits set (7 by the migrate scanner, the rest by the
+/// free scanner, mostly over the wired pageblocks); 5.1+ only the 8 pageblocks of free memory
+/// (each holds pages) of its 512: the wired ones keep theirs.
+#[test]
+fn compaction_restarting_resets_the_skip_bits() {
+    for (era, want) in [("unisolated", (510, 510)), ("scanned", (512, 8))] {
+        let (mut e, pid) = setup(
+            &format!("linux:khugepaged=off,kcompactd=off,pagedaemon=off,mobility=off,pageblock_skip={era}"),
+            false,
+        );
+        let mut faults = 0;
+        let mut before = 0;
+        while e.os.compact.stats.pageblock_skip.resets == 0 && faults < 400 {
+            let s = &e.os.compact.stats.pageblock_skip;
+            before = s.migrate_marked + s.free_marked - s.cleared;
+            let b = e.mmap(pid, anon(MB2)).unwrap();
+            e.madvise(pid, b, MB2, Advice::HugePage).unwrap();
+            write(&mut e, pid, b);
+            faults += 1;
+        }
+        let s = e.os.compact.stats.pageblock_skip.clone();
+        assert_eq!(
+            (faults, s.resets, s.flush_set, e.os.compact.stats.deferred),
+            (64, 1, 8, 120),
+            "{era}"
+        );
+        assert_eq!((before, s.cleared), want, "{era}");
+        assert_eq!(e.os.thp.stats.fault_fallback, 64);
+    }
 }

@@ -213,7 +213,7 @@ fn bad_policy_files_are_bad_input_naming_the_key() {
         (
             "wired = \"scattered\"",
             "wired = \"scattered\"\nwird = \"clustered\"",
-            format!("line {}: unknown key 'placement.wird' (keys of [placement]: mmap, wired, mobility_grouping)", line("wired = ") + 1),
+            format!("line {}: unknown key 'placement.wird' (keys of [placement]: mmap, wired, mobility_grouping, pageblock_skip, skip_on_failure)", line("wired = ") + 1),
         ),
         (
             "lists = \"partpopq\"",

@@ -34,8 +34,9 @@ use toml::Spanned;
 
 use super::{
     word, word_of, AllocPolicy, CleanWrite, Dirty, FaultAround, Kcompactd, Khugepaged, Policy,
-    PreferredSize, ReservPolicy, ThpPolicy, CLEAN_WRITE, CONTIGUITY, DIRTY, LISTS, PLACEMENT,
-    POLICIES, PREFERRED, PREP, PROMOTE, SHORTAGE, THP_DEFRAG, THP_ENABLED, WIRED, ZERO_PAGE_WP,
+    PreferredSize, ReservPolicy, ThpPolicy, CLEAN_WRITE, CONTIGUITY, DIRTY, LISTS, PAGEBLOCK_SKIP,
+    PLACEMENT, POLICIES, PREFERRED, PREP, PROMOTE, SHORTAGE, THP_DEFRAG, THP_ENABLED, WIRED,
+    ZERO_PAGE_WP,
 };
 use crate::error::{Result, SimError};
 use crate::spec::{parse_size, Spec};
@@ -344,6 +345,16 @@ fn tables(p: &Policy) -> Vec<Table> {
                     "mobility_grouping",
                     Bool(p.mobility_grouping),
                     "Linux's pageblock migratetypes: kernel frames and user pages in separate pageblocks, async compaction only in MOVABLE ones".into(),
+                ),
+                (
+                    "pageblock_skip",
+                    Word(word_of(PAGEBLOCK_SKIP, p.pageblock_skip)),
+                    format!("{}: compaction's pageblock skip bits (Linux 3.7-5.0 unisolated, 5.1+ scanned)", choices(PAGEBLOCK_SKIP)),
+                ),
+                (
+                    "skip_on_failure",
+                    Bool(p.skip_on_failure),
+                    "async direct compaction gives a block up at its first page it cannot isolate (Linux 4.6+)".into(),
                 ),
             ],
         },
@@ -941,6 +952,8 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
     let placement = place.word(&s, "mmap", PLACEMENT)?;
     let wired = place.word(&s, "wired", WIRED)?;
     let mobility_grouping = place.bool(&s, "mobility_grouping")?;
+    let pageblock_skip = place.word(&s, "pageblock_skip", PAGEBLOCK_SKIP)?;
+    let skip_on_failure = place.bool(&s, "skip_on_failure")?;
     let mut cache = root.table(&s, "page_cache", false)?.expect("required");
     let readahead = cache.bool(&s, "readahead")?;
     let close_deactivate = cache.bool(&s, "close_deactivate")?;
@@ -964,6 +977,8 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
         contiguity,
         wired,
         mobility_grouping,
+        pageblock_skip,
+        skip_on_failure,
         readahead,
         close_deactivate,
         khugepaged,
@@ -1093,6 +1108,13 @@ mod tests {
             CleanWrite::MarkDirty,
         ] {
             assert_eq!(word(CLEAN_WRITE, word_of(CLEAN_WRITE, v)), Some(v));
+        }
+        for v in [
+            PageblockSkip::Off,
+            PageblockSkip::Unisolated,
+            PageblockSkip::Scanned,
+        ] {
+            assert_eq!(word(PAGEBLOCK_SKIP, word_of(PAGEBLOCK_SKIP, v)), Some(v));
         }
         for v in [ZeroPageWp::Alloc, ZeroPageWp::Split] {
             assert_eq!(word(ZERO_PAGE_WP, word_of(ZERO_PAGE_WP, v)), Some(v));

@@ -371,6 +371,23 @@ impl Os {
         if self.policy.kcompactd.is_none() && (z.kcompactd_order > 0 || z.kcompactd_woken) {
             return Err("compaction: a kcompactd request without kcompactd".into());
         }
+        // Skip bits (vm/compact_skip.rs): none without them, none beyond memory, and the
+        // counters agree with the bits set.
+        let marked = z.skip.count();
+        let blocks = frames.div_ceil(1u64 << self.hpage_order());
+        let s = &z.stats.pageblock_skip;
+        if self.policy.pageblock_skip == crate::policy::PageblockSkip::Off
+            && (marked > 0 || z.skip.blockskip_flush)
+        {
+            return Err(format!(
+                "compaction: {marked} skip bits with pageblock_skip=off"
+            ));
+        }
+        if marked > blocks || marked != s.migrate_marked + s.free_marked - s.cleared {
+            return Err(format!(
+                "compaction: {marked} skip bits set of {blocks} pageblocks, counters {s:?}"
+            ));
+        }
         Ok(())
     }
 

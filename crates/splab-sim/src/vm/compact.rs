@@ -10,9 +10,13 @@
 //! are cached between runs and reset when the scanners meet. No run when free memory is under
 //! the low watermark plus twice the request or the failure is not fragmentation's
 //! (`compaction_suitable`), nor while deferred after failures (`defer_compaction`).
-//! Asynchronous direct compaction gives a block up at its first page it cannot isolate
-//! (`skip_on_failure`); synchronous-light (kcompactd, khugepaged, MADV_HUGEPAGE) migrates what
-//! it can.
+//! With `Policy::skip_on_failure` (not in 4.3; 4.6), asynchronous direct compaction
+//! gives a block up at its first page it cannot isolate (`skip_on_failure`); synchronous-light
+//! (kcompactd, khugepaged, MADV_HUGEPAGE) migrates what it can.
+//!
+//! Pageblock skip bits and the cached-position rules of their era are vm/compact_skip.rs
+//! (`Policy::pageblock_skip`); with them off the scanners' positions follow Linux 5.x's
+//! `update_cached_migrate` and every pageblock is scanned.
 //!
 //! Movable: a page some object holds, not busy in the current fault. Unmovable: frames no
 //! object holds (page tables, u-areas, kernel and wired frames), reservations' frames, and
@@ -30,9 +34,7 @@
 //! pageblock or more in any pageblock still ends it (`__compact_finished`; for an order under
 //! the pageblock's Linux wants it on the MOVABLE lists, not modelled).
 //!
-//! Not modelled: skip bits (every pageblock is scanned; so the free scanner
-//! revisits, and is charged for, blocks it emptied before, where Linux's skip bits would pass
-//! them over), the cache misses on cold struct pages (README "Linux THP"), the fast searches
+//! Not modelled: the cache misses on cold struct pages (README "Linux THP"), the fast searches
 //! (`fast_find_migrateblock`, `fast_isolate_freepages`), per-CPU lists, lock contention,
 //! direct reclaim, several zones. Under `dirty=hash` a migrated page's digest stays with the
 //! old frame: its next write-out is not skipped (conservative).
@@ -42,7 +44,7 @@ use serde::Serialize;
 
 use super::pageq::{F_BUSY, F_DIRTY};
 use super::Os;
-use crate::policy::DefragAction;
+use crate::policy::{DefragAction, PageblockSkip};
 use crate::units::{Order, Pfn, Pid};
 
 /// `COMPACT_CLUSTER_MAX` (= `SWAP_CLUSTER_MAX`, include/linux/swap.h): pages isolated per batch.
@@ -118,6 +120,8 @@ pub struct CompactStats {
     /// and of kcompactd (background).
     pub direct_cycles: u64,
     pub daemon_cycles: u64,
+    /// Pageblock skip bits (vm/compact_skip.rs).
+    pub pageblock_skip: super::compact_skip::SkipStats,
 }
 
 /// The zone's compaction state (`struct zone`'s compact_* fields) and kcompactd's requests.
@@ -130,7 +134,9 @@ pub struct CompactState {
     /// `compact_considered`, `compact_defer_shift`, `compact_order_failed`.
     pub(crate) considered: u64,
     pub(crate) defer_shift: u32,
-    order_failed: u8,
+    pub(crate) order_failed: u8,
+    /// Pageblock skip bits (vm/compact_skip.rs).
+    pub(crate) skip: super::compact_skip::SkipBits,
     /// `kcompactd_max_order` (0: no request), and whether `wakeup_kcompactd` woke it.
     pub kcompactd_order: u8,
     pub kcompactd_woken: bool,
@@ -151,6 +157,7 @@ impl Default for CompactState {
             considered: 0,
             defer_shift: 0,
             order_failed: 0,
+            skip: Default::default(),
             kcompactd_order: 0,
             kcompactd_woken: false,
             managed: 0,
@@ -186,6 +193,8 @@ struct Cc {
     direct: bool,
     whole_zone: bool,
     proactive: bool,
+    /// `ignore_skip_hint` (proactive compaction's).
+    ignore_skip_hint: bool,
     migrate_pfn: u64,
     free_pfn: u64,
     migratepages: Vec<Pfn>,
@@ -428,6 +437,9 @@ impl Os {
         self.compact.stats.compact_stall += 1;
         let p = self.phys.buddy.alloc(Order(order));
         if p.is_some() {
+            // Linux 4.3 mm/page_alloc.c `__alloc_pages_direct_compact`: the allocation
+            // succeeded, so the skip bits are not flushed.
+            self.compact.skip.blockskip_flush = false;
             self.compaction_defer_reset(order, true);
             self.compact.stats.compact_success += 1;
         } else {
@@ -504,7 +516,11 @@ impl Os {
             if !self.compaction_suitable(o) {
                 return (CompactResult::Skipped, 0);
             }
+            // Linux 4.3 mm/compaction.c `compact_zone`: clear the skip bits when compaction
+            // restarts after the longest deferral.
+            self.skip_reset_if_restarting(o);
         }
+        let era = self.policy.pageblock_skip;
         let pb = self.hpage_order();
         let frames = self.phys.frames();
         let last_block = pb_start(frames - 1, pb);
@@ -519,6 +535,7 @@ impl Os {
             direct,
             whole_zone: proactive,
             proactive,
+            ignore_skip_hint: proactive,
             migrate_pfn: 0,
             free_pfn: last_block,
             migratepages: Vec::new(),
@@ -533,10 +550,14 @@ impl Os {
         if !proactive {
             cc.migrate_pfn = z.cached_migrate[sync];
             cc.free_pfn = z.cached_free;
-            // `compact_init_migrate_pfn` is the zone's start (skip bits are not modelled).
-            cc.whole_zone = cc.migrate_pfn == 0;
+            // `compact_init_migrate_pfn`: the zone's start unless a 5.1+ reset moved it.
+            cc.whole_zone = cc.migrate_pfn <= z.skip.init_migrate;
         }
-        let mut update_cached = !sync_of(mode) && z.cached_migrate[0] == z.cached_migrate[1];
+        // Keeping the async cache in step with the sync one while nothing is isolated
+        // (`update_cached`) is a later kernel's; 4.3 has only `update_pageblock_skip`'s updates.
+        let mut update_cached = era != PageblockSkip::Unisolated
+            && !sync_of(mode)
+            && z.cached_migrate[0] == z.cached_migrate[1];
         let rmap = self.rmap();
         let mut last_migrated: Option<u64> = None;
         let ret = loop {
@@ -545,8 +566,10 @@ impl Os {
                 break r;
             }
             let start = cc.migrate_pfn;
-            cc.finish_pageblock =
-                last_migrated.is_some_and(|l| pb_start(l, pb) == pb_start(start, pb));
+            // `finish_pageblock` (a later kernel's rescan of a block migrated from) is not in
+            // 4.3's `compact_zone`.
+            cc.finish_pageblock = era != PageblockSkip::Unisolated
+                && last_migrated.is_some_and(|l| pb_start(l, pb) == pb_start(start, pb));
             if !self.isolate_migratepages(&mut cc, &rmap, pb) {
                 if update_cached {
                     self.compact.cached_migrate[1] = self.compact.cached_migrate[0];
@@ -606,6 +629,8 @@ impl Os {
             let z = &mut self.compact;
             z.cached_migrate = [0, 0];
             z.cached_free = pb_start(self.phys.frames() - 1, pb);
+            // "Mark that the PG_migrate_skip information should be cleared".
+            self.skip_scanners_met(cc.direct);
             return if cc.whole_zone {
                 CompactResult::Complete
             } else {
@@ -643,18 +668,32 @@ impl Os {
     fn isolate_migratepages(&mut self, cc: &mut Cc, rmap: &Rmap, pb: u8) -> bool {
         let mut low = cc.migrate_pfn;
         let mut end = pb_end(low, pb);
-        // Linux 4.3 mm/compaction.c `isolate_migratepages`: asynchronous compaction passes
-        // over pageblocks that are not MOVABLE (`migrate_async_suitable`; modern kernels'
-        // `suitable_migration_source` does the same for a movable request in asynchronous
-        // direct compaction, the only asynchronous compaction here). One look at each.
-        if cc.mode == Mode::Async {
-            while end <= cc.free_pfn && !self.movable_block(low) {
+        let era = self.policy.pageblock_skip;
+        while end <= cc.free_pfn {
+            // Linux 4.3 mm/compaction.c `isolate_migratepages`: "If isolation recently
+            // failed, do not retry" (`isolation_suitable`, at any pfn the scanner resumes
+            // at); 5.1+ looks only at a block's start.
+            let look = match era {
+                PageblockSkip::Off => false,
+                PageblockSkip::Unisolated => true,
+                PageblockSkip::Scanned => low & ((1u64 << pb) - 1) == 0,
+            };
+            if look && !self.isolation_suitable(cc.ignore_skip_hint, low) {
                 cc.migrate_visits += 1;
-                low = end;
-                end = pb_end(low, pb);
+                self.count_skip_pass(true);
+            } else if cc.mode == Mode::Async && !self.movable_block(low) {
+                // Asynchronous compaction passes over pageblocks that are not MOVABLE
+                // (`migrate_async_suitable`; modern kernels' `suitable_migration_source` does
+                // the same for a movable request in asynchronous direct compaction, the only
+                // asynchronous compaction here). One look at each.
+                cc.migrate_visits += 1;
+            } else {
+                break;
             }
-            cc.migrate_pfn = low;
+            low = end;
+            end = pb_end(low, pb);
         }
+        cc.migrate_pfn = low;
         if end <= cc.free_pfn {
             self.isolate_migratepages_block(cc, rmap, low, end, pb);
         }
@@ -663,7 +702,14 @@ impl Os {
 
     /// `isolate_migratepages_block` over `[low, end)`, within one pageblock.
     fn isolate_migratepages_block(&mut self, cc: &mut Cc, rmap: &Rmap, low: u64, end: u64, pb: u8) {
-        let skip_on_failure = cc.direct && cc.mode == Mode::Async;
+        // `skip_on_failure`: Linux 4.6+ (4.3's `isolate_migratepages_block` has no such
+        // case: it isolates every movable page of the block).
+        let skip_on_failure = self.policy.skip_on_failure && cc.direct && cc.mode == Mode::Async;
+        let era = self.policy.pageblock_skip;
+        // `valid_page` in 5.1+: the block's first page, when the scan starts there (a scan
+        // resumed inside the block neither checks nor marks); `skip_updated`: marked already.
+        let valid = low & ((1u64 << pb) - 1) == 0;
+        let mut skip_updated = false;
         // The request's order-aligned block (the pageblock's, for a THP).
         let ord = cc.order.unwrap_or(pb);
         let mut next_skip = if skip_on_failure {
@@ -690,6 +736,17 @@ impl Os {
                     continue;
                 }
                 Frame::Movable => {
+                    // Linux 5.1+ `test_and_set_skip` as the lru lock is first taken for the
+                    // block: mark it now (it was checked clear), "so other compaction instances
+                    // do not scan the same block".
+                    if era == PageblockSkip::Scanned
+                        && valid
+                        && !skip_updated
+                        && !cc.ignore_skip_hint
+                    {
+                        skip_updated = true;
+                        self.set_pageblock_skip(low, true);
+                    }
                     cc.migratepages.push(Pfn(f));
                     isolated += 1;
                     if cc.migratepages.len() >= COMPACT_CLUSTER_MAX && !cc.finish_pageblock {
@@ -719,7 +776,23 @@ impl Os {
             f += 1;
         }
         let f = f.min(end);
-        if f == end && (isolated == 0 || cc.finish_pageblock) {
+        if era == PageblockSkip::Unisolated {
+            // Linux 4.3 `update_pageblock_skip` (migrate scanner): a call that scanned to the
+            // block's end and isolated nothing marks it and moves the cached position up to its
+            // first pfn (`valid_page`); nothing else moves it.
+            if f == end && isolated == 0 && !cc.ignore_skip_hint {
+                self.set_pageblock_skip(low, true);
+                let z = &mut self.compact;
+                z.cached_migrate[0] = z.cached_migrate[0].max(low);
+                if cc.mode != Mode::Async {
+                    z.cached_migrate[1] = z.cached_migrate[1].max(low);
+                }
+            }
+        } else if f == end && (isolated == 0 || cc.finish_pageblock) {
+            // Linux 5.1+: mark the block if `test_and_set_skip` did not.
+            if era == PageblockSkip::Scanned && valid && !skip_updated && !cc.ignore_skip_hint {
+                self.set_pageblock_skip(low, true);
+            }
             // `update_cached_migrate` (its `pageblock_end_pfn` of an aligned pfn is the next
             // block's end).
             let p = pb_end(f, pb);
@@ -737,6 +810,19 @@ impl Os {
     /// Whether the pageblock of `pfn` is MOVABLE (always, without mobility grouping).
     fn movable_block(&self, pfn: u64) -> bool {
         self.phys.buddy.pageblock_mt(Pfn(pfn)) == crate::phys::buddy::MT_MOVABLE
+    }
+
+    /// `movable_block` for vm/compact_skip.rs (`get_pageblock_migratetype` is MOVABLE).
+    pub(crate) fn movable_pageblock(&self, pfn: u64) -> bool {
+        self.movable_block(pfn)
+    }
+
+    /// The order of the superpage mapping frame `pfn`, if one does (`PageCompound`).
+    pub(crate) fn compound_order_at(&self, rmap: &Rmap, pfn: u64) -> Option<u8> {
+        match self.classify(rmap, Pfn(pfn)) {
+            Frame::Compound(_, o) => Some(o),
+            _ => None,
+        }
     }
 
     /// What the migrate scanner makes of frame `pfn`.
@@ -792,12 +878,17 @@ impl Os {
                 .free_block_of(Pfn(block))
                 .is_some_and(|(h, o)| h.0 == block && o.0 >= pb)
                 && self.movable_block(block);
+            let era = self.policy.pageblock_skip;
             if !target {
                 // `suitable_migration_target` looked at the block's first page.
                 cc.free_visits += 1;
-            }
-            if target {
+            } else if !self.isolation_suitable(cc.ignore_skip_hint, block) {
+                // "If isolation recently failed, do not retry" (the same look).
+                cc.free_visits += 1;
+                self.count_skip_pass(false);
+            } else {
                 let mut f = start;
+                let mut got = 0u64;
                 let mut stopped = false;
                 while f < end {
                     cc.free_scanned += 1;
@@ -813,6 +904,7 @@ impl Os {
                             debug_assert!(ok, "isolate_freepages: a free block");
                             cc.freepages.extend((f..f + n).rev().map(Pfn));
                             cc.free_scanned += n - 1;
+                            got += n;
                             self.compact.stats.compact_isolated += n;
                             f += n;
                             if cc.freepages.len() >= want {
@@ -822,9 +914,24 @@ impl Os {
                         _ => f += 1,
                     }
                 }
+                let first = start;
                 start = f;
-                if f >= end {
-                    // `update_pageblock_skip`'s cached free position.
+                if f >= end && era == PageblockSkip::Unisolated {
+                    // Linux 4.3 `update_pageblock_skip` (free scanner): a call that scanned to
+                    // the block's end and isolated nothing marks it, and the cached position
+                    // moves down to the call's first pfn (`valid_page`).
+                    if got == 0 && !cc.ignore_skip_hint {
+                        self.set_pageblock_skip(block, false);
+                        if first < self.compact.cached_free {
+                            self.compact.cached_free = first;
+                        }
+                    }
+                } else if f >= end {
+                    // Linux 5.1+ `update_pageblock_skip`: every block scanned to its end is
+                    // marked, and the cached position moves below it.
+                    if era == PageblockSkip::Scanned && !cc.ignore_skip_hint {
+                        self.set_pageblock_skip(block, false);
+                    }
                     let below = block.saturating_sub(1u64 << pb);
                     if below < self.compact.cached_free {
                         self.compact.cached_free = below;

@@ -16,6 +16,7 @@ pub mod stats;
 
 mod check;
 pub mod compact;
+pub mod compact_skip;
 pub mod contig;
 pub mod deferred_split;
 pub mod dirty;
