@@ -225,7 +225,7 @@ mod tests {
                 // Few distinct values, so that several trackers match at once; the top bit set
                 // in some (a signed compare would differ).
                 *x = (r.next_u64() % 5) as u32
-                    | if r.next_u64() % 2 == 0 {
+                    | if r.next_u64() & 1 == 0 {
                         0x8000_0000
                     } else {
                         0
