@@ -159,9 +159,12 @@ struct Life {
 
 #[derive(Clone)]
 pub struct Core {
-    cfg: CoreConfig,
     width: u64,
     window: u64,
+    /// Page walkers and fill buffers in use: `cfg`'s, at least one and at most the arrays'
+    /// sizes (computed once: on the access path they were a dozen host instructions).
+    walkers: usize,
+    mshrs: usize,
     /// Dispatch clock, ticks.
     now: u64,
     /// Instructions dispatched.
@@ -207,7 +210,8 @@ impl Core {
         Core {
             width,
             window: cfg.window.max(1) as u64,
-            cfg: cfg.clone(),
+            walkers: (cfg.walkers.max(1) as usize).min(MAX_WALKERS),
+            mshrs: (cfg.mshrs.max(1) as usize).min(MAX_MSHRS),
             now: 0,
             instr: 0,
             n: 0,
@@ -345,7 +349,7 @@ impl Core {
         let (mut walk_start, mut walk_end) = (tlb_end, tlb_end);
         if trip.walked {
             let walk: u64 = trip.walk_by_level.iter().map(|&c| c as u64).sum::<u64>() * w;
-            let p = (self.cfg.walkers.max(1) as usize).min(MAX_WALKERS);
+            let p = self.walkers;
             let (slot, free) = min_slot(&self.walker_done[..p]);
             walk_start = tlb_end.max(free);
             walk_end = walk_start + walk;
@@ -354,7 +358,7 @@ impl Core {
         let mut data_start = walk_end;
         let mut done = data_start + trip.latency * w;
         if trip.served > 0 && op != MemOp::Ifetch {
-            let m = (self.cfg.mshrs.max(1) as usize).min(MAX_MSHRS);
+            let m = self.mshrs;
             let (same, slot, free) = match m {
                 // The presets' fill buffers, unrolled.
                 10 => mshr_scan_n::<10>(&self.mshr_line, &self.mshr_done, trip.line),

@@ -47,6 +47,35 @@ pub struct PrefetchConfig {
 /// in a `u32`).
 pub const MAX_STREAMS: usize = 32;
 
+/// The trackers of `regions` equal to `region`, as a bit mask (bit k: tracker k). On x86-64 in
+/// eight 4-wide SSE2 compares packed into two byte masks (the scalar loop of 32 compares took
+/// 58 of GUPS's 2,158 host instructions per update); the same mask either way.
+#[inline(always)]
+fn matches(regions: &[u32; MAX_STREAMS], region: u32) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of x86_64; the eight unaligned 16-byte loads read exactly the 128
+    // bytes of `regions`.
+    unsafe {
+        use std::arch::x86_64::*;
+        let p = regions.as_ptr() as *const __m128i;
+        let k = _mm_set1_epi32(region as i32);
+        let eq = |i: usize| _mm_cmpeq_epi32(_mm_loadu_si128(p.add(i)), k);
+        // Each compare gives 0 or -1 per lane; signed saturating packs keep them 0 or -1, in
+        // order, down to one byte per tracker.
+        let lo = _mm_packs_epi16(_mm_packs_epi32(eq(0), eq(1)), _mm_packs_epi32(eq(2), eq(3)));
+        let hi = _mm_packs_epi16(_mm_packs_epi32(eq(4), eq(5)), _mm_packs_epi32(eq(6), eq(7)));
+        (_mm_movemask_epi8(lo) as u32) | (_mm_movemask_epi8(hi) as u32) << 16
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut m = 0u32;
+        for k in 0..MAX_STREAMS {
+            m |= ((regions[k] == region) as u32) << k;
+        }
+        m
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Prefetcher {
     enabled: bool,
@@ -108,11 +137,7 @@ impl Prefetcher {
             self.mru
         } else {
             // The tracker of `region`: a mask of the matches (no branch per entry).
-            let mut m = 0u32;
-            for k in 0..MAX_STREAMS {
-                m |= ((self.regions[k] == region) as u32) << k;
-            }
-            m &= self.active;
+            let m = matches(&self.regions, region) & self.active;
             if m == 0 {
                 let v = self.victim();
                 self.regions[v] = region;
@@ -189,6 +214,31 @@ mod tests {
     /// Which of `lines`' misses the prefetcher had covered.
     fn covered(p: &mut Prefetcher, lines: impl IntoIterator<Item = u64>) -> Vec<bool> {
         lines.into_iter().map(|l| p.miss(l)).collect()
+    }
+
+    #[test]
+    fn the_match_mask_is_the_scalar_one() {
+        let mut r = crate::rng::Rng::new(7);
+        for _ in 0..2000 {
+            let mut regions = [0u32; MAX_STREAMS];
+            for x in regions.iter_mut() {
+                // Few distinct values, so that several trackers match at once; the top bit set
+                // in some (a signed compare would differ).
+                *x = (r.next_u64() % 5) as u32
+                    | if r.next_u64() & 1 == 0 {
+                        0x8000_0000
+                    } else {
+                        0
+                    };
+            }
+            let region = regions[(r.next_u64() % MAX_STREAMS as u64) as usize];
+            let mut want = 0u32;
+            for (k, &x) in regions.iter().enumerate() {
+                want |= ((x == region) as u32) << k;
+            }
+            assert_eq!(matches(&regions, region), want);
+            assert_eq!(matches(&regions, 7), 0);
+        }
     }
 
     #[test]

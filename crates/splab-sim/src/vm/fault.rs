@@ -276,37 +276,11 @@ impl Os {
             match self.hw.tlb.lookup(pid.0, va, ifetch) {
                 Lookup::Hit { t, cycles, .. } => {
                     trip.tlb_cycles += cycles;
-                    if write && !t.writable {
-                        // A write through a read-only entry: protection fault (COW or upgrade).
-                        self.hw.tlb.invalidate_range(pid.0, va, va + 1);
-                        self.fault(pid, va, kind)?;
+                    if write
+                        && !(t.writable && t.dirty)
+                        && self.write_hit_retries(pid, va, t, trap)?
+                    {
                         continue;
-                    }
-                    if write && !t.dirty {
-                        // The guest page's size: a splintered entry's is the page table's.
-                        let size = if t.size.0 == self.host_class {
-                            self.procs
-                                .get(&pid.0)
-                                .and_then(|p| p.pmap.lookup(va >> bs))
-                                .map_or(t.size, |e| e.size())
-                        } else {
-                            t.size
-                        };
-                        if trap && !size.is_base() {
-                            self.clean_write_trap(pid, va);
-                            continue;
-                        }
-                        let order = self.orders[size.0 as usize];
-                        self.procs.get_mut(&pid.0).expect("access: pid").pmap.touch(
-                            va >> bs,
-                            order,
-                            true,
-                        );
-                        self.hw.tlb.mark_dirty(pid.0, va, t);
-                        self.acc.dirty_assists += 1;
-                        if trap {
-                            self.after_dirtied(pid, va);
-                        }
                     }
                     return Ok(self.finish_access(&a, &t, &mut trip));
                 }
@@ -332,11 +306,7 @@ impl Os {
                         Walked::Mapped { entry, .. } | Walked::CleanSuperpageWrite(entry) => {
                             self.machine.page_shifts[entry.size().0 as usize]
                         }
-                        Walked::Unusable => p
-                            .pmap
-                            .lookup(vpn)
-                            .map(|e| self.machine.page_shifts[e.size().0 as usize])
-                            .unwrap_or(bs),
+                        Walked::Unusable => self.unusable_leaf(pid, vpn),
                     };
                     if path[0] == NO_TABLE {
                         path = self.pt_partial_path(pid, vpn);
@@ -394,6 +364,58 @@ impl Os {
             "access by pid {} at {va:#x} did not resolve after repeated faults",
             pid.0
         )))
+    }
+
+    /// A write that hit a TLB entry not both writable and dirty: through a read-only entry, a
+    /// protection fault (COW or upgrade); through a clean one, the walker's A/D assist (or the
+    /// OS's trap on a clean superpage). Returns whether the access must look the TLB up again.
+    /// Out of line: rare, and kept out of the miss path's register allocation.
+    #[cold]
+    #[inline(never)]
+    fn write_hit_retries(&mut self, pid: Pid, va: u64, t: Translation, trap: bool) -> Result<bool> {
+        let bs = self.base_shift();
+        if !t.writable {
+            self.hw.tlb.invalidate_range(pid.0, va, va + 1);
+            self.fault(pid, va, AccessKind::Write)?;
+            return Ok(true);
+        }
+        // The guest page's size: a splintered entry's is the page table's.
+        let size = if t.size.0 == self.host_class {
+            self.procs
+                .get(&pid.0)
+                .and_then(|p| p.pmap.lookup(va >> bs))
+                .map_or(t.size, |e| e.size())
+        } else {
+            t.size
+        };
+        if trap && !size.is_base() {
+            self.clean_write_trap(pid, va);
+            return Ok(true);
+        }
+        let order = self.orders[size.0 as usize];
+        self.procs
+            .get_mut(&pid.0)
+            .expect("access: pid")
+            .pmap
+            .touch(va >> bs, order, true);
+        self.hw.tlb.mark_dirty(pid.0, va, t);
+        self.acc.dirty_assists += 1;
+        if trap {
+            self.after_dirtied(pid, va);
+        }
+        Ok(false)
+    }
+
+    /// The byte shift a walk that found no usable entry for `vpn` walks to: the entry's size
+    /// if there is one (without the permission), else the base page's.
+    #[cold]
+    #[inline(never)]
+    fn unusable_leaf(&self, pid: Pid, vpn: u64) -> u8 {
+        self.procs
+            .get(&pid.0)
+            .and_then(|p| p.pmap.lookup(vpn))
+            .map(|e| self.machine.page_shifts[e.size().0 as usize])
+            .unwrap_or(self.base_shift())
     }
 
     /// A guest's walk: two-dimensional, and a mapping found needs the host's translation of the
