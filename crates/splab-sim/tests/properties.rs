@@ -11,6 +11,7 @@ use splab_sim::hw::Machine;
 use splab_sim::policy::Policy;
 use splab_sim::units::{AccessKind, MemOp, Pid, Prot};
 use splab_sim::vm::{Advice, MapFlags, MmapReq};
+use splab_sim::workload::fragment::{self, FragSpec};
 use splab_sim::SimError;
 
 #[derive(Clone, Debug)]
@@ -127,6 +128,16 @@ fn zero_op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// `op()` with more anonymous read-write mappings of a 2MB block or more and fills of whole
+/// blocks, so that THP faults (and from fragmented memory, direct compaction) are frequent.
+fn frag_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => op(),
+        1 => (0usize..4, 512u64..1100).prop_map(|(proc, pages)| Op::Mmap { proc, pages, prot: 3, shared: false, file: None, file_page: 0 }),
+        2 => (0usize..4, 0usize..8, 0u64..2048, 512u64..1100, any::<bool>()).prop_map(|(proc, region, page, pages, write)| Op::Fill { proc, region, page, pages, write }),
+    ]
+}
+
 /// Outcomes a random event may legitimately have besides success.
 fn tolerated(e: &SimError) -> bool {
     matches!(
@@ -196,6 +207,13 @@ struct Reach {
     /// kcompactd's on-demand or proactive runs, and pages migrated.
     compacted: u64,
     migrated: u64,
+    /// Direct compactions at faults (`compact_stall`) and those after which the allocation
+    /// still failed (`compact_fail`); pageblocks marked skipped and passed over for their bit
+    /// (vm/compact_skip.rs).
+    stalls: u64,
+    compact_failed: u64,
+    skip_marked: u64,
+    skip_passed: u64,
     /// The deferred split queue (vm/deferred_split.rs): THPs queued partly unmapped, split by
     /// the shrinker, and split as underused.
     thp_deferred: u64,
@@ -245,6 +263,10 @@ impl Reach {
         self.thp_refused += o.thp_refused;
         self.compacted += o.compacted;
         self.migrated += o.migrated;
+        self.stalls += o.stalls;
+        self.compact_failed += o.compact_failed;
+        self.skip_marked += o.skip_marked;
+        self.skip_passed += o.skip_passed;
         self.thp_deferred += o.thp_deferred;
         self.thp_split += o.thp_split;
         self.thp_underused += o.thp_underused;
@@ -307,6 +329,18 @@ fn run_policy_stats(
     free: Option<u64>,
     ops: &[Op],
 ) -> Result<Reach, TestCaseError> {
+    run_policy_stats_from(machine, policy, free, None, ops)
+}
+
+/// `run_policy_stats`, first fragmenting memory as `--frag` does (workload/fragment.rs) when
+/// `frag` is given: its fragmenter stays alive through the events and exits at the teardown.
+fn run_policy_stats_from(
+    machine: &str,
+    policy: &str,
+    free: Option<u64>,
+    frag: Option<FragSpec>,
+    ops: &[Op],
+) -> Result<Reach, TestCaseError> {
     let m = Machine::from_spec(machine).unwrap();
     let mut pol = Policy::from_spec(policy).unwrap();
     pol.resolve(&m).unwrap();
@@ -314,6 +348,11 @@ fn run_policy_stats(
     let classes = m.page_shifts.len();
     let thp = pol.thp().is_some();
     let mut e = Engine::new(m, pol, false, free);
+    if let Some(f) = frag {
+        fragment::run(&mut e, f).map_err(|err| TestCaseError::fail(format!("--frag: {err}")))?;
+        e.os.check_invariants()
+            .map_err(|err| TestCaseError::fail(format!("after fragmenting: {err}")))?;
+    }
     let first = e.spawn().unwrap();
     let mut reach = Reach {
         created: vec![0; classes],
@@ -588,6 +627,11 @@ fn run_policy_stats(
     let c = &e.os.compact.stats;
     reach.compacted = c.compact_success + c.compact_daemon_wake + c.proactive_runs;
     reach.migrated = c.pgmigrate_success;
+    reach.stalls = c.compact_stall;
+    reach.compact_failed = c.compact_fail;
+    let k = &c.pageblock_skip;
+    reach.skip_marked = k.migrate_marked + k.free_marked;
+    reach.skip_passed = k.migrate_passed + k.free_passed;
     reach.thp_deferred = t.split.deferred_split_page;
     reach.thp_split = t.split.split_page;
     reach.thp_underused = t.split.underused_split_page;
@@ -598,6 +642,9 @@ fn run_policy_stats(
     // Tearing everything down returns every frame.
     for (pid, _) in procs {
         e.exit(pid).unwrap();
+    }
+    if let Some(f) = e.os.fragmenter {
+        e.exit(f.pid).unwrap();
     }
     e.os.check_invariants()
         .map_err(|err| TestCaseError::fail(format!("after teardown: {err}")))?;
@@ -659,6 +706,32 @@ fn reach_of_ops(
         let ops = strategy.new_tree(&mut runner).unwrap().current();
         let free = frees[k % frees.len()];
         let r = run_policy_stats(machine, policy, Some(free), &ops)
+            .unwrap_or_else(|e| panic!("sequence {k}: {e}"));
+        total.add(&r);
+    }
+    total
+}
+
+/// The reach of `n` sequences drawn from `strategy`, each run after fragmenting memory to a
+/// level picked from `levels` in turn (a 16MB workload's share, workload/fragment.rs).
+fn reach_of_frag(
+    machine: &str,
+    policy: &str,
+    levels: &[u8],
+    n: usize,
+    strategy: impl Strategy<Value = Vec<Op>>,
+) -> Reach {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+    );
+    let mut total = Reach::default();
+    for k in 0..n {
+        let ops = strategy.new_tree(&mut runner).unwrap().current();
+        let frag = frag_spec(levels[k % levels.len()]);
+        let r = run_policy_stats_from(machine, policy, Some(FRAG_FREE_MB << 20), Some(frag), &ops)
             .unwrap_or_else(|e| panic!("sequence {k}: {e}"));
         total.add(&r);
     }
@@ -728,6 +801,30 @@ const THP_POLICY: &str = "linux:scan_sleep_millisecs=0";
 /// every 10 ms (0 ms would make an idle second a billion wakes).
 const COMPACT_POLICY: &str =
     "linux:defrag=defer,compaction_proactiveness=100,scan_sleep_millisecs=10";
+/// Direct compaction at faults needs memory that is free but in no free 2MB block: a 1GB
+/// skylake (its smallest memory) with 32MB free (the rest wired, as in the other THP
+/// properties, which keeps an invariant check after every event cheap), fragmented by
+/// Quicksilver's tool (`--frag`, workload/fragment.rs) to the share of a 16MB workload: every
+/// 2MB block not left free is pinned by 16 movable pages. The other THP properties' free memory
+/// is too little for `compaction_suitable`, so their faults never compact.
+const FRAG_MACHINE: &str = "skylake:mem=1G,swap=4M";
+const FRAG_FREE_MB: u64 = 32;
+const FRAG_LEVELS: [u8; 2] = [50, 100];
+/// THP faults compacting directly (`defrag=always`) in both skip-bit eras: Linux 4.3's
+/// `update_pageblock_skip` without `skip_on_failure`, and 5.1+'s with it. khugepaged every
+/// 10 ms: the tool's 60 s settle would be six billion wakes at 0 ms.
+const FRAG_POLICIES: [&str; 2] = [
+    "linux-4.3:scan_sleep_millisecs=10",
+    "linux:defrag=always,scan_sleep_millisecs=10",
+];
+
+fn frag_spec(pct: u8) -> FragSpec {
+    FragSpec {
+        pct,
+        mem_bytes: 16 << 20,
+    }
+}
+
 /// Writes to the huge zero page split it (Linux 5.8 to 6.12).
 const ZERO_SPLIT_POLICY: &str = "linux:scan_sleep_millisecs=0,zero_page_wp=split";
 /// The same with the underused THP shrinker on (max_ptes_none under 511), and mTHP sizes.
@@ -779,6 +876,29 @@ fn random_sequences_with_sleeps_reach_compaction() {
     let ops = prop::collection::vec(thp_op(), 60..150);
     let r = reach_of_ops(THP_MACHINE, COMPACT_POLICY, &frees, 30, ops);
     assert!(r.compacted > 0 && r.migrated > 0, "{r:?}");
+}
+
+/// From fragmented memory the THP property's generator reaches direct compaction at faults in
+/// both skip-bit eras: compactions that make a block, pages migrated, faults falling back,
+/// pageblocks marked skipped and passed over for their bit. Not reached: a compaction whose
+/// scanners meet without a block (`compact_fail`): free memory drops under
+/// `compaction_suitable`'s watermark first; tests/compact.rs covers that case by scenario.
+#[test]
+fn random_sequences_from_fragmented_memory_reach_direct_compaction_and_skip_bits() {
+    for policy in FRAG_POLICIES {
+        let ops = prop::collection::vec(frag_op(), 60..150);
+        let r = reach_of_frag(FRAG_MACHINE, policy, &FRAG_LEVELS, 20, ops);
+        assert!(
+            r.stalls > 0
+                && r.compacted > 0
+                && r.migrated > 0
+                && r.thp_faults > 0
+                && r.thp_fallbacks > 0
+                && r.skip_marked > 0
+                && r.skip_passed > 0,
+            "{policy}: {r:?}"
+        );
+    }
 }
 
 /// Figure 4's "cache" scheme with wired page clustering: cache pages reused from the free
@@ -918,6 +1038,17 @@ proptest! {
             let ops: Vec<Op> = ops.into_iter().filter(|o| !matches!(o, Op::Idle { .. })).collect();
             run_policy(THP_MACHINE, THP_POLICY, Some(free_mb << 20), &ops)?;
         }
+    }
+
+    /// Direct compaction at THP faults from memory fragmented as Quicksilver's tool leaves it,
+    /// with the skip bits of Linux 4.3 or of 5.1+ (the reach is asserted above).
+    #[test]
+    fn linux_compaction_from_fragmented_memory_keeps_invariants(
+        ops in prop::collection::vec(frag_op(), 1..150),
+        level in prop::sample::select(FRAG_LEVELS.to_vec()),
+        policy in prop::sample::select(FRAG_POLICIES.to_vec()),
+    ) {
+        run_policy_stats_from(FRAG_MACHINE, policy, Some(FRAG_FREE_MB << 20), Some(frag_spec(level)), &ops)?;
     }
 
     /// Writes to the huge zero page splitting it into 4KB zero-page entries, which khugepaged
