@@ -695,21 +695,9 @@ fn reach_of_ops(
     n: usize,
     strategy: impl Strategy<Value = Vec<Op>>,
 ) -> Reach {
-    use proptest::strategy::ValueTree;
-    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-    let mut runner = TestRunner::new_with_rng(
-        Config::default(),
-        TestRng::deterministic_rng(RngAlgorithm::ChaCha),
-    );
-    let mut total = Reach::default();
-    for k in 0..n {
-        let ops = strategy.new_tree(&mut runner).unwrap().current();
-        let free = frees[k % frees.len()];
-        let r = run_policy_stats(machine, policy, Some(free), &ops)
-            .unwrap_or_else(|e| panic!("sequence {k}: {e}"));
-        total.add(&r);
-    }
-    total
+    reach_of_runs(n, strategy, |k, ops| {
+        run_policy_stats(machine, policy, Some(frees[k % frees.len()]), ops)
+    })
 }
 
 /// The reach of `n` sequences drawn from `strategy`, each run after fragmenting memory to a
@@ -721,6 +709,19 @@ fn reach_of_frag(
     n: usize,
     strategy: impl Strategy<Value = Vec<Op>>,
 ) -> Reach {
+    reach_of_runs(n, strategy, |k, ops| {
+        let frag = frag_spec(levels[k % levels.len()]);
+        run_policy_stats_from(machine, policy, Some(FRAG_FREE_MB << 20), Some(frag), ops)
+    })
+}
+
+/// The summed reach of `n` sequences drawn from `strategy` with a fixed seed, sequence `k` run
+/// by `run(k, ops)`.
+fn reach_of_runs(
+    n: usize,
+    strategy: impl Strategy<Value = Vec<Op>>,
+    run: impl Fn(usize, &[Op]) -> Result<Reach, TestCaseError>,
+) -> Reach {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
     let mut runner = TestRunner::new_with_rng(
@@ -730,9 +731,7 @@ fn reach_of_frag(
     let mut total = Reach::default();
     for k in 0..n {
         let ops = strategy.new_tree(&mut runner).unwrap().current();
-        let frag = frag_spec(levels[k % levels.len()]);
-        let r = run_policy_stats_from(machine, policy, Some(FRAG_FREE_MB << 20), Some(frag), &ops)
-            .unwrap_or_else(|e| panic!("sequence {k}: {e}"));
+        let r = run(k, &ops).unwrap_or_else(|e| panic!("sequence {k}: {e}"));
         total.add(&r);
     }
     total
