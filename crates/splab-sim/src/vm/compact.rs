@@ -1002,7 +1002,7 @@ fn sync_of(m: Mode) -> bool {
 }
 
 /// `pageblock_start_pfn`.
-fn pb_start(pfn: u64, pb: u8) -> u64 {
+pub(super) fn pb_start(pfn: u64, pb: u8) -> u64 {
     pfn & !((1u64 << pb) - 1)
 }
 

@@ -180,7 +180,7 @@ impl Os {
                 z.stats.pageblock_skip.resets += 1;
                 z.stats.pageblock_skip.cleared += n;
                 z.cached_migrate = [0, 0];
-                z.cached_free = (frames - 1) & !((1u64 << pb) - 1);
+                z.cached_free = super::compact::pb_start(frames - 1, pb);
             }
             PageblockSkip::Scanned => self.reset_isolation_suitable_sampled(pb, frames),
         }
@@ -248,7 +248,7 @@ impl Os {
         if !check_source && check_target && !self.movable_pageblock(pfn) {
             return false;
         }
-        let start = pfn & !((1u64 << pb) - 1);
+        let start = super::compact::pb_start(pfn, pb);
         let end = (start + (1u64 << pb)).min(self.phys.frames());
         // Sampled every `1 << PAGE_ALLOC_COSTLY_ORDER` pages.
         let mut p = start;
