@@ -331,21 +331,31 @@ pub fn packed_nodes(n: usize, rng: &mut Rng) -> Vec<usize> {
 /// Links `nodes` (byte offsets in `r`) into `k` cycles (consecutive slices), each node holding
 /// the address of the next; returns each cycle's first node.
 pub fn link(r: &Region, nodes: &[usize], k: usize) -> Vec<*const usize> {
+    link_word(r, nodes, k, 0)
+}
+
+/// `link`, with the pointers in word `word` (0..8) of each node's line, each pointing at that
+/// word of the next node: up to eight arrangements of the same lines live side by side, and a
+/// chase from one's starts reads only its own word (one line per hop, as `link`'s).
+pub fn link_word(r: &Region, nodes: &[usize], k: usize, word: usize) -> Vec<*const usize> {
+    assert!(word < LINE / 8);
     let n = nodes.len();
     let k = k.clamp(1, n);
+    let w = 8 * word;
     let mut starts = Vec::with_capacity(k);
     for c in 0..k {
         let (a, b) = (c * n / k, (c + 1) * n / k);
         for i in a..b {
             let next = if i + 1 < b { nodes[i + 1] } else { nodes[a] };
-            assert!(nodes[i] + 8 <= r.len && next + 8 <= r.len);
+            assert!(nodes[i] % LINE + w + 8 <= LINE && next % LINE + w + 8 <= LINE);
+            assert!(nodes[i] + w + 8 <= r.len && next + w + 8 <= r.len);
             // SAFETY: both offsets are inside the region, 8-byte aligned.
             unsafe {
-                (r.base.add(nodes[i]) as *mut usize).write(r.base.add(next) as usize);
+                (r.base.add(nodes[i] + w) as *mut usize).write(r.base.add(next + w) as usize);
             }
         }
         // SAFETY: inside the region.
-        starts.push(unsafe { r.base.add(nodes[a]) } as *const usize);
+        starts.push(unsafe { r.base.add(nodes[a] + w) } as *const usize);
     }
     starts
 }

@@ -320,6 +320,10 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         runs: 0,
     };
     fault_burst(fault_reps, &mut fault_runs)?;
+    // Zeroing and copying (benchmark 11) the same way: three bursts beside the faults'.
+    let zlen = if plan.quick { 256 << 20 } else { 512 << 20 };
+    let mut zc = ZeroCopyRuns::new(zlen)?;
+    zc.burst(fault_reps);
 
     // 3. Data-cache latency plateaus: chases over growing footprints (THP memory).
     pr.start("cache latency plateaus");
@@ -328,10 +332,65 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     big.touch();
     let big_thp = big.anon_huge_bytes();
     let mut rng = Rng::new(1);
+    let mut foots = Vec::new();
     let mut foot = 16 << 10;
-    let mut curve: Vec<(usize, Stat)> = Vec::new();
-    let mut dram_nodes = Vec::new();
     while foot <= plan.dram_footprint {
+        foots.push(foot);
+        // 1.5x points too where the caches end (the LLC's share may be a few MB).
+        foot = if foot.is_power_of_two() && (1 << 20..64 << 20).contains(&foot) {
+            foot + foot / 2
+        } else {
+            (foot + 1).next_power_of_two()
+        };
+    }
+    // The footprints up to twice L2 (L1, L2 and the LLC's latency point) are interleaved: each
+    // in its own part of the region, all linked first, then every round times each once, so
+    // that a slow phase of the machine falls on all of them alike. One at a time (until
+    // 2026-11-27), one run of a quiet batch read 25 cycles at L2's point against 22-24: its 1 to
+    // 2 MiB points (25, 43, 81 cycles against 22, 27, 48) were all taken in the same few
+    // seconds. The larger ones stay one at a time, each in steady state: interleaved, the LLC's
+    // knee moved down (6 MiB read 308 and 172 cycles, as its 3 ms runs began on lines the
+    // footprint before had evicted, against 110-122 one at a time in the same minutes).
+    let l2_size = cpu
+        .caches
+        .get(1)
+        .map_or(2 << 20, |c| (c.ways * c.sets * c.line) as usize);
+    let small: Vec<usize> = foots
+        .iter()
+        .copied()
+        .filter(|&f| f <= 2 * l2_size)
+        .collect();
+    let mut placed = Vec::new();
+    let mut off = 0usize;
+    for &f in &small {
+        if off + 2 * f > big.len {
+            break;
+        }
+        let nodes: Vec<usize> = bench::random_lines(2 * f, &mut rng)
+            .into_iter()
+            .map(|o| o + off)
+            .collect();
+        let starts = bench::link(&big, &nodes, 1);
+        placed.push((f, starts[0], bench::warm_hops(f, nodes.len())));
+        off += (2 * f).next_multiple_of(HUGE);
+    }
+    let mut psamples: Vec<Vec<f64>> = vec![Vec::new(); placed.len()];
+    for _ in 0..reps {
+        for (i, &(_, start, warm)) in placed.iter().enumerate() {
+            let s0 = bench::switches();
+            let v = bench::time_chase(start, warm, 1, plan.ms).samples[0];
+            if bench::switches() == s0 || psamples[i].len() < 3 {
+                psamples[i].push(v);
+            }
+        }
+    }
+    let mut curve: Vec<(usize, Stat)> = placed
+        .iter()
+        .zip(psamples)
+        .map(|(&(f, _, _), v)| (f, Stat::new(v)))
+        .collect();
+    let mut dram_nodes = Vec::new();
+    for &foot in foots.iter().skip(curve.len()) {
         let nodes = bench::random_lines(2 * foot, &mut rng);
         let starts = bench::link(&big, &nodes, 1);
         let s = bench::time_chase(
@@ -344,12 +403,10 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             dram_nodes = nodes;
         }
         curve.push((foot, s));
-        // 1.5x points too where the caches end (the LLC's share may be a few MB).
-        foot = if foot.is_power_of_two() && (1 << 20..64 << 20).contains(&foot) {
-            foot + foot / 2
-        } else {
-            (foot + 1).next_power_of_two()
-        };
+    }
+    if dram_nodes.is_empty() {
+        // The DRAM footprint among the interleaved ones (not with this module's plans).
+        dram_nodes = bench::random_lines(2 * plan.dram_footprint, &mut rng);
     }
     let at = |f: usize| -> &Stat {
         let i = curve.iter().rposition(|(x, _)| *x <= f).unwrap_or(0);
@@ -503,35 +560,74 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             dram_guess = cyc(median_low(&plateau_of(eff)).0);
         }
         llc_eff = eff;
-        // The share between the last footprint within half way and the next one: where the
-        // latency crosses half way, linearly between the two (the curve's points are 1.5x to
-        // 2x apart; the last point alone moved 6 -> 8 MiB between runs).
-        let share = curve
-            .iter()
-            .position(|(f, _)| *f == eff)
-            .and_then(|i| curve.get(i..i + 2))
-            .map_or(eff as f64, |pair| {
-                let (fa, la) = (pair[0].0 as f64, cyc(pair[0].1.low()));
-                let (fb, lb) = (pair[1].0 as f64, cyc(pair[1].1.low()));
-                if lb > la {
-                    fa + (fb - fa) * ((half - la) / (lb - la)).clamp(0.0, 1.0)
-                } else {
-                    fa
+        // The share: where the latency crosses half way, between the last footprint within
+        // half way and the next one. The sweep's points there are 1.5x to 2x apart and the
+        // knee often falls on one of them (at 8 MiB: 118, 219 and 245 cycles in three runs of
+        // one quiet hour), so a line between two points moved the share 8.3 -> 10.3 MiB. The
+        // bracket is measured again, ends included, at REFINE_STEPS + 1 evenly spaced
+        // footprints (the same chase, repeats and statistics), and the share is the first
+        // crossing on that finer curve.
+        // If the knee has moved out of the bracket by then (its first point is already above
+        // half way, or its last still below: the share moves with the other tenants, 7 to 8
+        // MiB within minutes here), the neighbouring bracket is measured the same way, once.
+        let mut lo = eff;
+        let mut hi = curve.iter().map(|(f, _)| *f).find(|&f| f > eff);
+        let mut share = eff as f64;
+        let mut fine_text = String::from("none: the sweep's last footprint");
+        for _attempt in 0..2 {
+            let Some(fb) = hi else { break };
+            let mut fine = Vec::new();
+            for k in 0..=REFINE_STEPS {
+                let f = (lo + (fb - lo) * k / REFINE_STEPS) & !4095;
+                let nodes = bench::random_lines(2 * f, &mut rng);
+                let starts = bench::link(&big, &nodes, 1);
+                let s =
+                    bench::time_chase(starts[0], bench::warm_hops(f, nodes.len()), reps, plan.ms);
+                fine.push((f as f64, cyc(s.low())));
+            }
+            fine_text = fine
+                .iter()
+                .map(|(f, c)| format!("{} {:.0}", mib(*f as usize), c))
+                .collect::<Vec<_>>()
+                .join(", ");
+            share = first_crossing(&fine, half);
+            let below = curve
+                .iter()
+                .map(|(f, _)| *f)
+                .filter(|&f| f < lo && f >= from)
+                .last();
+            let above = curve.iter().map(|(f, _)| *f).find(|&f| f > fb);
+            match (below, above) {
+                (Some(b), _) if fine[0].1 > half => {
+                    hi = Some(lo);
+                    lo = b;
                 }
-            });
+                (_, Some(a)) if fine.last().is_some_and(|p| p.1 <= half) => {
+                    lo = fb;
+                    hi = Some(a);
+                }
+                _ => break,
+            }
+        }
         if share * 2.0 <= cpuid_size as f64 {
             let (sets, ways) = share_geometry(share, c.ways);
             let size = (sets * ways as usize * 64) as u64;
             levels[li].1 = size;
             levels[li].2 = ways;
             levels[li].4 += &format!(
-                " Capacity: the chases' latency crosses half way to DRAM's at {} (linearly between {} and the next \
-                 footprint; latency curve in caches.source), so the model gets {} ({} sets of {} ways: the fewest \
+                " Capacity: the chases' latency crosses half way to DRAM's ({:.0} cycles) at {} (first crossing, \
+                 linearly between neighbours, of the bracket from {} to the next footprint of the latency curve in \
+                 caches.source (or a neighbouring one, if the knee had moved there) measured again at {} footprints, p10 of {} runs each, cycles per hop: {}), so the \
+                 model gets {} ({} sets of {} ways: the fewest \
                  power-of-two sets whose {} ways hold it, and the share in ways of those sets, so that a share \
                  between two sizes is not rounded to a power of two), not cpuid's {}: the share of the LLC this \
                  machine gets.",
+                half,
                 mib(share as usize),
-                mib(eff),
+                mib(lo),
+                REFINE_STEPS + 1,
+                reps,
+                fine_text,
                 mib(size as usize),
                 sets,
                 ways,
@@ -737,13 +833,35 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
 
     // 7. Memory-level parallelism: K interleaved chases over the DRAM footprint.
     fault_burst(fault_reps, &mut fault_runs)?;
+    zc.burst(fault_reps);
     pr.start("memory-level parallelism");
-    let mut mlp_rows: Vec<(usize, Stat)> = Vec::new();
+    // Interleaved, as the concurrent walks below: every round runs each K once, so that a slow
+    // phase of the machine falls on all K alike. With each K's repeats back to back (until
+    // 2026-11-27), one run's K=4 came out 1.31x K=1's (p10 of its 15 runs, all slow) between
+    // 1.85x at K=2 and 5.69x at K=6, and the knee 26.1 against 13 in four other runs of that
+    // batch. The eight arrangements of K chains are linked once, side by side in the nodes'
+    // lines (`link_word`: relinking 8M nodes for every K of every round took 44 s).
     let mreps = if plan.quick { 5 } else { 15 };
-    for &k in KS.iter() {
-        let mut starts = bench::link(&big, &dram_nodes, k);
-        mlp_rows.push((k, bench::time_chase_many(&mut starts, mreps, plan.ms)));
+    let mut mstarts: Vec<Vec<*const usize>> = MLP_KS
+        .iter()
+        .enumerate()
+        .map(|(w, &k)| bench::link_word(&big, &dram_nodes, k, w))
+        .collect();
+    let mut msamples: Vec<Vec<f64>> = vec![Vec::new(); MLP_KS.len()];
+    for _ in 0..mreps {
+        for (i, starts) in mstarts.iter_mut().enumerate() {
+            let s0 = bench::switches();
+            let v = bench::time_chase_many(starts, 1, plan.ms).samples[0];
+            if bench::switches() == s0 || msamples[i].len() < 3 {
+                msamples[i].push(v);
+            }
+        }
     }
+    let mlp_rows: Vec<(usize, Stat)> = MLP_KS
+        .iter()
+        .zip(msamples)
+        .map(|(&k, v)| (k, Stat::new(v)))
+        .collect();
     drop(dram_nodes);
     let lat1 = mlp_rows[0].1.low();
     let mlp_knee = concurrency_knee(&mlp_rows);
@@ -910,9 +1028,6 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     pr.start("faults");
     fault_burst(fault_reps, &mut fault_runs)?;
     let flen = 8 << 20;
-    let zlen = if plan.quick { 256 << 20 } else { 512 << 20 };
-    let zr = Region::map(zlen, Thp::Huge)?;
-    zr.touch();
     let mut f2_granted = (0u64, 0u64);
     let mut fail = None;
     let f4 = Stat::new(std::mem::take(&mut fault_runs.means));
@@ -961,54 +1076,9 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     // 11. Zeroing and copying, 4KB and 2MB, temporal and non-temporal, over a 512 MiB
     // rotation so that each target starts cold.
     pr.start("zero and copy");
-    let src = Region::map(HUGE, Thp::Huge)?;
-    src.touch();
-    let chunks = zlen / HUGE;
-    let mut rot = 0usize;
-    let mut run = |f: &dyn Fn(*mut u8)| -> Stat {
-        bench::clean(2 * reps, || {
-            // One sample: 4 cold 2MB chunks.
-            let t = Instant::now();
-            for _ in 0..4 {
-                // SAFETY: inside the region.
-                let p = unsafe { zr.base.add((rot % chunks) * HUGE) };
-                rot += 1;
-                f(p);
-            }
-            t.elapsed().as_secs_f64() * 1e9 / (4.0 * 512.0) // ns per 4KB
-        })
-        .0
-    };
-    let z4t = run(&|p| {
-        for o in (0..HUGE).step_by(PAGE) {
-            // SAFETY: inside the chunk.
-            unsafe { std::ptr::write_bytes(p.add(o), 0, PAGE) };
-            std::hint::black_box(p);
-        }
-    });
-    let z2t = run(&|p| {
-        // SAFETY: inside the chunk.
-        unsafe { std::ptr::write_bytes(p, 0, HUGE) };
-        std::hint::black_box(p);
-    });
-    let z2n = run(&|p| bench::zero_nt(p, HUGE));
-    let z4n = run(&|p| {
-        for o in (0..HUGE).step_by(PAGE) {
-            // SAFETY: inside the chunk.
-            bench::zero_nt(unsafe { p.add(o) }, PAGE);
-        }
-    });
-    let s = src.base as *const u8;
-    let c4t = run(&|p| {
-        for o in (0..HUGE).step_by(PAGE) {
-            // SAFETY: both inside their regions.
-            unsafe { std::ptr::copy_nonoverlapping(s.add(o), p.add(o), PAGE) };
-            std::hint::black_box(p);
-        }
-    });
-    let c2n = run(&|p| bench::copy_nt(p, s, HUGE));
-    drop(zr);
-    drop(src);
+    zc.burst((2 * reps).saturating_sub(2 * fault_reps));
+    let [z4t, z2t, z2n, z4n, c4t, c2n] = zc.stats();
+    drop(zc);
     let per4 = |s: &Stat| cyc(s.low());
     pr.done(
         "zero and copy",
@@ -1503,6 +1573,105 @@ fn fault_burst(runs: usize, acc: &mut FaultRuns) -> Result<()> {
     Ok(())
 }
 
+/// Zeroing and copying samples, ns per 4KB, by kind (4KB temporal zero, 2MB temporal zero, 2MB
+/// non-temporal zero, 4KB non-temporal zero, 4KB temporal copy, 2MB non-temporal copy): one
+/// sample is 4 cold 2MB chunks of a rotation through `zr`. Taken in bursts spread over the
+/// calibration, the kinds interleaved within a burst: in one batch of five calibrations here
+/// (2026-11-27 07:20 UTC), when each kind ran its 42 samples back to back, a slow phase of the
+/// machine covered a whole kind's block and moved copy_page_cycles 1,468-1,554 to 1,935 in two
+/// runs (p10 of 42 samples, all slow) and zero_bulk_page_cycles 484-541 to 591 in one.
+struct ZeroCopyRuns {
+    zr: Region,
+    src: Region,
+    rot: usize,
+    clean: [Vec<f64>; 6],
+    all: [Vec<f64>; 6],
+}
+
+impl ZeroCopyRuns {
+    fn new(zlen: usize) -> Result<ZeroCopyRuns> {
+        let zr = Region::map(zlen, Thp::Huge)?;
+        zr.touch();
+        let src = Region::map(HUGE, Thp::Huge)?;
+        src.touch();
+        Ok(ZeroCopyRuns {
+            zr,
+            src,
+            rot: 0,
+            clean: Default::default(),
+            all: Default::default(),
+        })
+    }
+
+    /// `rounds` rounds, each one sample of every kind; a sample whose run was context-switched
+    /// is kept apart (used only if fewer than 3 of its kind were clean).
+    fn burst(&mut self, rounds: usize) {
+        let chunks = self.zr.len / HUGE;
+        let s = self.src.base as *const u8;
+        for _ in 0..rounds {
+            for kind in 0..6 {
+                let s0 = bench::switches();
+                let t = Instant::now();
+                for _ in 0..4 {
+                    // SAFETY: inside the region.
+                    let p = unsafe { self.zr.base.add((self.rot % chunks) * HUGE) };
+                    self.rot += 1;
+                    zero_copy_op(kind, p, s);
+                }
+                let v = t.elapsed().as_secs_f64() * 1e9 / (4.0 * 512.0);
+                self.all[kind].push(v);
+                if bench::switches() == s0 {
+                    self.clean[kind].push(v);
+                }
+            }
+        }
+    }
+
+    fn stats(&mut self) -> [Stat; 6] {
+        std::array::from_fn(|k| {
+            let c = std::mem::take(&mut self.clean[k]);
+            Stat::new(if c.len() >= 3 {
+                c
+            } else {
+                std::mem::take(&mut self.all[k])
+            })
+        })
+    }
+}
+
+/// One 2MB chunk `p` zeroed or copied (from `s`, 2MB) as `ZeroCopyRuns`' kind says.
+fn zero_copy_op(kind: usize, p: *mut u8, s: *const u8) {
+    match kind {
+        0 => {
+            for o in (0..HUGE).step_by(PAGE) {
+                // SAFETY: inside the chunk.
+                unsafe { std::ptr::write_bytes(p.add(o), 0, PAGE) };
+                std::hint::black_box(p);
+            }
+        }
+        1 => {
+            // SAFETY: inside the chunk.
+            unsafe { std::ptr::write_bytes(p, 0, HUGE) };
+            std::hint::black_box(p);
+        }
+        2 => bench::zero_nt(p, HUGE),
+        3 => {
+            for o in (0..HUGE).step_by(PAGE) {
+                // SAFETY: inside the chunk.
+                bench::zero_nt(unsafe { p.add(o) }, PAGE);
+            }
+        }
+        4 => {
+            for o in (0..HUGE).step_by(PAGE) {
+                // SAFETY: both inside their regions.
+                unsafe { std::ptr::copy_nonoverlapping(s.add(o), p.add(o), PAGE) };
+                std::hint::black_box(p);
+            }
+        }
+        _ => bench::copy_nt(p, s, HUGE),
+    }
+}
+
 /// fault_cycles from the 4KB first-touch runs (`run_means`: each clean run's mean fault, ns,
 /// from bursts spread over the whole calibration): the 10th percentile of the runs (noise only
 /// adds time, and a slow phase of the machine slows whole runs), less the model's zeroing
@@ -1568,6 +1737,27 @@ fn fmt3(x: f64) -> String {
 /// way of it, where rounding the number of sets to a power of two moved it by up to 2x (a 6-8
 /// MiB share became 5 or 10 MiB). Intel's LLC is not a power-of-two set count either (cpuid
 /// leaf 4 here: 212,992 sets, hashed over slices), so only the capacity and ways are kept.
+/// The memory-level-parallelism benchmark's K: eight of `KS`, one per word of a line
+/// (`bench::link_word`).
+const MLP_KS: [usize; 8] = [1, 2, 4, 6, 8, 12, 16, 20];
+
+/// Intervals the LLC share's bracket is split into when it is measured again.
+const REFINE_STEPS: usize = 8;
+
+/// Where a latency curve (footprint, cycles; footprints rising) first rises above `half`:
+/// linearly between that point and the one before it; the first footprint if the curve starts
+/// above, the last if it never crosses.
+pub fn first_crossing(curve: &[(f64, f64)], half: f64) -> f64 {
+    match curve.iter().position(|&(_, c)| c > half) {
+        None => curve.last().map_or(0.0, |p| p.0),
+        Some(0) => curve[0].0,
+        Some(i) => {
+            let ((fa, la), (fb, lb)) = (curve[i - 1], curve[i]);
+            fa + (fb - fa) * ((half - la) / (lb - la)).clamp(0.0, 1.0)
+        }
+    }
+}
+
 pub fn share_geometry(share: f64, cpuid_ways: u32) -> (usize, u32) {
     let ways_max = cpuid_ways.max(1);
     let lines = (share / 64.0).max(1.0);
@@ -1578,7 +1768,36 @@ pub fn share_geometry(share: f64, cpuid_ways: u32) -> (usize, u32) {
 
 #[cfg(test)]
 mod tests {
-    use super::share_geometry;
+    use super::{first_crossing, share_geometry};
+
+    #[test]
+    fn the_llc_share_is_the_first_crossing_of_the_refined_curve() {
+        let mb = |x: f64| x * 1048576.0;
+        // Rising through 250 between 9 and 9.5 MiB (150 and 350): a quarter of the way.
+        let c = [
+            (mb(8.0), 120.0),
+            (mb(8.5), 130.0),
+            (mb(9.0), 150.0),
+            (mb(9.5), 350.0),
+            (mb(10.0), 400.0),
+        ];
+        assert_eq!(first_crossing(&c, 250.0), mb(9.25));
+        // A noisy dip after the crossing does not move it.
+        let c = [
+            (mb(8.0), 120.0),
+            (mb(8.5), 300.0),
+            (mb(9.0), 200.0),
+            (mb(9.5), 380.0),
+        ];
+        assert_eq!(
+            first_crossing(&c, 250.0),
+            mb(8.0) + mb(0.5) * (130.0 / 180.0)
+        );
+        // Above from the start, and never above.
+        assert_eq!(first_crossing(&c, 100.0), mb(8.0));
+        assert_eq!(first_crossing(&c, 500.0), mb(9.5));
+        assert_eq!(first_crossing(&[], 1.0), 0.0);
+    }
     use super::{fault_estimate, walkers_estimate};
     use crate::calibrate::bench::{Rng, Stat};
 
