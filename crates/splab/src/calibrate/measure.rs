@@ -685,9 +685,23 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         ),
     );
 
-    // 6. Host page size: 4KB-stride chase over 64 MiB, THP memory against 4KB memory.
+    // 6. Host page size: a 4KB-stride chase beyond the 4KB STLB reach, THP memory against 4KB
+    // memory, each less a packed control. At twice the STLB's reach (4096 pages here): its lines
+    // (256 KiB) and the control's (128 B apart: 512 KiB) stay well within L2, so that the
+    // control costs an L2 hit and what the chases add is translation alone. At 16384 pages
+    // (until 2026-11-27) the control's lines spanned 2 MiB, L2's size, and missed L2 (52-61
+    // cycles a hop against 18 at 4096, this guest): it cost as much as the THP chase's walks,
+    // which read as "no walks: 2MB host pages" on a host that backs this guest with 4KB pages
+    // (docs/validation.md, "Runs of 2026-11-27 08:00").
     pr.start("host page size");
-    let probe_pages = 16_384.min(plan.pages_4k).min(plan.pages_2m * 512);
+    let l2_bytes = data_caches
+        .get(1)
+        .map_or(1 << 20, |c| (c.ways * c.sets * c.line) as usize);
+    let probe_pages = (2 * stlb_reach)
+        .min(l2_bytes / 256)
+        .max(stlb_reach + stlb_reach / 2)
+        .min(plan.pages_4k)
+        .min(plan.pages_2m * 512);
     let (mut a4, mut a2, mut ac) = (Vec::new(), Vec::new(), Vec::new());
     for rep in 0..treps {
         let mut rng = Rng::new(300 + rep as u64);
@@ -704,7 +718,12 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     let o4 = cyc(a4.low() - ac.low());
     let o2 = cyc(a2.low() - ac.low());
     let thp_ok = r2m_thp as usize >= probe_pages * PAGE;
-    let splintered = thp_ok && o4 > 3.0 && o2 > 0.5 * o4;
+    // With 2MB (or larger) host pages the THP chase needs one TLB entry per 2MB guest page (8
+    // here): at most an STLB hit a hop over its control. With 4KB host pages its entries are
+    // 4KB (the smaller of the guest's and the host's page), beyond the STLB: a two-dimensional
+    // walk a hop, less only the guest's leaf level (o2 = 32 against o4 = 58 cycles here). So
+    // more than twice the STLB hit's cycles is walks.
+    let splintered = thp_ok && o4 > 3.0 && o2 > 2.0 * stlb_hit.max(3.0);
     let host_page = if !thp_ok {
         format!(
             "unknown: the kernel granted only {} of THP for the probe",
