@@ -394,11 +394,24 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             }
         };
         let msize = c.ways as u64 * pow_sets as u64 * 64;
-        // The footprint: half of L1 and L2; 1.5x the level below for the last level (its
-        // capacity is measured below: a shared LLC is rarely all ours).
+        // The footprint: half of L1; for L2, half of it but at most 256 KiB (64 4KB pages,
+        // within the L1 DTLB's 4KB reach: Skylake's 64 entries, Intel Optimization Reference
+        // Manual Table 2-5; 96 here) and at least 4x L1 (twice L1's lines: the cyclic chase
+        // misses L1 on every hop); 1.5x the level below for the last level (its capacity is
+        // measured below: a shared LLC is rarely all ours). L2's latency at half its size (1
+        // MiB, until 2026-11-27) held STLB hits where the host backs THP memory with 4KB pages,
+        // as this guest's does: its 256 pages' 4KB entries overflow the L1 DTLB, and a chase
+        // over them cost 20.4 cycles a hop against 16.2 for the same lines visited page by page
+        // (scripts/l2-latency-pages.c), which the model, splintering those entries too, then
+        // charged twice (docs/validation.md, "Runs of 2026-11-27 08:00").
         let f = if i + 1 == nlev && i > 0 {
             let below = data_caches[i - 1];
             3 * (below.ways * below.sets * below.line) as usize / 2
+        } else if i == 1 {
+            let l1 = data_caches[0];
+            ((size / 2) as usize)
+                .min(256 << 10)
+                .max(4 * (l1.ways * l1.sets * l1.line) as usize)
         } else {
             (size / 2) as usize
         };
@@ -1422,9 +1435,12 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         st.bytes_per_sec
     );
     // A guest whose host page size was found: its TLB misses are two-dimensional walks, which
-    // the model makes when the file says so. Not double counted: every latency above was
-    // measured on memory whose translations hit the TLB (THP chases within the 2MB reach, the
-    // 4KB sweep less its packed control), so none holds a walk's host part.
+    // the model makes when the file says so. Not double counted where the host's pages are
+    // 2MB: every latency above was measured on memory whose translations hit the TLB (THP
+    // chases within the 2MB reach, the 4KB sweep less its packed control). With 4KB host pages
+    // L1's and L2's still are (their footprints are within the L1 DTLB's 4KB reach); the
+    // LLC's (768 4KB entries here: STLB hits) and DRAM's (walks) hold some translation that
+    // the model adds again (docs/validation.md, "Runs of 2026-11-27 08:00").
     if cpu.guest && thp_ok {
         let host = if splintered { "4K" } else { "2M" };
         let _ = writeln!(
@@ -1436,7 +1452,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
                  measurable here; unpublished), the guest's page-walk-cache sizes and splab's default {}-entry nested TLB.",
                 cpu.hypervisor,
                 if splintered {
-                    ""
+                    "The LLC's and DRAM's latencies, read on THP memory, hold STLB hits and walks (4KB entries beyond the L1 DTLB's and the STLB's reach)."
                 } else {
                     "2MB is the least the evidence allows (1GB host pages cannot be told apart without 1GB guest pages)."
                 },
