@@ -341,7 +341,8 @@ impl RequestLatency {
 pub struct BreakdownReport {
     /// Dispatching instructions (nothing else was waited for).
     pub compute: u64,
-    /// Second-level TLB hits.
+    /// Second-level TLB lookups: hits, and the lookup a miss in every level makes before its
+    /// walk (the last level's `hit_cycles`).
     pub tlb_hit: u64,
     /// Walk references by the place that served them; `handler` is a software refill's trap
     /// and instructions, `queue` waiting for a free hardware walker.

@@ -414,6 +414,11 @@ mod reference {
                 }
                 lvl.stats.misses += 1;
             }
+            // A miss pays the last level's lookup (the model's rule since 2026-11-27).
+            cycles = match self.lower.last() {
+                Some(l) => l.hit_cycles,
+                None => self.first_mut(ifetch).hit_cycles,
+            };
             Lookup::Miss { cycles }
         }
 

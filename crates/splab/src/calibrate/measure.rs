@@ -451,11 +451,24 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             }
         };
         let msize = c.ways as u64 * pow_sets as u64 * 64;
-        // The footprint: half of L1 and L2; 1.5x the level below for the last level (its
-        // capacity is measured below: a shared LLC is rarely all ours).
+        // The footprint: half of L1; for L2, half of it but at most 256 KiB (64 4KB pages,
+        // within the L1 DTLB's 4KB reach: Skylake's 64 entries, Intel Optimization Reference
+        // Manual Table 2-5; 96 here) and at least 4x L1 (twice L1's lines: the cyclic chase
+        // misses L1 on every hop); 1.5x the level below for the last level (its capacity is
+        // measured below: a shared LLC is rarely all ours). L2's latency at half its size (1
+        // MiB, until 2026-11-27) held STLB hits where the host backs THP memory with 4KB pages,
+        // as this guest's does: its 256 pages' 4KB entries overflow the L1 DTLB, and a chase
+        // over them cost 20.4 cycles a hop against 16.2 for the same lines visited page by page
+        // (scripts/l2-latency-pages.c), which the model, splintering those entries too, then
+        // charged twice (docs/validation.md, "Runs of 2026-11-27 08:00").
         let f = if i + 1 == nlev && i > 0 {
             let below = data_caches[i - 1];
             3 * (below.ways * below.sets * below.line) as usize / 2
+        } else if i == 1 {
+            let l1 = data_caches[0];
+            ((size / 2) as usize)
+                .min(256 << 10)
+                .max(4 * (l1.ways * l1.sets * l1.line) as usize)
         } else {
             (size / 2) as usize
         };
@@ -781,9 +794,23 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         ),
     );
 
-    // 6. Host page size: 4KB-stride chase over 64 MiB, THP memory against 4KB memory.
+    // 6. Host page size: a 4KB-stride chase beyond the 4KB STLB reach, THP memory against 4KB
+    // memory, each less a packed control. At twice the STLB's reach (4096 pages here): its lines
+    // (256 KiB) and the control's (128 B apart: 512 KiB) stay well within L2, so that the
+    // control costs an L2 hit and what the chases add is translation alone. At 16384 pages
+    // (until 2026-11-27) the control's lines spanned 2 MiB, L2's size, and missed L2 (52-61
+    // cycles a hop against 18 at 4096, this guest): it cost as much as the THP chase's walks,
+    // which read as "no walks: 2MB host pages" on a host that backs this guest with 4KB pages
+    // (docs/validation.md, "Runs of 2026-11-27 08:00").
     pr.start("host page size");
-    let probe_pages = 16_384.min(plan.pages_4k).min(plan.pages_2m * 512);
+    let l2_bytes = data_caches
+        .get(1)
+        .map_or(1 << 20, |c| (c.ways * c.sets * c.line) as usize);
+    let probe_pages = (2 * stlb_reach)
+        .min(l2_bytes / 256)
+        .max(stlb_reach + stlb_reach / 2)
+        .min(plan.pages_4k)
+        .min(plan.pages_2m * 512);
     let (mut a4, mut a2, mut ac) = (Vec::new(), Vec::new(), Vec::new());
     for rep in 0..treps {
         let mut rng = Rng::new(300 + rep as u64);
@@ -800,7 +827,12 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     let o4 = cyc(a4.low() - ac.low());
     let o2 = cyc(a2.low() - ac.low());
     let thp_ok = r2m_thp as usize >= probe_pages * PAGE;
-    let splintered = thp_ok && o4 > 3.0 && o2 > 0.5 * o4;
+    // With 2MB (or larger) host pages the THP chase needs one TLB entry per 2MB guest page (8
+    // here): at most an STLB hit a hop over its control. With 4KB host pages its entries are
+    // 4KB (the smaller of the guest's and the host's page), beyond the STLB: a two-dimensional
+    // walk a hop, less only the guest's leaf level (o2 = 32 against o4 = 58 cycles here). So
+    // more than twice the STLB hit's cycles is walks.
+    let splintered = thp_ok && o4 > 3.0 && o2 > 2.0 * stlb_hit.max(3.0);
     let host_page = if !thp_ok {
         format!(
             "unknown: the kernel granted only {} of THP for the probe",
@@ -1473,9 +1505,12 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         st.bytes_per_sec
     );
     // A guest whose host page size was found: its TLB misses are two-dimensional walks, which
-    // the model makes when the file says so. Not double counted: every latency above was
-    // measured on memory whose translations hit the TLB (THP chases within the 2MB reach, the
-    // 4KB sweep less its packed control), so none holds a walk's host part.
+    // the model makes when the file says so. Not double counted where the host's pages are
+    // 2MB: every latency above was measured on memory whose translations hit the TLB (THP
+    // chases within the 2MB reach, the 4KB sweep less its packed control). With 4KB host pages
+    // L1's and L2's still are (their footprints are within the L1 DTLB's 4KB reach); the
+    // LLC's (768 4KB entries here: STLB hits) and DRAM's (walks) hold some translation that
+    // the model adds again (docs/validation.md, "Runs of 2026-11-27 08:00").
     if cpu.guest && thp_ok {
         let host = if splintered { "4K" } else { "2M" };
         let _ = writeln!(
@@ -1487,7 +1522,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
                  measurable here; unpublished), the guest's page-walk-cache sizes and splab's default {}-entry nested TLB.",
                 cpu.hypervisor,
                 if splintered {
-                    ""
+                    "The LLC's and DRAM's latencies, read on THP memory, hold STLB hits and walks (4KB entries beyond the L1 DTLB's and the STLB's reach)."
                 } else {
                     "2MB is the least the evidence allows (1GB host pages cannot be told apart without 1GB guest pages)."
                 },

@@ -1,0 +1,110 @@
+//! Experiment: validate's "1 line per 4KB page" chase on the model, with the per-hop time
+//! breakdown. `cargo run --release -p splab-sim --example walk_chase -- MACHINE PAGES [huge]`
+use splab_sim::engine::{CheckMode, Engine};
+use splab_sim::hw::Machine;
+use splab_sim::policy::Policy;
+use splab_sim::units::{Access, MemOp};
+use splab_sim::vm::{Advice, MmapReq};
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    let machine = a.get(1).map(|s| s.as_str()).unwrap_or("skylake");
+    let pages: usize = a.get(2).map(|s| s.parse().unwrap()).unwrap_or(16384);
+    let mode = a.get(3).cloned().unwrap_or("4k".into());
+    let huge = mode != "4k";
+    let packed = mode == "packed";
+    const PAGE: usize = 4096;
+    const HUGE: usize = 2 << 20;
+    let m = Machine::from_spec(machine).unwrap();
+    let ns = 1e9 / m.freq_hz as f64;
+    let mut p = Policy::from_spec("linux-madvise").unwrap();
+    p.resolve(&m).unwrap();
+    let mut e = Engine::new(m, p, CheckMode::Off, None);
+    let pid = e.spawn().unwrap();
+    let len = (pages * PAGE).div_ceil(HUGE) * HUGE;
+    let raw_len = (len + HUGE) as u64;
+    let raw = e.mmap(pid, MmapReq::anon(raw_len)).unwrap();
+    e.madvise(
+        pid,
+        raw,
+        raw_len,
+        if huge {
+            Advice::HugePage
+        } else {
+            Advice::NoHugePage
+        },
+    )
+    .unwrap();
+    let base = raw.div_ceil(HUGE as u64) * HUGE as u64;
+    e.access_run(pid, base, PAGE as i64, (len / PAGE) as u64, MemOp::Store, 1)
+        .unwrap();
+    // per_page_nodes: pages in random order, a random line in each
+    let mut s = 0x9E3779B97F4A7C15u64;
+    let mut rnd = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let mut order: Vec<usize> = (0..pages).collect();
+    for i in (1..pages).rev() {
+        let j = (rnd() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    let nodes: Vec<u64> = if packed {
+        order.iter().map(|&p| (p * 128) as u64).collect()
+    } else {
+        order
+            .iter()
+            .map(|&p| (p * PAGE) as u64 + (rnd() % 64) * 64)
+            .collect()
+    };
+    let go = |e: &mut Engine, hops: usize, first: bool| {
+        let mut buf = Vec::new();
+        for i in 0..hops {
+            buf.push(Access::new(
+                base + nodes[i % pages],
+                MemOp::Load,
+                if first && i == 0 { 0 } else { 1 },
+                1,
+            ));
+            if buf.len() == 4096 {
+                e.accesses(pid, &buf).unwrap();
+                buf.clear();
+            }
+        }
+        e.accesses(pid, &buf).unwrap();
+    };
+    let warm = (2 * pages).clamp(1 << 12, 1 << 18);
+    let rounds = pages.clamp(1 << 14, 1 << 17);
+    go(&mut e, warm, true);
+    e.start_measuring();
+    let w0 = e.os.hw.walker.refs_by_level;
+    let n0 = e.os.hw.walker.nested_stats();
+    let pwc0 = e.os.hw.walker.pwc_hits;
+    let c0 = e.clock();
+    go(&mut e, rounds, false);
+    let c1 = e.clock();
+    let b = e.os.hw.core.breakdown();
+    let w1 = e.os.hw.walker.refs_by_level;
+    let n1 = e.os.hw.walker.nested_stats();
+    let h = rounds as f64;
+    println!(
+        "{machine} pages={pages} mode={mode}: {:.2} ns/hop = {:.2} cycles/hop",
+        (c1 - c0) as f64 * ns / h,
+        (c1 - c0) as f64 / h
+    );
+    println!("  compute {:.2} tlb_hit {:.2} walk L1/L2/LLC/DRAM {:.2}/{:.2}/{:.2}/{:.2} queue {:.2} data L1/L2/LLC/DRAM {:.2}/{:.2}/{:.2}/{:.2} dq {:.2}",
+        b.compute as f64 / h, b.tlb_hit as f64 / h,
+        b.walk_by_level[0] as f64 / h, b.walk_by_level[1] as f64 / h, b.walk_by_level[2] as f64 / h, b.walk_by_level[3] as f64 / h, b.walk_queue as f64 / h,
+        b.data_by_level[0] as f64 / h, b.data_by_level[1] as f64 / h, b.data_by_level[2] as f64 / h, b.data_by_level[3] as f64 / h, b.data_queue as f64 / h);
+    println!(
+        "  walk refs per hop by level L1/L2/LLC/DRAM: {:?}",
+        (0..4)
+            .map(|k| format!("{:.3}", (w1[k] - w0[k]) as f64 / h))
+            .collect::<Vec<_>>()
+    );
+    println!("  host refs/hop {:.3} ntlb hits/hop {:.3} host pwc hits/hop {:.3} guest pwc hits/hop {:.3}",
+        (n1.walk_refs_host - n0.walk_refs_host) as f64 / h, (n1.ntlb_hits - n0.ntlb_hits) as f64 / h,
+        (n1.host_pwc_hits - n0.host_pwc_hits) as f64 / h, (e.os.hw.walker.pwc_hits - pwc0) as f64 / h);
+}

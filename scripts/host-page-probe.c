@@ -1,0 +1,44 @@
+// Build: cc -O2 -o /tmp/host-page-probe scripts/host-page-probe.c; run on an idle machine (docs/validation.md, "Runs of 2026-11-27 08:00").
+// calibrate's host-page-size probe (measure.rs, benchmark 6) at N lines: one line per 4KB page
+// over N pages of 4KB memory and of THP memory, against N lines packed 128 B apart in a THP
+// region (the control). Cycles per hop at 2.994 GHz, p10 of 31 clean runs.
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#define PAGE 4096UL
+#define HUGE (2UL<<20)
+static uint64_t rng = 88172645463325252ULL;
+static uint64_t rnd(void){ rng ^= rng<<13; rng ^= rng>>7; rng ^= rng<<17; return rng; }
+static double now(void){ struct timespec t; clock_gettime(CLOCK_MONOTONIC,&t); return t.tv_sec*1e9+t.tv_nsec; }
+static long sw(void){ struct rusage r; getrusage(RUSAGE_THREAD,&r); return r.ru_nvcsw+r.ru_nivcsw; }
+__attribute__((noinline)) static void *chase(void *p, size_t hops){ for(size_t i=0;i<hops;i++) p=*(void**)p; return p; }
+static int cmpd(const void*a,const void*b){double x=*(double*)a,y=*(double*)b;return x<y?-1:x>y;}
+static void * volatile sinkp;
+static char *map(size_t len, int adv){
+  char *raw = mmap(0, len+HUGE, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE, -1, 0);
+  madvise(raw, len+HUGE, adv);
+  char *b = (char*)(((uintptr_t)raw + HUGE-1) & ~(HUGE-1)); for (size_t o=0;o<len;o+=PAGE) b[o]=1; return b;
+}
+static double t_chase(char *base, size_t *o, size_t n){
+  for (size_t i=n-1;i>0;i--){ size_t j=rnd()%(i+1); size_t t=o[i]; o[i]=o[j]; o[j]=t; }
+  for (size_t i=0;i<n;i++) *(void**)(base+o[i]) = base+o[(i+1)%n];
+  void *p = base+o[0]; p = chase(p, 2*n);
+  size_t hops = 1<<17; double s[31]; int k=0;
+  while (k<31){ long a=sw(); double t=now(); p=chase(p,hops); double d=now()-t; if (sw()==a) s[k++]=d/hops; }
+  sinkp = p; qsort(s,k,8,cmpd); return s[3]*2.994;
+}
+int main(int argc,char**argv){
+  size_t n = strtoul(argv[1],0,0);
+  char *r4 = map(64UL<<20, MADV_NOHUGEPAGE), *r2 = map(512UL<<20, MADV_HUGEPAGE), *c = map(16UL<<20, MADV_HUGEPAGE);
+  size_t *o = malloc(n*8);
+  for (size_t i=0;i<n;i++) o[i] = i*PAGE + (rnd()%64)*64; double a4 = t_chase(r4, o, n);
+  for (size_t i=0;i<n;i++) o[i] = i*PAGE + (rnd()%64)*64; double a2 = t_chase(r2, o, n);
+  for (size_t i=0;i<n;i++) o[i] = i*128; double ac = t_chase(c, o, n);
+  printf("N=%5zu: 4KB %6.1f  THP %6.1f  packed %6.1f  => o4 %+6.1f  o2 %+6.1f\n", n, a4, a2, ac, a4-ac, a2-ac);
+  return 0;
+}

@@ -1,0 +1,42 @@
+// Build: cc -O2 -o /tmp/l2-latency-pages scripts/l2-latency-pages.c; run on an idle machine (docs/validation.md, "Runs of 2026-11-27 08:00").
+// calibrate's L2 latency chase (1 MiB footprint of THP memory, one line of each 128 B pair,
+// all in one random order) against the same lines visited page by page (the 32 lines of a 4KB
+// page in random order, pages in random order): the second needs one TLB entry per 32 hops.
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#define PAGE 4096UL
+#define HUGE (2UL<<20)
+static uint64_t rng = 88172645463325252ULL;
+static uint64_t rnd(void){ rng ^= rng<<13; rng ^= rng>>7; rng ^= rng<<17; return rng; }
+static double now(void){ struct timespec t; clock_gettime(CLOCK_MONOTONIC,&t); return t.tv_sec*1e9+t.tv_nsec; }
+static long sw(void){ struct rusage r; getrusage(RUSAGE_THREAD,&r); return r.ru_nvcsw+r.ru_nivcsw; }
+__attribute__((noinline)) static void *chase(void *p, size_t hops){ for(size_t i=0;i<hops;i++) p=*(void**)p; return p; }
+static int cmpd(const void*a,const void*b){double x=*(double*)a,y=*(double*)b;return x<y?-1:x>y;}
+static void * volatile sinkp;
+static void shuf(size_t *o, size_t n){ for (size_t i=n-1;i>0;i--){ size_t j=rnd()%(i+1); size_t t=o[i]; o[i]=o[j]; o[j]=t; } }
+static double t_chase(char *base, size_t *o, size_t n){
+  for (size_t i=0;i<n;i++) *(void**)(base+o[i]) = base+o[(i+1)%n];
+  void *p = base+o[0]; p = chase(p, 2*n);
+  size_t hops = 1<<18; double s[31]; int k=0;
+  while (k<31){ long a=sw(); double t=now(); p=chase(p,hops); double d=now()-t; if (sw()==a) s[k++]=d/hops; }
+  sinkp = p; qsort(s,k,8,cmpd); return s[3]*2.994;
+}
+int main(int argc,char**argv){
+  size_t foot = strtoul(argv[1],0,0)<<10; int adv = argc>2 && argv[2][0]=='n' ? MADV_NOHUGEPAGE : MADV_HUGEPAGE;
+  char *raw = mmap(0, 64UL<<20, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0);
+  madvise(raw, 64UL<<20, adv); char *b = (char*)(((uintptr_t)raw + HUGE-1) & ~(HUGE-1)); memset(b, 0, 32UL<<20);
+  size_t n = foot/128; size_t *o = malloc(n*8);
+  for (size_t i=0;i<n;i++) o[i] = i*128 + 64*(rnd()&1);
+  shuf(o, n); double a = t_chase(b, o, n);
+  size_t per = PAGE/128, pages = n/per; size_t *pg = malloc(pages*8); for (size_t i=0;i<pages;i++) pg[i]=i; shuf(pg,pages);
+  for (size_t i=0;i<pages;i++){ size_t *q = o + i*per; for (size_t j=0;j<per;j++) q[j] = pg[i]*PAGE + j*128 + 64*(rnd()&1); shuf(q, per); }
+  double g = t_chase(b, o, n);
+  printf("%5zu KiB %s: random order %5.1f cycles/hop, page by page %5.1f (%zu pages)\n", foot>>10, adv==MADV_HUGEPAGE?"THP":"4KB", a, g, pages);
+  return 0;
+}
