@@ -507,30 +507,29 @@ fn proactive_compaction_ignores_the_skip_bits() {
     );
 }
 
-/// A 16MB core2-64 (eight 2MB pageblocks, nothing wired: the top half of the zone, which the
+/// A 32MB core2-64 (16 2MB pageblocks, nothing wired: the top half of the zone, which the
 /// 5.1+ reset walks down from the top, is free memory too). THPs are faulted into pageblocks
-/// 1 to 7 (the page tables go to pageblock 0), those of 2 to 6 unmapped; base pages then
+/// 1 to 15 (the page tables go to pageblock 0), those of 2 to 14 unmapped; base pages then
 /// fill memory, and all are freed but: none in pageblock 0 (its page tables and the process's
-/// other frames stay: no LRU page), the first `K` frames' pages of pageblocks 2 to 5, and the
-/// odd frames' pages of pageblock 6 (its free memory is 256 single free pages). A page-table
-/// page lands in pageblocks 2 to 6 with the fill.
+/// other frames stay: no LRU page), the odd frames' pages of pageblock 14 (its free memory is
+/// 256 single free pages), and the first `K` frames' pages of the others. A page-table page
+/// lands in pageblocks 3 to 14 with the fill.
 fn setup_reset_5_1(policy: &str) -> (Engine, Pid) {
-    let (mut e, pid) = engine("core2-64:mem=16M", policy, None);
+    let (mut e, pid) = engine("core2-64:mem=32M", policy, None);
     let mut thps = Vec::new();
-    for _ in 0..7 {
+    for _ in 1..16 {
         let b = thp_fault(&mut e, pid);
         thps.push((b, pfn_of(&e, pid, b).unwrap().0 / PB));
     }
     assert_eq!(
         thps.iter().map(|t| t.1).collect::<Vec<_>>(),
-        [1, 2, 3, 4, 5, 6, 7]
+        (1..16).collect::<Vec<_>>()
     );
-    for &(b, block) in &thps[1..6] {
-        assert!((2..=6).contains(&block));
+    for &(b, _) in &thps[1..14] {
         e.munmap(pid, b, MB2).unwrap();
     }
-    let a = e.mmap(pid, anon(FREE)).unwrap();
-    e.madvise(pid, a, FREE, Advice::NoHugePage).unwrap();
+    let a = e.mmap(pid, anon(2 * FREE)).unwrap();
+    e.madvise(pid, a, 2 * FREE, Advice::NoHugePage).unwrap();
     let mut va = a;
     while e.os.phys.buddy.free_frames > 0 {
         if pfn_of(&e, pid, va).is_none() {
@@ -542,7 +541,7 @@ fn setup_reset_5_1(policy: &str) -> (Engine, Pid) {
         let f = pfn_of(&e, pid, p).unwrap().0;
         let free = match (f / PB, f % PB) {
             (0, _) => true,
-            (6, off) => off % 2 == 0,
+            (14, off) => off % 2 == 0,
             (_, off) => off >= K,
         };
         if free {
@@ -554,24 +553,29 @@ fn setup_reset_5_1(policy: &str) -> (Engine, Pid) {
 
 /// Linux 5.1+ `__reset_isolation_suitable` and `__reset_isolation_pfn` (mm/compaction.c), on
 /// `setup_reset_5_1`'s memory. The first fault's compaction empties pageblock 2 for its THP;
-/// every later one fails (a page-table page in pageblocks 3 to 6), and MADV_HUGEPAGE faults
+/// every later one fails (a page-table page in pageblocks 3 to 14), and MADV_HUGEPAGE faults
 /// go on until the 65th, whose synchronous compaction (`compaction_restarting`) resets the
-/// bits, all eight set by then. The walk takes a pageblock from each end at a time:
-/// - 0 (no LRU page: not a source) and 7 (the THP: `pageblock_skip_persistent`) first,
-///   neither cleared; then 1 (a THP, kept) and 6, the first target: a sample every eighth
-///   page meets a free page's head (`PageBuddy`, offset 8); the free scanner starts there;
-/// - 2 (the first fault's THP, kept) and 5 (both checks now: an LRU page);
-/// - 3, the first source (its LRU pages): the migrate scanner starts there, and 4.
+/// bits, all 16 set by then. The walk takes a pageblock from each end at a time:
+/// - 0 (no LRU page: not a source) and 15 (the THP: `pageblock_skip_persistent`) first,
+///   neither cleared; then 1 (a THP, kept) and 14, the first target: a sample every eighth
+///   page meets a free page's head (`PageBuddy`, offset 8); the free scanner restarts there;
+/// - 2 (the first fault's THP, kept) and 13 (both checks from now on: an LRU page);
+/// - 3, the first source (its LRU pages): the migrate scanner restarts there, not at a later
+///   source; then 4 to 7 and 12 down to 8.
 ///
-/// 4 bits cleared; 0, 1, 2 and 7 keep theirs. The compaction after the reset scans 3 and 4
-/// (marking them again) and passes no pageblock over for its bit.
+/// 12 bits cleared; 0, 1, 2 and 15 keep theirs. The compaction after the reset scans
+/// pageblocks 3 to 12 (marking them again) and, from the last frame of 14 (the pfn the walk
+/// tested) down, takes its free pages; it passes no pageblock over for its bit.
 #[test]
 fn linux_5_1_reset_keeps_thp_blocks_and_starts_the_scanners_at_the_blocks_it_cleared() {
     let (mut e, pid) = setup_reset_5_1(
         "linux:khugepaged=off,kcompactd=off,pagedaemon=off,mobility=off,pageblock_skip=scanned",
     );
-    let marked =
-        |e: &Engine| -> Vec<u64> { (0..8).filter(|&b| e.os.pageblock_skipped(b * PB)).collect() };
+    let marked = |e: &Engine| -> Vec<u64> {
+        (0..16)
+            .filter(|&b| e.os.pageblock_skipped(b * PB))
+            .collect()
+    };
     let mut faults = 0;
     let mut before = e.os.compact.stats.clone();
     let mut marked_before = Vec::new();
@@ -588,10 +592,13 @@ fn linux_5_1_reset_keeps_thp_blocks_and_starts_the_scanners_at_the_blocks_it_cle
         (faults, c.compact_success, c.pageblock_skip.resets),
         (65, 1, 1)
     );
-    assert_eq!(marked_before, (0..8).collect::<Vec<_>>());
+    assert_eq!(marked_before, (0..16).collect::<Vec<_>>());
     let (s, s0) = (&c.pageblock_skip, &before.pageblock_skip);
-    assert_eq!(s.cleared - s0.cleared, 4);
-    assert_eq!(marked(&e), [0, 1, 2, 3, 4, 6, 7]);
+    assert_eq!(s.cleared - s0.cleared, 12);
+    assert_eq!(
+        marked(&e),
+        [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15]
+    );
     assert_eq!(
         (
             s.migrate_passed - s0.migrate_passed,
@@ -601,7 +608,7 @@ fn linux_5_1_reset_keeps_thp_blocks_and_starts_the_scanners_at_the_blocks_it_cle
     );
     assert_eq!(
         c.compact_migrate_scanned - before.compact_migrate_scanned,
-        2 * PB
+        10 * PB
     );
-    assert_eq!(c.compact_free_scanned - before.compact_free_scanned, 9);
+    assert_eq!(c.compact_free_scanned - before.compact_free_scanned, 65);
 }
