@@ -473,3 +473,142 @@ fn compaction_restarting_resets_the_skip_bits() {
         assert_eq!(e.os.thp.stats.fault_fallback, 64);
     }
 }
+
+/// Proactive compaction ignores the skip bits (Linux 5.9 mm/compaction.c
+/// `proactive_compact_node`: `.ignore_skip_hint = true`; `isolation_suitable` is then always
+/// true). The THP fault's direct compaction marks pageblocks 0 (page tables) and 1 (emptied,
+/// now the THP) and the 504 wired ones; kcompactd's proactive run at 500 ms then scans
+/// pageblocks 0 to 3 whatever their bits (0's movable pages in vain, 1 the THP, 2 and 3
+/// emptied of their `K` pages each), passes none over and marks none.
+#[test]
+fn proactive_compaction_ignores_the_skip_bits() {
+    let (mut e, pid) = fragmented("linux:khugepaged=off,pagedaemon=off,mobility=off");
+    let b = thp_fault(&mut e, pid);
+    assert_eq!(pfn_of(&e, pid, b), Some(Pfn(PB)));
+    assert_eq!(skip_counts(&e), (2, 504, 0, 0));
+    assert!(e.os.pageblock_skipped(0) && e.os.pageblock_skipped(PB));
+    let first = movable_in_first_block(&e, pid);
+    let before = e.os.compact.stats.clone();
+    idle_ms(&mut e, 500);
+    let c = &e.os.compact.stats;
+    assert_eq!(c.proactive_runs, 1);
+    assert_eq!(
+        c.compact_migrate_scanned - before.compact_migrate_scanned,
+        4 * PB
+    );
+    assert_eq!(
+        c.pgmigrate_success - before.pgmigrate_success,
+        first + 2 * K
+    );
+    assert_eq!(
+        skip_counts(&e),
+        (2, 504, 0, 0),
+        "none passed over, none marked"
+    );
+}
+
+/// A 32MB core2-64 (16 2MB pageblocks, nothing wired: the top half of the zone, which the
+/// 5.1+ reset walks down from the top, is free memory too). THPs are faulted into pageblocks
+/// 1 to 15 (the page tables go to pageblock 0), those of 2 to 14 unmapped; base pages then
+/// fill memory, and all are freed but: none in pageblock 0 (its page tables and the process's
+/// other frames stay: no LRU page), the odd frames' pages of pageblock 14 (its free memory is
+/// 256 single free pages), and the first `K` frames' pages of the others. A page-table page
+/// lands in pageblocks 3 to 14 with the fill.
+fn setup_reset_5_1(policy: &str) -> (Engine, Pid) {
+    let (mut e, pid) = engine("core2-64:mem=32M", policy, None);
+    let mut thps = Vec::new();
+    for _ in 1..16 {
+        let b = thp_fault(&mut e, pid);
+        thps.push((b, pfn_of(&e, pid, b).unwrap().0 / PB));
+    }
+    assert_eq!(
+        thps.iter().map(|t| t.1).collect::<Vec<_>>(),
+        (1..16).collect::<Vec<_>>()
+    );
+    for &(b, _) in &thps[1..14] {
+        e.munmap(pid, b, MB2).unwrap();
+    }
+    let a = e.mmap(pid, anon(2 * FREE)).unwrap();
+    e.madvise(pid, a, 2 * FREE, Advice::NoHugePage).unwrap();
+    let mut va = a;
+    while e.os.phys.buddy.free_frames > 0 {
+        if pfn_of(&e, pid, va).is_none() {
+            write(&mut e, pid, va);
+        }
+        va += PAGE;
+    }
+    for p in (a..va).step_by(PAGE as usize) {
+        let f = pfn_of(&e, pid, p).unwrap().0;
+        let free = match (f / PB, f % PB) {
+            (0, _) => true,
+            (14, off) => off % 2 == 0,
+            (_, off) => off >= K,
+        };
+        if free {
+            e.madvise(pid, p, PAGE, Advice::DontNeed).unwrap();
+        }
+    }
+    (e, pid)
+}
+
+/// Linux 5.1+ `__reset_isolation_suitable` and `__reset_isolation_pfn` (mm/compaction.c), on
+/// `setup_reset_5_1`'s memory. The first fault's compaction empties pageblock 2 for its THP;
+/// every later one fails (a page-table page in pageblocks 3 to 14), and MADV_HUGEPAGE faults
+/// go on until the 65th, whose synchronous compaction (`compaction_restarting`) resets the
+/// bits, all 16 set by then. The walk takes a pageblock from each end at a time:
+/// - 0 (no LRU page: not a source) and 15 (the THP: `pageblock_skip_persistent`) first,
+///   neither cleared; then 1 (a THP, kept) and 14, the first target: a sample every eighth
+///   page meets a free page's head (`PageBuddy`, offset 8); the free scanner restarts there;
+/// - 2 (the first fault's THP, kept) and 13 (both checks from now on: an LRU page);
+/// - 3, the first source (its LRU pages): the migrate scanner restarts there, not at a later
+///   source; then 4 to 7 and 12 down to 8.
+///
+/// 12 bits cleared; 0, 1, 2 and 15 keep theirs. The compaction after the reset scans
+/// pageblocks 3 to 12 (marking them again) and, from the last frame of 14 (the pfn the walk
+/// tested) down, takes its free pages; it passes no pageblock over for its bit.
+#[test]
+fn linux_5_1_reset_keeps_thp_blocks_and_starts_the_scanners_at_the_blocks_it_cleared() {
+    let (mut e, pid) = setup_reset_5_1(
+        "linux:khugepaged=off,kcompactd=off,pagedaemon=off,mobility=off,pageblock_skip=scanned",
+    );
+    let marked = |e: &Engine| -> Vec<u64> {
+        (0..16)
+            .filter(|&b| e.os.pageblock_skipped(b * PB))
+            .collect()
+    };
+    let mut faults = 0;
+    let mut before = e.os.compact.stats.clone();
+    let mut marked_before = Vec::new();
+    while e.os.compact.stats.pageblock_skip.resets == 0 && faults < 400 {
+        let b = e.mmap(pid, anon(MB2)).unwrap();
+        e.madvise(pid, b, MB2, Advice::HugePage).unwrap();
+        before = e.os.compact.stats.clone();
+        marked_before = marked(&e);
+        write(&mut e, pid, b);
+        faults += 1;
+    }
+    let c = e.os.compact.stats.clone();
+    assert_eq!(
+        (faults, c.compact_success, c.pageblock_skip.resets),
+        (65, 1, 1)
+    );
+    assert_eq!(marked_before, (0..16).collect::<Vec<_>>());
+    let (s, s0) = (&c.pageblock_skip, &before.pageblock_skip);
+    assert_eq!(s.cleared - s0.cleared, 12);
+    assert_eq!(
+        marked(&e),
+        [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15]
+    );
+    assert_eq!(
+        (
+            s.migrate_passed - s0.migrate_passed,
+            s.free_passed - s0.free_passed
+        ),
+        (0, 0)
+    );
+    assert_eq!(
+        c.compact_migrate_scanned - before.compact_migrate_scanned,
+        10 * PB
+    );
+    assert_eq!(c.compact_free_scanned - before.compact_free_scanned, 65);
+}
