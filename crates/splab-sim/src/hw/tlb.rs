@@ -1509,7 +1509,10 @@ mod tests {
         }
         assert_eq!((misses, cycles), (100, 700));
         let mut one = Tlb::new(&cfg((4, 4), None), &[12, 21]);
-        assert!(matches!(one.lookup(1, 0, false), Lookup::Miss { cycles: 0 }));
+        assert!(matches!(
+            one.lookup(1, 0, false),
+            Lookup::Miss { cycles: 0 }
+        ));
     }
 
     #[test]
