@@ -2,23 +2,7 @@
 // calibrate's host-page-size probe (measure.rs, benchmark 6) at N lines: one line per 4KB page
 // over N pages of 4KB memory and of THP memory, against N lines packed 128 B apart in a THP
 // region (the control). Cycles per hop at 2.994 GHz, p10 of 31 clean runs.
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <stdlib.h>
-#include <stdint.h>
-#include <string.h>
-#include <time.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
-#define PAGE 4096UL
-#define HUGE (2UL<<20)
-static uint64_t rng = 88172645463325252ULL;
-static uint64_t rnd(void){ rng ^= rng<<13; rng ^= rng>>7; rng ^= rng<<17; return rng; }
-static double now(void){ struct timespec t; clock_gettime(CLOCK_MONOTONIC,&t); return t.tv_sec*1e9+t.tv_nsec; }
-static long sw(void){ struct rusage r; getrusage(RUSAGE_THREAD,&r); return r.ru_nvcsw+r.ru_nivcsw; }
-__attribute__((noinline)) static void *chase(void *p, size_t hops){ for(size_t i=0;i<hops;i++) p=*(void**)p; return p; }
-static int cmpd(const void*a,const void*b){double x=*(double*)a,y=*(double*)b;return x<y?-1:x>y;}
-static void * volatile sinkp;
+#include "chase-common.h"
 static char *map(size_t len, int adv){
   char *raw = mmap(0, len+HUGE, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE, -1, 0);
   madvise(raw, len+HUGE, adv);

@@ -2,23 +2,7 @@
 // calibrate's L2 latency chase (1 MiB footprint of THP memory, one line of each 128 B pair,
 // all in one random order) against the same lines visited page by page (the 32 lines of a 4KB
 // page in random order, pages in random order): the second needs one TLB entry per 32 hops.
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <stdlib.h>
-#include <stdint.h>
-#include <string.h>
-#include <time.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
-#define PAGE 4096UL
-#define HUGE (2UL<<20)
-static uint64_t rng = 88172645463325252ULL;
-static uint64_t rnd(void){ rng ^= rng<<13; rng ^= rng>>7; rng ^= rng<<17; return rng; }
-static double now(void){ struct timespec t; clock_gettime(CLOCK_MONOTONIC,&t); return t.tv_sec*1e9+t.tv_nsec; }
-static long sw(void){ struct rusage r; getrusage(RUSAGE_THREAD,&r); return r.ru_nvcsw+r.ru_nivcsw; }
-__attribute__((noinline)) static void *chase(void *p, size_t hops){ for(size_t i=0;i<hops;i++) p=*(void**)p; return p; }
-static int cmpd(const void*a,const void*b){double x=*(double*)a,y=*(double*)b;return x<y?-1:x>y;}
-static void * volatile sinkp;
+#include "chase-common.h"
 static void shuf(size_t *o, size_t n){ for (size_t i=n-1;i>0;i--){ size_t j=rnd()%(i+1); size_t t=o[i]; o[i]=o[j]; o[j]=t; } }
 static double t_chase(char *base, size_t *o, size_t n){
   for (size_t i=0;i<n;i++) *(void**)(base+o[i]) = base+o[(i+1)%n];

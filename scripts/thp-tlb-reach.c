@@ -4,27 +4,12 @@
 // dense THP (one per 4KB over 8 guest 2MB pages), sparse THP (one per 16KB over 32 guest 2MB
 // pages). Host 2MB pages: at most 32 TLB entries, all three cost an L2 hit. Host 4KB pages: the
 // TLB entries are 4KB (min of guest and host), 4096 of them: beyond the 2048-entry STLB, walks.
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <stdlib.h>
-#include <stdint.h>
-#include <string.h>
-#include <time.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
-#define PAGE 4096UL
-#define HUGE (2UL<<20)
-static uint64_t rng = 88172645463325252ULL;
-static uint64_t rnd(void){ rng ^= rng<<13; rng ^= rng>>7; rng ^= rng<<17; return rng; }
-static double now(void){ struct timespec t; clock_gettime(CLOCK_MONOTONIC,&t); return t.tv_sec*1e9+t.tv_nsec; }
-static long sw(void){ struct rusage r; getrusage(RUSAGE_THREAD,&r); return r.ru_nvcsw+r.ru_nivcsw; }
+#include "chase-common.h"
 static char *map(size_t len, int adv){
   char *raw = mmap(0, len+HUGE, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE, -1, 0);
   madvise(raw, len+HUGE, adv);
   char *b = (char*)(((uintptr_t)raw + HUGE-1) & ~(HUGE-1)); memset(b, 0, len); return b;
 }
-__attribute__((noinline)) static void *chase(void *p, size_t hops){ for(size_t i=0;i<hops;i++) p=*(void**)p; return p; }
-static int cmpd(const void*a,const void*b){double x=*(double*)a,y=*(double*)b;return x<y?-1:x>y;}
 static double t_chase(char *base, size_t *off, size_t n){
   size_t *o = malloc(n*sizeof *o); memcpy(o, off, n*sizeof *o);
   for (size_t i=n-1;i>0;i--){ size_t j=rnd()%(i+1); size_t t=o[i]; o[i]=o[j]; o[j]=t; }

@@ -12,23 +12,10 @@
 //   real4k: touched MADV_NOHUGEPAGE region (frames as the allocator scatters them), same loop
 //   contig: touched MADV_HUGEPAGE region split into 4KB PTEs (contiguous frames), same loop
 // Offsets are uint32 in an array read in order (not on the dependent chain).
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <stdlib.h>
-#include <stdint.h>
-#include <string.h>
-#include <time.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
+#include "chase-common.h"
 #include <fcntl.h>
 #include <unistd.h>
 
-#define PAGE 4096UL
-#define HUGE (2UL<<20)
-static uint64_t rng = 88172645463325252ULL;
-static uint64_t rnd(void){ rng ^= rng<<13; rng ^= rng>>7; rng ^= rng<<17; return rng; }
-static double now(void){ struct timespec t; clock_gettime(CLOCK_MONOTONIC,&t); return t.tv_sec*1e9+t.tv_nsec; }
-static long sw(void){ struct rusage r; getrusage(RUSAGE_THREAD,&r); return r.ru_nvcsw+r.ru_nivcsw; }
 
 static char *map(size_t len, int adv){
   char *raw = mmap(0, len+HUGE, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE, -1, 0);
@@ -58,7 +45,6 @@ __attribute__((noinline)) static uint64_t run(const char *base, const uint32_t *
   }
   return v;
 }
-static int cmpd(const void*a,const void*b){double x=*(double*)a,y=*(double*)b;return x<y?-1:x>y;}
 static double timeit(const char *base, const uint32_t *off, size_t n){
   size_t hops = 1<<18; double s[41]; int k=0, tries=0;
   run(base,off,n,n*4);

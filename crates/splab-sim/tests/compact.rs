@@ -42,6 +42,19 @@ fn idle_ms(e: &mut Engine, ms: u64) {
     e.idle_until(until).unwrap();
 }
 
+/// Writes the 4KB pages of the mapping at `a` in order until no frame is free; returns the first
+/// address not written.
+fn fill_until_full(e: &mut Engine, pid: Pid, a: u64) -> u64 {
+    let mut va = a;
+    while e.os.phys.buddy.free_frames > 0 {
+        if pfn_of(e, pid, va).is_none() {
+            write(e, pid, va);
+        }
+        va += PAGE;
+    }
+    va
+}
+
 /// `policy` on 16MB of free memory filled with one process's base pages, then freed but for
 /// the first `K` frames of every pageblock after the first. `tables_first`: every chunk's
 /// page tables are made first, in the first pageblock (with the process's other frames no
@@ -55,13 +68,7 @@ fn setup(policy: &str, tables_first: bool) -> (Engine, Pid) {
     for c in 0..FREE / MB2 * tables_first as u64 {
         write(&mut e, pid, a + c * MB2);
     }
-    let mut va = a;
-    while e.os.phys.buddy.free_frames > 0 {
-        if pfn_of(&e, pid, va).is_none() {
-            write(&mut e, pid, va);
-        }
-        va += PAGE;
-    }
+    let va = fill_until_full(&mut e, pid, a);
     for p in (a..va).step_by(PAGE as usize) {
         let f = pfn_of(&e, pid, p).unwrap().0;
         if f >= PB && f % PB >= K {
@@ -530,13 +537,7 @@ fn setup_reset_5_1(policy: &str) -> (Engine, Pid) {
     }
     let a = e.mmap(pid, anon(2 * FREE)).unwrap();
     e.madvise(pid, a, 2 * FREE, Advice::NoHugePage).unwrap();
-    let mut va = a;
-    while e.os.phys.buddy.free_frames > 0 {
-        if pfn_of(&e, pid, va).is_none() {
-            write(&mut e, pid, va);
-        }
-        va += PAGE;
-    }
+    let va = fill_until_full(&mut e, pid, a);
     for p in (a..va).step_by(PAGE as usize) {
         let f = pfn_of(&e, pid, p).unwrap().0;
         let free = match (f / PB, f % PB) {
