@@ -1,7 +1,8 @@
 /* chase-common.h: what the native chase experiments of scripts/ share (host-page-probe.c,
  * l2-latency-pages.c, thp-tlb-reach.c, walk-isolation.c): a xorshift generator, a monotonic
  * clock in ns, this thread's context switches (a run that was switched is not a measurement of
- * the machine), a dependent chase and a comparison for qsort. Not part of the build. */
+ * the machine), a dependent chase and a comparison for qsort; stream-lines.c uses its clock.
+ * Not part of the build. */
 #ifndef CHASE_COMMON_H
 #define CHASE_COMMON_H
 #define _GNU_SOURCE

@@ -8,19 +8,7 @@
  *   cc -O3 -o /tmp/stream-lines3 scripts/stream-lines.c && /tmp/stream-lines3
  *
  * docs/validation.md ("Streams: what one bandwidth leaves out") uses it. */
-#define _GNU_SOURCE
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <time.h>
-
-static double now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e9 + t.tv_nsec;
-}
+#include "chase-common.h"
 
 __attribute__((noinline)) static uint64_t sum1(const uint64_t *p, size_t n)
 {
@@ -64,13 +52,13 @@ __attribute__((noinline)) static void store_all(uint64_t *p, size_t n)
 
 int main(void)
 {
-    const size_t piece = 128UL << 20, pieces = 6, huge = 2UL << 20;
-    char *raw = mmap(NULL, piece * pieces + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    const size_t piece = 128UL << 20, pieces = 6;
+    char *raw = mmap(NULL, piece * pieces + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED) {
         perror("stream-lines: mmap");
         return 1;
     }
-    char *a = (char *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+    char *a = (char *)(((uintptr_t)raw + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
     madvise(a, piece * pieces, MADV_HUGEPAGE);
     memset(a, 1, piece * pieces);
     const char *names[] = {"sum, every word (1 accumulator)", "sum, every word (4 accumulators)",
@@ -81,7 +69,7 @@ int main(void)
     for (int rep = 0; rep < 7; rep++)
         for (int k = 0; k < 5; k++) {
             uint64_t *p = (uint64_t *)(a + (z++ % pieces) * piece);
-            double t = now_ns();
+            double t = now();
             switch (k) {
             case 0: sink += sum1(p, words); break;
             case 1: sink += sum4(p, words); break;
@@ -89,7 +77,7 @@ int main(void)
             case 3: store_per_line(p, words); break;
             default: store_all(p, words); break;
             }
-            double e = (now_ns() - t) / (piece / 64);
+            double e = (now() - t) / (piece / 64);
             if (e < best[k])
                 best[k] = e;
         }

@@ -59,6 +59,44 @@ pub fn clean_with(
     }
 }
 
+/// Samples of several quantities taken in interleaved rounds, each round one sample of every
+/// quantity, so that a slow phase of the machine falls on all of them alike; kept apart by
+/// whether this thread was context-switched during the sample. `stats` follows `clean`'s rule:
+/// the clean samples, or all of them if fewer than 3 were clean.
+pub struct Interleaved {
+    clean: Vec<Vec<f64>>,
+    all: Vec<Vec<f64>>,
+}
+
+impl Interleaved {
+    pub fn new(n: usize) -> Interleaved {
+        Interleaved {
+            clean: vec![Vec::new(); n],
+            all: vec![Vec::new(); n],
+        }
+    }
+
+    /// One round: `f(i)` for every quantity `i` in order.
+    pub fn round(&mut self, mut f: impl FnMut(usize) -> f64) {
+        for i in 0..self.all.len() {
+            let s0 = switches();
+            let v = f(i);
+            self.all[i].push(v);
+            if switches() == s0 {
+                self.clean[i].push(v);
+            }
+        }
+    }
+
+    pub fn stats(self) -> Vec<Stat> {
+        self.clean
+            .into_iter()
+            .zip(self.all)
+            .map(|(c, a)| Stat::new(if c.len() >= 3 { c } else { a }))
+            .collect()
+    }
+}
+
 /// Repeated samples of one quantity (lower is better: times, latencies).
 #[derive(Clone, Debug)]
 pub struct Stat {

@@ -332,6 +332,11 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     big.touch();
     let big_thp = big.anon_huge_bytes();
     let mut rng = Rng::new(1);
+    // L2's size (cpuid leaf 4), for the footprints and probes sized by it below.
+    let l2_bytes = cpu
+        .caches
+        .get(1)
+        .map(|c| (c.ways * c.sets * c.line) as usize);
     let mut foots = Vec::new();
     let mut foot = 16 << 10;
     while foot <= plan.dram_footprint {
@@ -351,14 +356,10 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     // seconds. The larger ones stay one at a time, each in steady state: interleaved, the LLC's
     // knee moved down (6 MiB read 308 and 172 cycles, as its 3 ms runs began on lines the
     // footprint before had evicted, against 110-122 one at a time in the same minutes).
-    let l2_size = cpu
-        .caches
-        .get(1)
-        .map_or(2 << 20, |c| (c.ways * c.sets * c.line) as usize);
     let small: Vec<usize> = foots
         .iter()
         .copied()
-        .filter(|&f| f <= 2 * l2_size)
+        .filter(|&f| f <= 2 * l2_bytes.unwrap_or(2 << 20))
         .collect();
     let mut placed = Vec::new();
     let mut off = 0usize;
@@ -374,21 +375,14 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         placed.push((f, starts[0], bench::warm_hops(f, nodes.len())));
         off += (2 * f).next_multiple_of(HUGE);
     }
-    let mut psamples: Vec<Vec<f64>> = vec![Vec::new(); placed.len()];
+    let mut psamples = bench::Interleaved::new(placed.len());
     for _ in 0..reps {
-        for (i, &(_, start, warm)) in placed.iter().enumerate() {
-            let s0 = bench::switches();
-            let v = bench::time_chase(start, warm, 1, plan.ms).samples[0];
-            if bench::switches() == s0 || psamples[i].len() < 3 {
-                psamples[i].push(v);
-            }
-        }
+        psamples.round(|i| {
+            let (_, start, warm) = placed[i];
+            bench::time_chase(start, warm, 1, plan.ms).samples[0]
+        });
     }
-    let mut curve: Vec<(usize, Stat)> = placed
-        .iter()
-        .zip(psamples)
-        .map(|(&(f, _, _), v)| (f, Stat::new(v)))
-        .collect();
+    let mut curve: Vec<(usize, Stat)> = placed.iter().map(|p| p.0).zip(psamples.stats()).collect();
     let mut dram_nodes = Vec::new();
     for &foot in foots.iter().skip(curve.len()) {
         let nodes = bench::random_lines(2 * foot, &mut rng);
@@ -803,11 +797,8 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     // which read as "no walks: 2MB host pages" on a host that backs this guest with 4KB pages
     // (docs/validation.md, "Runs of 2026-11-27 08:00").
     pr.start("host page size");
-    let l2_bytes = data_caches
-        .get(1)
-        .map_or(1 << 20, |c| (c.ways * c.sets * c.line) as usize);
     let probe_pages = (2 * stlb_reach)
-        .min(l2_bytes / 256)
+        .min(l2_bytes.unwrap_or(1 << 20) / 256)
         .max(stlb_reach + stlb_reach / 2)
         .min(plan.pages_4k)
         .min(plan.pages_2m * 512);
@@ -879,21 +870,11 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         .enumerate()
         .map(|(w, &k)| bench::link_word(&big, &dram_nodes, k, w))
         .collect();
-    let mut msamples: Vec<Vec<f64>> = vec![Vec::new(); MLP_KS.len()];
+    let mut msamples = bench::Interleaved::new(MLP_KS.len());
     for _ in 0..mreps {
-        for (i, starts) in mstarts.iter_mut().enumerate() {
-            let s0 = bench::switches();
-            let v = bench::time_chase_many(starts, 1, plan.ms).samples[0];
-            if bench::switches() == s0 || msamples[i].len() < 3 {
-                msamples[i].push(v);
-            }
-        }
+        msamples.round(|i| bench::time_chase_many(&mut mstarts[i], 1, plan.ms).samples[0]);
     }
-    let mlp_rows: Vec<(usize, Stat)> = MLP_KS
-        .iter()
-        .zip(msamples)
-        .map(|(&k, v)| (k, Stat::new(v)))
-        .collect();
+    let mlp_rows: Vec<(usize, Stat)> = MLP_KS.iter().copied().zip(msamples.stats()).collect();
     drop(dram_nodes);
     let lat1 = mlp_rows[0].1.low();
     let mlp_knee = concurrency_knee(&mlp_rows);
@@ -1110,7 +1091,6 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     pr.start("zero and copy");
     zc.burst((2 * reps).saturating_sub(2 * fault_reps));
     let [z4t, z2t, z2n, z4n, c4t, c2n] = zc.stats();
-    drop(zc);
     let per4 = |s: &Stat| cyc(s.low());
     pr.done(
         "zero and copy",
@@ -1619,8 +1599,7 @@ struct ZeroCopyRuns {
     zr: Region,
     src: Region,
     rot: usize,
-    clean: [Vec<f64>; 6],
-    all: [Vec<f64>; 6],
+    samples: bench::Interleaved,
 }
 
 impl ZeroCopyRuns {
@@ -1633,44 +1612,31 @@ impl ZeroCopyRuns {
             zr,
             src,
             rot: 0,
-            clean: Default::default(),
-            all: Default::default(),
+            samples: bench::Interleaved::new(6),
         })
     }
 
-    /// `rounds` rounds, each one sample of every kind; a sample whose run was context-switched
-    /// is kept apart (used only if fewer than 3 of its kind were clean).
+    /// `rounds` rounds, each one sample of every kind (`bench::Interleaved`).
     fn burst(&mut self, rounds: usize) {
         let chunks = self.zr.len / HUGE;
-        let s = self.src.base as *const u8;
+        let (zr, s, rot) = (self.zr.base, self.src.base as *const u8, &mut self.rot);
         for _ in 0..rounds {
-            for kind in 0..6 {
-                let s0 = bench::switches();
+            self.samples.round(|kind| {
                 let t = Instant::now();
                 for _ in 0..4 {
                     // SAFETY: inside the region.
-                    let p = unsafe { self.zr.base.add((self.rot % chunks) * HUGE) };
-                    self.rot += 1;
+                    let p = unsafe { zr.add((*rot % chunks) * HUGE) };
+                    *rot += 1;
                     zero_copy_op(kind, p, s);
                 }
-                let v = t.elapsed().as_secs_f64() * 1e9 / (4.0 * 512.0);
-                self.all[kind].push(v);
-                if bench::switches() == s0 {
-                    self.clean[kind].push(v);
-                }
-            }
+                t.elapsed().as_secs_f64() * 1e9 / (4.0 * 512.0)
+            });
         }
     }
 
-    fn stats(&mut self) -> [Stat; 6] {
-        std::array::from_fn(|k| {
-            let c = std::mem::take(&mut self.clean[k]);
-            Stat::new(if c.len() >= 3 {
-                c
-            } else {
-                std::mem::take(&mut self.all[k])
-            })
-        })
+    fn stats(self) -> [Stat; 6] {
+        let v = self.samples.stats();
+        std::array::from_fn(|k| v[k].clone())
     }
 }
 
@@ -1764,14 +1730,6 @@ fn fmt3(x: f64) -> String {
     format!("{x:.4}")
 }
 
-/// The model's geometry for an LLC share of `share` bytes on a cache of `cpuid_ways` ways: the
-/// fewest sets, a power of two (the cache model indexes sets by address bits), whose
-/// `cpuid_ways` ways hold the share, and the share in ways of those sets (at least 1, at most
-/// `cpuid_ways`). The sets hold at most twice the share in `cpuid_ways` ways, so a way is at
-/// most 2/`cpuid_ways` of the share (10% on a 20-way LLC) and the model's size is within half a
-/// way of it, where rounding the number of sets to a power of two moved it by up to 2x (a 6-8
-/// MiB share became 5 or 10 MiB). Intel's LLC is not a power-of-two set count either (cpuid
-/// leaf 4 here: 212,992 sets, hashed over slices), so only the capacity and ways are kept.
 /// The memory-level-parallelism benchmark's K: eight of `KS`, one per word of a line
 /// (`bench::link_word`).
 const MLP_KS: [usize; 8] = [1, 2, 4, 6, 8, 12, 16, 20];
@@ -1793,6 +1751,14 @@ pub fn first_crossing(curve: &[(f64, f64)], half: f64) -> f64 {
     }
 }
 
+/// The model's geometry for an LLC share of `share` bytes on a cache of `cpuid_ways` ways: the
+/// fewest sets, a power of two (the cache model indexes sets by address bits), whose
+/// `cpuid_ways` ways hold the share, and the share in ways of those sets (at least 1, at most
+/// `cpuid_ways`). The sets hold at most twice the share in `cpuid_ways` ways, so a way is at
+/// most 2/`cpuid_ways` of the share (10% on a 20-way LLC) and the model's size is within half a
+/// way of it, where rounding the number of sets to a power of two moved it by up to 2x (a 6-8
+/// MiB share became 5 or 10 MiB). Intel's LLC is not a power-of-two set count either (cpuid
+/// leaf 4 here: 212,992 sets, hashed over slices), so only the capacity and ways are kept.
 pub fn share_geometry(share: f64, cpuid_ways: u32) -> (usize, u32) {
     let ways_max = cpuid_ways.max(1);
     let lines = (share / 64.0).max(1.0);
@@ -1803,7 +1769,8 @@ pub fn share_geometry(share: f64, cpuid_ways: u32) -> (usize, u32) {
 
 #[cfg(test)]
 mod tests {
-    use super::{first_crossing, share_geometry};
+    use super::{fault_estimate, first_crossing, share_geometry, walkers_estimate};
+    use crate::calibrate::bench::{Rng, Stat};
 
     #[test]
     fn the_llc_share_is_the_first_crossing_of_the_refined_curve() {
@@ -1833,8 +1800,6 @@ mod tests {
         assert_eq!(first_crossing(&c, 500.0), mb(9.5));
         assert_eq!(first_crossing(&[], 1.0), 0.0);
     }
-    use super::{fault_estimate, walkers_estimate};
-    use crate::calibrate::bench::{Rng, Stat};
 
     /// Per-hop times of K chains on a machine with `w` walkers: a lone hop is `c` of data and
     /// `walk` of walk; K chains overlap freely until the walkers saturate, where a walk under
