@@ -96,6 +96,8 @@ struct Cpu {
     guest: bool,
     hypervisor: String,
     caches: Vec<CacheLevel>,
+    /// The cpuid leaf `caches` came from ("leaf 4", "leaf 0x8000001D").
+    cache_leaf: &'static str,
     /// cpuid leaf 0x18 subleaves with a valid type, as (type, level, page-size bits, ways,
     /// sets): empty when the hypervisor zeroes the leaf.
     tlb_leaf: Vec<(u32, u32, u32, u32, u32)>,
@@ -134,24 +136,16 @@ fn cpu() -> Cpu {
                 );
             }
         }
-        let mut caches = Vec::new();
-        if max >= 4 {
-            for i in 0..16 {
-                let r = __cpuid_count(4, i);
-                let kind = r.eax & 31;
-                if kind == 0 {
-                    break;
-                }
-                // Data (1) and unified (3) caches.
-                if kind == 1 || kind == 3 {
-                    caches.push(CacheLevel {
-                        level: (r.eax >> 5) & 7,
-                        ways: (r.ebx >> 22) + 1,
-                        sets: r.ecx + 1,
-                        line: (r.ebx & 0xfff) + 1,
-                    });
-                }
-            }
+        // Deterministic cache parameters: Intel's leaf 4; AMD's leaf 0x8000001D has the same
+        // layout (AMD64 APM vol. 3, "CPUID Fn8000_001D Cache Topology Information", present
+        // with TopologyExtensions, Fn8000_0001 ECX bit 22), where AMD's leaf 4 is reserved
+        // (zeros).
+        let mut caches = if max >= 4 { cache_leaf(4) } else { Vec::new() };
+        let mut leaf = "leaf 4";
+        let topoext = ext >= 0x8000_0001 && (__cpuid(0x8000_0001).ecx >> 22) & 1 == 1;
+        if caches.is_empty() && topoext && ext >= 0x8000_001D {
+            caches = cache_leaf(0x8000_001D);
+            leaf = "leaf 0x8000001D";
         }
         let mut tlb_leaf = Vec::new();
         if max >= 0x18 {
@@ -170,10 +164,37 @@ fn cpu() -> Cpu {
             guest,
             hypervisor,
             caches,
+            cache_leaf: leaf,
             tlb_leaf,
             page_1g,
         }
     }
+}
+
+/// The data and unified caches a deterministic-cache-parameters leaf lists (Intel leaf 4, AMD
+/// leaf 0x8000001D: EAX type 4:0 and level 7:5, EBX line size 11:0 and ways 31:22, ECX sets,
+/// each minus one), one subleaf per cache until type 0.
+#[allow(unused_unsafe)]
+fn cache_leaf(leaf: u32) -> Vec<CacheLevel> {
+    let mut caches = Vec::new();
+    for i in 0..16 {
+        // SAFETY: the caller checked that the leaf exists (cpuid exists on every x86-64).
+        let r = unsafe { __cpuid_count(leaf, i) };
+        let kind = r.eax & 31;
+        if kind == 0 {
+            break;
+        }
+        // Data (1) and unified (3) caches.
+        if kind == 1 || kind == 3 {
+            caches.push(CacheLevel {
+                level: (r.eax >> 5) & 7,
+                ways: (r.ebx >> 22) + 1,
+                sets: r.ecx + 1,
+                line: (r.ebx & 0xfff) + 1,
+            });
+        }
+    }
+    caches
 }
 
 /// The TLB sweep's page counts: 2^k and 1.5 x 2^k, from 8 to `max`.
@@ -230,6 +251,13 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     // 1. cpuid.
     pr.start("cpuid");
     let cpu = cpu();
+    if cpu.caches.is_empty() {
+        anyhow::bail!(
+            "cpuid lists no data caches (neither Intel's leaf 4 nor AMD's leaf 0x8000001D; \
+             processor {:?}): the cache geometry cannot be read, so no machine file was written",
+            cpu.brand
+        );
+    }
     let guest_text = if cpu.guest {
         format!(
             "a guest (cpuid leaf 1 ECX bit 31; hypervisor {:?})",
@@ -332,7 +360,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     big.touch();
     let big_thp = big.anon_huge_bytes();
     let mut rng = Rng::new(1);
-    // L2's size (cpuid leaf 4), for the footprints and probes sized by it below.
+    // L2's size (cpuid), for the footprints and probes sized by it below.
     let l2_bytes = cpu
         .caches
         .get(1)
@@ -427,7 +455,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         ),
     );
 
-    // Cache levels from cpuid leaf 4, latency from the plateau at half of each level.
+    // Cache levels from cpuid (leaf 4 or 0x8000001D), latency from the plateau at half of each level.
     let mut levels: Vec<(String, u64, u32, u64, String)> = Vec::new(); // name, size, ways, latency, source
     let data_caches: Vec<&CacheLevel> = cpu.caches.iter().take(3).collect();
     let nlev = data_caches.len();
@@ -475,7 +503,8 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         };
         let geo = if pow_sets == c.sets {
             format!(
-                "cpuid leaf 4: {} {}-way, {} sets of {}-byte lines",
+                "cpuid {}: {} {}-way, {} sets of {}-byte lines",
+                cpu.cache_leaf,
                 mib(size as usize),
                 c.ways,
                 c.sets,
@@ -483,8 +512,9 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             )
         } else {
             format!(
-                "cpuid leaf 4: {} {}-way, {} sets of {}-byte lines; the model needs a power-of-two \
+                "cpuid {}: {} {}-way, {} sets of {}-byte lines; the model needs a power-of-two \
                  number of sets: {} sets ({})",
+                cpu.cache_leaf,
                 mib(size as usize),
                 c.ways,
                 c.sets,
