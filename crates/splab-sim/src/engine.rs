@@ -468,6 +468,13 @@ impl Engine {
         self.sample(now);
     }
 
+    /// Queues recorded frames for the next base-page allocations (vm/placement.rs): a native
+    /// run's placement, read from /proc/self/pagemap, so that the model's pages lie where the
+    /// real kernel put them. Returns how many were queued.
+    pub fn place_frames(&mut self, pfns: impl IntoIterator<Item = u64>) -> usize {
+        self.os.place_frames(pfns)
+    }
+
     // ---- the event stream ----
 
     /// A new process (its u-area wired, vm/kmem.rs).

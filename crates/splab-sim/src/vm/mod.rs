@@ -31,6 +31,7 @@ mod mremap;
 pub mod mthp;
 pub mod pageout;
 pub mod pageq;
+pub mod placement;
 pub mod ptpages;
 mod reserve;
 mod simplify;
@@ -292,6 +293,8 @@ pub struct Os {
     pub dirty: dirty::DirtyState,
     /// The fragmenter set up before the workload (`--frag`, vm/fragment.rs), if any.
     pub fragmenter: Option<fragment::Fragmenter>,
+    /// Frames queued for the next base-page allocations (vm/placement.rs).
+    pub placement: placement::Placement,
 }
 
 impl Os {
@@ -368,6 +371,7 @@ impl Os {
             fileio: file::FileIo::default(),
             dirty,
             fragmenter: None,
+            placement: placement::Placement::default(),
         }
         .with_reservations()
         .with_mobility_grouping()

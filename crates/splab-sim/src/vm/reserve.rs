@@ -247,6 +247,10 @@ impl Os {
 
     fn alloc_frame_once(&mut self, _pid: Pid, obj: ObjId, pindex: u64, _v: &Vma) -> Result<Pfn> {
         let Some(rp) = self.reserv_policy() else {
+            // A recorded placement's next frame first (vm/placement.rs).
+            if let Some(pfn) = self.take_placed() {
+                return Ok(pfn);
+            }
             return self.phys.buddy.alloc(Order(0)).ok_or_else(|| self.oom());
         };
         let o = self.obj(obj);

@@ -214,24 +214,37 @@ impl Region {
     /// host-dimension footprint of a walk-bound chase. None when the frames are not readable
     /// (Linux shows them only with CAP_SYS_ADMIN: all zero otherwise).
     pub fn phys_2m_ranges(&self) -> Option<usize> {
+        let mut ranges: Vec<u64> = self
+            .frames()?
+            .iter()
+            .map(|&f| f >> (HUGE.trailing_zeros() - PAGE.trailing_zeros()))
+            .collect();
+        ranges.sort_unstable();
+        ranges.dedup();
+        Some(ranges.len())
+    }
+
+    /// The frame numbers of the region's resident 4KB pages, in address order, from
+    /// /proc/self/pagemap (bits 0-54; Linux Documentation/admin-guide/mm/pagemap.rst); pages not
+    /// present are left out. None when the frames are not readable (Linux shows them only with
+    /// CAP_SYS_ADMIN: all zero otherwise).
+    pub fn frames(&self) -> Option<Vec<u64>> {
         use std::os::unix::fs::FileExt;
         let f = std::fs::File::open("/proc/self/pagemap").ok()?;
         let pages = self.len / PAGE;
         let mut buf = vec![0u8; pages * 8];
         f.read_exact_at(&mut buf, (self.base as usize / PAGE * 8) as u64)
             .ok()?;
-        let mut ranges: Vec<u64> = buf
+        let frames: Vec<u64> = buf
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
             .filter(|e| e >> 63 == 1) // present
-            .map(|e| (e & ((1 << 55) - 1)) >> (HUGE.trailing_zeros() - PAGE.trailing_zeros()))
+            .map(|e| e & ((1 << 55) - 1))
             .collect();
-        if ranges.is_empty() || ranges.iter().all(|&r| r == 0) {
+        if frames.is_empty() || frames.iter().all(|&f| f == 0) {
             return None;
         }
-        ranges.sort_unstable();
-        ranges.dedup();
-        Some(ranges.len())
+        Some(frames)
     }
 
     /// Splits the region's 2MB mappings into 4KB page-table entries, keeping the frames: each

@@ -65,7 +65,15 @@ struct Model {
 }
 
 impl Model {
-    fn new(machine: &str, len: usize, thp: Thp, touch: bool) -> Result<Model> {
+    /// `frames`: the native region's frames, in address order (`Region::frames`), for the
+    /// model's pages to lie on (vm/placement.rs); None: the fresh machine's own order.
+    fn new(
+        machine: &str,
+        len: usize,
+        thp: Thp,
+        touch: bool,
+        frames: Option<&[u64]>,
+    ) -> Result<Model> {
         let m = Machine::from_spec(machine)?;
         let ns_per_cycle = 1e9 / m.freq_hz as f64;
         let mut p = Policy::from_spec("linux-madvise")?;
@@ -81,6 +89,9 @@ impl Model {
         };
         e.madvise(pid, raw, raw_len, advice)?;
         let base = raw.div_ceil(HUGE as u64) * HUGE as u64;
+        if let Some(f) = frames {
+            e.place_frames(f.iter().copied());
+        }
         if touch {
             e.access_run(pid, base, PAGE as i64, (len / PAGE) as u64, MemOp::Store, 1)?;
         }
@@ -194,7 +205,7 @@ pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
         let nodes = bench::random_lines(2 * foot, &mut rng);
         let starts = bench::link(&big, &nodes, 1);
         let s = bench::time_chase(starts[0], bench::warm_hops(foot, nodes.len()), reps, ms);
-        let mut model = Model::new(machine, 2 * foot, Thp::Huge, true)?;
+        let mut model = Model::new(machine, 2 * foot, Thp::Huge, true, None)?;
         let (w, r) = model_rounds(nodes.len(), 1);
         let p = model.chase(&nodes, 1, w, r, 1)?;
         let mut row = Row::new(name, "ns/hop", &s, p);
@@ -211,7 +222,7 @@ pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
         let mut starts = bench::link(&big, &nodes, k);
         bench::chase_many(&mut starts, 1 << 12);
         let s = bench::time_chase_many(&mut starts, reps, ms);
-        let mut model = Model::new(machine, 2 * dram_foot, Thp::Huge, true)?;
+        let mut model = Model::new(machine, 2 * dram_foot, Thp::Huge, true, None)?;
         let (w, r) = model_rounds(nodes.len(), k);
         let p = model.chase(&nodes, k, w.min(1 << 15), r.min(1 << 15), 2)?;
         let mut row = Row::new(name, "ns/hop", &s, p);
@@ -240,10 +251,11 @@ pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
         pr.start(&name);
         let r4 = Region::map(pages * PAGE, Thp::No)?;
         r4.touch();
+        let frames = r4.frames();
         let nodes = bench::per_page_nodes(pages, PAGE, &mut rng);
         let starts = bench::link(&r4, &nodes, 1);
         let s = bench::time_chase(starts[0], nodes.len() * 2, reps, ms);
-        let mut model = Model::new(machine, pages * PAGE, Thp::No, true)?;
+        let mut model = Model::new(machine, pages * PAGE, Thp::No, true, frames.as_deref())?;
         let (w, r) = model_rounds(nodes.len(), 1);
         let p = model.chase(&nodes, 1, w, r, 1)?;
         let mut row = Row::new(name, "ns/hop", &s, p);
@@ -255,17 +267,21 @@ pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
         }
         drop(r4);
         // The same chase on the same number of 4KB TLB entries whose frames are contiguous
-        // (THP memory split into 4KB entries): the model's placement (a fresh machine hands out
-        // contiguous frames), where a long-running guest's free lists scatter a 4KB region's
-        // frames over thousands of 2MB guest-physical ranges, each an entry of the host's
-        // tables that the walks read (docs/validation.md, "Walks").
+        // (THP memory split into 4KB entries), where a long-running guest's free lists scatter
+        // a 4KB region's frames over thousands of 2MB guest-physical ranges, each a page of the
+        // host's tables that the walks read (docs/validation.md, "Walks"). The model's pages
+        // lie on each region's own frames.
         let name = format!("TLB: 1 line per 4KB page, {pages} pages, contiguous frames");
         pr.start(&name);
         let rc = Region::map(pages * PAGE, Thp::Huge)?;
         rc.touch();
         rc.split_to_ptes()?;
+        let frames = rc.frames();
         let starts = bench::link(&rc, &nodes, 1);
         let s = bench::time_chase(starts[0], nodes.len() * 2, reps, ms);
+        let mut model = Model::new(machine, pages * PAGE, Thp::No, true, frames.as_deref())?;
+        let (w, r) = model_rounds(nodes.len(), 1);
+        let p = model.chase(&nodes, 1, w, r, 1)?;
         let mut row = Row::new(name, "ns/hop", &s, p);
         row.thp_granted_pct = Some(100.0 * rc.anon_huge_bytes() as f64 / rc.len as f64);
         row.phys_2m_ranges = rc.phys_2m_ranges();
@@ -282,7 +298,7 @@ pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
         let nodes = bench::per_page_nodes(pages, HUGE, &mut rng);
         let starts = bench::link(&r2, &nodes, 1);
         let s = bench::time_chase(starts[0], nodes.len() * 64, reps, ms);
-        let mut model = Model::new(machine, pages * HUGE, Thp::Huge, true)?;
+        let mut model = Model::new(machine, pages * HUGE, Thp::Huge, true, None)?;
         let p = model.chase(&nodes, 1, 1 << 12, 1 << 14, 1)?;
         let mut row = Row::new(name, "ns/hop", &s, p);
         row.thp_granted_pct = Some(thp);
@@ -298,11 +314,12 @@ pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
         pr.start(&name);
         let r4 = Region::map(pages * PAGE, Thp::No)?;
         r4.touch();
+        let frames = r4.frames();
         let nodes = bench::per_page_nodes(pages, PAGE, &mut rng);
         let mut starts = bench::link(&r4, &nodes, k);
         bench::chase_many(&mut starts, 1 << 12);
         let s = bench::time_chase_many(&mut starts, reps, ms);
-        let mut model = Model::new(machine, pages * PAGE, Thp::No, true)?;
+        let mut model = Model::new(machine, pages * PAGE, Thp::No, true, frames.as_deref())?;
         let p = model.chase(&nodes, k, 1 << 14, 1 << 14, 2)?;
         let mut row = Row::new(name, "ns/hop", &s, p);
         row.phys_2m_ranges = r4.phys_2m_ranges();
@@ -328,7 +345,7 @@ pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
             std::hint::black_box(bench::read_sum(unsafe { r.base.add(off) }, piece));
             t.elapsed().as_secs_f64() * 1e9 / (piece >> 10) as f64
         });
-        let mut model = Model::new(machine, len, Thp::Huge, true)?;
+        let mut model = Model::new(machine, len, Thp::Huge, true, None)?;
         let mut pred = Vec::new();
         for j in 0..4u64 {
             let c0 = model.e.clock();
@@ -372,7 +389,7 @@ pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
             };
             ns / units as f64
         });
-        let mut model = Model::new(machine, len, thp, false)?;
+        let mut model = Model::new(machine, len, thp, false, None)?;
         let c0 = model.e.clock();
         model.e.access_run(
             model.pid,
