@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use super::bench::{self, mib, Region, Rng, Stat, Thp, HUGE, KS, PAGE};
+use super::bench::{self, mib, Region, Rng, Stat, Thp, HUGE, KS, LINE, PAGE};
 use super::CalibrateArgs;
 
 /// Sizes and repeats of one run.
@@ -961,9 +961,8 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     };
     let walk_ranges = walk_pages.div_ceil(per_range);
     let page_nodes = bench::per_page_nodes(walk_pages, PAGE, &mut rng);
-    // The control's nodes: the pages side by side (64 MiB of THP memory, whose 2MB entries the
-    // L1 DTLB holds); the fixed layout moves a page by whole multiples of 256 KiB, so each line
-    // keeps its L2 set.
+    // The chase's nodes on the fixed layout: a page moves by whole multiples of 256 KiB, so each
+    // line keeps its L2 set.
     let walk_nodes: Vec<usize> = if fixed {
         page_nodes
             .iter()
@@ -976,13 +975,21 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         page_nodes.clone()
     };
     let walk_region = if fixed { &r2m } else { &r4k };
+    // The control's nodes: page p's line becomes line p of the region's start.
+    let packed_nodes: Vec<usize> = page_nodes.iter().map(|&o| o / PAGE * LINE).collect();
     // Interleaved: every repeat runs each K once, and the control, so that a slow phase of the
     // machine (this guest's chases ran 2-5x slower for tenths of a second at a time under the
     // other vCPU's builds) falls on all of them alike, not on one K's block of repeats. The
-    // control is the same nodes (the same lines, so the same cache sets) on THP memory, whose
-    // translations hit the TLB: the lone 4KB hop less it is the walk alone. (Until 2026-11-27 it
-    // was as many lines packed 128 B apart: 16384 of them fill half of L2's sets, so it missed
-    // L2 where the chase did not, and it moved 42-55 cycles between runs.)
+    // control is as many lines in the same order, packed side by side (every line of
+    // walk_pages / 64 4KB pages: within the L1 DTLB's reach or the STLB's, all of L2's sets
+    // alike, so it hits L2 as the chase does): the lone 4KB hop less it is the walk alone.
+    // History: until 2026-11-27 08:00 the lines were packed 128 B apart, filling half of L2's
+    // sets, so the control missed L2 where the chase did not (it moved 42-55 cycles between
+    // runs); then it was the same nodes on THP memory, whose translations hit the TLB only
+    // where the host backs 2MB guest pages with 2MB pages. On a host that splinters them (4KB
+    // host pages, found on both guests here) that control walked too, so the walk came out
+    // short: 21% of a lone hop on the AMD EPYC guest of 2026-11-27 10:20, 1.55 walks in flight,
+    // 2 walkers, where validate's 8 walking chases ran at 10.4 ns a hop against 33.3 predicted.
     let wreps = if plan.quick { 9 } else { 31 };
     let mut wsamples: Vec<Vec<f64>> = vec![Vec::new(); KS.len()];
     let mut csamples = Vec::new();
@@ -992,7 +999,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             let s = bench::time_chase_many(&mut starts, 1, plan.ms);
             wsamples[i].push(s.samples[0]);
         }
-        let st = bench::link(&big, &page_nodes, 1);
+        let st = bench::link(&r4k, &packed_nodes, 1);
         let s = bench::time_chase(st[0], walk_pages, 1, plan.ms);
         csamples.push(s.samples[0]);
     }
@@ -1024,7 +1031,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     pr.done(
         "concurrent page walks",
         &format!(
-            "a lone hop {:.0} cycles of which the walk {:.0}% (against the same lines on THP memory), fastest {:.1} cycles a hop \
+            "a lone hop {:.0} cycles of which the walk {:.0}% (against as many lines packed side by side), fastest {:.1} cycles a hop \
              (best speedup {walk_best:.1}x, knee at K={walk_knee:.1}): {walkers_est:.2} walks in flight, {walkers} walkers; speedup by K: {walk_text}",
             cyc(wlat1),
             100.0 * walk_share,
