@@ -469,24 +469,14 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             }
         };
         let msize = c.ways as u64 * pow_sets as u64 * 64;
-        // The footprint: half of L1; for L2, half of it but at most 256 KiB (64 4KB pages,
-        // within the L1 DTLB's 4KB reach: Skylake's 64 entries, Intel Optimization Reference
-        // Manual Table 2-5; 96 here) and at least 4x L1 (twice L1's lines: the cyclic chase
-        // misses L1 on every hop); 1.5x the level below for the last level (its capacity is
-        // measured below: a shared LLC is rarely all ours). L2's latency at half its size (1
-        // MiB, until 2026-11-27) held STLB hits where the host backs THP memory with 4KB pages,
-        // as this guest's does: its 256 pages' 4KB entries overflow the L1 DTLB, and a chase
-        // over them cost 20.4 cycles a hop against 16.2 for the same lines visited page by page
-        // (scripts/l2-latency-pages.c), which the model, splintering those entries too, then
-        // charged twice (docs/validation.md, "Runs of 2026-11-27 08:00").
+        // The footprint: half of L1; for L2 `l2_footprint` (4x L1); 1.5x the level below for
+        // the last level (its capacity is measured below: a shared LLC is rarely all ours).
         let f = if i + 1 == nlev && i > 0 {
             let below = data_caches[i - 1];
             3 * (below.ways * below.sets * below.line) as usize / 2
         } else if i == 1 {
             let l1 = data_caches[0];
-            ((size / 2) as usize)
-                .min(256 << 10)
-                .max(4 * (l1.ways * l1.sets * l1.line) as usize)
+            l2_footprint((l1.ways * l1.sets * l1.line) as usize, size as usize)
         } else {
             (size / 2) as usize
         };
@@ -1724,6 +1714,20 @@ fn zero_copy_op(kind: usize, p: *mut u8, s: *const u8) {
 /// which times runs, missed by -19.6% with it.
 fn fault_estimate(run_means: &Stat, zero_cycles: f64, ghz: f64) -> f64 {
     (run_means.low() * ghz - zero_cycles).max(1.0)
+}
+
+/// The footprint L2's latency is read at (and validate's L2 row runs at): 4x L1, twice L1's
+/// lines (one line of each 128-byte pair), so that the cyclic chase misses L1 on every hop, and
+/// no more, so that its 4KB pages stay within the L1 DTLB's reach wherever the host backs THP
+/// memory with 4KB pages (the chase's 2MB pages are then 4KB TLB entries); at most half of L2.
+/// L2's latency at half its size (1 MiB, until 2026-11-27 08:00) held STLB hits on such a host:
+/// its 256 pages' entries overflow the L1 DTLB, and a chase over them cost 20.4 cycles a hop
+/// against 16.2 for the same lines visited page by page (scripts/l2-latency-pages.c), which the
+/// model, splintering those entries too, then charged twice. Capped at 256 KiB after that, it
+/// still did on the AMD EPYC guest of 2026-11-27 10:20, whose L1 DTLB has 64 entries: 256 KiB
+/// is 64 pages, and the curve read 12-13 cycles at 64-128 KiB against 18 at 256 KiB.
+pub fn l2_footprint(l1_bytes: usize, l2_bytes: usize) -> usize {
+    (4 * l1_bytes).min(l2_bytes / 2)
 }
 
 /// What the concurrent-walks benchmark gives.

@@ -13,6 +13,8 @@ use crate::cli::Output;
 pub(crate) mod bench;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod measure;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub use measure::l2_footprint;
 
 #[derive(clap::Args)]
 pub struct CalibrateArgs {

@@ -182,14 +182,15 @@ pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
     big.touch();
     let big_thp = 100.0 * big.anon_huge_bytes() as f64 / big.len as f64;
     let mut rng = Rng::new(11);
+    let l2_foot = crate::calibrate::l2_footprint(l1, l2);
     let mut cases: Vec<(String, usize)> = vec![
         (
             format!("latency L1D ({} footprint)", super::mib(l1 / 2)),
             l1 / 2,
         ),
         (
-            format!("latency L2 ({} footprint)", super::mib(l2 / 2)),
-            l2 / 2,
+            format!("latency L2 ({} footprint)", super::mib(l2_foot)),
+            l2_foot,
         ),
     ];
     if levels.len() >= 3 {
