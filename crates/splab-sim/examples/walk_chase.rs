@@ -1,5 +1,7 @@
 //! Experiment: validate's "1 line per 4KB page" chase on the model, with the per-hop time
-//! breakdown. `cargo run --release -p splab-sim --example walk_chase -- MACHINE PAGES [huge]`
+//! breakdown. `cargo run --release -p splab-sim --example walk_chase -- MACHINE PAGES [4k|huge|packed]
+//! [CHAINS]` (CHAINS interleaved chains, each over its share of the pages, as validate's
+//! "walks: 8 chases" row; default 1).
 use splab_sim::engine::{CheckMode, Engine};
 use splab_sim::hw::Machine;
 use splab_sim::policy::Policy;
@@ -13,6 +15,7 @@ fn main() {
     let mode = a.get(3).cloned().unwrap_or("4k".into());
     let huge = mode != "4k";
     let packed = mode == "packed";
+    let k: usize = a.get(4).map(|s| s.parse().unwrap()).unwrap_or(1).max(1);
     const PAGE: usize = 4096;
     const HUGE: usize = 2 << 20;
     let m = Machine::from_spec(machine).unwrap();
@@ -59,14 +62,17 @@ fn main() {
             .map(|&p| (p * PAGE) as u64 + (rnd() % 64) * 64)
             .collect()
     };
+    // Chain c walks nodes [c * pages / k, (c + 1) * pages / k) in order; hop i is chain i % k's.
     let go = |e: &mut Engine, hops: usize, first: bool| {
         let mut buf = Vec::new();
+        let per = pages / k;
         for i in 0..hops {
+            let (c, j) = (i % k, (i / k) % per);
             buf.push(Access::new(
-                base + nodes[i % pages],
+                base + nodes[c * per + j],
                 MemOp::Load,
-                if first && i == 0 { 0 } else { 1 },
-                1,
+                if first && i < k { 0 } else { k as u16 },
+                if k > 1 { 2 } else { 1 },
             ));
             if buf.len() == 4096 {
                 e.accesses(pid, &buf).unwrap();
