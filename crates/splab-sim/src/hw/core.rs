@@ -178,6 +178,14 @@ pub struct Core {
     lives: Box<[Life; RING]>,
     mshr_done: [u64; MAX_MSHRS],
     mshr_line: [u64; MAX_MSHRS],
+    /// `mshr_done[i] << 5 | i` (`MAX_MSHRS` is 32): the smallest key is the first fill buffer
+    /// to free and when, a plain minimum instead of a compare and two selects per buffer (the
+    /// scan was a fifth of `access`). Exact while every `done` is below 2^58 (`mshr_wide`).
+    mshr_key: [u64; MAX_MSHRS],
+    /// A `done` of 2^58 ticks or more was stored (never on any real run): scan `mshr_done`.
+    mshr_wide: bool,
+    /// The low 32 bits of `mshr_line`, a filter for its matches (`may_hold`).
+    mshr_line_lo: [u32; MAX_MSHRS],
     walker_done: [u64; MAX_WALKERS],
     /// Latest completion of anything issued (for drains).
     horizon: u64,
@@ -220,6 +228,9 @@ impl Core {
             lives: Box::new([Life::default(); RING]),
             mshr_done: [0; MAX_MSHRS],
             mshr_line: [u64::MAX; MAX_MSHRS],
+            mshr_key: std::array::from_fn(|i| i as u64),
+            mshr_wide: false,
+            mshr_line_lo: [u32::MAX; MAX_MSHRS],
             walker_done: [0; MAX_WALKERS],
             horizon: 0,
             ticks: [0; cause::N],
@@ -316,8 +327,10 @@ impl Core {
     }
 
     /// One access: dispatches its instructions, times its translation and data, and records it.
-    /// `dep`: distance back to the load whose value formed its address (0 = none).
-    #[inline]
+    /// `dep`: distance back to the load whose value formed its address (0 = none). Inlined
+    /// into its one caller on the access path (`Os::data`): the call, its saved registers and
+    /// its spills were a tenth of it.
+    #[inline(always)]
     pub fn access(&mut self, op: MemOp, ipa: u64, dep: u64, trip: &Trip) {
         let w = self.width;
         let disp = self.dispatch(ipa);
@@ -349,8 +362,12 @@ impl Core {
         let (mut walk_start, mut walk_end) = (tlb_end, tlb_end);
         if trip.walked {
             let walk: u64 = trip.walk_by_level.iter().map(|&c| c as u64).sum::<u64>() * w;
-            let p = self.walkers;
-            let (slot, free) = min_slot(&self.walker_done[..p]);
+            let (slot, free) = match self.walkers {
+                // The presets' walkers, unrolled.
+                1 => (0, self.walker_done[0]),
+                2 => min_slot_n::<2>(&self.walker_done),
+                p => min_slot(&self.walker_done[..p]),
+            };
             walk_start = tlb_end.max(free);
             walk_end = walk_start + walk;
             self.walker_done[slot] = walk_end;
@@ -359,11 +376,11 @@ impl Core {
         let mut done = data_start + trip.latency * w;
         if trip.served > 0 && op != MemOp::Ifetch {
             let m = self.mshrs;
-            let (same, slot, free) = match m {
+            let (same, slot, free) = match (m, self.mshr_wide) {
                 // The presets' fill buffers, unrolled.
-                10 => mshr_scan_n::<10>(&self.mshr_line, &self.mshr_done, trip.line),
-                8 => mshr_scan_n::<8>(&self.mshr_line, &self.mshr_done, trip.line),
-                6 => mshr_scan_n::<6>(&self.mshr_line, &self.mshr_done, trip.line),
+                (10, false) => self.mshr_scan_n::<10>(trip.line),
+                (8, false) => self.mshr_scan_n::<8>(trip.line),
+                (6, false) => self.mshr_scan_n::<6>(trip.line),
                 _ => mshr_scan(&self.mshr_line[..m], &self.mshr_done[..m], trip.line),
             };
             if let Some(i) = same {
@@ -372,13 +389,14 @@ impl Core {
                     done = self.mshr_done[i].max(data_start + w);
                 } else {
                     done = data_start + trip.latency * w;
-                    self.mshr_done[i] = done;
+                    self.set_mshr_done(i, done);
                 }
             } else {
                 data_start = data_start.max(free);
                 done = data_start + trip.latency * w;
-                self.mshr_done[slot] = done;
+                self.set_mshr_done(slot, done);
                 self.mshr_line[slot] = trip.line;
+                self.mshr_line_lo[slot] = trip.line as u32;
             }
         }
         // A store retires once translated; its data drains from the store buffer.
@@ -409,6 +427,33 @@ impl Core {
             // Only an access that may outlive `window` dispatch ticks can ever stall dispatch.
             self.rob.push_back(self.instr, blocks_until, n);
         }
+    }
+
+    /// `mshr_scan` over the first `M` fill buffers, with `M` known (unrolled), from their keys
+    /// (`mshr_key`): the smallest key's low five bits are the first buffer to free and the rest
+    /// when. A buffer holding `line` is looked for only if one may (`may_hold`): GUPS's random
+    /// lines almost never find one.
+    #[inline(always)]
+    fn mshr_scan_n<const M: usize>(&self, line: u64) -> (Option<usize>, usize, u64) {
+        const { assert!(M <= MAX_MSHRS && MAX_MSHRS == 32) };
+        let mut min = u64::MAX;
+        for &k in &self.mshr_key[..M] {
+            min = min.min(k);
+        }
+        let same = if may_hold::<M>(&self.mshr_line_lo, line) {
+            self.mshr_line[..M].iter().position(|&l| l == line)
+        } else {
+            None
+        };
+        (same, (min & 31) as usize, min >> 5)
+    }
+
+    /// Fill buffer `i` completes at `done` (`mshr_done` and its key).
+    #[inline(always)]
+    fn set_mshr_done(&mut self, i: usize, done: u64) {
+        self.mshr_done[i] = done;
+        self.mshr_key[i & (MAX_MSHRS - 1)] = done << 5 | i as u64;
+        self.mshr_wide |= done >> 58 != 0;
     }
 
     /// The ticks `lines` streamed lines take at the stream bandwidth, the fraction carried.
@@ -627,29 +672,47 @@ fn f(n: u64) -> f64 {
 }
 
 /// `x as u64` for `0 <= x < 2^63` (shares of an amount below 2^63): through the signed
-/// conversion, which is cheaper on x86-64 and gives the same value in that range.
+/// conversion, which gives the same value in that range. On x86-64 the bare truncating
+/// instruction (`cvttsd2si`): `as` adds the saturation and NaN checks, five instructions more
+/// per share (`charge_own` converts up to nine).
 #[inline(always)]
 fn floor(x: f64) -> u64 {
     debug_assert!((0.0..9.2e18).contains(&x));
-    x as i64 as u64
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of x86_64. (Out of range the instruction gives i64::MIN: never UB.)
+    unsafe {
+        use std::arch::x86_64::*;
+        _mm_cvttsd_si64(_mm_set_sd(x)) as u64
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        x as i64 as u64
+    }
 }
 
-/// `mshr_scan` over the first `M` fill buffers, with `M` known (unrolled).
+/// Whether one of the first `M` fill buffers (rounded up to a multiple of 4; those past the
+/// machine's never match a real line exactly) may hold `line`: the low 32 bits of its line, `lo`,
+/// match. On x86-64 in 4-wide SSE2 compares; the same answer either way.
 #[inline(always)]
-fn mshr_scan_n<const M: usize>(
-    lines: &[u64; MAX_MSHRS],
-    done: &[u64; MAX_MSHRS],
-    line: u64,
-) -> (Option<usize>, usize, u64) {
-    let mut same = usize::MAX;
-    let (mut best, mut t) = (0, u64::MAX);
-    for i in (0..M).rev() {
-        same = if lines[i] == line { i } else { same };
-        let le = done[i] <= t;
-        t = if le { done[i] } else { t };
-        best = if le { i } else { best };
+fn may_hold<const M: usize>(lo: &[u32; MAX_MSHRS], line: u64) -> bool {
+    const { assert!(M <= MAX_MSHRS) };
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of x86_64; the unaligned 16-byte loads read the first `M` rounded
+    // up to 4 (at most `MAX_MSHRS`) entries of `lo`.
+    unsafe {
+        use std::arch::x86_64::*;
+        let p = lo.as_ptr() as *const __m128i;
+        let k = _mm_set1_epi32(line as u32 as i32);
+        let mut any = _mm_setzero_si128();
+        for i in 0..M.div_ceil(4) {
+            any = _mm_or_si128(any, _mm_cmpeq_epi32(_mm_loadu_si128(p.add(i)), k));
+        }
+        _mm_movemask_epi8(any) != 0
     }
-    ((same != usize::MAX).then_some(same), best, t)
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        lo[..M.div_ceil(4) * 4].contains(&(line as u32))
+    }
 }
 
 /// In one pass over the fill buffers: the first one holding `line`, and the first of those that
@@ -712,6 +775,12 @@ impl Rob {
         self.e = e;
         self.head = 0;
     }
+}
+
+/// `min_slot` over the first `N` slots, with `N` known (unrolled).
+#[inline(always)]
+fn min_slot_n<const N: usize>(s: &[u64; MAX_WALKERS]) -> (usize, u64) {
+    min_slot(&s[..N])
 }
 
 /// The slot that frees first and when.

@@ -108,29 +108,33 @@ impl Os {
         } else {
             let s = self.hw.caches.access(line);
             let levels = self.hw.caches.levels();
+            let mut prefetched = false;
             if s >= 1 && self.hw.prefetcher.enabled() && a.op != MemOp::Ifetch {
                 if s == 1 {
                     // An L2 hit trains the detector too (it watches L1 misses); it is an L2
                     // hit either way.
                     self.hw.prefetcher.miss(line);
-                } else if self.prefetched(line, s, levels, trip) {
-                    self.hw.core.access(a.op, a.ipa as u64, a.dep as u64, trip);
-                    return;
+                } else {
+                    prefetched = self.prefetched(line, s, levels, trip);
                 }
             }
-            let k = if (s as usize) >= levels { 3 } else { s };
-            self.acc.data_by_level[k as usize] += 1;
-            trip.served = k;
-            trip.latency = self.hw.caches.latency(s);
+            if !prefetched {
+                let k = if (s as usize) >= levels { 3 } else { s };
+                self.acc.data_by_level[k as usize] += 1;
+                trip.served = k;
+                trip.latency = self.hw.caches.latency(s);
+            }
         }
         trip.line = line;
+        // The one call of the core's timing (inlined here).
         self.hw.core.access(a.op, a.ipa as u64, a.dep as u64, trip);
     }
 
     /// An L1 miss at `line` that the caches served at `s` (beyond L2): if the hardware
     /// prefetcher (hw/prefetch.rs) had a stream ahead of it, the line is in L2 already: the
     /// access is served there (an L2 hit in the cache counts), and a line from DRAM costs the
-    /// stream bandwidth (`Core::prefetched_line`) and counts as streamed. Fills `trip` then.
+    /// stream bandwidth (`Core::prefetched_line`) and counts as streamed. Fills `trip`'s
+    /// `served` and `latency` then.
     #[inline]
     fn prefetched(&mut self, line: u64, s: u8, levels: usize, trip: &mut Trip) -> bool {
         if !self.hw.prefetcher.miss(line) {
@@ -145,7 +149,6 @@ impl Os {
         }
         trip.served = 1;
         trip.latency = self.hw.caches.latency(1);
-        trip.line = line;
         true
     }
 
