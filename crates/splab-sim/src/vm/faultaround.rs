@@ -126,7 +126,12 @@ impl Os {
             if let Some(pfn) = self.obj(s).pages.get(pindex) {
                 return (!cached(self, pfn)).then_some(pfn);
             }
-            if self.backing.on_swap(s, pindex) {
+            // The private copy is on swap or is a free cache page (vm/contig.rs): it is the
+            // page this entry maps, not the object's below it. (Mapping the object's page for a
+            // free cache page of the shadow showed the process stale data, and a later write
+            // copied it into the shadow beside its cached copy: "both resident and a free cache
+            // page", found by a property test.)
+            if self.backing.on_swap(s, pindex) || self.is_free_cached(s, pindex) {
                 return None;
             }
         }
