@@ -207,23 +207,6 @@ impl Region {
         }
     }
 
-    /// How many distinct 2MB-aligned physical ranges (in a guest: guest-physical) the region's
-    /// resident 4KB pages lie in, from /proc/self/pagemap (bits 0-54: the frame number; Linux
-    /// Documentation/admin-guide/mm/pagemap.rst). Under nested paging each such range is one
-    /// entry of the host's tables that a walk for the data's address reads, so this is the
-    /// host-dimension footprint of a walk-bound chase. None when the frames are not readable
-    /// (Linux shows them only with CAP_SYS_ADMIN: all zero otherwise).
-    pub fn phys_2m_ranges(&self) -> Option<usize> {
-        let mut ranges: Vec<u64> = self
-            .frames()?
-            .iter()
-            .map(|&f| f >> (HUGE.trailing_zeros() - PAGE.trailing_zeros()))
-            .collect();
-        ranges.sort_unstable();
-        ranges.dedup();
-        Some(ranges.len())
-    }
-
     /// The frame numbers of the region's resident 4KB pages, in address order, from
     /// /proc/self/pagemap (bits 0-54; Linux Documentation/admin-guide/mm/pagemap.rst); pages not
     /// present are left out. None when the frames are not readable (Linux shows them only with
@@ -308,6 +291,20 @@ impl Region {
         }
         0
     }
+}
+
+/// How many distinct 2MB-aligned physical ranges (in a guest: guest-physical) `frames`
+/// (`Region::frames`) lie in. Under nested paging each such range is one entry of the host's
+/// tables that a walk for the data's address reads, so this is the host-dimension footprint of
+/// a walk-bound chase over those pages.
+pub fn phys_2m_ranges(frames: &[u64]) -> usize {
+    let mut ranges: Vec<u64> = frames
+        .iter()
+        .map(|&f| f >> (HUGE.trailing_zeros() - PAGE.trailing_zeros()))
+        .collect();
+    ranges.sort_unstable();
+    ranges.dedup();
+    ranges.len()
 }
 
 impl Drop for Region {

@@ -1557,6 +1557,7 @@ fn concurrency_knee(rows: &[(usize, Stat)]) -> f64 {
 /// back (each refaults the frames the one before freed, as a program that frees and faults
 /// again does), every fault timed on its own. Adds each clean run's mean fault (ns) to
 /// `means` and every fault to `each`.
+///
 /// The 2MB THP first touches run in the same bursts, beside the 4KB ones: `huge` gets each
 /// burst's clean runs' time per 2MB fault granted (ns), `huge_granted` the bytes granted and
 /// asked for. (Until 2026-11-27 they were one block of 42 runs at benchmark 10, and a slow

@@ -35,7 +35,8 @@ pub struct Row {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thp_granted_pct: Option<f64>,
     /// Distinct 2MB-aligned (guest-)physical ranges holding the native region's 4KB pages
-    /// (`Region::phys_2m_ranges`): under nested paging, the host-table entries its walks read.
+    /// (`bench::phys_2m_ranges` of the frames the model is placed on): under nested paging, the
+    /// host-table entries its walks read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub phys_2m_ranges: Option<usize>,
 }
@@ -260,7 +261,7 @@ pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
         let (w, r) = model_rounds(nodes.len(), 1);
         let p = model.chase(&nodes, 1, w, r, 1)?;
         let mut row = Row::new(name, "ns/hop", &s, p);
-        row.phys_2m_ranges = r4.phys_2m_ranges();
+        row.phys_2m_ranges = frames.as_deref().map(bench::phys_2m_ranges);
         pr.row(&row);
         rows.push(row);
         if pages != stlb_4k * 8 {
@@ -285,7 +286,7 @@ pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
         let p = model.chase(&nodes, 1, w, r, 1)?;
         let mut row = Row::new(name, "ns/hop", &s, p);
         row.thp_granted_pct = Some(100.0 * rc.anon_huge_bytes() as f64 / rc.len as f64);
-        row.phys_2m_ranges = rc.phys_2m_ranges();
+        row.phys_2m_ranges = frames.as_deref().map(bench::phys_2m_ranges);
         pr.row(&row);
         rows.push(row);
     }
@@ -323,7 +324,7 @@ pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
         let mut model = Model::new(machine, pages * PAGE, Thp::No, true, frames.as_deref())?;
         let p = model.chase(&nodes, k, 1 << 14, 1 << 14, 2)?;
         let mut row = Row::new(name, "ns/hop", &s, p);
-        row.phys_2m_ranges = r4.phys_2m_ranges();
+        row.phys_2m_ranges = frames.as_deref().map(bench::phys_2m_ranges);
         pr.row(&row);
         rows.push(row);
     }
