@@ -9,12 +9,7 @@ static char *map(size_t len, int adv){
   char *b = (char*)(((uintptr_t)raw + HUGE-1) & ~(HUGE-1)); for (size_t o=0;o<len;o+=PAGE) b[o]=1; return b;
 }
 static double t_chase(char *base, size_t *o, size_t n){
-  for (size_t i=n-1;i>0;i--){ size_t j=rnd()%(i+1); size_t t=o[i]; o[i]=o[j]; o[j]=t; }
-  for (size_t i=0;i<n;i++) *(void**)(base+o[i]) = base+o[(i+1)%n];
-  void *p = base+o[0]; p = chase(p, 2*n);
-  size_t hops = 1<<17; double s[31]; int k=0;
-  while (k<31){ long a=sw(); double t=now(); p=chase(p,hops); double d=now()-t; if (sw()==a) s[k++]=d/hops; }
-  sinkp = p; qsort(s,k,8,cmpd); return s[3]*2.994;
+  shuffle(o, n); return chase_p10_cycles(base, o, n, 2*n, 1<<17);
 }
 int main(int argc,char**argv){
   size_t n = strtoul(argv[1],0,0);

@@ -12,12 +12,7 @@ static char *map(size_t len, int adv){
 }
 static double t_chase(char *base, size_t *off, size_t n){
   size_t *o = malloc(n*sizeof *o); memcpy(o, off, n*sizeof *o);
-  for (size_t i=n-1;i>0;i--){ size_t j=rnd()%(i+1); size_t t=o[i]; o[i]=o[j]; o[j]=t; }
-  for (size_t i=0;i<n;i++) *(void**)(base+o[i]) = base+o[(i+1)%n];
-  void *p = base+o[0]; p = chase(p, 4*n);
-  size_t hops = 1<<18; double s[31]; int k=0;
-  while (k<31){ long a=sw(); double t=now(); p=chase(p,hops); double d=now()-t; if (sw()==a) s[k++]=d/hops; }
-  static void * volatile sinkp; sinkp = p; qsort(s,k,8,cmpd); free(o); return s[3]*2.994;
+  shuffle(o, n); double c = chase_p10_cycles(base, o, n, 4*n, 1<<18); free(o); return c;
 }
 int main(int argc,char**argv){
   size_t n = 4096; size_t *off = malloc(n*8);

@@ -30,11 +30,7 @@ int main(int argc, char **argv)
     char **addr = malloc(n * sizeof *addr);
     for (size_t i = 0; i < n; i++)
         perm[i] = i;
-    for (size_t i = n - 1; i > 0; i--) {
-        size_t j = rnd() % (i + 1), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
+    shuffle(perm, n);
     for (size_t i = 0; i < n; i++)
         addr[i] = b + perm[i] * stride + (packed ? 0 : (rnd() % 64) * 64);
     /* Chain c: nodes [c * per, (c + 1) * per) in order, a cycle. */

@@ -51,7 +51,7 @@ static double timeit(const char *base, const uint32_t *off, size_t n){
   while (k<31 && tries<200){ tries++; long a=sw(); double t=now(); run(base,off,n,hops); double d=now()-t; if (sw()==a) s[k++]=d/hops; }
   qsort(s,k,sizeof(double),cmpd); return s[k/10];
 }
-static void shuffle(uint32_t *v, size_t n){ for(size_t i=n-1;i>0;i--){ size_t j=rnd()%(i+1); uint32_t t=v[i]; v[i]=v[j]; v[j]=t; } }
+static void shuffle32(uint32_t *v, size_t n){ for(size_t i=n-1;i>0;i--){ size_t j=rnd()%(i+1); uint32_t t=v[i]; v[i]=v[j]; v[j]=t; } }
 
 int main(int argc, char **argv){
   size_t N = argc>1 ? strtoul(argv[1],0,0) : 16384;
@@ -67,21 +67,21 @@ int main(int argc, char **argv){
   volatile uint64_t sink=0; for (size_t p=0;p<N;p++) sink += *(volatile uint64_t*)(z+p*PAGE);
   size_t zr = ranges(z, len);
   // stlb: 1024 pages
-  { size_t n=1024; for(size_t i=0;i<n;i++) off[i]=i; shuffle(off,n); for(size_t i=0;i<n;i++) off[i]=off[i]*PAGE+(rnd()%64)*64;
+  { size_t n=1024; for(size_t i=0;i<n;i++) off[i]=i; shuffle32(off,n); for(size_t i=0;i<n;i++) off[i]=off[i]*PAGE+(rnd()%64)*64;
     double t = timeit(z, off, n); printf("stlb   (zero page, %zu pages)        %6.2f ns  %6.1f cyc  (+%.1f over ctl)\n", n, t, t*ghz, (t-ctl)*ghz); }
   // walkL2
-  for(size_t i=0;i<N;i++) off[i]=i; shuffle(off,N); for(size_t i=0;i<N;i++) off[i]=off[i]*PAGE+(rnd()%64)*64;
+  for(size_t i=0;i<N;i++) off[i]=i; shuffle32(off,N); for(size_t i=0;i<N;i++) off[i]=off[i]*PAGE+(rnd()%64)*64;
   double wl2 = timeit(z, off, N);
   // walkL1: groups of 8
-  { size_t g=N/8; uint32_t *go = malloc(g*4); for(size_t i=0;i<g;i++) go[i]=i; shuffle(go,g);
-    for(size_t i=0;i<g;i++){ uint32_t in[8]; for(int j=0;j<8;j++) in[j]=j; shuffle(in,8);
+  { size_t g=N/8; uint32_t *go = malloc(g*4); for(size_t i=0;i<g;i++) go[i]=i; shuffle32(go,g);
+    for(size_t i=0;i<g;i++){ uint32_t in[8]; for(int j=0;j<8;j++) in[j]=j; shuffle32(in,8);
       for(int j=0;j<8;j++) off[i*8+j] = (go[i]*8+in[j])*PAGE + (rnd()%64)*64; } }
   double wl1 = timeit(z, off, N);
   printf("ctl    (one page)                     %6.2f ns  %6.1f cyc\n", ctl, ctl*ghz);
   printf("walkL2 (zero page, %zu pages, ranges %zu) %6.2f ns  %6.1f cyc  (+%.1f over ctl)\n", N, zr, wl2, wl2*ghz, (wl2-ctl)*ghz);
   printf("walkL1 (zero page, groups of 8)       %6.2f ns  %6.1f cyc  (+%.1f over ctl)\n", wl1, wl1*ghz, (wl1-ctl)*ghz);
   // real 4k scattered
-  for(size_t i=0;i<N;i++) off[i]=i; shuffle(off,N); for(size_t i=0;i<N;i++) off[i]=off[i]*PAGE+(rnd()%64)*64;
+  for(size_t i=0;i<N;i++) off[i]=i; shuffle32(off,N); for(size_t i=0;i<N;i++) off[i]=off[i]*PAGE+(rnd()%64)*64;
   char *r4 = map(len, MADV_NOHUGEPAGE); memset(r4, 0, len);
   double t4 = timeit(r4, off, N);
   printf("real4k (touched 4KB, ranges %zu)       %6.2f ns  %6.1f cyc  (+%.1f over ctl)\n", ranges(r4,len), t4, t4*ghz, (t4-ctl)*ghz);
