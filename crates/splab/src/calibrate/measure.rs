@@ -101,7 +101,84 @@ struct Cpu {
     /// cpuid leaf 0x18 subleaves with a valid type, as (type, level, page-size bits, ways,
     /// sets): empty when the hypervisor zeroes the leaf.
     tlb_leaf: Vec<(u32, u32, u32, u32, u32)>,
+    /// AMD's TLB leaves 0x80000005 and 0x80000006 (EAX, EBX of each), decoded: `None` where
+    /// they list no data TLB (Intel reserves them; a hypervisor may zero them).
+    amd_tlb: Option<AmdTlb>,
     page_1g: bool,
+}
+
+/// One TLB array as a cpuid leaf lists it: entries and ways (`ways == entries`: fully
+/// associative).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct TlbArray {
+    entries: u32,
+    ways: u32,
+}
+
+/// The data TLBs AMD's cpuid lists (AMD64 APM vol. 3, "CPUID Fn8000_0005 L1 Cache and TLB
+/// Information" and "Fn8000_0006 L2 Cache and TLB and L3 Cache Information"). Each is `None`
+/// where its size or associativity field is zero or its associativity code is reserved.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct AmdTlb {
+    l1_4k: Option<TlbArray>,
+    l1_2m: Option<TlbArray>,
+    l2_4k: Option<TlbArray>,
+    l2_2m: Option<TlbArray>,
+}
+
+/// Fn8000_0005's associativity fields are a count of ways, 0xFF for fully associative.
+fn amd_l1_array(assoc: u32, entries: u32) -> Option<TlbArray> {
+    match (assoc, entries) {
+        (0, _) | (_, 0) => None,
+        (0xff, e) => Some(TlbArray {
+            entries: e,
+            ways: e,
+        }),
+        (w, e) if e % w == 0 => Some(TlbArray {
+            entries: e,
+            ways: w,
+        }),
+        _ => None,
+    }
+}
+
+/// Fn8000_0006's associativity fields are a 4-bit code (the APM's table; Linux's `assocs[]`
+/// in arch/x86/kernel/cpu/cacheinfo.c decodes the same): 1, 2, 3, 4, 6 = 8, 8 = 16, 0xA = 32,
+/// 0xB = 48, 0xC = 64, 0xD = 96, 0xE = 128 ways, 0xF fully associative, 5 = 6 ways; 0 is
+/// disabled, 7 and 9 are reserved (9: "see Fn8000_001D", for caches only).
+fn amd_l2_array(code: u32, entries: u32) -> Option<TlbArray> {
+    let ways = match code {
+        1 => 1,
+        2 => 2,
+        3 => 3,
+        4 => 4,
+        5 => 6,
+        6 => 8,
+        8 => 16,
+        0xa => 32,
+        0xb => 48,
+        0xc => 64,
+        0xd => 96,
+        0xe => 128,
+        0xf => entries,
+        _ => return None,
+    };
+    (entries > 0 && entries % ways == 0).then_some(TlbArray { entries, ways })
+}
+
+/// Decodes the data-TLB fields of Fn8000_0005 (EAX: 2MB/4MB pages, EBX: 4KB pages; bits 31:24
+/// ways, 23:16 entries) and Fn8000_0006 (EAX: 2MB/4MB, EBX: 4KB; bits 31:28 ways code, 27:16
+/// entries). `None` when neither level lists a 4KB data TLB.
+fn amd_tlb_decode(l1: (u32, u32), l2: (u32, u32)) -> Option<AmdTlb> {
+    let f1 = |r: u32| amd_l1_array(r >> 24, (r >> 16) & 0xff);
+    let f2 = |r: u32| amd_l2_array(r >> 28, (r >> 16) & 0xfff);
+    let t = AmdTlb {
+        l1_4k: f1(l1.1),
+        l1_2m: f1(l1.0),
+        l2_4k: f2(l2.1),
+        l2_2m: f2(l2.0),
+    };
+    (t.l1_4k.is_some() && t.l2_4k.is_some()).then_some(t)
 }
 
 #[allow(unused_unsafe)]
@@ -159,6 +236,12 @@ fn cpu() -> Cpu {
             }
         }
         let page_1g = ext >= 0x8000_0001 && (__cpuid(0x8000_0001).edx >> 26) & 1 == 1;
+        let amd_tlb = if ext >= 0x8000_0006 {
+            let (a, b) = (__cpuid(0x8000_0005), __cpuid(0x8000_0006));
+            amd_tlb_decode((a.eax, a.ebx), (b.eax, b.ebx))
+        } else {
+            None
+        };
         Cpu {
             brand,
             guest,
@@ -166,6 +249,7 @@ fn cpu() -> Cpu {
             caches,
             cache_leaf: leaf,
             tlb_leaf,
+            amd_tlb,
             page_1g,
         }
     }
@@ -1166,21 +1250,109 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             .find(|w| entries.is_multiple_of(*w))
             .unwrap_or(1)
     };
-    let l1_entries = l1_reach as u32;
-    let l1_ways = ways_for(l1_entries, &[4, 8, 2]);
-    let (l1_2m_entries, l1_2m_src) = match (splintered || !thp_ok, l1_reach_2m) {
-        (false, Some(n)) => (
+    // The geometry: AMD's TLB leaves where they list the data TLBs (the sweep's knees are then a
+    // cross-check), else the sweep's knees with assumed ways. From the sweep alone the STLB's
+    // knee moved between page counts 1024, 1536 and 2048 from run to run on the AMD guest of
+    // 2026-11-27 (its TLB is set associative: random pages overflow some sets before all of
+    // them fill), where Fn8000_0006 lists 2048 entries, 8 ways.
+    let amd = cpu.amd_tlb;
+    let fully = |a: TlbArray| {
+        if a.ways == a.entries {
+            "fully associative".to_string()
+        } else {
+            format!("{} ways", a.ways)
+        }
+    };
+    let measured_l1 =
+        format!("the last page count before the extra cycles rise: {l1_reach} (extra cycles by pages: {sweep_text})");
+    let (l1_entries, l1_ways, l1_4k_src) = match amd.and_then(|t| t.l1_4k) {
+        Some(a) => (
+            a.entries,
+            a.ways,
+            format!(
+                "4KB: {} entries, {} (cpuid Fn8000_0005 EBX); the sweep's cross-check, {measured_l1}",
+                a.entries,
+                fully(a)
+            ),
+        ),
+        None => {
+            let e = l1_reach as u32;
+            (
+                e,
+                ways_for(e, &[4, 8, 2]),
+                format!("4KB: {e} entries, {measured_l1}; ways (the first of 4, 8, 2 dividing the entries): assumed (not measurable here; {tlb_leaf_text})"),
+            )
+        }
+    };
+    let (l1_2m_entries, l1_2m_ways, l1_2m_src) = match (
+        amd.and_then(|t| t.l1_2m),
+        splintered || !thp_ok,
+        l1_reach_2m,
+    ) {
+        (Some(a), _, _) => (
+            a.entries,
+            a.ways,
+            format!(
+                "2MB: {} entries, {} (cpuid Fn8000_0005 EAX; the 2MB-stride chase's extra cycles by pages: {sweep2_text})",
+                a.entries,
+                fully(a)
+            ),
+        ),
+        (None, false, Some(n)) => (
             n as u32,
-            format!("2MB: {n} entries, the first rise of the 2MB-stride chase ({sweep2_text})"),
+            ways_for(n as u32, &[4, 8, 2]),
+            format!("2MB: {n} entries, the first rise of the 2MB-stride chase ({sweep2_text}); ways assumed as for 4KB"),
         ),
         _ => (
             32,
-            "2MB: 32 entries assumed (not measurable here: 2MB pages are splintered by the host), skylake's".to_string(),
+            4,
+            "2MB: 32 entries, 4 ways assumed (not measurable here: 2MB pages are splintered by the host), skylake's".to_string(),
         ),
     };
-    let l1_2m_ways = ways_for(l1_2m_entries, &[4, 8, 2]);
-    let stlb_entries = stlb_reach as u32;
-    let stlb_ways = ways_for(stlb_entries, &[16, 12, 8, 4, 2]);
+    let measured_stlb = format!(
+        "the sweep's last page count before the extra cycles rise halfway to the walk level just past it: {stlb_reach} \
+         (+{walk_level:.1} cycles; +{walk_over:.1} at {tlb_max} pages)"
+    );
+    // The STLB's arrays: (sizes, entries, ways).
+    let (stlb_arrays, stlb_geo_src): (Vec<(&str, u32, u32)>, String) =
+        match amd.and_then(|t| t.l2_4k.map(|a| (a, t.l2_2m))) {
+            Some((a, Some(b))) if b.entries == a.entries => (
+                vec![("\"4K\", \"2M\"", a.entries, a.ways)],
+                format!(
+                    "cpuid Fn8000_0006 lists {} entries, {} for 4KB (EBX) and {} entries, {} for 2MB (EAX): taken as one \
+                     array of the 4KB field's geometry holding both sizes (assumed: the leaf does not say whether the two \
+                     share their entries, nor can the sweep); cross-check, {measured_stlb}",
+                    a.entries,
+                    fully(a),
+                    b.entries,
+                    fully(b)
+                ),
+            ),
+            Some((a, b)) => (
+                match b {
+                    Some(b) => vec![("\"4K\"", a.entries, a.ways), ("\"2M\"", b.entries, b.ways)],
+                    None => vec![("\"4K\", \"2M\"", a.entries, a.ways)],
+                },
+                format!(
+                    "cpuid Fn8000_0006: 4KB {} entries, {} (EBX); 2MB {} (EAX){}; cross-check, {measured_stlb}",
+                    a.entries,
+                    fully(a),
+                    b.map_or("not listed".to_string(), |b| format!("{} entries, {}", b.entries, fully(b))),
+                    if b.is_none() { ": 2MB pages share the 4KB array (assumed)" } else { "" }
+                ),
+            ),
+            None => {
+                let e = stlb_reach as u32;
+                let w = ways_for(e, &[16, 12, 8, 4, 2]);
+                (
+                    vec![("\"4K\", \"2M\"", e, w)],
+                    format!(
+                        "{e} entries for 4KB and 2MB, {measured_stlb}; ways ({w}: the first of 16, 12, 8, 4 dividing the \
+                         entries): assumed (not measurable here; {tlb_leaf_text})"
+                    ),
+                )
+            }
+        };
     let stlb_cycles = stlb_hit.round().max(1.0) as u64;
     let guest_desc = if cpu.guest {
         format!(
@@ -1249,9 +1421,8 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         q(&format!(
             "calibrate: TLB sweep, chases with one line per 4KB page (MADV_NOHUGEPAGE) over 8 to {tlb_max} pages, each \
              less its packed control (the same number of lines 128 B apart, THP memory), p10 of {treps} interleaved runs, \
-             largest spread {tlb_spread:.1}%. 4KB: {l1_entries} entries, the last page count before the extra cycles rise \
-             (extra cycles by pages: {sweep_text}). {l1_2m_src}. 1GB: assumed (not measurable here), skylake's 4. \
-             Ways (the first of 4, 8, 2 dividing the entries): assumed (not measurable here; {tlb_leaf_text}). An L1 hit costs no extra cycles."
+             largest spread {tlb_spread:.1}%. {l1_4k_src}. {l1_2m_src}. 1GB: assumed (not measurable here), skylake's 4. \
+             An L1 hit costs no extra cycles."
         ))
     );
     let _ = writeln!(w, "hit_cycles = 0\narrays = [");
@@ -1275,20 +1446,20 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         w,
         "source = {}",
         q(&format!(
-            "calibrate: TLB sweep (as tlb.l1d), p10 of {treps} runs, largest spread {tlb_spread:.1}%: {stlb_entries} entries \
-             for 4KB and 2MB, the last page count before the extra cycles rise halfway to the walk level \
-             just past it (+{walk_level:.1} cycles; +{walk_over:.1} at {tlb_max} pages); hit +{stlb_hit:.1} cycles, the median extra cycles from {} to {} pages \
-             (2x to 8x the L1 reach). Ways ({stlb_ways}: the first of 16, 12, 8, 4 dividing the entries) and the 1GB \
-             array (skylake's 16 x 4-way): assumed (not measurable here; {tlb_leaf_text}).",
+            "calibrate: TLB sweep (as tlb.l1d), p10 of {treps} runs, largest spread {tlb_spread:.1}%. Geometry: {stlb_geo_src}. \
+             Hit +{stlb_hit:.1} cycles, the median extra cycles from {} to {} pages (2x to 8x the L1 reach). The 1GB \
+             array (skylake's 16 x 4-way): assumed (not measurable here).",
             2 * l1_reach,
             8 * l1_reach
         ))
     );
     let _ = writeln!(w, "hit_cycles = {stlb_cycles}\narrays = [");
-    let _ = writeln!(
-        w,
-        "    {{ sizes = [\"4K\", \"2M\"], entries = {stlb_entries}, ways = {stlb_ways}, replacement = \"lru\" }},"
-    );
+    for (sizes, entries, ways) in &stlb_arrays {
+        let _ = writeln!(
+            w,
+            "    {{ sizes = [{sizes}], entries = {entries}, ways = {ways}, replacement = \"lru\" }},"
+        );
+    }
     if cpu.page_1g {
         let _ = writeln!(
             w,
@@ -1519,15 +1690,21 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     }
 
     eprintln!(
-        "calibrate: {guest_line}\ncalibrate: {:.3} GHz; {}; DRAM {dram_cycles}; TLB L1 {l1_entries}, STLB {stlb_entries} \
-         (+{stlb_cycles}); mshrs {mshrs}, walkers {walkers}; fault {fault}, zero {zero_page}/{zero_bulk}, copy {copy_page}; \
+        "calibrate: {guest_line}\ncalibrate: {:.3} GHz; {}; DRAM {dram_cycles}; TLB L1 {l1_entries}, STLB {} \
+         (+{stlb_cycles}; {}); mshrs {mshrs}, walkers {walkers}; fault {fault}, zero {zero_page}/{zero_bulk}, copy {copy_page}; \
          {elapsed:.0} s",
         ghz,
         levels
             .iter()
             .map(|l| format!("{} {} {}", l.0, sz(l.1), l.3))
             .collect::<Vec<_>>()
-            .join(", ")
+            .join(", "),
+        stlb_arrays[0].1,
+        if amd.is_some() {
+            "TLB geometry from cpuid Fn8000_0005/6"
+        } else {
+            "TLB geometry from the sweep"
+        }
     );
     Ok(t)
 }
@@ -1855,8 +2032,65 @@ pub fn share_geometry(share: f64, cpuid_ways: u32) -> (usize, u32) {
 
 #[cfg(test)]
 mod tests {
-    use super::{fault_estimate, first_crossing, share_geometry, walkers_estimate};
+    use super::{
+        amd_l2_array, amd_tlb_decode, fault_estimate, first_crossing, share_geometry,
+        walkers_estimate, AmdTlb, TlbArray,
+    };
     use crate::calibrate::bench::{Rng, Stat};
+
+    #[test]
+    fn amd_tlb_leaves_decode_as_the_epyc_guest_lists_them() {
+        // The AMD EPYC (family 25 model 1) guest of 2026-11-27: Fn8000_0005 EAX = EBX =
+        // 0xff40ff40, Fn8000_0006 EAX = 0x48002200, EBX = 0x68004200.
+        let t = amd_tlb_decode((0xff40_ff40, 0xff40_ff40), (0x4800_2200, 0x6800_4200));
+        let a = |entries, ways| Some(TlbArray { entries, ways });
+        assert_eq!(
+            t,
+            Some(AmdTlb {
+                l1_4k: a(64, 64),
+                l1_2m: a(64, 64),
+                l2_4k: a(2048, 8),
+                l2_2m: a(2048, 4),
+            })
+        );
+        // Intel reserves both leaves (zeros): no geometry, the sweep's is used.
+        assert_eq!(amd_tlb_decode((0, 0), (0, 0)), None);
+        // An L1 listed without an L2 is not enough either.
+        assert_eq!(amd_tlb_decode((0, 0xff40_ff40), (0, 0)), None);
+        // A 4-way L1 of 32 entries.
+        let t = amd_tlb_decode((0, 0x0420_0000), (0, 0x6800_0000)).unwrap();
+        assert_eq!(t.l1_4k, a(32, 4));
+        assert_eq!(t.l1_2m, None);
+    }
+
+    #[test]
+    fn amd_l2_associativity_codes() {
+        let ways = |code| amd_l2_array(code, 3072).map(|a| a.ways);
+        let table = [
+            (0, None),
+            (1, Some(1)),
+            (2, Some(2)),
+            (3, Some(3)),
+            (4, Some(4)),
+            (5, Some(6)),
+            (6, Some(8)),
+            (7, None),
+            (8, Some(16)),
+            (9, None),
+            (0xa, Some(32)),
+            (0xb, Some(48)),
+            (0xc, Some(64)),
+            (0xd, Some(96)),
+            (0xe, Some(128)),
+            (0xf, Some(3072)),
+        ];
+        for (code, w) in table {
+            assert_eq!(ways(code), w, "code {code:#x}");
+        }
+        // Entries that are not whole sets of the ways are not a geometry.
+        assert_eq!(amd_l2_array(6, 100), None);
+        assert_eq!(amd_l2_array(6, 0), None);
+    }
 
     #[test]
     fn the_llc_share_is_the_first_crossing_of_the_refined_curve() {
