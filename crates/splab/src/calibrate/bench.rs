@@ -460,7 +460,9 @@ pub fn chase_many(starts: &mut [*const usize], hops: usize) -> usize {
         14 => chase_k::<14>(starts, hops),
         16 => chase_k::<16>(starts, hops),
         20 => chase_k::<20>(starts, hops),
-        k => panic!("chase_many: K={k} is not in KS"),
+        24 => chase_k::<24>(starts, hops),
+        32 => chase_k::<32>(starts, hops),
+        k => panic!("chase_many: K={k} is in neither KS nor the MLP's Ks"),
     }
 }
 
