@@ -2065,6 +2065,9 @@ mod tests {
         let t = amd_tlb_decode((0, 0x0420_0000), (0, 0x6800_0000)).unwrap();
         assert_eq!(t.l1_4k, a(32, 4));
         assert_eq!(t.l1_2m, None);
+        // Ways that do not divide the entries (3 ways of 64) are not a geometry.
+        let t = amd_tlb_decode((0x0340_0000, 0x0440_0000), (0, 0x6800_0000)).unwrap();
+        assert_eq!((t.l1_4k, t.l1_2m), (a(64, 4), None));
     }
 
     #[test]
