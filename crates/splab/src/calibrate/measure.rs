@@ -844,6 +844,14 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         ),
     );
     let tlb_spread = tlb_stats.iter().map(|s| s.spread()).fold(0.0, f64::max);
+    // The STLB's 4KB capacity the probes below are sized by: cpuid's where AMD lists it, else
+    // the sweep's knee. The knee lies below the capacity (random pages overflow some sets
+    // first) and moved between 1024 and 2048 pages on the AMD guest, which put the host-page
+    // probe at 2048 or 2304 pages, at or just past a 2048-entry STLB, where many of its hops hit.
+    let stlb_pages = cpu
+        .amd_tlb
+        .and_then(|t| t.l2_4k)
+        .map_or(stlb_reach, |a| a.entries as usize);
 
     // 5. 2MB-stride chases on THP memory.
     pr.start("TLB sweep (2MB pages)");
@@ -897,9 +905,9 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     // which read as "no walks: 2MB host pages" on a host that backs this guest with 4KB pages
     // (docs/validation.md, "Runs of 2026-11-27 08:00").
     pr.start("host page size");
-    let probe_pages = (2 * stlb_reach)
+    let probe_pages = (2 * stlb_pages)
         .min(l2_bytes.unwrap_or(1 << 20) / 256)
-        .max(stlb_reach + stlb_reach / 2)
+        .max(stlb_pages + stlb_pages / 2)
         .min(plan.pages_4k)
         .min(plan.pages_2m * 512);
     let (mut a4, mut a2, mut ac) = (Vec::new(), Vec::new(), Vec::new());
@@ -1006,9 +1014,9 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     let l2_lines = data_caches
         .get(1)
         .map_or(16_384, |c| (c.ways * c.sets) as usize);
-    let walk_pages = (8 * stlb_reach)
+    let walk_pages = (8 * stlb_pages)
         .min(l2_lines / 2)
-        .max(2 * stlb_reach)
+        .max(2 * stlb_pages)
         .min(plan.pages_4k);
     // The pages' frames: 64 (or more) contiguous 4KB pages of each 2MB piece of a THP region
     // split into 4KB entries (`Region::split_to_ptes`: the frames stay), so that the chase's
