@@ -411,7 +411,7 @@ impl Walker {
     /// Walks `asid`'s page table for `va`, which is (or would be) mapped by a page of byte shift
     /// `leaf_shift`; `path` holds the frames of the tables on the way. For a fault (nothing
     /// mapped), pass the base page shift: the walk stops at the first level with no table.
-    #[inline]
+    #[inline(always)]
     pub fn walk(
         &mut self,
         asid: u32,
