@@ -410,26 +410,22 @@ impl Os {
         if path[0] == NO_TABLE {
             path = self.pt_partial_path(pid, vpn);
         }
-        let w = if self.hw.walker.is_nested() {
-            let data_gpa = match found {
-                Walked::Mapped { head, .. } => {
-                    Some((head.pfn().0 << bs) + (va & ((1u64 << leaf) - 1)))
-                }
-                _ => None,
-            };
-            self.walk_2d(pid, va, leaf, &path, data_gpa)
+        if self.hw.walker.is_nested() || self.hw.walker.is_software() {
+            self.walk_priced(pid, va, leaf, &path, &found, trip);
         } else {
-            self.hw
+            // A native hardware walk: its references by the place that served them, each
+            // costing that place's latency (what `Walker::walk` prices, without its record).
+            let counts = self
+                .hw
                 .walker
-                .walk(pid.0, va, leaf, &path, &mut self.hw.caches)
-        };
-        self.acc.walk_refs += w.refs as u64;
-        for k in 0..4 {
-            trip.walk_by_level[k] += w.by_level[k];
-        }
-        if self.hw.walker.is_software() {
-            trip.refill_cycles += w.handler;
-        } else {
+                .walk_counts(pid.0, va, leaf, &path, &mut self.hw.caches);
+            let mut refs = 0;
+            for k in 0..4 {
+                let n = ((counts >> (16 * k)) & 0xFFFF) as u32;
+                trip.walk_by_level[k] += n * self.hw.caches.latency(k as u8) as u32;
+                refs += n;
+            }
+            self.acc.walk_refs += refs as u64;
             trip.walked = true;
         }
         match found {
@@ -515,6 +511,44 @@ impl Os {
             .and_then(|p| p.pmap.lookup(vpn))
             .map(|e| self.machine.page_shifts[e.size().0 as usize])
             .unwrap_or(self.base_shift())
+    }
+
+    /// A walk of a guest (two-dimensional) or by a software refill handler, priced by the
+    /// walker, into `trip`. Out of line: the native hardware walk is `walk_miss`'s own.
+    #[cold]
+    #[inline(never)]
+    fn walk_priced(
+        &mut self,
+        pid: Pid,
+        va: u64,
+        leaf: u8,
+        path: &crate::hw::walk::PtPath,
+        found: &Walked,
+        trip: &mut Trip,
+    ) {
+        let bs = self.base_shift();
+        let w = if self.hw.walker.is_nested() {
+            let data_gpa = match *found {
+                Walked::Mapped { head, .. } => {
+                    Some((head.pfn().0 << bs) + (va & ((1u64 << leaf) - 1)))
+                }
+                _ => None,
+            };
+            self.walk_2d(pid, va, leaf, path, data_gpa)
+        } else {
+            self.hw
+                .walker
+                .walk(pid.0, va, leaf, path, &mut self.hw.caches)
+        };
+        self.acc.walk_refs += w.refs as u64;
+        for k in 0..4 {
+            trip.walk_by_level[k] += w.by_level[k];
+        }
+        if self.hw.walker.is_software() {
+            trip.refill_cycles += w.handler;
+        } else {
+            trip.walked = true;
+        }
     }
 
     /// A guest's walk: two-dimensional, and a mapping found needs the host's translation of the
