@@ -184,9 +184,29 @@ impl Os {
                     }
                 }
             }
-            self.access_op(pid, *a)?;
+            self.access_op_batch(pid, *a)?;
         }
         Ok(())
+    }
+
+    /// `access_op` for `accesses`, with the TLB-miss path inlined into the batch loop.
+    #[inline(always)]
+    fn access_op_batch(&mut self, pid: Pid, a: Access) -> Result<()> {
+        let kind = a.op.kind();
+        let last = &self.hw.tlb.last;
+        if kind != AccessKind::Ifetch
+            && last.asid == pid.0
+            && a.va >= last.start
+            && a.va < last.end
+            && (kind == AccessKind::Read || last.write_ok)
+        {
+            self.hw.tlb.count_last_hits(1);
+            self.acc.count(&a, 1);
+            let pa = a.va.wrapping_add(self.pa_delta);
+            self.data(&a, pa, &mut Trip::default());
+            return Ok(());
+        }
+        self.access_miss(pid, a)
     }
 
     /// `count` independent accesses at `va, va + stride, ...`, each with `ipa` instructions: a
@@ -268,6 +288,12 @@ impl Os {
     // compiler hoist and spill loop invariants on every call).
     #[inline(never)]
     fn access_slow(&mut self, pid: Pid, a: Access) -> Result<()> {
+        self.access_miss(pid, a)
+    }
+
+    /// `access_slow`'s body, inlined into the batch loop (`access_op_batch`).
+    #[inline(always)]
+    fn access_miss(&mut self, pid: Pid, a: Access) -> Result<()> {
         self.acc.count(&a, 1);
         let ifetch = a.op == MemOp::Ifetch;
         let mut trip = Trip::default();
