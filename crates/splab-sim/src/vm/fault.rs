@@ -615,7 +615,7 @@ impl Os {
     }
 
     /// The access is translated by `t`: its data reference and timing.
-    #[inline]
+    #[inline(always)]
     fn finish_access(&mut self, a: &Access, t: &Translation, trip: &mut Trip) {
         let shift = self.machine.page_shifts[t.size.0 as usize];
         let pa = (t.pfn.0 << self.base_shift()) + (a.va & ((1u64 << shift) - 1));
