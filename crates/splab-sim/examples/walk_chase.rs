@@ -85,14 +85,14 @@ fn main() {
     let rounds = pages.clamp(1 << 14, 1 << 17);
     go(&mut e, warm, true);
     e.start_measuring();
-    let w0 = e.os.hw.walker.refs_by_level;
+    let w0 = e.os.hw.walker.refs_by_level();
     let n0 = e.os.hw.walker.nested_stats();
     let pwc0 = e.os.hw.walker.pwc_hits;
     let c0 = e.clock();
     go(&mut e, rounds, false);
     let c1 = e.clock();
     let b = e.os.hw.core.breakdown();
-    let w1 = e.os.hw.walker.refs_by_level;
+    let w1 = e.os.hw.walker.refs_by_level();
     let n1 = e.os.hw.walker.nested_stats();
     let h = rounds as f64;
     println!(

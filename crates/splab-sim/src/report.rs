@@ -478,7 +478,7 @@ impl Report {
                     .collect(),
                 walks: acc.walks,
                 walk_refs: acc.walk_refs,
-                walk_refs_by_level: by_place(&places, &os.hw.walker.refs_by_level),
+                walk_refs_by_level: by_place(&places, &os.hw.walker.refs_by_level()),
                 pwc_hits: os.hw.walker.pwc_hits,
                 dirty_assists: acc.dirty_assists,
                 nested: m.nested.as_ref().map(|n| {

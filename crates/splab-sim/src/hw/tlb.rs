@@ -1275,7 +1275,7 @@ impl Tlb {
     }
 
     /// Looks up `va`; on a hit at a lower level the translation is filled into the levels above.
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&mut self, asid: u32, va: u64, ifetch: bool) -> Lookup {
         let first = self.first_mut(ifetch);
         if let Some(t) = first.lookup(asid, va) {
@@ -1333,7 +1333,7 @@ impl Tlb {
 
     /// Fills a walked translation into every level that holds its size. Precondition: the
     /// lookup of `va` just missed every level (so the translation is in none).
-    #[inline]
+    #[inline(always)]
     pub fn fill(&mut self, asid: u32, va: u64, t: Translation, ifetch: bool) {
         for l in &mut self.lower {
             l.insert(asid, va, t, true);

@@ -79,6 +79,10 @@ pub struct NestedConfig {
     pub ntlb_entries: u32,
 }
 
+/// Native walks whose reference counts `Walker::pending` may hold (16-bit fields, at most 4
+/// references a walk).
+const PENDING_WALKS: u32 = 8192;
+
 /// Frames of the page-table pages on a walk's path, root first; `NO_TABLE` where the path ends.
 pub type PtPath = [u64; 4];
 pub const NO_TABLE: u64 = u64::MAX;
@@ -243,8 +247,13 @@ pub struct Walker {
     pwcs: Vec<Pwc>,
     /// Walks answered by a page-walk cache at some level.
     pub pwc_hits: u64,
-    /// Walk references served by L1, L2, LLC, DRAM.
-    pub refs_by_level: [u64; 4],
+    /// Walk references served by L1, L2, LLC, DRAM (`refs_by_level()` adds `pending`).
+    refs_by_level: [u64; 4],
+    /// References of the native walks of `walk_counts` not yet in `refs_by_level`, counted as
+    /// `reference` counts them (a 16-bit field per place), and how many more such walks may be
+    /// added before the fields could overflow (a native walk makes at most 4 references).
+    pending: u64,
+    pending_left: u32,
     /// The host's dimension on a guest machine (None: native, and `walk` is all there is).
     /// Boxed, with its counters inside, so that a native walker is one pointer larger.
     nested: Option<Box<Nested>>,
@@ -313,6 +322,8 @@ impl Walker {
             pwcs,
             pwc_hits: 0,
             refs_by_level: [0; 4],
+            pending: 0,
+            pending_left: PENDING_WALKS,
             nested: None,
         }
     }
@@ -351,6 +362,24 @@ impl Walker {
             page_shift: cfg.page_shift,
             stats: NestedStats::default(),
         }));
+    }
+
+    /// Walk references served by L1, L2, LLC, DRAM (the report's `walk_refs_by_level`).
+    pub fn refs_by_level(&self) -> [u64; 4] {
+        let mut r = self.refs_by_level;
+        for (k, x) in r.iter_mut().enumerate() {
+            *x += (self.pending >> (16 * k)) & 0xFFFF;
+        }
+        r
+    }
+
+    /// Moves `pending` into `refs_by_level`.
+    #[cold]
+    #[inline(never)]
+    fn fold_pending(&mut self) {
+        self.refs_by_level = self.refs_by_level();
+        self.pending = 0;
+        self.pending_left = PENDING_WALKS;
     }
 
     /// The host dimension's counters (all 0 on a native machine).
@@ -411,7 +440,7 @@ impl Walker {
     /// Walks `asid`'s page table for `va`, which is (or would be) mapped by a page of byte shift
     /// `leaf_shift`; `path` holds the frames of the tables on the way. For a fault (nothing
     /// mapped), pass the base page shift: the walk stops at the first level with no table.
-    #[inline]
+    #[inline(always)]
     pub fn walk(
         &mut self,
         asid: u32,
@@ -438,6 +467,44 @@ impl Walker {
             }
             return cost;
         }
+        let counts = self.radix_refs(asid, va, leaf_shift, path, caches);
+        self.tally(caches, counts, &mut cost);
+        cost
+    }
+
+    /// `walk` for a hardware radix walker on a native machine (`!is_software()`,
+    /// `!is_nested()`), returning its references counted as `reference` counts them (16 bits
+    /// per place: L1, L2, LLC, DRAM) instead of priced: each costs its place's latency
+    /// (`Caches::latency`), as `tally` prices them. Counted in the walker's totals too.
+    #[inline(always)]
+    pub fn walk_counts(
+        &mut self,
+        asid: u32,
+        va: u64,
+        leaf_shift: u8,
+        path: &PtPath,
+        caches: &mut Caches,
+    ) -> u64 {
+        debug_assert!(self.software.is_none() && self.nested.is_none());
+        let counts = self.radix_refs(asid, va, leaf_shift, path, caches);
+        self.pending += counts;
+        self.pending_left -= 1;
+        if self.pending_left == 0 {
+            self.fold_pending();
+        }
+        counts
+    }
+
+    /// The references of a radix walk (see `walk`), counted as `reference` counts them.
+    #[inline(always)]
+    fn radix_refs(
+        &mut self,
+        asid: u32,
+        va: u64,
+        leaf_shift: u8,
+        path: &PtPath,
+        caches: &mut Caches,
+    ) -> u64 {
         let shifts = self.shifts;
         let (leaf, start) = self.guest_start(asid, va, leaf_shift);
         let mut counts = 0;
@@ -454,8 +521,7 @@ impl Walker {
                 self.pwcs[lvl].insert_absent(index, pwc_key(asid, lvl, index));
             }
         }
-        self.tally(caches, counts, &mut cost);
-        cost
+        counts
     }
 
     /// The leaf level of a `leaf_shift` mapping, and the level a walk starts at: below the

@@ -11,6 +11,7 @@ use crate::hw::cache::LINE_SHIFT;
 use crate::hw::core::{cause, Trip};
 use crate::hw::walk::NO_TABLE;
 use crate::hw::{Lookup, Translation};
+use crate::policy::{AllocPolicy, CleanWrite};
 use crate::units::{Access, AccessKind, MemOp, Pfn, Pid, Prot};
 
 /// Access and translation counters (the `accesses` and `tlb` report sections).
@@ -183,9 +184,29 @@ impl Os {
                     }
                 }
             }
-            self.access_op(pid, *a)?;
+            self.access_op_batch(pid, *a)?;
         }
         Ok(())
+    }
+
+    /// `access_op` for `accesses`, with the TLB-miss path inlined into the batch loop.
+    #[inline(always)]
+    fn access_op_batch(&mut self, pid: Pid, a: Access) -> Result<()> {
+        let kind = a.op.kind();
+        let last = &self.hw.tlb.last;
+        if kind != AccessKind::Ifetch
+            && last.asid == pid.0
+            && a.va >= last.start
+            && a.va < last.end
+            && (kind == AccessKind::Read || last.write_ok)
+        {
+            self.hw.tlb.count_last_hits(1);
+            self.acc.count(&a, 1);
+            let pa = a.va.wrapping_add(self.pa_delta);
+            self.data(&a, pa, &mut Trip::default());
+            return Ok(());
+        }
+        self.access_miss(pid, a)
     }
 
     /// `count` independent accesses at `va, va + stride, ...`, each with `ipa` instructions: a
@@ -262,20 +283,81 @@ impl Os {
     }
 
     // Not `#[cold]`: under random access (GUPS) most accesses come here, and a cold caller gets
-    // less inlined into it.
+    // less inlined into it. The first lookup and walk are straight-line; a fault, a protection
+    // fault or an A/D assist continues in `access_retry`, out of line (a loop here had the
+    // compiler hoist and spill loop invariants on every call).
     #[inline(never)]
     fn access_slow(&mut self, pid: Pid, a: Access) -> Result<()> {
-        let kind = a.op.kind();
-        let va = a.va;
+        self.access_miss(pid, a)
+    }
+
+    /// `access_slow`'s body, inlined into the batch loop (`access_op_batch`).
+    #[inline(always)]
+    fn access_miss(&mut self, pid: Pid, a: Access) -> Result<()> {
         self.acc.count(&a, 1);
-        let write = kind == AccessKind::Write;
-        let ifetch = kind == AccessKind::Ifetch;
-        let bs = self.base_shift();
-        let trap = write && self.demotes_clean_superpage_on_write();
-        let mut walked = false;
+        let ifetch = a.op == MemOp::Ifetch;
         let mut trip = Trip::default();
-        // At most: a miss, a fault, a retry that may fault once more for copy-on-write.
-        for _ in 0..4 {
+        match self.hw.tlb.lookup(pid.0, a.va, ifetch) {
+            Lookup::Hit { t, cycles, .. } => {
+                trip.tlb_cycles += cycles;
+                if a.op.kind() == AccessKind::Write && !(t.writable && t.dirty) {
+                    return self.write_hit_slow(pid, a, t, trip);
+                }
+                self.finish_access(&a, &t, &mut trip);
+                Ok(())
+            }
+            Lookup::Miss { cycles } => {
+                trip.tlb_cycles += cycles;
+                self.acc.walks += 1;
+                match self.walk_miss(pid, &a, &mut trip)? {
+                    Some(t) => {
+                        self.finish_access(&a, &t, &mut trip);
+                        Ok(())
+                    }
+                    None => self.access_retry(pid, a, trip, true, 3),
+                }
+            }
+        }
+    }
+
+    /// `access_slow`'s write that hit an entry not both writable and dirty: the protection
+    /// fault or A/D assist (`write_hit_retries`), then the data, or the lookup again.
+    #[cold]
+    #[inline(never)]
+    fn write_hit_slow(
+        &mut self,
+        pid: Pid,
+        a: Access,
+        t: Translation,
+        mut trip: Trip,
+    ) -> Result<()> {
+        let trap = self.demotes_clean_superpage_on_write();
+        if self.write_hit_retries(pid, a.va, t, trap)? {
+            return self.access_retry(pid, a, trip, false, 3);
+        }
+        self.finish_access(&a, &t, &mut trip);
+        Ok(())
+    }
+
+    /// The rest of `access_slow` after a first attempt that faulted (or must look up again):
+    /// `tries` more lookups, at most (a miss, a fault, a retry that may fault once more for
+    /// copy-on-write: four in all). `walked`: the access walked already (walks are counted
+    /// once per access).
+    #[cold]
+    #[inline(never)]
+    fn access_retry(
+        &mut self,
+        pid: Pid,
+        a: Access,
+        mut trip: Trip,
+        mut walked: bool,
+        tries: u32,
+    ) -> Result<()> {
+        let va = a.va;
+        let write = a.op.kind() == AccessKind::Write;
+        let ifetch = a.op == MemOp::Ifetch;
+        let trap = write && self.demotes_clean_superpage_on_write();
+        for _ in 0..tries {
             match self.hw.tlb.lookup(pid.0, va, ifetch) {
                 Lookup::Hit { t, cycles, .. } => {
                     trip.tlb_cycles += cycles;
@@ -285,7 +367,8 @@ impl Os {
                     {
                         continue;
                     }
-                    return Ok(self.finish_access(&a, &t, &mut trip));
+                    self.finish_access(&a, &t, &mut trip);
+                    return Ok(());
                 }
                 Lookup::Miss { cycles } => {
                     trip.tlb_cycles += cycles;
@@ -293,72 +376,9 @@ impl Os {
                         self.acc.walks += 1;
                         walked = true;
                     }
-                    let p = self.procs.get_mut(&pid.0).ok_or_else(|| {
-                        SimError::InvalidEvent(format!("access by unknown pid {}", pid.0))
-                    })?;
-                    let vpn = va >> bs;
-                    let need = match kind {
-                        AccessKind::Read => Prot::READ,
-                        AccessKind::Write => Prot::WRITE,
-                        AccessKind::Ifetch => Prot::EXEC,
-                    };
-                    let (found, mut path) = p.pmap.walk_touch(vpn, need, write, trap, &self.orders);
-                    // A walk that finds no usable entry still walks (at base-page depth, or to
-                    // the entry it finds) before the fault.
-                    let leaf = match found {
-                        Walked::Mapped { entry, .. } | Walked::CleanSuperpageWrite(entry) => {
-                            self.machine.page_shifts[entry.size().0 as usize]
-                        }
-                        Walked::Unusable => self.unusable_leaf(pid, vpn),
-                    };
-                    if path[0] == NO_TABLE {
-                        path = self.pt_partial_path(pid, vpn);
-                    }
-                    let w = if self.hw.walker.is_nested() {
-                        let data_gpa = match found {
-                            Walked::Mapped { head, .. } => {
-                                Some((head.pfn().0 << bs) + (va & ((1u64 << leaf) - 1)))
-                            }
-                            _ => None,
-                        };
-                        self.walk_2d(pid, va, leaf, &path, data_gpa)
-                    } else {
-                        self.hw
-                            .walker
-                            .walk(pid.0, va, leaf, &path, &mut self.hw.caches)
-                    };
-                    self.acc.walk_refs += w.refs as u64;
-                    for k in 0..4 {
-                        trip.walk_by_level[k] += w.by_level[k];
-                    }
-                    if self.hw.walker.is_software() {
-                        trip.refill_cycles += w.handler;
-                    } else {
-                        trip.walked = true;
-                    }
-                    match found {
-                        Walked::Mapped {
-                            entry,
-                            head,
-                            became_dirty,
-                        } => {
-                            let mut t = Translation {
-                                pfn: head.pfn(),
-                                size: entry.size(),
-                                writable: entry.prot().writable(),
-                                dirty: head.dirty(),
-                            };
-                            if t.size.0 > self.host_class {
-                                t = self.splinter(va, t);
-                            }
-                            self.hw.tlb.fill(pid.0, va, t, ifetch);
-                            if became_dirty && trap {
-                                self.after_dirtied(pid, va);
-                            }
-                            return Ok(self.finish_access(&a, &t, &mut trip));
-                        }
-                        Walked::CleanSuperpageWrite(_) => self.clean_write_trap(pid, va),
-                        Walked::Unusable => self.fault(pid, va, kind)?,
+                    if let Some(t) = self.walk_miss_cold(pid, &a, &mut trip)? {
+                        self.finish_access(&a, &t, &mut trip);
+                        return Ok(());
                     }
                 }
             }
@@ -367,6 +387,104 @@ impl Os {
             "access by pid {} at {va:#x} did not resolve after repeated faults",
             pid.0
         )))
+    }
+
+    /// `walk_miss` for `access_retry`, not inlined there.
+    #[cold]
+    #[inline(never)]
+    fn walk_miss_cold(
+        &mut self,
+        pid: Pid,
+        a: &Access,
+        trip: &mut Trip,
+    ) -> Result<Option<Translation>> {
+        self.walk_miss(pid, a, trip)
+    }
+
+    /// A lookup of `a` that missed every TLB level: the page-table lookup, the walk, and the
+    /// fill of the translation found (returned), or the fault (or clean-superpage trap) that
+    /// must run before the access looks the TLB up again (`None`).
+    #[inline(always)]
+    fn walk_miss(&mut self, pid: Pid, a: &Access, trip: &mut Trip) -> Result<Option<Translation>> {
+        let kind = a.op.kind();
+        let va = a.va;
+        let write = kind == AccessKind::Write;
+        let ifetch = kind == AccessKind::Ifetch;
+        let bs = self.base_shift();
+        let p = self
+            .procs
+            .get_mut(&pid.0)
+            .ok_or_else(|| SimError::InvalidEvent(format!("access by unknown pid {}", pid.0)))?;
+        let vpn = va >> bs;
+        let need = match kind {
+            AccessKind::Read => Prot::READ,
+            AccessKind::Write => Prot::WRITE,
+            AccessKind::Ifetch => Prot::EXEC,
+        };
+        // Whether the OS traps a write to a clean superpage (asked only for superpages).
+        let policy = &self.policy;
+        let trap = || matches!(&policy.alloc, AllocPolicy::Reserve(rp) if rp.clean_write == CleanWrite::DemoteOnTrap);
+        let (found, mut path) = p.pmap.walk_touch(vpn, need, write, trap, &self.orders);
+        // A walk that finds no usable entry still walks (at base-page depth, or to
+        // the entry it finds) before the fault.
+        let leaf = match found {
+            Walked::Mapped { entry, .. } | Walked::CleanSuperpageWrite(entry) => {
+                self.machine.page_shifts[entry.size().0 as usize]
+            }
+            Walked::Unusable => self.unusable_leaf(pid, vpn),
+        };
+        if path[0] == NO_TABLE {
+            path = self.pt_partial_path(pid, vpn);
+        }
+        if self.hw.walker.is_nested() || self.hw.walker.is_software() {
+            self.walk_priced(pid, va, leaf, &path, &found, trip);
+        } else {
+            // A native hardware walk: its references by the place that served them, each
+            // costing that place's latency (what `Walker::walk` prices, without its record).
+            let counts = self
+                .hw
+                .walker
+                .walk_counts(pid.0, va, leaf, &path, &mut self.hw.caches);
+            let mut refs = 0;
+            for k in 0..4 {
+                let n = ((counts >> (16 * k)) & 0xFFFF) as u32;
+                trip.walk_by_level[k] += n * self.hw.caches.latency(k as u8) as u32;
+                refs += n;
+            }
+            self.acc.walk_refs += refs as u64;
+            trip.walked = true;
+        }
+        match found {
+            Walked::Mapped {
+                entry,
+                head,
+                became_dirty,
+            } => {
+                let mut t = Translation {
+                    pfn: head.pfn(),
+                    size: entry.size(),
+                    writable: entry.prot().writable(),
+                    dirty: head.dirty(),
+                };
+                if t.size.0 > self.host_class {
+                    t = self.splinter(va, t);
+                }
+                self.hw.tlb.fill(pid.0, va, t, ifetch);
+                // `became_dirty` implies a write.
+                if became_dirty && self.demotes_clean_superpage_on_write() {
+                    self.after_dirtied(pid, va);
+                }
+                Ok(Some(t))
+            }
+            Walked::CleanSuperpageWrite(_) => {
+                self.clean_write_trap(pid, va);
+                Ok(None)
+            }
+            Walked::Unusable => {
+                self.fault(pid, va, kind)?;
+                Ok(None)
+            }
+        }
     }
 
     /// A write that hit a TLB entry not both writable and dirty: through a read-only entry, a
@@ -421,6 +539,44 @@ impl Os {
             .unwrap_or(self.base_shift())
     }
 
+    /// A walk of a guest (two-dimensional) or by a software refill handler, priced by the
+    /// walker, into `trip`. Out of line: the native hardware walk is `walk_miss`'s own.
+    #[cold]
+    #[inline(never)]
+    fn walk_priced(
+        &mut self,
+        pid: Pid,
+        va: u64,
+        leaf: u8,
+        path: &crate::hw::walk::PtPath,
+        found: &Walked,
+        trip: &mut Trip,
+    ) {
+        let bs = self.base_shift();
+        let w = if self.hw.walker.is_nested() {
+            let data_gpa = match *found {
+                Walked::Mapped { head, .. } => {
+                    Some((head.pfn().0 << bs) + (va & ((1u64 << leaf) - 1)))
+                }
+                _ => None,
+            };
+            self.walk_2d(pid, va, leaf, path, data_gpa)
+        } else {
+            self.hw
+                .walker
+                .walk(pid.0, va, leaf, path, &mut self.hw.caches)
+        };
+        self.acc.walk_refs += w.refs as u64;
+        for k in 0..4 {
+            trip.walk_by_level[k] += w.by_level[k];
+        }
+        if self.hw.walker.is_software() {
+            trip.refill_cycles += w.handler;
+        } else {
+            trip.walked = true;
+        }
+    }
+
     /// A guest's walk: two-dimensional, and a mapping found needs the host's translation of the
     /// data's guest-physical address `data_gpa` too. Out of line, so that the native miss path
     /// around it stays as it was.
@@ -459,7 +615,7 @@ impl Os {
     }
 
     /// The access is translated by `t`: its data reference and timing.
-    #[inline]
+    #[inline(always)]
     fn finish_access(&mut self, a: &Access, t: &Translation, trip: &mut Trip) {
         let shift = self.machine.page_shifts[t.size.0 as usize];
         let pa = (t.pfn.0 << self.base_shift()) + (a.va & ((1u64 << shift) - 1));

@@ -337,16 +337,16 @@ impl Pmap {
     }
 
     /// On a TLB miss: finds the entry of `vpn`; if it is valid and its permissions include
-    /// `need`, sets the accessed (and, for a write, dirty) bit of its (super)page. With
-    /// `trap_clean_super`, a write to a clean superpage is not marked but reported (seed 000 4.7:
-    /// the OS demotes it). `orders[c]` is the order of size class c.
-    #[inline]
+    /// `need`, sets the accessed (and, for a write, dirty) bit of its (super)page. If
+    /// `trap_clean_super()`, a write to a clean superpage is not marked but reported (seed 000
+    /// 4.7: the OS demotes it); it is asked only then. `orders[c]` is the order of size class c.
+    #[inline(always)]
     pub fn walk_touch(
         &mut self,
         vpn: u64,
         need: Prot,
         write: bool,
-        trap_clean_super: bool,
+        trap_clean_super: impl FnOnce() -> bool,
         orders: &[u8],
     ) -> (Walked, PtPath) {
         let Some(c) = self.chunks.get_mut(&(vpn >> CHUNK_SHIFT)) else {
@@ -373,7 +373,7 @@ impl Pmap {
         }
         let head = Self::head_of(vpn, orders[p.size().0 as usize]);
         let hs = self.slot_mut(head);
-        if write && trap_clean_super && *hs & DIRTY == 0 {
+        if write && *hs & DIRTY == 0 && trap_clean_super() {
             return (Walked::CleanSuperpageWrite(p), path);
         }
         let became_dirty = write && *hs & DIRTY == 0;
