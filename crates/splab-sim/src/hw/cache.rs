@@ -82,14 +82,16 @@ struct Level {
     /// pointed away from it), precomputed.
     plru_and: [u32; 32],
     plru_or: [u32; 32],
-    /// Tree PLRU with at most 8 ways: the victim of every tree state, precomputed.
-    plru_victim: [u8; 128],
+    /// Tree PLRU with at most 8 ways: for every tree state, its victim (low byte) and the
+    /// state once the victim is filled (high byte), precomputed: a fill is one lookup.
+    plru_fill: [u16; 128],
     latency: u64,
     hits: u64,
     misses: u64,
     /// Valid lines. Lines are never invalidated, so once every way of every set is valid
-    /// (`valid == sets * ways`) a miss need not look for an invalid way.
+    /// (`valid == sets * ways`, then `full`) a miss need not look for an invalid way.
     valid: u64,
+    full: bool,
 }
 
 impl Level {
@@ -115,10 +117,13 @@ impl Level {
         let (mut plru_and, mut plru_or) = ([u32::MAX; 32], [0u32; 32]);
         plru_and[..ways].copy_from_slice(&and);
         plru_or[..ways].copy_from_slice(&or);
-        let mut plru_victim = [0u8; 128];
+        let mut plru_fill = [0u16; 128];
         if ways.is_power_of_two() && ways <= 8 {
-            for (r, v) in plru_victim.iter_mut().enumerate() {
-                *v = plru_walk(ways, r as u32 & ((1 << (ways - 1)) - 1)) as u8;
+            for (r, e) in plru_fill.iter_mut().enumerate() {
+                let r = r as u32 & ((1 << (ways - 1)) - 1);
+                let v = plru_walk(ways, r);
+                let next = (r & plru_and[v]) | plru_or[v];
+                *e = v as u16 | (next as u16) << 8;
             }
         }
         let policy = match cfg.replacement {
@@ -129,7 +134,7 @@ impl Level {
         Level {
             plru_and,
             plru_or,
-            plru_victim,
+            plru_fill,
             set_mask: sets - 1,
             set_bits: sets.trailing_zeros(),
             sets,
@@ -143,6 +148,7 @@ impl Level {
             hits: 0,
             misses: 0,
             valid: 0,
+            full: false,
         }
     }
 
@@ -197,30 +203,42 @@ impl Level {
             w
         } else {
             // Once the level is full no set has an invalid way (lines are never invalidated).
-            let empties = if self.valid == self.sets * ways as u64 {
+            let empties = if self.full {
                 0
             } else if W == 0 {
                 masks_any(s, 0)
             } else {
                 masks::<W>(s, 0)
             };
-            let w = if empties != 0 {
+            if empties != 0 {
                 self.valid += 1;
-                empties.trailing_zeros() as usize
-            } else if P == PLRU {
-                if ways <= 8 {
-                    self.plru_victim[*r as usize & 127] as usize
-                } else {
-                    plru_walk(ways, *r)
-                }
+                self.full = self.valid == self.sets * ways as u64;
+                let w = empties.trailing_zeros() as usize;
+                *r = touch::<W, P>(*r, w, ways, &self.plru_and, &self.plru_or);
+                w
+            } else if P == PLRU && ways <= 8 {
+                // The victim and the state after its fill, from one table (`plru_fill`).
+                let e = self.plru_fill[*r as usize & 127];
+                *r = (e >> 8) as u32;
+                (e & 0xff) as usize
             } else {
-                // NRU: the first way whose reference bit is clear.
-                (!*r).trailing_zeros() as usize
-            };
-            *r = touch::<W, P>(*r, w, ways, &self.plru_and, &self.plru_or);
-            w
+                let w = if P == PLRU {
+                    plru_walk(ways, *r)
+                } else {
+                    // NRU: the first way whose reference bit is clear.
+                    (!*r).trailing_zeros() as usize
+                };
+                *r = touch::<W, P>(*r, w, ways, &self.plru_and, &self.plru_or);
+                w
+            }
         };
-        s[w] = tag;
+        // Every victim is a way of the set (below `ways`): for a power-of-two `W` the mask
+        // says so to the compiler, which then checks no bound.
+        if W.is_power_of_two() {
+            s[w & (W - 1)] = tag;
+        } else {
+            s[w] = tag;
+        }
         false
     }
 
@@ -656,6 +674,19 @@ mod tests {
         assert_eq!(c.access(3), 0, "3 survives");
         assert_eq!(c.access(0), 1, "0 was the victim");
         c.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn the_plru_fill_table_is_the_walk_and_the_touch() {
+        for ways in [1u32, 2, 4, 8] {
+            let l = Level::new(&level("L", 4 * ways as u64, ways, 4, Replacement::Plru));
+            for r in 0..1u32 << (ways - 1) {
+                let v = plru_walk(ways as usize, r);
+                let e = l.plru_fill[r as usize];
+                assert_eq!((e & 0xff) as usize, v, "{ways} ways, state {r}");
+                assert_eq!((e >> 8) as u32, (r & l.plru_and[v]) | l.plru_or[v]);
+            }
+        }
     }
 
     #[test]
