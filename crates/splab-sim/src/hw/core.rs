@@ -188,8 +188,11 @@ pub struct Core {
     /// A `done` of 2^48 ticks or more was stored (not on any run of today's sizes: 2^48 ticks
     /// are 7e13 cycles at width 4): scan `mshr_done`.
     mshr_wide: bool,
-    /// The low 32 bits of `mshr_line`, a filter for its matches (`may_hold`).
-    mshr_line_lo: [u32; MAX_MSHRS],
+    /// How many fill buffers hold a line (not `u64::MAX`) of each value of its low byte: a
+    /// filter for `mshr_line`'s matches, a zero proves there is none (one load, where the
+    /// 4-wide SSE2 compares of the low 32 bits of every buffer's line were a dozen host
+    /// instructions per L1 miss).
+    mshr_by_low: [u8; 256],
     walker_done: [u64; MAX_WALKERS],
     /// Latest completion of anything issued (for drains).
     horizon: u64,
@@ -240,7 +243,7 @@ impl Core {
                 }
             }),
             mshr_wide: false,
-            mshr_line_lo: [u32::MAX; MAX_MSHRS],
+            mshr_by_low: [0; 256],
             walker_done: [0; MAX_WALKERS],
             horizon: 0,
             ticks: [0; cause::N],
@@ -405,8 +408,12 @@ impl Core {
                 data_start = data_start.max(free);
                 done = data_start + trip.latency * w;
                 self.set_mshr_done(slot, done);
+                let old = self.mshr_line[slot];
+                if old != u64::MAX {
+                    self.mshr_by_low[old as u8 as usize] -= 1;
+                }
+                self.mshr_by_low[trip.line as u8 as usize] += 1;
                 self.mshr_line[slot] = trip.line;
-                self.mshr_line_lo[slot] = trip.line as u32;
             }
         }
         // A store retires once translated; its data drains from the store buffer.
@@ -441,14 +448,14 @@ impl Core {
 
     /// `mshr_scan` over the first `M` fill buffers, with `M` known (unrolled), from their keys
     /// (`mshr_key`): the smallest key's low five bits are the first buffer to free and the rest
-    /// when. A buffer holding `line` is looked for only if one may (`may_hold`): GUPS's random
-    /// lines almost never find one.
+    /// when. A buffer holding `line` is looked for only if one may (`mshr_by_low`): GUPS's
+    /// random lines almost never find one.
     #[inline(always)]
     fn mshr_scan_n<const M: usize>(&self, line: u64) -> (Option<usize>, usize, u64) {
         const { assert!(M <= MAX_MSHRS && MAX_MSHRS == 32) };
         debug_assert_eq!(M, self.mshrs);
         let min = min_key::<M>(&self.mshr_key);
-        let same = if may_hold::<M>(&self.mshr_line_lo, line) {
+        let same = if self.mshr_by_low[line as u8 as usize] != 0 {
             self.mshr_line[..M].iter().position(|&l| l == line)
         } else {
             None
@@ -727,31 +734,6 @@ fn min_key<const M: usize>(k: &[f64; MAX_MSHRS]) -> u64 {
     }
 }
 
-/// Whether one of the first `M` fill buffers (rounded up to a multiple of 4; those past the
-/// machine's never match a real line exactly) may hold `line`: the low 32 bits of its line, `lo`,
-/// match. On x86-64 in 4-wide SSE2 compares; the same answer either way.
-#[inline(always)]
-fn may_hold<const M: usize>(lo: &[u32; MAX_MSHRS], line: u64) -> bool {
-    const { assert!(M <= MAX_MSHRS) };
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: SSE2 is part of x86_64; the unaligned 16-byte loads read the first `M` rounded
-    // up to 4 (at most `MAX_MSHRS`) entries of `lo`.
-    unsafe {
-        use std::arch::x86_64::*;
-        let p = lo.as_ptr() as *const __m128i;
-        let k = _mm_set1_epi32(line as u32 as i32);
-        let mut any = _mm_setzero_si128();
-        for i in 0..M.div_ceil(4) {
-            any = _mm_or_si128(any, _mm_cmpeq_epi32(_mm_loadu_si128(p.add(i)), k));
-        }
-        _mm_movemask_epi8(any) != 0
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        lo[..M.div_ceil(4) * 4].contains(&(line as u32))
-    }
-}
-
 /// In one pass over the fill buffers: the first one holding `line`, and the first of those that
 /// free first and when.
 #[inline]
@@ -891,6 +873,11 @@ mod tests {
                 ..Trip::default()
             };
             c.access(MemOp::Load, 1 + (x >> 20) % 5, 0, &t);
+            let mut by_low = [0u8; 256];
+            for &l in c.mshr_line.iter().filter(|&&l| l != u64::MAX) {
+                by_low[l as u8 as usize] += 1;
+            }
+            assert_eq!(c.mshr_by_low, by_low);
         }
     }
 
