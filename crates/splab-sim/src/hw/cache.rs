@@ -63,16 +63,22 @@ const ROUND_ROBIN: u8 = 2;
 /// `Level::access` specialised for one associativity and replacement policy, chosen once.
 type AccessFn = fn(&mut Level, u64) -> bool;
 
+/// Sixteen tags on one 64-byte host line.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct HostLine([u32; 16]);
+
 #[derive(Clone, Debug)]
 struct Level {
     set_mask: u64,
     set_bits: u32,
     sets: u64,
     ways: usize,
-    /// Tags, `ways` per set; `tags[off..]` starts on a 64-byte host line, so a set of up to 16
-    /// ways is one host line.
-    tags: Vec<u32>,
-    off: usize,
+    /// Tags, `ways` per set (`tags`), in host-line-aligned blocks of 16: a set of up to 16
+    /// ways (a power of two) is within one host line, in every clone too, and its address is
+    /// the vector's plus the set's offset (with a separate offset to the first aligned tag, it
+    /// took two more host instructions per level).
+    tags: Vec<HostLine>,
     /// PLRU tree bits, NRU reference bits or the round-robin pointer, per set.
     repl: Vec<u32>,
     /// `PLRU` (power-of-two ways only), `NRU` or `ROUND_ROBIN`.
@@ -106,13 +112,7 @@ impl Level {
             sets
         );
         let n = sets as usize * ways;
-        let tags = vec![0u32; n + 16];
-        let misalign = (tags.as_ptr() as usize) % 64;
-        let off = if misalign == 0 {
-            0
-        } else {
-            (64 - misalign) / 4
-        };
+        let tags = vec![HostLine([0; 16]); n.div_ceil(16)];
         let (and, or) = plru_tables(ways);
         let (mut plru_and, mut plru_or) = ([u32::MAX; 32], [0u32; 32]);
         plru_and[..ways].copy_from_slice(&and);
@@ -140,7 +140,6 @@ impl Level {
             sets,
             ways,
             tags,
-            off,
             repl: vec![0; sets as usize],
             policy,
             access_fn: access_fn(ways, policy),
@@ -161,8 +160,18 @@ impl Level {
 
     #[inline]
     fn set(&self, set: usize) -> &[u32] {
-        let b = self.off + set * self.ways;
-        &self.tags[b..b + self.ways]
+        let b = set * self.ways;
+        &self.tags()[b..b + self.ways]
+    }
+
+    /// The tags, `ways` per set, `16 * tags.len()` of them (at least `sets * ways`).
+    #[inline(always)]
+    fn tags(&self) -> &[u32] {
+        // SAFETY: `HostLine` is `repr(C)` around `[u32; 16]` (no padding), so the vector's
+        // lines are `16 * len` contiguous, initialised and aligned `u32`s, borrowed with it.
+        unsafe {
+            std::slice::from_raw_parts(self.tags.as_ptr() as *const u32, 16 * self.tags.len())
+        }
     }
 
     /// Looks `line` up and, if absent, fills it (an invalid way, else the victim). Either way
@@ -177,12 +186,12 @@ impl Level {
     fn access_w<const W: usize, const P: u8>(&mut self, line: u64) -> bool {
         let ways = if W == 0 { self.ways } else { W };
         let (set, tag) = self.locate(line);
-        let b = self.off + set * ways;
-        debug_assert!(set < self.repl.len() && b + ways <= self.tags.len());
-        // SAFETY: `set <= set_mask = sets - 1` and `off < 16`, so `b + ways <= sets * ways + 16`,
-        // the length of `tags`, and `set < sets`, the length of `repl` (below). Measured: the
-        // bounds checks were a sixth of a level access (callgrind, skylake GUPS).
-        let s = unsafe { self.tags.get_unchecked_mut(b..b + ways) };
+        let b = set * ways;
+        debug_assert!(set < self.repl.len() && b + ways <= self.sets as usize * ways);
+        // SAFETY: `set <= set_mask = sets - 1`, so `b + ways <= sets * ways`, at most the length
+        // of `flat_mut(tags)`, and `set < sets`, the length of `repl` (below). Measured: the bounds
+        // checks were a sixth of a level access (callgrind, skylake GUPS).
+        let s = unsafe { flat_mut(&mut self.tags).get_unchecked_mut(b..b + ways) };
         let hits = if W == 0 {
             masks_any(s, tag)
         } else {
@@ -245,9 +254,17 @@ impl Level {
     #[inline(always)]
     fn prefetch(&self, line: u64) {
         let set = (line & self.set_mask) as usize;
-        super::prefetch_ptr(self.tags.as_ptr().wrapping_add(self.off + set * self.ways));
+        super::prefetch_ptr((self.tags.as_ptr() as *const u32).wrapping_add(set * self.ways));
         super::prefetch_ptr(self.repl.as_ptr().wrapping_add(set));
     }
+}
+
+/// `Level::tags`, mutable (a function of the vector alone, so that the level's other fields
+/// stay free to borrow).
+#[inline(always)]
+fn flat_mut(v: &mut [HostLine]) -> &mut [u32] {
+    // SAFETY: as in `Level::tags`, borrowed mutably with the vector.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u32, 16 * v.len()) }
 }
 
 /// The access function of a level of `ways` ways under `policy`.
@@ -523,7 +540,7 @@ impl Caches {
             latency[i] = l.latency;
         }
         let prefetched = (0..levels.len())
-            .filter(|&i| 4 * (levels[i].tags.len() + levels[i].repl.len()) > PREFETCH_ABOVE)
+            .filter(|&i| 4 * (16 * levels[i].tags.len() + levels[i].repl.len()) > PREFETCH_ABOVE)
             .collect();
         Caches {
             prefetched,
