@@ -140,6 +140,19 @@ impl Prefetcher {
     pub fn miss(&mut self, line: u64) -> bool {
         let region = ((line >> self.region_shift) as u32).wrapping_add(1);
         let mru = self.mru % MAX_STREAMS;
+        if self.regions[mru] != region && self.by_low[region as u8 as usize] == 0 {
+            // No tracker holds the region (the usual case under random misses), on a path
+            // with no saved registers: the rest is out of line (`tracked`).
+            self.start(region, line);
+            return false;
+        }
+        self.tracked(region, line)
+    }
+
+    /// `miss` in a region some tracker may hold.
+    #[inline(never)]
+    fn tracked(&mut self, region: u32, line: u64) -> bool {
+        let mru = self.mru % MAX_STREAMS;
         let i = if self.regions[mru] == region {
             mru
         } else {
@@ -198,7 +211,7 @@ impl Prefetcher {
     /// victim, and a stream that continues at least once per turn of the hand is never one.
     #[inline]
     fn victim(&mut self) -> usize {
-        let mut free = !self.used & self.active;
+        let free = !self.used & self.active;
         let hand = self.hand % MAX_STREAMS as u32;
         if free >> hand & 1 != 0 {
             // The hand's own tracker is free: nothing is passed over (random misses, whose
@@ -206,6 +219,13 @@ impl Prefetcher {
             self.hand = (hand + 1) % MAX_STREAMS as u32;
             return hand as usize;
         }
+        self.victim_search(free)
+    }
+
+    /// `victim` when the hand's tracker is in use: the search past it.
+    #[inline(never)]
+    fn victim_search(&mut self, free: u32) -> usize {
+        let mut free = free;
         if free == 0 {
             self.used = 0;
             free = self.active;
