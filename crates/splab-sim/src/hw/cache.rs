@@ -63,16 +63,22 @@ const ROUND_ROBIN: u8 = 2;
 /// `Level::access` specialised for one associativity and replacement policy, chosen once.
 type AccessFn = fn(&mut Level, u64) -> bool;
 
+/// Sixteen tags on one 64-byte host line.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct HostLine([u32; 16]);
+
 #[derive(Clone, Debug)]
 struct Level {
     set_mask: u64,
     set_bits: u32,
     sets: u64,
     ways: usize,
-    /// Tags, `ways` per set; `tags[off..]` starts on a 64-byte host line, so a set of up to 16
-    /// ways is one host line.
-    tags: Vec<u32>,
-    off: usize,
+    /// Tags, `ways` per set (`tags`), in host-line-aligned blocks of 16: a set of up to 16
+    /// ways (a power of two) is within one host line, in every clone too, and its address is
+    /// the vector's plus the set's offset (with a separate offset to the first aligned tag, it
+    /// took two more host instructions per level).
+    tags: Vec<HostLine>,
     /// PLRU tree bits, NRU reference bits or the round-robin pointer, per set.
     repl: Vec<u32>,
     /// `PLRU` (power-of-two ways only), `NRU` or `ROUND_ROBIN`.
@@ -82,14 +88,16 @@ struct Level {
     /// pointed away from it), precomputed.
     plru_and: [u32; 32],
     plru_or: [u32; 32],
-    /// Tree PLRU with at most 8 ways: the victim of every tree state, precomputed.
-    plru_victim: [u8; 128],
+    /// Tree PLRU with at most 8 ways: for every tree state, its victim (low byte) and the
+    /// state once the victim is filled (high byte), precomputed: a fill is one lookup.
+    plru_fill: [u16; 128],
     latency: u64,
     hits: u64,
     misses: u64,
     /// Valid lines. Lines are never invalidated, so once every way of every set is valid
-    /// (`valid == sets * ways`) a miss need not look for an invalid way.
+    /// (`valid == sets * ways`, then `full`) a miss need not look for an invalid way.
     valid: u64,
+    full: bool,
 }
 
 impl Level {
@@ -104,21 +112,18 @@ impl Level {
             sets
         );
         let n = sets as usize * ways;
-        let tags = vec![0u32; n + 16];
-        let misalign = (tags.as_ptr() as usize) % 64;
-        let off = if misalign == 0 {
-            0
-        } else {
-            (64 - misalign) / 4
-        };
+        let tags = vec![HostLine([0; 16]); n.div_ceil(16)];
         let (and, or) = plru_tables(ways);
         let (mut plru_and, mut plru_or) = ([u32::MAX; 32], [0u32; 32]);
         plru_and[..ways].copy_from_slice(&and);
         plru_or[..ways].copy_from_slice(&or);
-        let mut plru_victim = [0u8; 128];
+        let mut plru_fill = [0u16; 128];
         if ways.is_power_of_two() && ways <= 8 {
-            for (r, v) in plru_victim.iter_mut().enumerate() {
-                *v = plru_walk(ways, r as u32 & ((1 << (ways - 1)) - 1)) as u8;
+            for (r, e) in plru_fill.iter_mut().enumerate() {
+                let r = r as u32 & ((1 << (ways - 1)) - 1);
+                let v = plru_walk(ways, r);
+                let next = (r & plru_and[v]) | plru_or[v];
+                *e = v as u16 | (next as u16) << 8;
             }
         }
         let policy = match cfg.replacement {
@@ -129,13 +134,12 @@ impl Level {
         Level {
             plru_and,
             plru_or,
-            plru_victim,
+            plru_fill,
             set_mask: sets - 1,
             set_bits: sets.trailing_zeros(),
             sets,
             ways,
             tags,
-            off,
             repl: vec![0; sets as usize],
             policy,
             access_fn: access_fn(ways, policy),
@@ -143,6 +147,7 @@ impl Level {
             hits: 0,
             misses: 0,
             valid: 0,
+            full: false,
         }
     }
 
@@ -155,8 +160,18 @@ impl Level {
 
     #[inline]
     fn set(&self, set: usize) -> &[u32] {
-        let b = self.off + set * self.ways;
-        &self.tags[b..b + self.ways]
+        let b = set * self.ways;
+        &self.tags()[b..b + self.ways]
+    }
+
+    /// The tags, `ways` per set, `16 * tags.len()` of them (at least `sets * ways`).
+    #[inline(always)]
+    fn tags(&self) -> &[u32] {
+        // SAFETY: `HostLine` is `repr(C)` around `[u32; 16]` (no padding), so the vector's
+        // lines are `16 * len` contiguous, initialised and aligned `u32`s, borrowed with it.
+        unsafe {
+            std::slice::from_raw_parts(self.tags.as_ptr() as *const u32, 16 * self.tags.len())
+        }
     }
 
     /// Looks `line` up and, if absent, fills it (an invalid way, else the victim). Either way
@@ -171,12 +186,12 @@ impl Level {
     fn access_w<const W: usize, const P: u8>(&mut self, line: u64) -> bool {
         let ways = if W == 0 { self.ways } else { W };
         let (set, tag) = self.locate(line);
-        let b = self.off + set * ways;
-        debug_assert!(set < self.repl.len() && b + ways <= self.tags.len());
-        // SAFETY: `set <= set_mask = sets - 1` and `off < 16`, so `b + ways <= sets * ways + 16`,
-        // the length of `tags`, and `set < sets`, the length of `repl` (below). Measured: the
-        // bounds checks were a sixth of a level access (callgrind, skylake GUPS).
-        let s = unsafe { self.tags.get_unchecked_mut(b..b + ways) };
+        let b = set * ways;
+        debug_assert!(set < self.repl.len() && b + ways <= self.sets as usize * ways);
+        // SAFETY: `set <= set_mask = sets - 1`, so `b + ways <= sets * ways`, at most the length
+        // of `flat_mut(tags)`, and `set < sets`, the length of `repl` (below). Measured: the bounds
+        // checks were a sixth of a level access (callgrind, skylake GUPS).
+        let s = unsafe { flat_mut(&mut self.tags).get_unchecked_mut(b..b + ways) };
         let hits = if W == 0 {
             masks_any(s, tag)
         } else {
@@ -197,39 +212,59 @@ impl Level {
             w
         } else {
             // Once the level is full no set has an invalid way (lines are never invalidated).
-            let empties = if self.valid == self.sets * ways as u64 {
+            let empties = if self.full {
                 0
             } else if W == 0 {
                 masks_any(s, 0)
             } else {
                 masks::<W>(s, 0)
             };
-            let w = if empties != 0 {
+            if empties != 0 {
                 self.valid += 1;
-                empties.trailing_zeros() as usize
-            } else if P == PLRU {
-                if ways <= 8 {
-                    self.plru_victim[*r as usize & 127] as usize
-                } else {
-                    plru_walk(ways, *r)
-                }
+                self.full = self.valid == self.sets * ways as u64;
+                let w = empties.trailing_zeros() as usize;
+                *r = touch::<W, P>(*r, w, ways, &self.plru_and, &self.plru_or);
+                w
+            } else if P == PLRU && ways <= 8 {
+                // The victim and the state after its fill, from one table (`plru_fill`).
+                let e = self.plru_fill[*r as usize & 127];
+                *r = (e >> 8) as u32;
+                (e & 0xff) as usize
             } else {
-                // NRU: the first way whose reference bit is clear.
-                (!*r).trailing_zeros() as usize
-            };
-            *r = touch::<W, P>(*r, w, ways, &self.plru_and, &self.plru_or);
-            w
+                let w = if P == PLRU {
+                    plru_walk(ways, *r)
+                } else {
+                    // NRU: the first way whose reference bit is clear.
+                    (!*r).trailing_zeros() as usize
+                };
+                *r = touch::<W, P>(*r, w, ways, &self.plru_and, &self.plru_or);
+                w
+            }
         };
-        s[w] = tag;
+        // Every victim is a way of the set (below `ways`): for a power-of-two `W` the mask
+        // says so to the compiler, which then checks no bound.
+        if W.is_power_of_two() {
+            s[w & (W - 1)] = tag;
+        } else {
+            s[w] = tag;
+        }
         false
     }
 
     #[inline(always)]
     fn prefetch(&self, line: u64) {
         let set = (line & self.set_mask) as usize;
-        super::prefetch_ptr(self.tags.as_ptr().wrapping_add(self.off + set * self.ways));
+        super::prefetch_ptr((self.tags.as_ptr() as *const u32).wrapping_add(set * self.ways));
         super::prefetch_ptr(self.repl.as_ptr().wrapping_add(set));
     }
+}
+
+/// `Level::tags`, mutable (a function of the vector alone, so that the level's other fields
+/// stay free to borrow).
+#[inline(always)]
+fn flat_mut(v: &mut [HostLine]) -> &mut [u32] {
+    // SAFETY: as in `Level::tags`, borrowed mutably with the vector.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u32, 16 * v.len()) }
 }
 
 /// The access function of a level of `ways` ways under `policy`.
@@ -505,7 +540,7 @@ impl Caches {
             latency[i] = l.latency;
         }
         let prefetched = (0..levels.len())
-            .filter(|&i| 4 * (levels[i].tags.len() + levels[i].repl.len()) > PREFETCH_ABOVE)
+            .filter(|&i| 4 * (16 * levels[i].tags.len() + levels[i].repl.len()) > PREFETCH_ABOVE)
             .collect();
         Caches {
             prefetched,
@@ -656,6 +691,19 @@ mod tests {
         assert_eq!(c.access(3), 0, "3 survives");
         assert_eq!(c.access(0), 1, "0 was the victim");
         c.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn the_plru_fill_table_is_the_walk_and_the_touch() {
+        for ways in [1u32, 2, 4, 8] {
+            let l = Level::new(&level("L", 4 * ways as u64, ways, 4, Replacement::Plru));
+            for r in 0..1u32 << (ways - 1) {
+                let v = plru_walk(ways as usize, r);
+                let e = l.plru_fill[r as usize];
+                assert_eq!((e & 0xff) as usize, v, "{ways} ways, state {r}");
+                assert_eq!((e >> 8) as u32, (r & l.plru_and[v]) | l.plru_or[v]);
+            }
+        }
     }
 
     #[test]

@@ -178,14 +178,21 @@ pub struct Core {
     lives: Box<[Life; RING]>,
     mshr_done: [u64; MAX_MSHRS],
     mshr_line: [u64; MAX_MSHRS],
-    /// `mshr_done[i] << 5 | i` (`MAX_MSHRS` is 32): the smallest key is the first fill buffer
-    /// to free and when, a plain minimum instead of a compare and two selects per buffer (the
-    /// scan was a fifth of `access`). Exact while every `done` is below 2^58 (`mshr_wide`).
-    mshr_key: [u64; MAX_MSHRS],
-    /// A `done` of 2^58 ticks or more was stored (never on any real run): scan `mshr_done`.
+    /// `mshr_done[i] << 5 | i` (`MAX_MSHRS` is 32) as an `f64`, +inf past the machine's
+    /// buffers: the smallest key is the first fill buffer to free and when, a plain minimum
+    /// instead of a compare and two selects per buffer (the scan was a fifth of `access`), and
+    /// as doubles two at a time in SSE2 (`min_key`; as integers, ten loads, compares and
+    /// selects with their spills were about 40 host instructions per access). Exact while every
+    /// `done` is below 2^48 (`mshr_wide`): the key is then below 2^53, a double's integers.
+    mshr_key: [f64; MAX_MSHRS],
+    /// A `done` of 2^48 ticks or more was stored (not on any run of today's sizes: 2^48 ticks
+    /// are 7e13 cycles at width 4): scan `mshr_done`.
     mshr_wide: bool,
-    /// The low 32 bits of `mshr_line`, a filter for its matches (`may_hold`).
-    mshr_line_lo: [u32; MAX_MSHRS],
+    /// How many fill buffers hold a line (not `u64::MAX`) of each value of its low byte: a
+    /// filter for `mshr_line`'s matches, a zero proves there is none (one load, where the
+    /// 4-wide SSE2 compares of the low 32 bits of every buffer's line were a dozen host
+    /// instructions per L1 miss).
+    mshr_by_low: [u8; 256],
     walker_done: [u64; MAX_WALKERS],
     /// Latest completion of anything issued (for drains).
     horizon: u64,
@@ -228,9 +235,15 @@ impl Core {
             lives: Box::new([Life::default(); RING]),
             mshr_done: [0; MAX_MSHRS],
             mshr_line: [u64::MAX; MAX_MSHRS],
-            mshr_key: std::array::from_fn(|i| i as u64),
+            mshr_key: std::array::from_fn(|i| {
+                if i < cfg.mshrs.clamp(1, MAX_MSHRS as u32) as usize {
+                    i as f64
+                } else {
+                    f64::INFINITY
+                }
+            }),
             mshr_wide: false,
-            mshr_line_lo: [u32::MAX; MAX_MSHRS],
+            mshr_by_low: [0; 256],
             walker_done: [0; MAX_WALKERS],
             horizon: 0,
             ticks: [0; cause::N],
@@ -395,8 +408,12 @@ impl Core {
                 data_start = data_start.max(free);
                 done = data_start + trip.latency * w;
                 self.set_mshr_done(slot, done);
+                let old = self.mshr_line[slot];
+                if old != u64::MAX {
+                    self.mshr_by_low[old as u8 as usize] -= 1;
+                }
+                self.mshr_by_low[trip.line as u8 as usize] += 1;
                 self.mshr_line[slot] = trip.line;
-                self.mshr_line_lo[slot] = trip.line as u32;
             }
         }
         // A store retires once translated; its data drains from the store buffer.
@@ -431,16 +448,14 @@ impl Core {
 
     /// `mshr_scan` over the first `M` fill buffers, with `M` known (unrolled), from their keys
     /// (`mshr_key`): the smallest key's low five bits are the first buffer to free and the rest
-    /// when. A buffer holding `line` is looked for only if one may (`may_hold`): GUPS's random
-    /// lines almost never find one.
+    /// when. A buffer holding `line` is looked for only if one may (`mshr_by_low`): GUPS's
+    /// random lines almost never find one.
     #[inline(always)]
     fn mshr_scan_n<const M: usize>(&self, line: u64) -> (Option<usize>, usize, u64) {
         const { assert!(M <= MAX_MSHRS && MAX_MSHRS == 32) };
-        let mut min = u64::MAX;
-        for &k in &self.mshr_key[..M] {
-            min = min.min(k);
-        }
-        let same = if may_hold::<M>(&self.mshr_line_lo, line) {
+        debug_assert_eq!(M, self.mshrs);
+        let min = min_key::<M>(&self.mshr_key);
+        let same = if self.mshr_by_low[line as u8 as usize] != 0 {
             self.mshr_line[..M].iter().position(|&l| l == line)
         } else {
             None
@@ -452,8 +467,8 @@ impl Core {
     #[inline(always)]
     fn set_mshr_done(&mut self, i: usize, done: u64) {
         self.mshr_done[i] = done;
-        self.mshr_key[i & (MAX_MSHRS - 1)] = done << 5 | i as u64;
-        self.mshr_wide |= done >> 58 != 0;
+        self.mshr_key[i & (MAX_MSHRS - 1)] = f(done << 5 | i as u64);
+        self.mshr_wide |= done >> 48 != 0;
     }
 
     /// The ticks `lines` streamed lines take at the stream bandwidth, the fraction carried.
@@ -690,28 +705,32 @@ fn floor(x: f64) -> u64 {
     }
 }
 
-/// Whether one of the first `M` fill buffers (rounded up to a multiple of 4; those past the
-/// machine's never match a real line exactly) may hold `line`: the low 32 bits of its line, `lo`,
-/// match. On x86-64 in 4-wide SSE2 compares; the same answer either way.
+/// The smallest of the first `M` keys (`Core::mshr_key`; those past the machine's are +inf),
+/// as the integer it holds. On x86-64 two at a time in SSE2 (`minpd`); the same value either
+/// way (the keys are distinct integers below 2^53, exact as doubles).
 #[inline(always)]
-fn may_hold<const M: usize>(lo: &[u32; MAX_MSHRS], line: u64) -> bool {
-    const { assert!(M <= MAX_MSHRS) };
+fn min_key<const M: usize>(k: &[f64; MAX_MSHRS]) -> u64 {
+    const { assert!(M >= 1 && M <= MAX_MSHRS) };
     #[cfg(target_arch = "x86_64")]
     // SAFETY: SSE2 is part of x86_64; the unaligned 16-byte loads read the first `M` rounded
-    // up to 4 (at most `MAX_MSHRS`) entries of `lo`.
+    // up to 2 (at most `MAX_MSHRS`) entries of `k`.
     unsafe {
         use std::arch::x86_64::*;
-        let p = lo.as_ptr() as *const __m128i;
-        let k = _mm_set1_epi32(line as u32 as i32);
-        let mut any = _mm_setzero_si128();
-        for i in 0..M.div_ceil(4) {
-            any = _mm_or_si128(any, _mm_cmpeq_epi32(_mm_loadu_si128(p.add(i)), k));
+        let p = k.as_ptr();
+        let mut m = _mm_loadu_pd(p);
+        for i in 1..M.div_ceil(2) {
+            m = _mm_min_pd(m, _mm_loadu_pd(p.add(2 * i)));
         }
-        _mm_movemask_epi8(any) != 0
+        let m = _mm_min_sd(m, _mm_unpackhi_pd(m, m));
+        floor(_mm_cvtsd_f64(m))
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        lo[..M.div_ceil(4) * 4].contains(&(line as u32))
+        floor(
+            k[..M.div_ceil(2) * 2]
+                .iter()
+                .fold(f64::INFINITY, |a, &b| a.min(b)),
+        )
     }
 }
 
@@ -833,6 +852,33 @@ mod tests {
         let b = c.breakdown();
         assert_eq!(b.total(), c.cycles());
         assert!(b.data_by_level[3] + b.data_queue > b.compute, "{b:?}");
+    }
+
+    #[test]
+    fn the_fill_buffer_keys_find_what_the_scan_finds() {
+        let mut c = core(224, 10);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..5000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Few distinct lines (merges, and buffers reused out of order), mixed levels.
+            let line = (x >> 8) % 24;
+            let want = mshr_scan(&c.mshr_line[..10], &c.mshr_done[..10], line);
+            assert_eq!(c.mshr_scan_n::<10>(line), want);
+            let t = Trip {
+                served: (x % 4) as u8,
+                latency: [4, 12, 40, 200][(x % 4) as usize],
+                line,
+                ..Trip::default()
+            };
+            c.access(MemOp::Load, 1 + (x >> 20) % 5, 0, &t);
+            let mut by_low = [0u8; 256];
+            for &l in c.mshr_line.iter().filter(|&&l| l != u64::MAX) {
+                by_low[l as u8 as usize] += 1;
+            }
+            assert_eq!(c.mshr_by_low, by_low);
+        }
     }
 
     #[test]
