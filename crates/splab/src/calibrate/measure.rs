@@ -483,14 +483,21 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         placed.push((f, starts[0], bench::warm_hops(f, nodes.len())));
         off += (2 * f).next_multiple_of(HUGE);
     }
-    let mut psamples = bench::Interleaved::new(placed.len());
+    // Each round also times an add chain (the last quantity): the core's clock in the same
+    // rounds, so that the core-clocked levels (L1, L2) are counted in its cycles. Converted at
+    // the calibration's median clock instead (until 2026-11-27 14:15), a pair on the AMD guest
+    // read L1 4 and 5 cycles: 1.41 ns in a phase at a lower turbo bin, where validate's row
+    // measured 1.25 ns = 4.0 cycles minutes later, so every L1-bound row read +21-25%.
+    let mut psamples = bench::Interleaved::new(placed.len() + 1);
     for _ in 0..reps {
-        psamples.round(|i| {
-            let (_, start, warm) = placed[i];
-            bench::time_chase(start, warm, 1, plan.ms).samples[0]
+        psamples.round(|i| match placed.get(i) {
+            Some(&(_, start, warm)) => bench::time_chase(start, warm, 1, plan.ms).samples[0],
+            None => bench::add_chain(iters),
         });
     }
-    let mut curve: Vec<(usize, Stat)> = placed.iter().map(|p| p.0).zip(psamples.stats()).collect();
+    let mut pstats = psamples.stats();
+    let local_add = pstats.pop().expect("the add chain's samples");
+    let mut curve: Vec<(usize, Stat)> = placed.iter().map(|p| p.0).zip(pstats).collect();
     let mut dram_nodes = Vec::new();
     for &foot in foots.iter().skip(curve.len()) {
         let nodes = bench::random_lines(2 * foot, &mut rng);
@@ -593,21 +600,31 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
                 mib(msize as usize)
             )
         };
+        // L1 and L2 (not the last level) run at the core's clock: their cycles are the chase's
+        // p10 over the p10 of the add chains timed in the same rounds. The last level and
+        // DRAM are not core-clocked: their ns at the median clock.
+        let core_clocked = i < 2 && i + 1 < nlev && f <= small.last().copied().unwrap_or(0);
+        let (cycles, how_counted) = if core_clocked {
+            (
+                s.low() / local_add.low(),
+                format!(
+                    "counted in the core's cycles: over the p10 of the add chains timed in the same rounds ({} ns an add, {})",
+                    fmt3(local_add.low()),
+                    local_add.how()
+                ),
+            )
+        } else {
+            (cyc(s.low()), "at the median clock".to_string())
+        };
         let src = format!(
             "{geo}. Latency: calibrate: chase over {} (one line of each 128 B pair, random order, THP memory), \
-             {:.2} ns = {:.1} cycles, {}. Replacement: assumed (not measurable here), skylake's.",
+             {:.2} ns = {:.1} cycles {how_counted}, {}. Replacement: assumed (not measurable here), skylake's.",
             mib(f),
             s.low(),
-            cyc(s.low()),
+            cycles,
             s.how()
         );
-        levels.push((
-            name,
-            msize,
-            c.ways,
-            cyc(s.low()).round().max(1.0) as u64,
-            src,
-        ));
+        levels.push((name, msize, c.ways, cycles.round().max(1.0) as u64, src));
     }
     // DRAM: the plateau from 4x to 32x the LLC's capacity (further on, the latency grows with
     // the translations: the model adds its own walks).
