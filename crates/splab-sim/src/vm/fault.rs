@@ -78,6 +78,17 @@ impl Os {
     /// One access by `pid`: translation (TLB, walk, fault), data (caches), timing (core).
     #[inline]
     pub fn access_op(&mut self, pid: Pid, a: Access) -> Result<()> {
+        if self.last_hit(pid, &a) {
+            return Ok(());
+        }
+        self.access_slow(pid, a)
+    }
+
+    /// The fast path of `access_op` and `access_op_batch`: an access (not an instruction
+    /// fetch) inside the page of the last TLB hit, allowed by its rights, is an L1 TLB hit on
+    /// the MRU entry; counts it and makes its data reference. False: the caller translates.
+    #[inline(always)]
+    fn last_hit(&mut self, pid: Pid, a: &Access) -> bool {
         let kind = a.op.kind();
         let last = &self.hw.tlb.last;
         if kind != AccessKind::Ifetch
@@ -87,12 +98,12 @@ impl Os {
             && (kind == AccessKind::Read || last.write_ok)
         {
             self.hw.tlb.count_last_hits(1);
-            self.acc.count(&a, 1);
+            self.acc.count(a, 1);
             let pa = a.va.wrapping_add(self.pa_delta);
-            self.data(&a, pa, &mut Trip::default());
-            return Ok(());
+            self.data(a, pa, &mut Trip::default());
+            return true;
         }
-        self.access_slow(pid, a)
+        false
     }
 
     /// The data reference of an access at physical address `pa`, then its timing.
@@ -192,18 +203,7 @@ impl Os {
     /// `access_op` for `accesses`, with the TLB-miss path inlined into the batch loop.
     #[inline(always)]
     fn access_op_batch(&mut self, pid: Pid, a: Access) -> Result<()> {
-        let kind = a.op.kind();
-        let last = &self.hw.tlb.last;
-        if kind != AccessKind::Ifetch
-            && last.asid == pid.0
-            && a.va >= last.start
-            && a.va < last.end
-            && (kind == AccessKind::Read || last.write_ok)
-        {
-            self.hw.tlb.count_last_hits(1);
-            self.acc.count(&a, 1);
-            let pa = a.va.wrapping_add(self.pa_delta);
-            self.data(&a, pa, &mut Trip::default());
+        if self.last_hit(pid, &a) {
             return Ok(());
         }
         self.access_miss(pid, a)
