@@ -83,6 +83,17 @@ pub struct NestedConfig {
 /// references a walk).
 const PENDING_WALKS: u32 = 8192;
 
+/// A walk's references counted as `reference` counts them (16 bits per place: L1, L2, LLC,
+/// DRAM), per place: how many, and their cycles (each its place's latency, `Caches::latency`).
+/// All four places, without branches: how many places a walk used is unpredictable.
+#[inline(always)]
+pub fn priced_counts(counts: u64, caches: &Caches) -> [(u32, u32); 4] {
+    std::array::from_fn(|k| {
+        let n = ((counts >> (16 * k)) & 0xFFFF) as u32;
+        (n, n * caches.latency(k as u8) as u32)
+    })
+}
+
 /// Frames of the page-table pages on a walk's path, root first; `NO_TABLE` where the path ends.
 pub type PtPath = [u64; 4];
 pub const NO_TABLE: u64 = u64::MAX;
@@ -427,10 +438,8 @@ impl Walker {
     /// or DRAM's for field 3), added to `cost` and to the walker's totals.
     #[inline]
     fn tally(&mut self, caches: &Caches, counts: u64, cost: &mut WalkCost) {
-        // All four places, without branches: how many places a walk used is unpredictable.
-        for k in 0..4 {
-            let n = ((counts >> (16 * k)) & 0xFFFF) as u32;
-            cost.by_level[k] += n * caches.latency(k as u8) as u32;
+        for (k, (n, cycles)) in priced_counts(counts, caches).into_iter().enumerate() {
+            cost.by_level[k] += cycles;
             cost.refs_by_level[k] += n;
             self.refs_by_level[k] += n as u64;
             cost.refs += n;

@@ -9,9 +9,8 @@ use super::{ObjId, ObjKind, Os, Vma};
 use crate::error::{Result, SimError};
 use crate::hw::cache::LINE_SHIFT;
 use crate::hw::core::{cause, Trip};
-use crate::hw::walk::NO_TABLE;
+use crate::hw::walk::{priced_counts, NO_TABLE};
 use crate::hw::{Lookup, Translation};
-use crate::policy::{AllocPolicy, CleanWrite};
 use crate::units::{Access, AccessKind, MemOp, Pfn, Pid, Prot};
 
 /// Access and translation counters (the `accesses` and `tlb` report sections).
@@ -423,7 +422,7 @@ impl Os {
         };
         // Whether the OS traps a write to a clean superpage (asked only for superpages).
         let policy = &self.policy;
-        let trap = || matches!(&policy.alloc, AllocPolicy::Reserve(rp) if rp.clean_write == CleanWrite::DemoteOnTrap);
+        let trap = || super::reserve::demotes_clean_superpage_on_write(policy);
         let (found, mut path) = p.pmap.walk_touch(vpn, need, write, trap, &self.orders);
         // A walk that finds no usable entry still walks (at base-page depth, or to
         // the entry it finds) before the fault.
@@ -446,9 +445,11 @@ impl Os {
                 .walker
                 .walk_counts(pid.0, va, leaf, &path, &mut self.hw.caches);
             let mut refs = 0;
-            for k in 0..4 {
-                let n = ((counts >> (16 * k)) & 0xFFFF) as u32;
-                trip.walk_by_level[k] += n * self.hw.caches.latency(k as u8) as u32;
+            for (k, (n, cycles)) in priced_counts(counts, &self.hw.caches)
+                .into_iter()
+                .enumerate()
+            {
+                trip.walk_by_level[k] += cycles;
                 refs += n;
             }
             self.acc.walk_refs += refs as u64;

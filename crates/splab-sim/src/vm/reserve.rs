@@ -752,7 +752,7 @@ impl Os {
     /// What a write to a clean superpage does under this policy (seed 000 4.7).
     #[inline]
     pub(crate) fn demotes_clean_superpage_on_write(&self) -> bool {
-        matches!(&self.policy.alloc, AllocPolicy::Reserve(rp) if rp.clean_write == CleanWrite::DemoteOnTrap)
+        demotes_clean_superpage_on_write(&self.policy)
     }
 
     // ---- invariants and dumps ----
@@ -880,4 +880,11 @@ impl Os {
             None => "reservations: none (this policy does not reserve)\n".into(),
         }
     }
+}
+
+/// Whether `policy` demotes a clean superpage on its first write (seed 000 4.7: the OS traps
+/// the write), as `Os::demotes_clean_superpage_on_write`; a function of the policy alone, for
+/// callers that hold another part of `Os` borrowed.
+pub(crate) fn demotes_clean_superpage_on_write(policy: &crate::policy::Policy) -> bool {
+    matches!(&policy.alloc, AllocPolicy::Reserve(rp) if rp.clean_write == CleanWrite::DemoteOnTrap)
 }
