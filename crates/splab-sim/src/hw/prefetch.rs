@@ -156,13 +156,9 @@ impl Prefetcher {
         let i = if self.regions[mru] == region {
             mru
         } else {
-            // The tracker of `region`: a mask of the matches (no branch per entry), unless
-            // no tracker's region shares its low byte.
-            let m = if self.by_low[region as u8 as usize] == 0 {
-                0
-            } else {
-                matches(&self.regions, region) & self.active
-            };
+            // The tracker of `region`: a mask of the matches (no branch per entry). `miss` came
+            // here because some tracker's region shares its low byte.
+            let m = matches(&self.regions, region) & self.active;
             if m == 0 {
                 self.start(region, line);
                 return false;
