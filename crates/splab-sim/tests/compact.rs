@@ -113,10 +113,21 @@ fn migration_cycles(e: &Engine, n: u64) -> u64 {
         + c.tlb_invalidate_cycles)
 }
 
-/// The cycles of the scanners' visits (vm/compact.rs, measured per pfn visited).
-fn scan_cycles(c: &CompactStats) -> u64 {
+/// The cycles of the scanners' visits (vm/compact.rs, measured per pfn visited), and their
+/// struct-page reads' misses (vm/memmap.rs), which must be each read's latency beyond L1 by
+/// where it was served.
+fn scan_cycles(e: &Engine, c: &CompactStats) -> u64 {
+    let caches = &e.os.hw.caches;
+    let lat = |k: usize| caches.latency(k.min(caches.levels()) as u8) - caches.latency(0);
+    let r = &c.memmap.reads_by_level;
+    assert_eq!(
+        c.memmap.stall_cycles,
+        (1..4).map(|k| r[k] * lat(k)).sum::<u64>(),
+        "struct-page reads priced by where they were served"
+    );
     c.compact_migrate_visits * MIGRATE_SCAN_VISIT_CYCLES
         + c.compact_free_visits * FREE_SCAN_VISIT_CYCLES
+        + c.memmap.stall_cycles
 }
 
 /// `defrag=always` (the `linux` preset): the THP fault compacts asynchronously. The migrate
@@ -147,6 +158,13 @@ fn defrag_always_compacts_at_the_fault_and_maps_the_thp() {
     assert_eq!(K, 4);
     assert_eq!(c.compact_migrate_visits, 1 + K + 7);
     assert_eq!(c.compact_free_visits, wired + K + 1);
+    // Every one of these visits read its pfn's struct page (vm/memmap.rs), none of them warm:
+    // the kernel had not read a struct page before. The wired frames are consecutive, so
+    // the prefetcher streams all but the first `trigger` of each 4KB of struct pages (64).
+    let r = c.memmap.reads_by_level;
+    assert_eq!(r.iter().sum::<u64>(), 1 + K + 7 + wired + K + 1);
+    assert_eq!(r[0], 0, "no struct page read twice");
+    assert!(c.memmap.prefetched > wired / 2, "{:?}", c.memmap);
     assert_eq!(e.os.thp.stats.fault_alloc, 1);
     assert_eq!(pfn_of(&e, pid, b), Some(Pfn(PB)));
     // The migrated pages moved to the top pageblock, still mapped where they were.
@@ -161,7 +179,10 @@ fn defrag_always_compacts_at_the_fault_and_maps_the_thp() {
     assert_eq!(moved, (7 * PB..7 * PB + 2 * K).collect::<Vec<_>>());
     // The fault paid the migrations: its latency holds them beside the zeroing.
     let m = &e.os.machine.cost;
-    assert_eq!(c.direct_cycles, migration_cycles(&e, K) + scan_cycles(&c));
+    assert_eq!(
+        c.direct_cycles,
+        migration_cycles(&e, K) + scan_cycles(&e, &c)
+    );
     let fault = m.fault_cycles + c.direct_cycles + PB * m.zero_page_cycles + m.pte_write_cycles;
     assert_eq!(e.os.stats.cycles_fault - fault_cycles, fault);
     // The latency histogram is in cycles (vm/latency.rs).
@@ -234,7 +255,7 @@ fn defer_wakes_kcompactd_and_falls_back_at_once() {
     assert_eq!(c.pgmigrate_success, first + K);
     assert_eq!(c.compact_daemon_migrate_scanned, c.compact_migrate_scanned);
     assert!(c.compact_migrate_visits > 0 && c.compact_free_visits > 0);
-    let daemon = migration_cycles(&e, first + K) + scan_cycles(&c);
+    let daemon = migration_cycles(&e, first + K) + scan_cycles(&e, &c);
     assert_eq!(e.background_cycles - background, daemon);
     assert_eq!(c.daemon_cycles, daemon);
     thp_fault(&mut e, pid);

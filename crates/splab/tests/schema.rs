@@ -44,6 +44,20 @@ fn real_reports_validate_against_the_schema() {
             "-w",
             "gups:size=64M,updates=20K",
         ],
+        // Direct compaction: the report's `memory.compaction.memmap` section.
+        &[
+            "run",
+            "-m",
+            "skylake:mem=1G",
+            "-p",
+            "linux-4.3",
+            "-w",
+            "kv:phase=cold",
+            "--frag",
+            "50",
+            "--frag-mem",
+            "64M",
+        ],
         // A guest machine: the report's `tlb.nested` section.
         &[
             "run",
@@ -107,11 +121,14 @@ fn real_reports_validate_against_the_schema() {
             "linux",
         ],
     ];
+    let mut memmap = 0;
     for args in cases {
         let doc = json_of(args);
         let errs = errors(&v, &doc);
         assert!(errs.is_empty(), "{args:?}:\n{}", errs.join("\n"));
+        memmap += doc["memory"]["compaction"]["memmap"].is_object() as u32;
     }
+    assert!(memmap > 0, "no case exercised memory.compaction.memmap");
     // A trace replay, whose report carries `workload_stats`.
     let trace = format!(
         "trace:path={}/../splab-trace/tests/fixtures/v1-synthetic.spt",

@@ -34,7 +34,11 @@
 //! pageblock or more in any pageblock still ends it (`__compact_finished`; for an order under
 //! the pageblock's Linux wants it on the MOVABLE lists, not modelled).
 //!
-//! Not modelled: the cache misses on cold struct pages (README "Linux THP"), the fast searches
+//! Each pfn visit that reads a `struct page` also loads its line through the caches
+//! (vm/memmap.rs): a cold one costs its miss. The migrate scanner's looks at a pageblock's skip
+//! bit or migratetype read the pageblock bitmap, not a struct page, and are not loads here.
+//!
+//! Not modelled: the fast searches
 //! (`fast_find_migrateblock`, `fast_isolate_freepages`), per-CPU lists, lock contention,
 //! direct reclaim, several zones. Under `dirty=hash` a migrated page's digest stays with the
 //! old frame: its next write-out is not skipped (conservative).
@@ -122,6 +126,10 @@ pub struct CompactStats {
     pub daemon_cycles: u64,
     /// Pageblock skip bits (vm/compact_skip.rs).
     pub pageblock_skip: super::compact_skip::SkipStats,
+    /// The scanners' struct-page reads through the caches (vm/memmap.rs); absent when the
+    /// scanners visited nothing.
+    #[serde(skip_serializing_if = "super::memmap::MemmapStats::is_empty")]
+    pub memmap: super::memmap::MemmapStats,
 }
 
 /// The zone's compaction state (`struct zone`'s compact_* fields) and kcompactd's requests.
@@ -728,6 +736,7 @@ impl Os {
             }
             scanned += 1;
             cc.migrate_visits += 1;
+            cc.cycles += self.memmap_read(f);
             let failed = match self.classify(rmap, Pfn(f)) {
                 Frame::Free(block_end) => {
                     let to = block_end.min(end);
@@ -882,9 +891,12 @@ impl Os {
             if !target {
                 // `suitable_migration_target` looked at the block's first page.
                 cc.free_visits += 1;
+                cc.cycles += self.memmap_read(block);
             } else if !self.isolation_suitable(cc.ignore_skip_hint, block) {
-                // "If isolation recently failed, do not retry" (the same look).
+                // "If isolation recently failed, do not retry" (the same look, after
+                // `suitable_migration_target` read the page).
                 cc.free_visits += 1;
+                cc.cycles += self.memmap_read(block);
                 self.count_skip_pass(false);
             } else {
                 let mut f = start;
@@ -893,6 +905,7 @@ impl Os {
                 while f < end {
                     cc.free_scanned += 1;
                     cc.free_visits += 1;
+                    cc.cycles += self.memmap_read(f);
                     match self.phys.buddy.free_block_of(Pfn(f)) {
                         Some((h, o)) if h.0 == f => {
                             let n = 1u64 << o.0;

@@ -27,6 +27,7 @@ pub mod fragment;
 pub mod khugepaged;
 pub mod kmem;
 pub mod latency;
+pub mod memmap;
 mod mremap;
 pub mod mthp;
 pub mod pageout;
