@@ -115,6 +115,7 @@ mod tests {
     #[test]
     fn a_cold_struct_page_costs_a_dram_miss_then_hits_l1() {
         let mut os = os("skylake:mem=1G");
+        assert!(os.compact.stats.memmap.is_empty(), "absent from the report");
         let dram = beyond_l1(&os, 3);
         assert_eq!(dram, 231 - 4, "skylake: DRAM 231 cycles, L1 4");
         assert_eq!(os.memmap_read(1000), dram);
@@ -123,6 +124,7 @@ mod tests {
         assert_eq!(st.reads_by_level, [1, 0, 0, 1]);
         assert_eq!(st.stall_cycles, dram);
         assert_eq!(st.prefetched, 0);
+        assert!(!st.is_empty(), "in the report once read");
     }
 
     /// Jumps (a free chunk passed over by its order) are misses each; a run of consecutive
@@ -151,6 +153,10 @@ mod tests {
             let top = os.machine.mem_bytes >> LINE_SHIFT;
             // Host tables (hw/walk.rs `set_nested`) take less than memory's own size.
             assert!(os.memmap_line(0) >= 2 * top, "{spec}");
+            // And just above: under four times memory's lines, so its tags fit the caches'
+            // 32 bits wherever memory's do (hw/cache.rs).
+            let last = os.machine.frames() - 1;
+            assert!(os.memmap_line(last) < 4 * top, "{spec}");
             assert_eq!(os.memmap_line(7) - os.memmap_line(0), 7);
         }
     }
