@@ -427,6 +427,47 @@ pub fn chase1(mut p: *const usize, hops: usize) -> *const usize {
     p
 }
 
+/// `hops` dependent loads from `p`, each followed by a dependent chain of `spin` multiply-adds
+/// on the loaded address, which the next load's address depends on in the processor too: the
+/// chain's result is and-ed with zero and added to the address (no x86-64 core takes `and`
+/// with an immediate zero as a zero idiom). A hop takes the load's latency plus the spin's, and
+/// only the time between two visits of a line grows with `spin`. `scripts/cache-decay.c`'s
+/// spin is ordered after the load for the compiler only (an empty `asm` with the result as an
+/// input): the processor ran the next load during the spin, hiding up to a reorder buffer's
+/// worth of it.
+#[inline(never)]
+pub fn chase_spin(mut p: *const usize, hops: usize, spin: usize) -> *const usize {
+    for _ in 0..hops {
+        // SAFETY: every node holds the address of another node of the same region; the spin
+        // adds zero to it.
+        unsafe {
+            p = *p as *const usize;
+            let mut x = p as usize;
+            for _ in 0..spin {
+                x = x.wrapping_mul(3).wrapping_add(1);
+                asm!("/* {0} */", inout(reg) x, options(nomem, nostack, preserves_flags));
+            }
+            asm!(
+                "and {x}, 0",
+                "add {p}, {x}",
+                p = inout(reg) p,
+                x = inout(reg) x,
+                options(nomem, nostack)
+            );
+            let _ = x;
+        }
+    }
+    p
+}
+
+/// Nanoseconds of one round of `chase_spin` (`hops` hops of `spin`) from `p`, which is left
+/// where the round stopped.
+pub fn time_spin_round(p: &mut *const usize, hops: usize, spin: usize) -> f64 {
+    let t = Instant::now();
+    *p = black_box(chase_spin(*p, hops, spin));
+    t.elapsed().as_secs_f64() * 1e9
+}
+
 /// `hops` rounds of K interleaved dependent chases (K independent loads in flight per round).
 #[inline(never)]
 fn chase_k<const K: usize>(starts: &mut [*const usize], hops: usize) -> usize {
