@@ -937,7 +937,13 @@ impl Report {
                 } else {
                     0.0
                 };
-                format!("{} {rate:.1}% miss", l.name)
+                if l.expired > 0 {
+                    // Lines the level's lifetime expired (`Caches::set_lifetime`), of the misses.
+                    let exp = 100.0 * l.expired as f64 / tot.max(1) as f64;
+                    format!("{} {rate:.1}% miss ({exp:.1}% expired)", l.name)
+                } else {
+                    format!("{} {rate:.1}% miss", l.name)
+                }
             })
             .collect();
         let _ = writeln!(

@@ -29,7 +29,7 @@ fn quick_calibration_writes_a_machine_file_that_runs() {
     assert_success(&out, "calibrate --quick");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("[11/11]"),
+        err.contains("[12/12]"),
         "one progress line per benchmark: {err}"
     );
     assert!(err.contains("guest"), "the guest finding is printed: {err}");
@@ -45,6 +45,11 @@ fn quick_calibration_writes_a_machine_file_that_runs() {
         lat.windows(2).all(|w| w[0] <= w[1]),
         "latencies grow by level: {lat:?}"
     );
+    // The LLC's line lifetime, where one was found (none on a machine of one's own): within
+    // the benchmark's round times (0.1 to 24 ms; a little beyond, by interpolation).
+    for v in numbers(&text, "lifetime_ns") {
+        assert!((1e4..=1e8).contains(&v), "lifetime_ns = {v}");
+    }
     let dram = numbers(&text, "dram_latency")[0];
     assert!(dram > *lat.last().unwrap(), "DRAM {dram} > LLC {lat:?}");
     assert!(dram < 5000.0, "DRAM {dram} cycles");

@@ -12,9 +12,22 @@
 //! Skylake's LLC that nanoBench found (docs/constants.md 6). NRU also serves any level whose
 //! associativity is not a power of two.
 //!
+//! A level may have a line lifetime (`Caches::set_lifetime`, the machine file's
+//! `caches.levels[i].lifetime_ns`): a line whose last touch there (fill or hit) is older than the
+//! lifetime counts as a miss and is refilled (counted in `CacheStats::expired`). It models a
+//! shared host whose other tenants evict lines at a rate, whatever the program touched in
+//! between: this project measured it on an AMD EPYC KVM guest (`scripts/cache-decay.c`, the same
+//! lines chased in the same order with a spin between hops; docs/validation.md, "The 8-chase and
+//! LLC rows: this host's caches forget with time"), where a line untouched for ~1.4 ms is still
+//! an L3 hit and one untouched for 10 ms comes from DRAM. `splab calibrate` measures it. Without
+//! a lifetime a level has no stamps and its access path is unchanged.
+//!
 //! Layout, for speed: a set's tags are 32-bit and contiguous (a 16-way set is one host line),
 //! the PLRU/NRU state is one u32 per set in a separate vector. A tag is `(line >> set_bits) + 1`
 //! (0 = invalid), which fits 32 bits for up to 2^37 lines (8TB) with 32+ sets.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -98,6 +111,18 @@ struct Level {
     /// (`valid == sets * ways`, then `full`) a miss need not look for an invalid way.
     valid: u64,
     full: bool,
+    /// Line lifetime in the clock's ticks (`set_lifetime`); `u64::MAX`: lines never expire.
+    lifetime: u64,
+    /// With a lifetime: the clock at each line's last fill or hit, `ways` per set (as `tags`).
+    /// Empty without one.
+    stamps: Vec<u64>,
+    /// With a lifetime: the core's clock, in ticks (`Core::set_clock` publishes it).
+    clock: Option<Arc<AtomicU64>>,
+    /// The untimed access function (`access_fn` of the ways and policy), which
+    /// `access_timed` wraps.
+    inner: AccessFn,
+    /// Hits on lines older than the lifetime, counted as misses (and among `misses`).
+    expired: u64,
 }
 
 impl Level {
@@ -143,11 +168,16 @@ impl Level {
             repl: vec![0; sets as usize],
             policy,
             access_fn: access_fn(ways, policy),
+            inner: access_fn(ways, policy),
             latency: cfg.latency,
             hits: 0,
             misses: 0,
             valid: 0,
             full: false,
+            lifetime: u64::MAX,
+            stamps: Vec::new(),
+            clock: None,
+            expired: 0,
         }
     }
 
@@ -249,6 +279,30 @@ impl Level {
             s[w] = tag;
         }
         false
+    }
+
+    /// `access` of a level with a lifetime (its `access_fn` then): the untimed lookup and fill,
+    /// then the line's stamp. A hit on a line untouched for longer than the lifetime is a miss
+    /// (the line was evicted by other tenants and is refilled, in the way it held, as most
+    /// recently used: the replacement state is the hit's; for round robin a refill in place
+    /// moves no pointer).
+    fn access_timed(&mut self, line: u64) -> bool {
+        let now = self.clock.as_ref().map_or(0, |c| c.load(Ordering::Relaxed));
+        let hit = (self.inner)(self, line);
+        let (set, tag) = self.locate(line);
+        let w = self
+            .set(set)
+            .iter()
+            .position(|&t| t == tag)
+            .expect("a line just accessed is in its set");
+        let stamp = &mut self.stamps[set * self.ways + w];
+        let age = now.saturating_sub(*stamp);
+        *stamp = now;
+        if hit && age > self.lifetime {
+            self.expired += 1;
+            return false;
+        }
+        hit
     }
 
     #[inline(always)]
@@ -369,8 +423,12 @@ fn hier_any(levels: &mut [Level], line: u64) -> Served {
     levels.len() as Served
 }
 
-/// The hierarchy function of `levels`: specialised for the presets' shapes, else `hier_any`.
+/// The hierarchy function of `levels`: specialised for the presets' shapes, else `hier_any`
+/// (and always with a lifetime: `hier_any` calls each level's `access_fn`).
 fn hier_fn(levels: &[Level]) -> HierFn {
+    if levels.iter().any(|l| l.lifetime != u64::MAX) {
+        return hier_any;
+    }
     let shape: Vec<(usize, u8)> = levels.iter().map(|l| (l.ways, l.policy)).collect();
     match shape.as_slice() {
         // skylake
@@ -512,6 +570,15 @@ pub struct CacheStats {
     pub name: String,
     pub hits: u64,
     pub misses: u64,
+    /// Of `misses`, the lookups that found the line older than the level's lifetime (evicted
+    /// by other tenants, `Caches::set_lifetime`). Absent from the report when zero (always,
+    /// on a level without a lifetime).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub expired: u64,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 /// The data-cache hierarchy of one CPU.
@@ -549,6 +616,38 @@ impl Caches {
             levels,
             latency,
         }
+    }
+
+    /// Gives level `level` a line lifetime of `cycles` core cycles on `clock`, the core's clock
+    /// in ticks of `ticks_per_cycle` (`Core::set_clock`; `Hw::new` links the two). A line whose
+    /// last fill or hit there is older is a miss (`Level::access_timed`).
+    pub fn set_lifetime(
+        &mut self,
+        level: usize,
+        cycles: u64,
+        clock: Arc<AtomicU64>,
+        ticks_per_cycle: u64,
+    ) {
+        let l = &mut self.levels[level];
+        l.lifetime = cycles.saturating_mul(ticks_per_cycle.max(1));
+        l.stamps = vec![0; l.sets as usize * l.ways];
+        l.clock = Some(clock);
+        l.access_fn = Level::access_timed;
+        self.hier = hier_fn(&self.levels);
+    }
+
+    /// Points every level with a lifetime at `clock` (a cloned machine's own clock).
+    pub fn relink_clock(&mut self, clock: &Arc<AtomicU64>) {
+        for l in &mut self.levels {
+            if l.clock.is_some() {
+                l.clock = Some(clock.clone());
+            }
+        }
+    }
+
+    /// Whether any level has a line lifetime.
+    pub fn timed(&self) -> bool {
+        self.levels.iter().any(|l| l.lifetime != u64::MAX)
     }
 
     /// Number of cache levels; `Served` value `levels()` means DRAM.
@@ -614,6 +713,7 @@ impl Caches {
                 name: n.clone(),
                 hits: l.hits,
                 misses: l.misses,
+                expired: l.expired,
             })
             .collect()
     }
@@ -801,6 +901,90 @@ mod tests {
         c.access(3); // round robin evicts way 0 (line 1)
         assert_eq!(c.access(2), 0);
         assert_eq!(c.access(1), 1);
+        c.check_invariants().unwrap();
+    }
+
+    /// One 4-way level of 4 lines with a lifetime of 100 cycles at 2 ticks a cycle, and the
+    /// clock it reads.
+    fn timed(ways: u32, r: Replacement) -> (Caches, Arc<AtomicU64>) {
+        let mut c = one(ways, r);
+        let clock = Arc::new(AtomicU64::new(0));
+        c.set_lifetime(0, 100, clock.clone(), 2);
+        (c, clock)
+    }
+
+    #[test]
+    fn a_line_older_than_the_lifetime_misses() {
+        for r in [Replacement::Plru, Replacement::Nru, Replacement::RoundRobin] {
+            let (mut c, clock) = timed(4, r);
+            assert!(c.timed());
+            let at = |c: &mut Caches, t: u64, line: u64| {
+                clock.store(t, Ordering::Relaxed);
+                c.access(line)
+            };
+            assert_eq!(at(&mut c, 0, 1), 1, "cold");
+            assert_eq!(at(&mut c, 0, 2), 1, "cold");
+            assert_eq!(at(&mut c, 150, 1), 0, "75 cycles old: a hit");
+            assert_eq!(at(&mut c, 350, 1), 0, "exactly 100 cycles old: a hit");
+            assert_eq!(at(&mut c, 552, 1), 1, "101 cycles old: expired");
+            assert_eq!(at(&mut c, 560, 1), 0, "refilled at 552");
+            assert_eq!(at(&mut c, 560, 2), 1, "280 cycles old: expired");
+            assert_eq!(at(&mut c, 700, 2), 0, "refilled in place");
+            let s = &c.stats()[0];
+            assert_eq!((s.hits, s.misses, s.expired), (4, 4, 2), "{r:?}");
+            c.check_invariants().unwrap();
+        }
+    }
+
+    #[test]
+    fn without_a_lifetime_lines_never_expire() {
+        let mut c = one(4, Replacement::Nru);
+        assert!(!c.timed());
+        assert_eq!(c.access(1), 1);
+        let clock = Arc::new(AtomicU64::new(0));
+        // A clock that runs but is given to no level changes nothing.
+        clock.store(u64::MAX / 2, Ordering::Relaxed);
+        assert_eq!(c.access(1), 0);
+        let s = &c.stats()[0];
+        assert_eq!((s.hits, s.misses, s.expired), (1, 1, 0));
+        // A timed level at time zero: nothing is older than the lifetime.
+        let (mut t, _) = timed(4, Replacement::Plru);
+        for _ in 0..3 {
+            t.access(7);
+        }
+        assert_eq!((t.stats()[0].hits, t.stats()[0].expired), (2, 0));
+    }
+
+    #[test]
+    fn an_expired_llc_line_comes_from_dram_and_fills_the_levels_above() {
+        let mut c = Caches::new(&CachesConfig {
+            levels: vec![
+                level("L1", 2, 2, 4, Replacement::Plru),
+                level("LLC", 64, 16, 40, Replacement::Nru),
+            ],
+            dram_latency: 200,
+        });
+        let clock = Arc::new(AtomicU64::new(0));
+        c.set_lifetime(1, 1000, clock.clone(), 1);
+        assert_eq!(c.access(5), 2);
+        c.access(6);
+        c.access(7); // L1 evicts 5; the LLC keeps it
+        clock.store(1000, Ordering::Relaxed);
+        assert_eq!(c.access(5), 1, "1000 cycles: an LLC hit");
+        c.access(6);
+        c.access(7);
+        clock.store(2001, Ordering::Relaxed);
+        assert_eq!(c.access(5), 2, "1001 cycles untouched in the LLC: DRAM");
+        assert_eq!(c.access(5), 0, "filled into L1");
+        // The L1 hit did not touch the LLC's stamp (a non-inclusive hierarchy): 6 and 7 were
+        // stamped at 1000, 5 at its refill at 2001, and all three are older than 1000 at 3500.
+        clock.store(3500, Ordering::Relaxed);
+        assert_eq!(c.access(6), 2);
+        assert_eq!(c.access(7), 2);
+        assert_eq!(c.access(5), 2, "1499 cycles since its refill");
+        let s = c.stats();
+        assert_eq!((s[1].hits, s[1].misses, s[1].expired), (3, 7, 4));
+        assert_eq!((s[0].hits, s[0].misses), (1, 10));
         c.check_invariants().unwrap();
     }
 

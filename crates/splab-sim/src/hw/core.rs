@@ -31,6 +31,9 @@
 //! to the producer's own parts (not its own wait in turn) charges a chain's stalls to the walks
 //! and data of its links.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use serde::Serialize;
 
 pub use crate::units::MemOp;
@@ -211,6 +214,10 @@ pub struct Core {
     stream_ticks_per_line_1024: u64,
     /// When the previous streamed line arrived (ticks; `prefetched_line`).
     stream_at: u64,
+    /// Where the dispatch clock (`now`, ticks) is published for the caches' line lifetimes
+    /// (`Caches::set_lifetime`), when a level has one: after every access, stream, serial
+    /// work and prefetched line. None: nothing is published (one predictable branch).
+    clock: Option<Arc<AtomicU64>>,
 }
 
 impl Core {
@@ -252,6 +259,31 @@ impl Core {
             stream_frac: 0,
             stream_ticks_per_line_1024: stream,
             stream_at: 0,
+            clock: None,
+        }
+    }
+
+    /// Publishes the dispatch clock to `clock` from now on (for `Caches::set_lifetime`); its
+    /// ticks are `ticks_per_cycle()` a cycle.
+    pub fn set_clock(&mut self, clock: Arc<AtomicU64>) {
+        clock.store(self.now, Ordering::Relaxed);
+        self.clock = Some(clock);
+    }
+
+    /// The clock `set_clock` gave, if any.
+    pub fn clock(&self) -> Option<&Arc<AtomicU64>> {
+        self.clock.as_ref()
+    }
+
+    /// Ticks of the dispatch clock per cycle (the width).
+    pub fn ticks_per_cycle(&self) -> u64 {
+        self.width
+    }
+
+    #[inline(always)]
+    fn publish(&self) {
+        if let Some(c) = &self.clock {
+            c.store(self.now, Ordering::Relaxed);
         }
     }
 
@@ -444,6 +476,7 @@ impl Core {
             // Only an access that may outlive `window` dispatch ticks can ever stall dispatch.
             self.rob.push_back(self.instr, blocks_until, n);
         }
+        self.publish();
     }
 
     /// `mshr_scan` over the first `M` fill buffers, with `M` known (unrolled), from their keys
@@ -495,6 +528,7 @@ impl Core {
             self.ticks[cause::STREAM] += bw - compute;
         }
         self.stream_at = self.now;
+        self.publish();
     }
 
     /// A line the hardware prefetcher brought from memory ahead of an individual access
@@ -508,6 +542,7 @@ impl Core {
             self.now = ready;
         }
         self.stream_at = self.now;
+        self.publish();
     }
 
     /// Waits until everything issued has completed, charging the wait to the blocking accesses
@@ -533,6 +568,7 @@ impl Core {
         // The stalls not yet charged would be dropped with the rest.
         self.npending = 0;
         self.ticks = [0; cause::N];
+        self.publish();
     }
 
     /// Serial work that traps or enters the kernel (fault handling, I/O waits, system calls,
@@ -546,6 +582,7 @@ impl Core {
         self.ticks[c] += cycles * self.width;
         self.retired = self.now;
         self.horizon = self.horizon.max(self.now);
+        self.publish();
     }
 
     /// Work that does not touch memory (a `compute` event): dispatches `cycles * width`

@@ -95,6 +95,11 @@ pub struct Machine {
     pub walk: WalkConfig,
     /// Data caches (shared with page-table lines) and DRAM latency.
     pub caches: CachesConfig,
+    /// Per cache level, the line lifetime in cycles (the machine file's
+    /// `caches.levels[i].lifetime_ns`; `Caches::set_lifetime`): a line untouched there for
+    /// longer is evicted by other tenants. Empty (no level has one): lines never expire.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cache_lifetimes: Vec<Option<u64>>,
     /// The out-of-order core that overlaps misses.
     pub core: CoreConfig,
     /// The hardware data prefetcher for individual accesses (hw/prefetch.rs).
@@ -541,6 +546,31 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("swap = \"2x\""), "{text}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_files_cache_lifetime_round_trips() {
+        let dir = scratch("lifetime");
+        let path = dir.join("l.toml");
+        let text = Machine::show("skylake").unwrap().replacen(
+            "replacement = \"nru\"",
+            "replacement = \"nru\"\nlifetime_ns = 2_500_000 # measured",
+            1,
+        );
+        std::fs::write(&path, &text).unwrap();
+        let spec = format!("file:{}", path.display());
+        assert_eq!(Machine::show(&spec).unwrap(), text);
+        let m = Machine::from_spec(&spec).unwrap();
+        // 2.5 ms at skylake's 3.7 GHz (the LLC, the third level).
+        assert_eq!(m.freq_hz, 3_700_000_000);
+        assert_eq!(m.cache_lifetimes, vec![None, None, Some(9_250_000)]);
+        let m = Machine::from_spec(&format!("{spec}:mem=1G")).unwrap();
+        assert_eq!(m.cache_lifetimes[2], Some(9_250_000));
+        assert!(Machine::from_spec("skylake")
+            .unwrap()
+            .cache_lifetimes
+            .is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

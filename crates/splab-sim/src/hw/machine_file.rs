@@ -227,6 +227,10 @@ struct FileCacheLevel {
     ways: u32,
     latency: u64,
     replacement: Replacement,
+    /// Absent: lines never expire. Present: nanoseconds after which a line untouched at this
+    /// level (no fill, no hit) is evicted by other tenants (`Caches::set_lifetime`). Signed so
+    /// that a negative value gets this file's own error.
+    lifetime_ns: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -506,6 +510,7 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
 
     let walk = build_walk(&f.walk, &shifts)?;
     let caches = build_caches(&f.caches)?;
+    let cache_lifetimes = build_lifetimes(&f.caches, f.freq_hz)?;
 
     let c = &f.core;
     need_text("core.source", &c.source)?;
@@ -653,6 +658,7 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
             tlb,
             walk,
             caches,
+            cache_lifetimes,
             core,
             prefetch,
             replicated_ptes: f.replicated_ptes,
@@ -994,6 +1000,31 @@ fn build_caches(c: &FileCaches) -> std::result::Result<CachesConfig, Bad> {
     })
 }
 
+/// The levels' `lifetime_ns` in cycles at `freq_hz` (at least one), per level; empty when no
+/// level has one.
+fn build_lifetimes(c: &FileCaches, freq_hz: u64) -> std::result::Result<Vec<Option<u64>>, Bad> {
+    let mut out = Vec::new();
+    for (i, l) in c.levels.iter().enumerate() {
+        out.push(match l.lifetime_ns {
+            None => None,
+            Some(ns) if ns <= 0 => {
+                return bad(
+                    format!("caches.levels[{i}].lifetime_ns"),
+                    format!(
+                        "{ns}: give a positive number of nanoseconds (leave the key out for \
+                         lines that never expire)"
+                    ),
+                )
+            }
+            Some(ns) => Some(((ns as u128 * freq_hz as u128 / 1_000_000_000) as u64).max(1)),
+        });
+    }
+    if out.iter().all(Option::is_none) {
+        out.clear();
+    }
+    Ok(out)
+}
+
 // ---- Finding keys in the document: a dotted path's span, and the path at a byte offset.
 
 enum Seg<'p> {
@@ -1152,6 +1183,30 @@ mod tests {
     }
 
     #[test]
+    fn a_lifetime_is_per_level_in_cycles() {
+        let text = SKYLAKE.replacen(
+            "replacement = \"nru\"",
+            "replacement = \"nru\"\nlifetime_ns = 1",
+            1,
+        );
+        let m = parse(&text, "t.toml").unwrap().machine;
+        // 1 ns at 3.7 GHz is 3.7 cycles: truncated, at least one.
+        assert_eq!(m.cache_lifetimes, vec![None, None, Some(3)]);
+        let text = SKYLAKE.replacen(
+            "replacement = \"plru\"",
+            "replacement = \"plru\"\nlifetime_ns = 1_000",
+            1,
+        );
+        let m = parse(&text, "t.toml").unwrap().machine;
+        assert_eq!(m.cache_lifetimes, vec![Some(3_700), None, None]);
+        assert!(parse(SKYLAKE, "skylake")
+            .unwrap()
+            .machine
+            .cache_lifetimes
+            .is_empty());
+    }
+
+    #[test]
     fn errors_name_the_key_and_its_line() {
         // (replace, by, the key named, what the message says)
         let cases = [
@@ -1276,6 +1331,24 @@ mod tests {
                 "replacement = \"lfu\"",
                 "caches.levels[2].replacement",
                 "unknown variant `lfu`",
+            ),
+            (
+                "latency = 42",
+                "lifetime_ns = 0\nlatency = 42",
+                "caches.levels[2].lifetime_ns",
+                "0: give a positive number of nanoseconds (leave the key out",
+            ),
+            (
+                "latency = 42",
+                "lifetime_ns = -3000000\nlatency = 42",
+                "caches.levels[2].lifetime_ns",
+                "-3000000: give a positive number of nanoseconds",
+            ),
+            (
+                "latency = 42",
+                "lifetime_ns = \"3ms\"\nlatency = 42",
+                "caches.levels[2].lifetime_ns",
+                "expected i64",
             ),
             (
                 "sizes = [\"1G\"], entries = 16",

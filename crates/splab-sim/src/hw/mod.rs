@@ -2,6 +2,9 @@
 //! out-of-order core, machines (the presets are built-in machine files) and cost constants.
 //! Knows nothing of policies or of the OS's data structures.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 pub mod cache;
 pub mod core;
 pub mod machine;
@@ -18,7 +21,7 @@ pub use tlb::{Lookup, Tlb, Translation};
 pub use walk::Walker;
 
 /// The hardware state the OS model drives: one CPU's TLBs, walker, caches and core.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Hw {
     pub tlb: Tlb,
     pub walker: Walker,
@@ -34,13 +37,46 @@ impl Hw {
         if let Some(n) = &m.nested {
             walker.set_nested(n, m.mem_bytes);
         }
+        let mut caches = Caches::new(&m.caches);
+        let mut core = Core::new(&m.core);
+        if m.cache_lifetimes.iter().any(Option::is_some) {
+            // The caches' line lifetimes run on the core's dispatch clock, which the core
+            // publishes (`Core::set_clock`) only when some level has one.
+            let clock = Arc::new(AtomicU64::new(0));
+            core.set_clock(clock.clone());
+            for (level, life) in m.cache_lifetimes.iter().enumerate() {
+                if let Some(cycles) = *life {
+                    caches.set_lifetime(level, cycles, clock.clone(), core.ticks_per_cycle());
+                }
+            }
+        }
         Hw {
             tlb: Tlb::new(&m.tlb, &m.page_shifts),
             walker,
-            caches: Caches::new(&m.caches),
-            core: Core::new(&m.core),
+            caches,
+            core,
             prefetcher: Prefetcher::new(&m.prefetch),
         }
+    }
+}
+
+impl Clone for Hw {
+    /// A field-by-field clone, except that a clone whose caches have line lifetimes gets a
+    /// clock of its own (its core's and its caches', not the original's).
+    fn clone(&self) -> Hw {
+        let mut h = Hw {
+            tlb: self.tlb.clone(),
+            walker: self.walker.clone(),
+            caches: self.caches.clone(),
+            core: self.core.clone(),
+            prefetcher: self.prefetcher.clone(),
+        };
+        if let Some(c) = self.core.clock() {
+            let clock = Arc::new(AtomicU64::new(c.load(Ordering::Relaxed)));
+            h.core.set_clock(clock.clone());
+            h.caches.relink_clock(&clock);
+        }
+        h
     }
 }
 
@@ -88,4 +124,33 @@ pub fn prefetch_ptr<T>(p: *const T) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clone_with_line_lifetimes_runs_on_its_own_clock() {
+        let text = machine_file::built_in("skylake").unwrap().replacen(
+            "latency = 42\n",
+            "latency = 42\nlifetime_ns = 1000000\n",
+            1,
+        );
+        let m = machine_file::parse(&text, "t.toml").unwrap().machine;
+        let h = Hw::new(&m);
+        assert!(h.caches.timed());
+        let c = h.clone();
+        let (a, b) = (h.core.clock().unwrap(), c.core.clock().unwrap());
+        assert!(
+            !Arc::ptr_eq(a, b),
+            "a clone shares no clock with the original"
+        );
+        let plain = Hw::new(
+            &machine_file::parse(machine_file::built_in("skylake").unwrap(), "s")
+                .unwrap()
+                .machine,
+        );
+        assert!(plain.core.clock().is_none() && !plain.caches.timed());
+    }
 }

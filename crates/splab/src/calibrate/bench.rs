@@ -427,6 +427,63 @@ pub fn chase1(mut p: *const usize, hops: usize) -> *const usize {
     p
 }
 
+/// `hops` dependent loads from `p`, each followed by a dependent chain of `spin` multiply-adds
+/// on the loaded address, which the next load's address depends on in the processor too: the
+/// chain's result is and-ed with zero and added to the address (no x86-64 core takes `and`
+/// with an immediate zero as a zero idiom). A hop takes the load's latency plus the spin's, and
+/// only the time between two visits of a line grows with `spin`. `scripts/cache-decay.c`'s
+/// spin is ordered after the load for the compiler only (an empty `asm` with the result as an
+/// input): the processor ran the next load during the spin, hiding up to a reorder buffer's
+/// worth of it.
+#[inline(never)]
+pub fn chase_spin(mut p: *const usize, hops: usize, spin: usize) -> *const usize {
+    for _ in 0..hops {
+        // SAFETY: every node holds the address of another node of the same region; the spin
+        // adds zero to it.
+        unsafe {
+            p = *p as *const usize;
+            let mut x = p as usize;
+            for _ in 0..spin {
+                x = x.wrapping_mul(3).wrapping_add(1);
+                asm!("/* {0} */", inout(reg) x, options(nomem, nostack, preserves_flags));
+            }
+            let mut a = p as usize;
+            asm!(
+                "and {x}, 0",
+                "add {a}, {x}",
+                a = inout(reg) a,
+                x = inout(reg) x,
+                options(nomem, nostack)
+            );
+            let _ = x;
+            p = a as *const usize;
+        }
+    }
+    p
+}
+
+/// This thread's CPU time in nanoseconds (CLOCK_THREAD_CPUTIME_ID): the wall time less the
+/// time the guest's scheduler had it off the CPU.
+pub fn thread_ns() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the struct it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
+}
+
+/// One round of `chase_spin` (`hops` hops of `spin`) from `p`, which is left where the round
+/// stopped: its wall time and this thread's CPU time in it, nanoseconds.
+pub fn time_spin_round(p: &mut *const usize, hops: usize, spin: usize) -> (f64, f64) {
+    let c = thread_ns();
+    let t = Instant::now();
+    *p = black_box(chase_spin(*p, hops, spin));
+    let wall = t.elapsed().as_secs_f64() * 1e9;
+    (wall, thread_ns() - c)
+}
+
 /// `hops` rounds of K interleaved dependent chases (K independent loads in flight per round).
 #[inline(never)]
 fn chase_k<const K: usize>(starts: &mut [*const usize], hops: usize) -> usize {

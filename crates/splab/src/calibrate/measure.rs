@@ -327,7 +327,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         quiet: args.quiet,
         tty: std::io::stderr().is_terminal(),
         step: 0,
-        total: 11,
+        total: 12,
         t0: started,
     };
     let reps = plan.reps;
@@ -645,6 +645,10 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
         v[v.len() / 2]
     }
+    // cpuid's geometry of every level (the model's power-of-two sets), before the LLC's share
+    // replaces its capacity below (and comes back when a line lifetime is measured).
+    let cpuid_geometry: Vec<(u64, u32)> = levels.iter().map(|l| (l.1, l.2)).collect();
+    let mut share_note = String::new();
     let mut llc_eff = plan.dram_footprint / 8;
     // The last level's capacity that is ours: the largest footprint, from its latency's
     // footprint on, still closer to its latency than to DRAM's. A shared LLC (other tenants,
@@ -733,6 +737,10 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
                 _ => break,
             }
         }
+        share_note = format!(
+            "{} (half way to DRAM, {half:.0} cycles, on the footprint curve)",
+            mib(share as usize)
+        );
         if share * 2.0 <= cpuid_size as f64 {
             let (sets, ways) = share_geometry(share, c.ways);
             let size = (sets * ways as usize * 64) as u64;
@@ -776,6 +784,70 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         dram_cycles,
         dram_stat.how()
     );
+
+    // 3b. The LLC's line lifetime: how long an untouched line stays in it on this host.
+    let mut lifetime_ns: Option<u64> = None;
+    if nlev >= 2 {
+        pr.start("LLC line lifetime");
+        let li = nlev - 1;
+        // The LLC latency point's footprint (the curve's point at or below 1.5x L2: 512 KiB of
+        // lines on the AMD guest, whose curve has no 768 KiB point): mostly L2 misses in a
+        // random cycle, within any share of the LLC measured on these guests (2 MiB and up; at
+        // twice L2 the spin-free round itself missed, 297 cycles a hop, in a run at load
+        // average 3.5).
+        let below = data_caches[li - 1];
+        let foot = at_foot(3 * (below.ways * below.sets * below.line) as usize / 2);
+        let lt = llc_lifetime(foot, reps, levels[li].3 as f64 / ghz, dram_ns)?;
+        let curve_text = lt
+            .curve
+            .iter()
+            .map(|(t, h, _)| format!("{:.2} ms {:.0}", t / 1e6, cyc(*h)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let ms = |x: Option<f64>| x.map_or("never".to_string(), |v| format!("{:.2} ms", v / 1e6));
+        let how = format!(
+            "calibrate: line lifetime, one chase over {} of lines ({} lines, one of each 128 B pair, THP memory, one fixed random cycle) with a dependent spin after every hop (scripts/cache-decay.c's method, the spin's result in the next load's address), spins aimed at round times from 0.5 to 24 ms, each less a one-line chase with the same spin in the same repeat, hops timed in this thread's CPU time and round times (the lines' ages) in wall time, every round kept; {} repeats each running every spin once (round times' spread up to {:.1}%). Median round time and median cycles per hop: {curve_text}. The lifetime is the round time where the median hop crosses half way ({:.0} cycles) from the LLC's latency ({:.0} cycles) to DRAM's ({} cycles), linearly between the points of the curve's non-decreasing fit (noise pooled): {} (the median, not the 10th percentile of the hops: they are differences of a round and a spin timed apart, whose noise at 25 ms rounds, 90% spin, reached minus 1,000 cycles a hop in the p10; and the neighbours' evictions are what is measured here)",
+            mib(lt.lines * LINE),
+            lt.lines,
+            lt.reps,
+            lt.spread,
+            cyc(lt.half),
+            cyc(lt.llc_ns),
+            dram_cycles,
+            ms(lt.ns)
+        );
+        lifetime_ns = lt.ns.map(|v| v.round().max(1.0) as u64);
+        if lifetime_ns.is_some() {
+            // With the lifetime modelled, the LLC is cpuid's size: the footprint knee is where a
+            // one-chain chase's round reaches the lifetime (docs/calibrate.md), not a capacity.
+            let (size, ways) = cpuid_geometry[li];
+            levels[li].1 = size;
+            levels[li].2 = ways;
+            levels[li].4 = format!(
+                "{} Line lifetime: {how}. Capacity: cpuid's (the model needs power-of-two sets), not the share the footprint curve shows, {share_note}: with the lifetime modelled, that knee is where a one-chain chase's round time reaches the lifetime, and it moved 2-5.5 MiB between runs (docs/calibrate.md, \"The LLC: a lifetime, and cpuid's capacity\").",
+                levels[li]
+                    .4
+                    .split(" Capacity: ")
+                    .next()
+                    .unwrap_or_default()
+            );
+        } else {
+            levels[li].4 +=
+                &format!(" Line lifetime: none found (lines outlived the longest round): {how}.");
+        }
+        pr.done(
+            "LLC line lifetime",
+            &format!(
+                "{}; median hop cycles by round time: {}",
+                ms(lt.ns),
+                lt.curve
+                    .iter()
+                    .map(|(t, h, _)| format!("{:.1} ms {:.0}", t / 1e6, cyc(*h)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+    }
 
     // 4. TLB sweep: one line per 4KB page over growing page counts, against packed controls.
     pr.start("TLB sweep (4KB pages)");
@@ -1537,9 +1609,13 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         q(&caches_src)
     );
     for (name, size, ways, lat, src) in &levels {
+        let life = match lifetime_ns {
+            Some(ns) if name == "LLC" => format!("lifetime_ns = {ns}\n"),
+            _ => String::new(),
+        };
         let _ = writeln!(
             w,
-            "[[caches.levels]]\nname = {}\nsource = {}\nsize = {}\nways = {ways}\nlatency = {lat}\nreplacement = {}\n",
+            "[[caches.levels]]\nname = {}\nsource = {}\nsize = {}\nways = {ways}\nlatency = {lat}\nreplacement = {}\n{life}",
             q(name),
             q(src),
             q(&sz(*size)),
@@ -2043,6 +2119,153 @@ pub fn first_crossing(curve: &[(f64, f64)], half: f64) -> f64 {
     }
 }
 
+/// Where a decay curve (round time, hop latency; round times rising) crosses `half`, on its
+/// non-decreasing least-squares fit (`isotonic`: a line only gets older with the round, so a
+/// point below one before it is noise, pooled with it; a first-crossing rule with one point of
+/// confirmation read "never" in a run whose 12.4 ms point was above half way and 16.1 ms point
+/// below): at the first fitted point above `half`, linearly between it and the one before; the
+/// first round time if the fit starts above; None if it never crosses (lines outlive the
+/// longest round measured).
+pub fn lifetime_crossing(curve: &[(f64, f64)], half: f64) -> Option<f64> {
+    let fit = isotonic(&curve.iter().map(|p| p.1).collect::<Vec<_>>());
+    let i = fit.iter().position(|&h| h > half)?;
+    if i == 0 {
+        return Some(curve[0].0);
+    }
+    let ((ta, ha), (tb, hb)) = ((curve[i - 1].0, fit[i - 1]), (curve[i].0, fit[i]));
+    Some(ta + (tb - ta) * ((half - ha) / (hb - ha)).clamp(0.0, 1.0))
+}
+
+/// The non-decreasing least-squares fit of `y` (pool adjacent violators: a value below the
+/// one before it is averaged with it, and so on back).
+pub fn isotonic(y: &[f64]) -> Vec<f64> {
+    let mut blocks: Vec<(f64, usize)> = Vec::new();
+    for &v in y {
+        blocks.push((v, 1));
+        while blocks.len() >= 2 && blocks[blocks.len() - 2].0 > blocks[blocks.len() - 1].0 {
+            let (b, nb) = blocks.pop().unwrap();
+            let (a, na) = blocks.pop().unwrap();
+            blocks.push(((a * na as f64 + b * nb as f64) / (na + nb) as f64, na + nb));
+        }
+    }
+    blocks
+        .into_iter()
+        .flat_map(|(m, n)| std::iter::repeat_n(m, n))
+        .collect()
+}
+
+/// Round times (ms) the line-lifetime benchmark aims its spins at, after the spin-free round.
+const DECAY_ROUNDS_MS: [f64; 11] = [0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0];
+
+/// What the line-lifetime benchmark found.
+struct Lifetime {
+    /// The round time (ns) where the median hop crosses half way from the LLC's latency to
+    /// DRAM's; None if it never did.
+    ns: Option<f64>,
+    /// (round time ns, median hop ns, spin) per point.
+    curve: Vec<(f64, f64, usize)>,
+    lines: usize,
+    llc_ns: f64,
+    half: f64,
+    reps: usize,
+    /// The largest (p90 - p10) / p50 of the points' round times, percent.
+    spread: f64,
+}
+
+/// The LLC's line lifetime (`scripts/cache-decay.c`'s method, docs/validation.md "this host's
+/// caches forget with time"): one chase over `foot` bytes of lines (one of each 128-byte pair,
+/// THP memory, one fixed random cycle: L2 misses that hit the LLC), with a dependent spin after
+/// every hop (`bench::chase_spin`), at spins aimed at round times from 0.5 to 24 ms: the same
+/// lines in the same order, only the time between two visits of a line grows. A line's age at
+/// its visit is the round time. Each repeat runs every spin once: a one-line chase with the
+/// same spin (the spin's own cost, and the L1 hit), a warm-up round and a timed round; the hop's
+/// latency is the timed round's per hop less the one-line chase's, plus the one-line chase's
+/// without spin (differences within a repeat: the clock moves between turbo bins, and at 24 ms
+/// a round is 90% spin). The lifetime is where the median hop crosses half way from `llc_ns`
+/// to `dram_ns`: the model's two latencies (the latency curve's), not the spin-free round's
+/// own hop, which under load is not always an LLC hit.
+fn llc_lifetime(foot: usize, reps: usize, llc_ns: f64, dram_ns: f64) -> Result<Lifetime> {
+    let r = Region::map(2 * foot + HUGE, Thp::Huge)?;
+    r.touch();
+    let mut rng = Rng::new(7);
+    let nodes = bench::random_lines(2 * foot, &mut rng);
+    let lines = nodes.len();
+    let mut p = bench::link(&r, &nodes, 1)[0];
+    // The one-line chase: a line past the nodes that points at itself.
+    // SAFETY: 2 * foot + LINE is inside the region (2 * foot + HUGE mapped).
+    let one = unsafe {
+        let q = r.base.add(2 * foot) as *mut usize;
+        *q = q as usize;
+        q as *const usize
+    };
+    let mut o = one;
+    // The spin's rate and the spin-free hop, to aim the spins (fastest of three).
+    let probe = 1000;
+    let per_spin = (0..3)
+        .map(|_| bench::time_spin_round(&mut o, probe, 1024).1 / (probe * 1024) as f64)
+        .fold(f64::INFINITY, f64::min)
+        .max(0.01);
+    bench::time_spin_round(&mut p, lines, 0);
+    let hop0 = (0..3)
+        .map(|_| bench::time_spin_round(&mut p, lines, 0).1 / lines as f64)
+        .fold(f64::INFINITY, f64::min);
+    let mut spins = vec![0usize];
+    for ms in DECAY_ROUNDS_MS {
+        let s = ((ms * 1e6 / lines as f64 - hop0) / per_spin).max(1.0) as usize;
+        if s > *spins.last().unwrap() {
+            spins.push(s);
+        }
+    }
+    // The one-line chase runs about 0.2 ms (at least 64 hops).
+    let alone_hops =
+        |spin: usize| ((2e5 / (2.0 + spin as f64 * per_spin)) as usize).clamp(64, lines);
+    let n = spins.len();
+    let mut rounds: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut hops: Vec<Vec<f64>> = vec![Vec::new(); n];
+    // Every round is kept: a round of 24 ms under load is nearly always context-switched
+    // (at load average 3.5 the 24 ms point kept no clean round of 50 tries), so the hop is
+    // timed in this thread's CPU time, which leaves out the time it was off the CPU, and the
+    // line's age is the round's wall time, which includes it (the neighbours evict meanwhile).
+    for _ in 0..reps {
+        for (i, &spin) in spins.iter().enumerate() {
+            let ah = alone_hops(0);
+            let a0 = bench::time_spin_round(&mut o, ah, 0).1 / ah as f64;
+            let ah = alone_hops(spin);
+            let a = bench::time_spin_round(&mut o, ah, spin).1 / ah as f64;
+            bench::time_spin_round(&mut p, lines, spin);
+            let (wall, cpu) = bench::time_spin_round(&mut p, lines, spin);
+            rounds[i].push(wall);
+            hops[i].push(cpu / lines as f64 - a + a0);
+        }
+    }
+    let mut curve = Vec::new();
+    let mut spread: f64 = 0.0;
+    for i in 0..n {
+        if hops[i].len() < 3 {
+            continue;
+        }
+        let rs = Stat::new(rounds[i].clone());
+        let hs = Stat::new(hops[i].clone());
+        spread = spread.max(rs.spread());
+        curve.push((rs.pct(50.0), hs.pct(50.0), spins[i]));
+    }
+    anyhow::ensure!(
+        curve.len() >= 2,
+        "the line-lifetime chase has fewer than two points"
+    );
+    let half = (llc_ns + dram_ns) / 2.0;
+    let med: Vec<(f64, f64)> = curve.iter().map(|c| (c.0, c.1)).collect();
+    Ok(Lifetime {
+        ns: lifetime_crossing(&med, half),
+        curve,
+        lines,
+        llc_ns,
+        half,
+        reps: hops.iter().map(Vec::len).min().unwrap_or(0),
+        spread,
+    })
+}
+
 /// The model's geometry for an LLC share of `share` bytes on a cache of `cpuid_ways` ways: the
 /// fewest sets, a power of two (the cache model indexes sets by address bits), whose
 /// `cpuid_ways` ways hold the share, and the share in ways of those sets (at least 1, at most
@@ -2062,10 +2285,63 @@ pub fn share_geometry(share: f64, cpuid_ways: u32) -> (usize, u32) {
 #[cfg(test)]
 mod tests {
     use super::{
-        amd_l2_array, amd_tlb_decode, fault_estimate, first_crossing, share_geometry,
-        walkers_estimate, AmdTlb, TlbArray,
+        amd_l2_array, amd_tlb_decode, fault_estimate, first_crossing, isotonic, lifetime_crossing,
+        share_geometry, walkers_estimate, AmdTlb, TlbArray,
     };
     use crate::calibrate::bench::{Rng, Stat};
+
+    #[test]
+    fn the_lifetime_is_the_half_way_crossing_of_the_decay_curves_monotone_fit() {
+        // (round time ms, hop ns): an LLC hit at 15 ns, DRAM at 150; half way 82.5.
+        let ms = |v: &[(f64, f64)]| v.iter().map(|&(t, h)| (t * 1e6, h)).collect::<Vec<_>>();
+        // The documented runs' shape (docs/validation.md): hits to 1.4 ms, 45 at 3 ms, 100 at
+        // 6 ms, 150 from 10 ms: crosses between 3 and 6 ms, at 3 + 3 * 37.5 / 55 ms.
+        let c = ms(&[
+            (0.25, 14.0),
+            (1.0, 15.0),
+            (1.4, 16.0),
+            (3.0, 45.0),
+            (6.0, 100.0),
+            (10.0, 150.0),
+        ]);
+        let t = lifetime_crossing(&c, 82.5).unwrap();
+        assert!((t - (3.0 + 3.0 * 37.5 / 55.0) * 1e6).abs() < 1.0, "{t}");
+        // A point above half way with the next below is noise, pooled with it (the fit reads
+        // 15, 55, 55, 60, 140): the crossing is between 4 and 8 ms.
+        let c = ms(&[
+            (0.5, 15.0),
+            (1.0, 90.0),
+            (2.0, 20.0),
+            (4.0, 60.0),
+            (8.0, 140.0),
+        ]);
+        let t = lifetime_crossing(&c, 82.5).unwrap();
+        assert!((t - (4.0 + 4.0 * 22.5 / 80.0) * 1e6).abs() < 1.0, "{t}");
+        // The run that read "never" with a confirmation rule: 149 at 8.3 ms, 341 at 12.4, 177
+        // at 16.1 pool to 259 from 12.4 ms on; half way 249 is crossed at 8.3 + 4.1 * 100 / 110.
+        let c = ms(&[(4.1, 100.0), (8.3, 149.0), (12.4, 341.0), (16.1, 177.0)]);
+        let t = lifetime_crossing(&c, 249.0).unwrap();
+        assert!((t - (8.3 + 4.1 * 100.0 / 110.0) * 1e6).abs() < 1.0, "{t}");
+        assert_eq!(
+            isotonic(&[1.0, 4.0, 2.0, 0.0, 5.0]),
+            vec![1.0, 2.0, 2.0, 2.0, 5.0]
+        );
+        // A crossing at the last point.
+        let c = ms(&[(0.5, 15.0), (8.0, 20.0), (16.0, 150.0)]);
+        let t = lifetime_crossing(&c, 82.5).unwrap();
+        assert!((t - (8.0 + 8.0 * 62.5 / 130.0) * 1e6).abs() < 1.0, "{t}");
+        // Never above half way: no lifetime (a machine of one's own); above from the start:
+        // the first round time.
+        assert_eq!(
+            lifetime_crossing(&ms(&[(0.5, 15.0), (24.0, 40.0)]), 82.5),
+            None
+        );
+        assert_eq!(
+            lifetime_crossing(&ms(&[(0.5, 95.0), (24.0, 140.0)]), 82.5),
+            Some(0.5e6)
+        );
+        assert_eq!(lifetime_crossing(&[], 82.5), None);
+    }
 
     #[test]
     fn amd_tlb_leaves_decode_as_the_epyc_guest_lists_them() {
