@@ -62,7 +62,8 @@ impl Os {
     /// lies).
     pub(crate) fn memmap_line(&self, pfn: u64) -> u64 {
         let base = (2 * self.machine.mem_bytes).next_power_of_two() >> LINE_SHIFT;
-        base + pfn * (STRUCT_PAGE_BYTES >> LINE_SHIFT)
+        // One line a struct page (`STRUCT_PAGE_BYTES`, asserted above).
+        base + pfn
     }
 
     /// The kernel reads the `struct page` of `pfn`: the load goes through the caches and trains
@@ -143,6 +144,18 @@ mod tests {
         let st = &os.compact.stats.memmap;
         assert_eq!(st.reads_by_level, [0, 14, 0, 10]);
         assert_eq!(st.prefetched, 14);
+    }
+
+    /// The detector watches L1 misses only (hw/prefetch.rs): a struct page read again from L1
+    /// in the middle of a run neither restarts nor breaks the stream.
+    #[test]
+    fn an_l1_hit_does_not_train_the_prefetcher() {
+        let mut os = os("skylake:mem=1G");
+        let (dram, l2) = (beyond_l1(&os, 3), beyond_l1(&os, 1));
+        assert_eq!(os.memmap_read(8192), dram);
+        assert_eq!(os.memmap_read(8193), dram);
+        assert_eq!(os.memmap_read(8192), 0, "an L1 hit");
+        assert_eq!(os.memmap_read(8194), l2, "the stream goes on");
     }
 
     /// The array's lines lie above every frame's line, a guest's host tables included.
