@@ -936,6 +936,29 @@ mod tests {
         }
     }
 
+    /// Each line's age is its own: touching one line of a set does not refresh another's.
+    #[test]
+    fn each_line_keeps_its_own_stamp() {
+        for r in [Replacement::Plru, Replacement::Nru, Replacement::RoundRobin] {
+            let (mut c, clock) = timed(4, r);
+            let at = |c: &mut Caches, t: u64, line: u64| {
+                clock.store(t, Ordering::Relaxed);
+                c.access(line)
+            };
+            for line in 1..=3 {
+                assert_eq!(at(&mut c, 0, line), 1, "cold");
+            }
+            assert_eq!(at(&mut c, 150, 3), 0, "75 cycles old: a hit");
+            assert_eq!(
+                at(&mut c, 250, 2),
+                1,
+                "125 cycles old: expired, 3's touch is not 2's"
+            );
+            assert_eq!(at(&mut c, 250, 3), 0, "50 cycles old: a hit");
+            assert_eq!(c.stats()[0].expired, 1, "{r:?}");
+        }
+    }
+
     #[test]
     fn without_a_lifetime_lines_never_expire() {
         let mut c = one(4, Replacement::Nru);
