@@ -146,6 +146,31 @@ mod tests {
             !Arc::ptr_eq(a, b),
             "a clone shares no clock with the original"
         );
+        // And its caches read its clock: the original's running far ahead expires nothing
+        // in the clone (a lifetime on L1 here, so one access reaches the timed level).
+        let text = machine_file::built_in("skylake").unwrap().replacen(
+            "latency = 4\n",
+            "latency = 4\nlifetime_ns = 1000\n",
+            1,
+        );
+        let m = machine_file::parse(&text, "l1.toml").unwrap().machine;
+        let mut h = Hw::new(&m);
+        assert_eq!(h.caches.access(5), 3, "cold: DRAM");
+        let mut c = h.clone();
+        h.core
+            .clock()
+            .unwrap()
+            .store(u64::MAX / 2, Ordering::Relaxed);
+        assert_eq!(
+            c.caches.access(5),
+            0,
+            "the clone's clock has not moved: an L1 hit"
+        );
+        assert_eq!(
+            h.caches.access(5),
+            1,
+            "the original's L1 line expired: from L2"
+        );
         let plain = Hw::new(
             &machine_file::parse(machine_file::built_in("skylake").unwrap(), "s")
                 .unwrap()
