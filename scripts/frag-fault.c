@@ -18,11 +18,17 @@
  *   inproc    the fragmenting holder is this process itself (as scripts/compact-cost.c); by
  *             default it is a child that sleeps holding its memory, as seed 003's tool is a
  *             process of its own.
- * FRAG_FAULT_CSV=PATH writes each timed fault's latency and /proc/vmstat deltas.
+ * FRAG_FAULT_CSV=PATH writes each timed fault's latency and /proc/vmstat deltas;
+ * FRAG_FAULT_PROACTIVE=20 FRAG_FAULT_IDLE=60 waits 60 s (seed 003's) with proactive compaction at
+ * 20 between the fragmenting and the timed part (the timed part keeps it at 20);
+ * FRAG_FAULT_SLACK_MB=1024 (default 3072) leaves less memory beside the workload's unfragmented,
+ * so that the holder fragments ZONE_DMA32 too, as seed 003's tool does (it matters to
+ * kcompactd, whose score weights each zone by its size). README "Linux THP" has the runs.
  *
  * 1. Fragments memory as seed 003's tool does (Quicksilver Frag/frag/fragment_level.c, as
- *    scripts/compact-cost.c): a holder maps all free memory but 3 GB and WORK_MB, 2MB-aligned, with
- *    MADV_HUGEPAGE, writes it, and munmaps all but the last 16 4KB pages of each 2MB block;
+ *    scripts/compact-cost.c): a holder maps all free memory but 3 GB (the slack) and WORK_MB,
+ *    2MB-aligned, with MADV_HUGEPAGE, writes it, and munmaps all but the last 16 4KB pages of
+ *    each 2MB block;
  *    `drop_caches` 2 runs the deferred-split shrinker, so each block becomes 16 resident pages
  *    and 496 free ones.
  * 2. Leaves (100 - PCT)% of WORK_MB as free 2MB blocks: with defrag=never (no compaction), a
@@ -193,8 +199,15 @@ int main(int argc, char **argv) {
 		/* 1. The holder: all free memory but 3 GB and the workload's, left 16 pages a 2MB
 		 *    block (the filler takes what is left over the target as THPs). */
 		long free_mb = meminfo("MemFree:") / 1024;
-		if (free_mb < 4096 + 2 * work_mb) { fprintf(stderr, "too little free memory\n"); _exit(1); }
-		size_t hold = (size_t)(free_mb - 3072 - work_mb) / 2 * HPAGE;
+		/* FRAG_FAULT_SLACK_MB (default 3072) is left beside the workload's; 1024 makes the
+		 * holder reach into ZONE_DMA32 too, as seed 003's tool, which fragments every free
+		 * block, does (the proactive compaction score weights each zone by its size). */
+		long slack = getenv("FRAG_FAULT_SLACK_MB") ? atol(getenv("FRAG_FAULT_SLACK_MB")) : 3072;
+		if (slack < 512 || free_mb < 1024 + slack + 2 * work_mb) {
+			fprintf(stderr, "too little free memory or FRAG_FAULT_SLACK_MB under 512\n");
+			_exit(1);
+		}
+		size_t hold = (size_t)(free_mb - slack - work_mb) / 2 * HPAGE;
 		char *h = map_aligned(hold);
 		write_file(DEFRAG, "madvise"); /* the holder's THPs may compact: before any timing */
 		for (size_t off = 0; off < hold; off += HPAGE) memset(h + off, 1, HPAGE);
@@ -236,6 +249,16 @@ int main(int argc, char **argv) {
 	}
 	long target = work_mb * (100 - pct) / 100 / 2;
 	long at_start = free_2m_blocks();
+
+	/* Optionally, seed 003's 60 s between the tool and the workload with kcompactd's proactive
+	 * compaction on (FRAG_FAULT_PROACTIVE=20 FRAG_FAULT_IDLE=60): what it does to the blocks. */
+	const char *pro = getenv("FRAG_FAULT_PROACTIVE"), *idle = getenv("FRAG_FAULT_IDLE");
+	uint64_t i0[NV], i1[NV];
+	vmstat(i0);
+	if (pro) write_file(PROACT, pro);
+	if (idle) sleep((unsigned)atoi(idle));
+	vmstat(i1);
+	long after_idle = free_2m_blocks();
 
 	/* 3. The timed part. */
 	write_file(DEFRAG, argv[3]);
@@ -307,6 +330,12 @@ int main(int argc, char **argv) {
 	       (t1 - t0) / 1e6);
 	for (int i = 0; i < NV; i++) printf(" %s %llu", names[i], (unsigned long long)(b[i] - a[i]));
 	printf("\n");
+	if (pro || idle) {
+		printf("  idle %s s at compaction_proactiveness %s: 2MB blocks free %ld -> %ld;", idle ? idle : "0",
+		       pro ? pro : "0", at_start, after_idle);
+		for (int i = 5; i < NV; i++) printf(" %s %llu", names[i], (unsigned long long)(i1[i] - i0[i]));
+		printf("\n");
+	}
 	for (int k = 0; k < 2; k++) {
 		if (!np[k]) continue;
 		qsort(part[k], np[k], sizeof(double), cmp);
