@@ -31,32 +31,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "procfs.h"
+
 #define HPAGE (2UL << 20)
 #define PAGE 4096UL
 
 static const char *names[] = {"pgmigrate_success", "compact_migrate_scanned",
 			      "compact_free_scanned", "compact_isolated"};
 #define NV 4
+static void vmstat(uint64_t v[NV]) { vmstat_read(names, NV, v); }
 
-static void vmstat(uint64_t v[NV]) {
-	char line[256];
-	FILE *f = fopen("/proc/vmstat", "r");
-	if (!f) { perror("vmstat"); exit(1); }
-	while (fgets(line, sizeof line, f)) {
-		for (int i = 0; i < NV; i++) {
-			size_t n = strlen(names[i]);
-			if (!strncmp(line, names[i], n) && line[n] == ' ')
-				v[i] = strtoull(line + n + 1, NULL, 10);
-		}
-	}
-	fclose(f);
-}
 
-static void write_file(const char *path, const char *s) {
-	int fd = open(path, O_WRONLY);
-	if (fd < 0 || write(fd, s, strlen(s)) < 0) { perror(path); exit(1); }
-	close(fd);
-}
 
 static double now(void) {
 	struct timespec t;
@@ -70,16 +55,6 @@ static double stime(void) {
 	return r.ru_stime.tv_sec + r.ru_stime.tv_usec * 1e-6;
 }
 
-static long meminfo(const char *key) {
-	char line[256];
-	long v = -1;
-	FILE *f = fopen("/proc/meminfo", "r");
-	while (fgets(line, sizeof line, f))
-		if (!strncmp(line, key, strlen(key)))
-			v = strtol(line + strlen(key) + 1, NULL, 10);
-	fclose(f);
-	return v;
-}
 
 static void compact_once(const char *label) {
 	uint64_t a[NV], b[NV];

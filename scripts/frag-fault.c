@@ -52,6 +52,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "procfs.h"
+
 #define HPAGE (2UL << 20)
 #define PAGE 4096UL
 #define KEEP 16
@@ -61,26 +63,9 @@ static const char *names[] = {"compact_stall", "compact_success", "compact_fail"
 			      "compact_migrate_scanned", "compact_free_scanned", "compact_isolated",
 			      "compact_daemon_wake"};
 #define NV 10
+static void vmstat(uint64_t v[NV]) { vmstat_read(names, NV, v); }
 
-static void vmstat(uint64_t v[NV]) {
-	char line[256];
-	FILE *f = fopen("/proc/vmstat", "r");
-	if (!f) { perror("/proc/vmstat"); exit(1); }
-	memset(v, 0, NV * sizeof *v);
-	while (fgets(line, sizeof line, f))
-		for (int i = 0; i < NV; i++) {
-			size_t n = strlen(names[i]);
-			if (!strncmp(line, names[i], n) && line[n] == ' ')
-				v[i] = strtoull(line + n + 1, NULL, 10);
-		}
-	fclose(f);
-}
 
-static void write_file(const char *path, const char *s) {
-	int fd = open(path, O_WRONLY);
-	if (fd < 0 || write(fd, s, strlen(s)) < 0) { perror(path); exit(1); }
-	close(fd);
-}
 
 static void read_word(const char *path, char *out, size_t n) {
 	/* The bracketed word of a sysfs choice ("always [madvise] never"), or the whole line. */
@@ -93,16 +78,6 @@ static void read_word(const char *path, char *out, size_t n) {
 	else { line[strcspn(line, "\n")] = 0; snprintf(out, n, "%s", line); }
 }
 
-static long meminfo(const char *key) {
-	char line[256];
-	long v = -1;
-	FILE *f = fopen("/proc/meminfo", "r");
-	while (fgets(line, sizeof line, f))
-		if (!strncmp(line, key, strlen(key)))
-			v = strtol(line + strlen(key) + 1, NULL, 10);
-	fclose(f);
-	return v;
-}
 
 /* Free memory in blocks of order 9 and up, in 2MB units (/proc/buddyinfo, every zone). */
 static long free_2m_blocks(void) {
