@@ -181,6 +181,9 @@ pub struct Core {
     lives: Box<[Life; RING]>,
     mshr_done: [u64; MAX_MSHRS],
     mshr_line: [u64; MAX_MSHRS],
+    /// Where each fill buffer's line comes from (`Trip::served`): a hit that waits for the
+    /// fill is charged there.
+    mshr_served: [u8; MAX_MSHRS],
     /// `mshr_done[i] << 5 | i` (`MAX_MSHRS` is 32) as an `f64`, +inf past the machine's
     /// buffers: the smallest key is the first fill buffer to free and when, a plain minimum
     /// instead of a compare and two selects per buffer (the scan was a fifth of `access`), and
@@ -242,6 +245,7 @@ impl Core {
             lives: Box::new([Life::default(); RING]),
             mshr_done: [0; MAX_MSHRS],
             mshr_line: [u64::MAX; MAX_MSHRS],
+            mshr_served: [0; MAX_MSHRS],
             mshr_key: std::array::from_fn(|i| {
                 if i < cfg.mshrs.clamp(1, MAX_MSHRS as u32) as usize {
                     i as f64
@@ -419,6 +423,22 @@ impl Core {
         }
         let mut data_start = walk_end;
         let mut done = data_start + trip.latency * w;
+        let mut served = trip.served;
+        if trip.served == 0 && op != MemOp::Ifetch && self.mshr_by_low[trip.line as u8 as usize] != 0
+        {
+            // A hit on a line whose miss is still in flight (the caches are filled at the
+            // miss's lookup, untimed, so the access after it finds the line): its data comes
+            // with the fill, not before. A load that hits a fill buffer waits for it (Intel's
+            // L1D_PEND_MISS / LOAD_HIT_PRE "hit a fill buffer", AMD's MAB merge): a tree node's
+            // child pointer, loaded from the line its key's load missed, is ready when the
+            // line is, not one L1 latency after its issue.
+            if let Some(i) = self.mshr_line[..self.mshrs].iter().position(|&l| l == trip.line) {
+                if self.mshr_done[i] > done {
+                    done = self.mshr_done[i];
+                    served = self.mshr_served[i];
+                }
+            }
+        }
         if trip.served > 0 && op != MemOp::Ifetch {
             let m = self.mshrs;
             let (same, slot, free) = match (m, self.mshr_wide) {
@@ -446,6 +466,7 @@ impl Core {
                 }
                 self.mshr_by_low[trip.line as u8 as usize] += 1;
                 self.mshr_line[slot] = trip.line;
+                self.mshr_served[slot] = trip.served;
             }
         }
         // A store retires once translated; its data drains from the store buffer.
@@ -459,7 +480,7 @@ impl Core {
             done: if op == MemOp::Store { walk_end } else { done },
             tlb_end,
             walk_by_level: trip.walk_by_level,
-            served: trip.served,
+            served,
             producer,
         };
         if done > self.horizon {
@@ -927,6 +948,39 @@ mod tests {
         let per = c.cycles() as f64 / 100.0;
         assert!((199.0..202.0).contains(&per), "{per}");
         assert_eq!(c.breakdown().total(), c.cycles());
+    }
+
+    /// A load that hits a line whose miss is still in flight (the caches, untimed, already
+    /// hold it) gets its data with the fill: a tree's descent, whose child pointer is loaded
+    /// from the line its key's load missed, takes a miss per node, not an L1 hit.
+    #[test]
+    fn a_hit_on_a_line_in_flight_waits_for_the_fill() {
+        let hit = |line| Trip {
+            served: 0,
+            latency: 4,
+            line,
+            ..Trip::default()
+        };
+        let mut c = core(224, 10);
+        // Node k: its key misses (200 cycles, line k), its child pointer hits the same line;
+        // node k + 1's loads depend on that pointer (dep 1 and 2).
+        for k in 0..100u64 {
+            c.access(MemOp::Load, 1, if k == 0 { 0 } else { 1 }, &miss(200, k));
+            c.access(MemOp::Load, 1, if k == 0 { 0 } else { 2 }, &hit(k));
+        }
+        // Tick 1 + 800 per node (width 4): node 99's pointer arrives at tick 80,001.
+        assert_eq!(c.cycles(), 20_001);
+        let b = c.breakdown();
+        assert_eq!(b.total(), c.cycles());
+        // The waits are DRAM's (the fill's), not L1's.
+        assert!(b.data_by_level[3] > 19_900 && b.data_by_level[0] < 10, "{b:?}");
+
+        // A hit after the fill arrived is an L1 hit: the miss is done at tick 801, the hit
+        // dispatches at tick 1,001 and completes 16 ticks later.
+        let mut c = core(224, 10);
+        c.access(MemOp::Load, 1, 0, &miss(200, 7));
+        c.access(MemOp::Load, 1000, 0, &hit(7));
+        assert_eq!(c.cycles(), 255);
     }
 
     #[test]
