@@ -67,16 +67,6 @@ static void vmstat(uint64_t v[NV]) { vmstat_read(names, NV, v); }
 
 
 
-static void read_word(const char *path, char *out, size_t n) {
-	/* The bracketed word of a sysfs choice ("always [madvise] never"), or the whole line. */
-	char line[256] = "";
-	FILE *f = fopen(path, "r");
-	if (!f || !fgets(line, sizeof line, f)) { perror(path); exit(1); }
-	fclose(f);
-	char *a = strchr(line, '['), *b = a ? strchr(a, ']') : NULL;
-	if (a && b) { *b = 0; snprintf(out, n, "%s", a + 1); }
-	else { line[strcspn(line, "\n")] = 0; snprintf(out, n, "%s", line); }
-}
 
 
 /* Free memory in blocks of order 9 and up, in 2MB units (/proc/buddyinfo, every zone). */
@@ -109,14 +99,6 @@ static double now_ns(void) {
 	return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
-static char *map_aligned(size_t size) {
-	char *raw = mmap(NULL, size + HPAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			 -1, 0);
-	if (raw == MAP_FAILED) { perror("mmap"); exit(1); }
-	char *p = (char *)(((uintptr_t)raw + HPAGE - 1) & ~(HPAGE - 1));
-	if (madvise(p, size, MADV_HUGEPAGE)) { perror("madvise"); exit(1); }
-	return p;
-}
 
 static int cmp(const void *a, const void *b) {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -124,7 +106,6 @@ static int cmp(const void *a, const void *b) {
 }
 
 static const char *DEFRAG = "/sys/kernel/mm/transparent_hugepage/defrag";
-static const char *REPORT = "/sys/module/page_reporting/parameters/page_reporting_order";
 static const char *PROACT = "/proc/sys/vm/compaction_proactiveness";
 
 int main(int argc, char **argv) {
@@ -145,17 +126,8 @@ int main(int argc, char **argv) {
 	int noreport = 0;
 	for (int i = 4; i < argc; i++) noreport |= !strcmp(argv[i], "noreport");
 	if (noreport) {
-		/* A guest with free page reporting (virtio-balloon) gives free 2MB blocks back to the
-		 * host, and a THP fault into one then faults the host's pages in too (ms). With
-		 * reporting off, touch all free memory once so that every block is backed. */
-		read_word(REPORT, old_report, sizeof old_report);
-		write_file(REPORT, "11");
-		sleep(3); /* blocks being reported come back to the free lists */
-		size_t all = (size_t)(meminfo("MemFree:") / 1024 - 1024) / 2 * HPAGE;
-		char *t = map_aligned(all);
-		write_file(DEFRAG, "madvise");
-		for (size_t off = 0; off < all; off += HPAGE) memset(t + off, 4, HPAGE);
-		munmap(t, all);
+		write_file(DEFRAG, "madvise"); /* the touching takes THPs */
+		reporting_off_and_back_all(old_report, sizeof old_report);
 		write_file(DEFRAG, "never");
 	}
 
@@ -267,7 +239,7 @@ int main(int argc, char **argv) {
 	vmstat(b);
 	write_file(DEFRAG, old_defrag);
 	write_file(PROACT, old_proact);
-	if (old_report[0]) write_file(REPORT, old_report);
+	reporting_restore(old_report);
 	if (!inproc) {
 		kill(child, SIGKILL);
 		waitpid(child, NULL, 0);
