@@ -424,7 +424,9 @@ impl Core {
         let mut data_start = walk_end;
         let mut done = data_start + trip.latency * w;
         let mut served = trip.served;
-        if trip.served == 0 && op != MemOp::Ifetch && self.mshr_by_low[trip.line as u8 as usize] != 0
+        if trip.served == 0
+            && op != MemOp::Ifetch
+            && self.mshr_by_low[trip.line as u8 as usize] != 0
         {
             // A hit on a line whose miss is still in flight (the caches are filled at the
             // miss's lookup, untimed, so the access after it finds the line): its data comes
@@ -432,7 +434,10 @@ impl Core {
             // L1D_PEND_MISS / LOAD_HIT_PRE "hit a fill buffer", AMD's MAB merge): a tree node's
             // child pointer, loaded from the line its key's load missed, is ready when the
             // line is, not one L1 latency after its issue.
-            if let Some(i) = self.mshr_line[..self.mshrs].iter().position(|&l| l == trip.line) {
+            if let Some(i) = self.mshr_line[..self.mshrs]
+                .iter()
+                .position(|&l| l == trip.line)
+            {
                 if self.mshr_done[i] > done {
                     done = self.mshr_done[i];
                     served = self.mshr_served[i];
@@ -973,7 +978,10 @@ mod tests {
         let b = c.breakdown();
         assert_eq!(b.total(), c.cycles());
         // The waits are DRAM's (the fill's), not L1's.
-        assert!(b.data_by_level[3] > 19_900 && b.data_by_level[0] < 10, "{b:?}");
+        assert!(
+            b.data_by_level[3] > 19_900 && b.data_by_level[0] < 10,
+            "{b:?}"
+        );
 
         // A hit after the fill arrived is an L1 hit: the miss is done at tick 801, the hit
         // dispatches at tick 1,001 and completes 16 ticks later.
