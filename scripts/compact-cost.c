@@ -33,15 +33,12 @@
 
 #include "procfs.h"
 
-#define HPAGE (2UL << 20)
 #define PAGE 4096UL
 
 static const char *names[] = {"pgmigrate_success", "compact_migrate_scanned",
 			      "compact_free_scanned", "compact_isolated"};
 #define NV 4
 static void vmstat(uint64_t v[NV]) { vmstat_read(names, NV, v); }
-
-
 
 static double now(void) {
 	struct timespec t;
@@ -54,7 +51,6 @@ static double stime(void) {
 	getrusage(RUSAGE_SELF, &r);
 	return r.ru_stime.tv_sec + r.ru_stime.tv_usec * 1e-6;
 }
-
 
 static void compact_once(const char *label) {
 	uint64_t a[NV], b[NV];

@@ -54,7 +54,6 @@
 
 #include "procfs.h"
 
-#define HPAGE (2UL << 20)
 #define PAGE 4096UL
 #define KEEP 16
 
@@ -64,10 +63,6 @@ static const char *names[] = {"compact_stall", "compact_success", "compact_fail"
 			      "compact_daemon_wake"};
 #define NV 10
 static void vmstat(uint64_t v[NV]) { vmstat_read(names, NV, v); }
-
-
-
-
 
 /* Free memory in blocks of order 9 and up, in 2MB units (/proc/buddyinfo, every zone). */
 static long free_2m_blocks(void) {
@@ -99,10 +94,14 @@ static double now_ns(void) {
 	return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
-
 static int cmp(const void *a, const void *b) {
 	double x = *(const double *)a, y = *(const double *)b;
 	return (x > y) - (x < y);
+}
+
+/* The q-quantile of n sorted values (nearest rank). */
+static double pctl(const double *v, size_t n, double q) {
+	return v[(size_t)(q * (n - 1) + 0.5)];
 }
 
 static const char *DEFRAG = "/sys/kernel/mm/transparent_hugepage/defrag";
@@ -215,8 +214,7 @@ int main(int argc, char **argv) {
 	uint64_t a[NV], b[NV];
 	vmstat(a);
 	long thp0 = meminfo("AnonHugePages:");
-	char *stalled = calloc(blocks, 1);
-	uint64_t (*delta)[NV] = calloc(blocks, sizeof *delta);
+	uint64_t (*delta)[NV] = calloc(blocks, sizeof *delta); /* [0]: compact_stall */
 	double t0 = now_ns();
 	for (size_t i = 0; i < blocks; i++) {
 		uint64_t c0[NV], c1[NV];
@@ -225,7 +223,6 @@ int main(int argc, char **argv) {
 		*(volatile char *)(w + i * HPAGE) = 3;
 		lat[i] = now_ns() - s;
 		vmstat(c1);
-		stalled[i] = c1[0] != c0[0];
 		for (int k = 0; k < NV; k++) delta[i][k] = c1[k] - c0[k];
 	}
 	double t1 = now_ns();
@@ -234,7 +231,7 @@ int main(int argc, char **argv) {
 	size_t np[2] = {0, 0};
 	part[0] = malloc(blocks * sizeof(double));
 	part[1] = malloc(blocks * sizeof(double));
-	for (size_t i = 0; i < blocks; i++) { int k = stalled[i]; part[k][np[k]++] = lat[i]; }
+	for (size_t i = 0; i < blocks; i++) { int k = delta[i][0] != 0; part[k][np[k]++] = lat[i]; }
 	long thp1 = meminfo("AnonHugePages:");
 	vmstat(b);
 	write_file(DEFRAG, old_defrag);
@@ -248,7 +245,7 @@ int main(int argc, char **argv) {
 	 * of a stall can be split into what migration adds and the rest. */
 	double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
 	for (size_t i = 0; i < blocks; i++) {
-		if (!stalled[i]) continue;
+		if (!delta[i][0]) continue;
 		double x = delta[i][5], y = lat[i];
 		sx += x; sy += y; sxx += x * x; sxy += x * y; n++;
 	}
@@ -268,12 +265,11 @@ int main(int argc, char **argv) {
 	}
 
 	qsort(lat, blocks, sizeof *lat, cmp);
-#define PCTL(q) lat[(size_t)((q) * (blocks - 1) + 0.5)]
 	printf("frag %ld work_mb %ld defrag %s: held %ld MB (%ld MB as THPs), 2MB blocks free %ld -> "
 	       "%ld after %ld filled (target %ld); THPs granted %ld of %zu; fault ns p50 %.0f p95 %.0f "
 	       "p99 %.0f max %.0f; total ms %.1f;",
 	       pct, work_mb, argv[3], rep[0], rep[1], rep[2], at_start, rep[3], target,
-	       (thp1 - thp0) / 2048, blocks, PCTL(0.5), PCTL(0.95), PCTL(0.99), lat[blocks - 1],
+	       (thp1 - thp0) / 2048, blocks, pctl(lat, blocks, 0.5), pctl(lat, blocks, 0.95), pctl(lat, blocks, 0.99), lat[blocks - 1],
 	       (t1 - t0) / 1e6);
 	for (int i = 0; i < NV; i++) printf(" %s %llu", names[i], (unsigned long long)(b[i] - a[i]));
 	printf("\n");
@@ -287,8 +283,8 @@ int main(int argc, char **argv) {
 		if (!np[k]) continue;
 		qsort(part[k], np[k], sizeof(double), cmp);
 		printf("  %s: %zu faults, ns p50 %.0f p95 %.0f max %.0f\n",
-		       k ? "with a compaction stall" : "without", np[k], part[k][np[k] / 2],
-		       part[k][(size_t)(0.95 * (np[k] - 1) + 0.5)], part[k][np[k] - 1]);
+		       k ? "with a compaction stall" : "without", np[k], pctl(part[k], np[k], 0.5),
+		       pctl(part[k], np[k], 0.95), part[k][np[k] - 1]);
 	}
 	if (n > 2 && n * sxx - sx * sx > 0) {
 		double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);

@@ -56,14 +56,14 @@ __attribute__((unused)) static void read_word(const char *path, char *out, size_
 	else { line[strcspn(line, "\n")] = 0; snprintf(out, n, "%s", line); }
 }
 
-#define HPAGE_2M (2UL << 20)
+#define HPAGE (2UL << 20) /* a 2MB THP */
 
 /* SIZE bytes of anonymous memory at a 2MB boundary, given MADV_HUGEPAGE. */
 __attribute__((unused)) static char *map_aligned(size_t size) {
-	char *raw = mmap(NULL, size + HPAGE_2M, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	char *raw = mmap(NULL, size + HPAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 			 -1, 0);
 	if (raw == MAP_FAILED) { perror("mmap"); exit(1); }
-	char *p = (char *)(((uintptr_t)raw + HPAGE_2M - 1) & ~(HPAGE_2M - 1));
+	char *p = (char *)(((uintptr_t)raw + HPAGE - 1) & ~(HPAGE - 1));
 	if (madvise(p, size, MADV_HUGEPAGE)) { perror("madvise"); exit(1); }
 	return p;
 }
@@ -79,9 +79,9 @@ __attribute__((unused)) static void reporting_off_and_back_all(char *old, size_t
 	read_word(PAGE_REPORTING, old, n);
 	write_file(PAGE_REPORTING, "11");
 	sleep(3);
-	size_t all = (size_t)(meminfo("MemFree:") / 1024 - 1024) / 2 * HPAGE_2M;
+	size_t all = (size_t)(meminfo("MemFree:") / 1024 - 1024) / 2 * HPAGE;
 	char *t = map_aligned(all);
-	for (size_t off = 0; off < all; off += HPAGE_2M) memset(t + off, 4, HPAGE_2M);
+	for (size_t off = 0; off < all; off += HPAGE) memset(t + off, 4, HPAGE);
 	munmap(t, all);
 }
 

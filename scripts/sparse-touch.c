@@ -30,7 +30,7 @@ int main(int argc, char **argv) {
 	}
 	char old_report[64] = "";
 	if (argc == 4) reporting_off_and_back_all(old_report, sizeof old_report);
-	size_t size = strtoul(argv[1], NULL, 10) << 20, step = 2UL << 20;
+	size_t size = strtoul(argv[1], NULL, 10) << 20, step = HPAGE;
 	char *raw = mmap(NULL, size + step, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (raw == MAP_FAILED) { perror("mmap"); return 1; }
 	char *p = (char *)(((uintptr_t)raw + step - 1) & ~(step - 1));
