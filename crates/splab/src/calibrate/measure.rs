@@ -332,6 +332,21 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     };
     let reps = plan.reps;
 
+    // Free page reporting off for the whole calibration (reporting.rs): held until this
+    // function returns.
+    let reporting = if args.leave_reporting {
+        super::reporting::Reporting::LeftOn("--leave-reporting".into())
+    } else {
+        super::reporting::hold(&mut |what| {
+            if !args.quiet {
+                eprintln!("{what} ...");
+            }
+        })
+    };
+    if !args.quiet {
+        eprintln!("{}", reporting.describe());
+    }
+
     // 1. cpuid.
     pr.start("cpuid");
     let cpu = cpu();
@@ -1474,8 +1489,10 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         w,
         "# splab machine file written by `splab calibrate{}` on {date} in {elapsed:.0} s (docs/calibrate.md).\n\
          # Each table's `source` names the benchmark and the spread ((p90 - p10) / p50 of its repeats) of every\n\
-         # value; values the benchmarks cannot measure are skylake's, marked \"assumed (not measurable here)\".\n",
-        if plan.quick { " --quick" } else { "" }
+         # value; values the benchmarks cannot measure are skylake's, marked \"assumed (not measurable here)\".\n\
+         # Measured with {}.\n",
+        if plan.quick { " --quick" } else { "" },
+        reporting.describe()
     );
     let _ = writeln!(w, "name = {}", q(&args.name));
     let _ = writeln!(
@@ -1702,7 +1719,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
              non-temporal stores ({}); also 2MB temporal {:.0} ({}) and 4KB non-temporal {:.0} ({}); \
              copy_page_cycles, memcpy 4KB at a time ({}); 2MB with non-temporal stores {:.0} ({}). \
              access_cycles, pte_write_cycles, tlb_invalidate_cycles, popmap/reserv_* and sha1_block_cycles: assumed \
-             (not measurable here), skylake's.",
+             (not measurable here), skylake's. Faults, zeroing and copying measured with {}.",
             fault_runs.runs,
             fault_total,
             f4.how(),
@@ -1728,7 +1745,8 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             z4n.how(),
             c4t.how(),
             per4(&c2n),
-            c2n.how()
+            c2n.how(),
+            reporting.describe()
         ))
     );
     let _ = writeln!(

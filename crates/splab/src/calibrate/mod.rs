@@ -14,6 +14,8 @@ pub(crate) mod bench;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod measure;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub(crate) mod reporting;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 pub use measure::l2_footprint;
 
 #[derive(clap::Args)]
@@ -31,6 +33,11 @@ pub struct CalibrateArgs {
     /// No progress lines (the summary is still printed to standard error).
     #[arg(short, long)]
     pub quiet: bool,
+    /// Leave the guest's free page reporting as it is. By default calibrate turns it off while
+    /// it measures (when it may: root) and writes free memory once, so that no first touch
+    /// includes the host's faults (docs/calibrate.md, "Free page reporting").
+    #[arg(long)]
+    pub leave_reporting: bool,
 }
 
 pub fn run(args: &CalibrateArgs) -> Result<()> {

@@ -36,6 +36,11 @@ pub struct ValidateArgs {
     /// No progress lines on standard error.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Leave the guest's free page reporting as it is. By default validate turns it off while
+    /// it measures (when it may: root) and writes free memory once, as calibrate does, so that
+    /// no native run's first touch includes the host's faults (docs/calibrate.md).
+    #[arg(long)]
+    pub leave_reporting: bool,
 }
 
 /// Sizes and repeats of one run.
@@ -189,6 +194,21 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
             t0: Instant::now(),
             tty: std::io::stderr().is_terminal(),
         };
+        // Held until the native runs are over (calibrate/reporting.rs). The smoke run's
+        // numbers are not a validation, and it runs beside other tests: it leaves it.
+        let reporting = if args.leave_reporting || args.smoke {
+            crate::calibrate::reporting::Reporting::LeftOn(
+                if args.smoke {
+                    "--smoke"
+                } else {
+                    "--leave-reporting"
+                }
+                .into(),
+            )
+        } else {
+            crate::calibrate::reporting::hold(&mut |what| pr.line(what))
+        };
+        pr.line(&reporting.describe());
         let started = chrono_now();
         let load = loadavg();
         let pats = if args.only != "heldout" {
@@ -205,7 +225,16 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
             Vec::new()
         };
         let load_end = loadavg();
-        let text = tables(&args.machine, &pats, &held, &started, &load, &load_end);
+        let reporting = reporting.describe();
+        let text = tables(
+            &args.machine,
+            &pats,
+            &held,
+            &started,
+            &load,
+            &load_end,
+            &reporting,
+        );
         print!("{text}");
         if let Some(j) = &args.json {
             let v = serde_json::json!({
@@ -215,6 +244,7 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
                 "started": started,
                 "loadavg_start": load,
                 "loadavg_end": load_end,
+                "reporting": reporting,
                 "pattern_tolerance_pct": PATTERN_TOLERANCE_PCT,
                 "speedup_tolerance_pct": SPEEDUP_TOLERANCE_PCT,
                 "patterns": pats,
@@ -304,6 +334,7 @@ fn tables(
     started: &str,
     load: &str,
     load_end: &str,
+    reporting: &str,
 ) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
@@ -311,6 +342,7 @@ fn tables(
         s,
         "splab validate -m {machine}: {started}, load average {load} at the start, {load_end} at the end"
     );
+    let _ = writeln!(s, "Measured with {reporting}.");
     if !pats.is_empty() {
         let ok = pats
             .iter()
