@@ -1874,13 +1874,13 @@ struct FaultRuns {
 /// in three other calibrations minutes apart), and a p10 over every run, as the 4KB faults'
 /// (latency-bound and steady: 1.7%), took that burst's. The median of three p10s takes the
 /// middle phase and is moved by neither one fast nor one slow burst.
-struct HugeFaults {
+pub(crate) struct HugeFaults {
     ns: f64,
     how: String,
 }
 
 impl HugeFaults {
-    fn new(bursts: Vec<Stat>) -> HugeFaults {
+    pub(crate) fn new(bursts: Vec<Stat>) -> HugeFaults {
         let mut lows: Vec<f64> = bursts
             .iter()
             .filter(|b| b.n() > 0)
@@ -1900,10 +1900,10 @@ impl HugeFaults {
         );
         HugeFaults { ns, how }
     }
-    fn low(&self) -> f64 {
+    pub(crate) fn low(&self) -> f64 {
         self.ns
     }
-    fn how(&self) -> String {
+    pub(crate) fn how(&self) -> String {
         self.how.clone()
     }
 }

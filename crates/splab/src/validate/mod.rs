@@ -52,6 +52,8 @@ pub struct Plan {
     pub heldout_sizes: Vec<u64>,
     pub heldout_work: f64,
     pub native_runs: usize,
+    /// Between the 2MB fault row's bursts (`patterns.rs`).
+    pub fault_gap: std::time::Duration,
 }
 
 impl Plan {
@@ -65,6 +67,7 @@ impl Plan {
                 heldout_sizes: vec![1 << 20],
                 heldout_work: 0.05,
                 native_runs: 2,
+                fault_gap: std::time::Duration::from_secs(0),
             }
         } else if quick {
             Plan {
@@ -75,6 +78,7 @@ impl Plan {
                 heldout_sizes: vec![1 << 20, 32 << 20],
                 heldout_work: 0.25,
                 native_runs: 3,
+                fault_gap: std::time::Duration::from_secs(2),
             }
         } else {
             Plan {
@@ -85,6 +89,7 @@ impl Plan {
                 heldout_sizes: vec![1 << 20, 16 << 20, 128 << 20],
                 heldout_work: 0.5,
                 native_runs: 5,
+                fault_gap: std::time::Duration::from_secs(5),
             }
         }
     }
