@@ -315,6 +315,19 @@ enum MachineCmd {
         /// :mem=SIZE,swap=SIZE,nested=SIZE.
         name: String,
     },
+    /// Compare two machines parameter by parameter (notes left out), e.g. two runs of
+    /// splab calibrate: splab machine diff file:a.toml file:b.toml. Prints the parameters that
+    /// differ with |a - b| / max(|a|, |b|), and exits 1 if any differs by more than the
+    /// tolerance.
+    Diff {
+        /// The first machine, as -m takes it.
+        a: String,
+        /// The second machine.
+        b: String,
+        /// Percent beyond which a difference counts (and the exit status is 1).
+        #[arg(long, default_value_t = 10.0)]
+        tolerance: f64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -428,6 +441,22 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
                 r => r.context("writing the machine file to standard output"),
             }
+        }
+        Cmd::Machine {
+            cmd: MachineCmd::Diff { a, b, tolerance },
+        } => {
+            if !(tolerance >= 0.0) {
+                return Err(splab_sim::SimError::BadInput(format!(
+                    "machine diff: --tolerance {tolerance}: give a percentage, 0 or more"
+                ))
+                .into());
+            }
+            let (text, beyond) = crate::machine_diff::table(&a, &b, tolerance)?;
+            print!("{text}");
+            if beyond > 0 {
+                std::process::exit(1);
+            }
+            Ok(())
         }
         Cmd::List { what } => {
             cmd_list(&what);

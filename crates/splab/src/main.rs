@@ -8,6 +8,7 @@ mod advise;
 mod calibrate;
 mod cc;
 mod cli;
+mod machine_diff;
 mod plot;
 mod validate;
 

@@ -1,0 +1,194 @@
+//! `splab machine diff A B`: every parameter of two machines side by side, with the relative
+//! difference, e.g. two `splab calibrate` runs on the same host (issue 8: "running it twice
+//! gives parameters within 10% of each other; report the spread"). Both machines are rendered
+//! as machine files (`Machine::show`, so presets, files and options all work) and compared key
+//! by key; `source`, `name` and `description` notes are left out.
+
+use anyhow::{Context, Result};
+use splab_sim::hw::Machine;
+
+/// One parameter that differs, or is present in one machine only.
+#[derive(Debug, PartialEq)]
+pub struct Diff {
+    pub key: String,
+    pub a: String,
+    pub b: String,
+    /// |a - b| / max(|a|, |b|), in percent, when both are numbers (sizes such as "32M" count
+    /// as numbers of bytes); None for other values.
+    pub pct: Option<f64>,
+}
+
+/// The parameters of a machine spec, in file order: dotted key (array elements by index) and
+/// value as written (strings unquoted).
+fn leaves(spec: &str) -> Result<Vec<(String, toml::Value)>> {
+    let text = Machine::show(spec)?;
+    let v: toml::Table = text
+        .parse()
+        .with_context(|| format!("machine '{spec}': its file does not parse as TOML"))?;
+    let mut out = Vec::new();
+    flatten("", &toml::Value::Table(v), &mut out);
+    Ok(out)
+}
+
+fn flatten(prefix: &str, v: &toml::Value, out: &mut Vec<(String, toml::Value)>) {
+    let key = |k: &str| {
+        if prefix.is_empty() {
+            k.to_string()
+        } else {
+            format!("{prefix}.{k}")
+        }
+    };
+    match v {
+        toml::Value::Table(t) => {
+            for (k, v) in t {
+                if matches!(k.as_str(), "source" | "name" | "description") && !v.is_table() {
+                    continue;
+                }
+                flatten(&key(k), v, out);
+            }
+        }
+        toml::Value::Array(a) => {
+            for (i, v) in a.iter().enumerate() {
+                flatten(&key(&i.to_string()), v, out);
+            }
+        }
+        _ => out.push((prefix.to_string(), v.clone())),
+    }
+}
+
+/// A value as a number: integers, floats and sizes ("4K", "32M", "1G", "512G").
+fn number(v: &toml::Value) -> Option<f64> {
+    match v {
+        toml::Value::Integer(i) => Some(*i as f64),
+        toml::Value::Float(f) => Some(*f),
+        toml::Value::String(s) => splab_sim::spec::parse_size(s).map(|b| b as f64),
+        _ => None,
+    }
+}
+
+fn show(v: Option<&toml::Value>) -> String {
+    match v {
+        None => "-".into(),
+        Some(toml::Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+    }
+}
+
+/// The parameters that differ between machines `a` and `b`, and how many were compared.
+pub fn diff(a: &str, b: &str) -> Result<(Vec<Diff>, usize)> {
+    let la = leaves(a)?;
+    let lb = leaves(b)?;
+    let mut keys: Vec<&String> = la.iter().map(|(k, _)| k).collect();
+    for (k, _) in &lb {
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let get = |l: &[(String, toml::Value)], k: &str| {
+        l.iter().find(|(kk, _)| kk == k).map(|(_, v)| v.clone())
+    };
+    let mut out = Vec::new();
+    for k in &keys {
+        let (va, vb) = (get(&la, k), get(&lb, k));
+        if va == vb {
+            continue;
+        }
+        let pct = match (va.as_ref().and_then(number), vb.as_ref().and_then(number)) {
+            (Some(x), Some(y)) => {
+                let m = x.abs().max(y.abs());
+                Some(if m == 0.0 {
+                    0.0
+                } else {
+                    100.0 * (x - y).abs() / m
+                })
+            }
+            _ => None,
+        };
+        out.push(Diff {
+            key: k.to_string(),
+            a: show(va.as_ref()),
+            b: show(vb.as_ref()),
+            pct,
+        });
+    }
+    Ok((out, keys.len()))
+}
+
+/// The table `splab machine diff` prints: a Markdown table of the parameters that differ and a
+/// count of those beyond `tolerance` percent (values that are not numbers count as beyond).
+pub fn table(a: &str, b: &str, tolerance: f64) -> Result<(String, usize)> {
+    use std::fmt::Write as _;
+    let (d, n) = diff(a, b)?;
+    let mut s = String::new();
+    let _ = writeln!(s, "| parameter | {a} | {b} | difference |");
+    let _ = writeln!(s, "|---|---|---|---|");
+    let mut beyond = 0;
+    for r in &d {
+        let over = r.pct.is_none_or(|p| p > tolerance);
+        beyond += over as usize;
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {}{} |",
+            r.key,
+            r.a,
+            r.b,
+            r.pct
+                .map(|p| format!("{p:.1}%"))
+                .unwrap_or_else(|| "differs".into()),
+            if over { " (beyond)" } else { "" }
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n{} of {n} parameters differ; {beyond} by more than {tolerance}% (the difference is |a - b| / max(|a|, |b|)).",
+        d.len()
+    );
+    Ok((s, beyond))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_machine_does_not_differ_from_itself() {
+        let (d, n) = diff("skylake", "skylake").unwrap();
+        assert!(d.is_empty(), "{d:?}");
+        assert!(n > 30, "{n} parameters compared");
+    }
+
+    #[test]
+    fn an_option_shows_as_one_difference_with_its_size() {
+        let (d, _) = diff("skylake:mem=4G", "skylake:mem=8G").unwrap();
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].key, "mem");
+        assert_eq!(d[0].pct, Some(50.0));
+        let (t, beyond) = table("skylake:mem=4G", "skylake:mem=8G", 10.0).unwrap();
+        assert_eq!(beyond, 1);
+        assert!(t.contains("| mem | 4G | 8G | 50.0% (beyond) |"), "{t}");
+    }
+
+    #[test]
+    fn a_table_present_in_one_machine_only_is_listed() {
+        let (d, _) = diff("skylake", "skylake:nested=4K").unwrap();
+        let page = d
+            .iter()
+            .find(|r| r.key == "nested.page_size")
+            .expect("listed");
+        assert_eq!(
+            (page.a.as_str(), page.b.as_str(), page.pct),
+            ("-", "4K", None)
+        );
+        let (_, beyond) = table("skylake", "skylake:nested=4K", 10.0).unwrap();
+        assert_eq!(
+            beyond,
+            d.len(),
+            "a value present on one side counts as beyond"
+        );
+    }
+
+    #[test]
+    fn a_bad_machine_is_an_error() {
+        assert!(diff("skylake", "no-such-machine").is_err());
+    }
+}
