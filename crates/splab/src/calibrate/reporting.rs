@@ -169,7 +169,7 @@ fn back_free_memory() -> u64 {
 }
 
 /// A /proc/meminfo field in kB.
-fn meminfo_kb(key: &str) -> Option<u64> {
+pub(crate) fn meminfo_kb(key: &str) -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     text.lines()
         .find_map(|l| l.strip_prefix(key))?
