@@ -223,3 +223,67 @@ fn show_writes_the_nested_table() {
     assert_eq!(tlb(&a), tlb(&b));
     assert_eq!(a.time.cycles_total, b.time.cycles_total);
 }
+
+/// The host's frame placement is data in the machine (`nested.host_placement`, hw/host_frames.rs):
+/// `machine show` prints it for the option's table and adds the default to a file's table that
+/// leaves it out, the shown text runs as the file does, an explicit "identity" is another
+/// machine, and a bad value exits 2 naming the key.
+#[test]
+fn show_prints_the_host_placement() {
+    let show = |m: &str| {
+        let out = splab().args(["machine", "show", m]).output().unwrap();
+        assert_success(&out, m);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(
+        show("skylake:nested=4K").contains("\nhost_placement = \"scattered\"\n"),
+        "the option's table"
+    );
+    let dir = std::env::temp_dir().join(format!("splab-nested-place-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = uncached_guest_file(&dir, "4K");
+    let text = show(&file);
+    assert!(
+        text.contains("\nhost_placement = \"scattered\" # the default"),
+        "{text}"
+    );
+    let shown = dir.join("shown.toml");
+    std::fs::write(&shown, &text).unwrap();
+    let w = "gups:size=64M,updates=20K";
+    let a = run(&file, "base", w);
+    let b = run(&format!("file:{}", shown.display()), "base", w);
+    assert_eq!(a.time.cycles_total, b.time.cycles_total);
+    let caches = |r: &Report| serde_json::to_string(&r.caches).unwrap();
+    assert_eq!(caches(&a), caches(&b));
+    let path = file.trim_start_matches("file:");
+    let base = std::fs::read_to_string(path).unwrap();
+    let identity = dir.join("identity.toml");
+    std::fs::write(
+        &identity,
+        base.replace(
+            "ntlb_entries = 0\n",
+            "ntlb_entries = 0\nhost_placement = \"identity\"\n",
+        ),
+    )
+    .unwrap();
+    let i = run(&format!("file:{}", identity.display()), "base", w);
+    assert!(
+        show(&format!("file:{}", identity.display())).contains("host_placement = \"identity\"\n")
+    );
+    assert_eq!(i.tlb.walks, a.tlb.walks, "placement moves no translation");
+    assert_ne!(caches(&i), caches(&a), "but the lines' sets");
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        base.replace(
+            "ntlb_entries = 0\n",
+            "ntlb_entries = 0\nhost_placement = \"random\"\n",
+        ),
+    )
+    .unwrap();
+    let m = format!("file:{}", bad.display());
+    let args = ["run", "-m", m.as_str(), "-w", "seq:size=1M"];
+    let out = splab().args(args).output().unwrap();
+    assert_error_line(&out, 2, args, &["host_placement", "scattered", "identity"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

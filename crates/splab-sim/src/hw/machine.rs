@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::cache::CachesConfig;
 use super::core::CoreConfig;
+use super::host_frames::HostPlacement;
 use super::machine_file;
 use super::prefetch::PrefetchConfig;
 use super::tlb::TlbConfig;
@@ -289,8 +290,16 @@ fn default_nested(m: &Machine) -> NestedConfig {
         level_shifts: m.walk.level_shifts().to_vec(),
         pwc_entries,
         ntlb_entries: DEFAULT_NTLB_ENTRIES,
+        placement: HostPlacement::default(),
     }
 }
+
+/// The `host_placement` line `show` adds to a file's `[nested]` table that has none: the
+/// default, and why.
+const HOST_PLACEMENT_DEFAULT: &str =
+    "host_placement = \"scattered\" # the default (absent from the file): \
+     each host page of guest memory at a host frame unrelated to its guest address, as a host that \
+     allocates its backing on demand places it (hw/host_frames.rs)\n";
 
 /// `cfg` as a machine file's `[nested]` table (for `show`).
 fn nested_table(cfg: &NestedConfig, option: &str) -> String {
@@ -304,11 +313,13 @@ fn nested_table(cfg: &NestedConfig, option: &str) -> String {
         "\n[nested] # from the option nested={option}\n\
          source = \"\"\"\n\
          Added by the option nested={option}: a guest machine under nested paging (Intel SDM vol. 3 ch. 29 EPT; \\\n\
-         AMD APM vol. 2 15.25). The host backs all guest memory with {page} pages, present and contiguous. \\\n\
+         AMD APM vol. 2 15.25). The host backs all guest memory with {page} pages, present. \\\n\
          level_sizes: the guest's (EPT's four levels, SDM vol. 3 ch. 29). pwc_entries: the guest's page-walk-cache \\\n\
          sizes (Intel's EPT paging-structure caches are unpublished: an assumption). ntlb_entries: the nested TLB \\\n\
-         (AMD's, Bhargava et al. ASPLOS'08), size unpublished: an assumption.\"\"\"\n\
+         (AMD's, Bhargava et al. ASPLOS'08), size unpublished: an assumption. host_placement: {placement}: \\\n\
+         {placement_why}\"\"\"\n\
          page_size = \"{page}\"\n\
+         host_placement = \"{placement}\"\n\
          level_sizes = [{levels}]\n\
          pwc_entries = [{pwc}]\n\
          ntlb_entries = {ntlb}\n",
@@ -321,6 +332,14 @@ fn nested_table(cfg: &NestedConfig, option: &str) -> String {
             .collect::<Vec<_>>()
             .join(", "),
         ntlb = cfg.ntlb_entries,
+        placement = cfg.placement.name(),
+        placement_why = match cfg.placement {
+            HostPlacement::Scattered => "each host page of guest memory lies at a host frame unrelated to its guest \\\n\
+                address, as a host that allocates its backing on demand (KVM: EPT violation -> get_user_pages) from \\\n\
+                its buddy allocator's free lists places it; the caches are indexed by host-physical address \\\n\
+                (hw/host_frames.rs).",
+            HostPlacement::Identity => "guest-physical g at host-physical g.",
+        },
     )
 }
 
@@ -412,6 +431,24 @@ impl Machine {
                     ),
                 ));
             }
+        }
+        if l.file_nested && machine_file::value_span(&out, "nested.host_placement").is_none() {
+            // The file's [nested] table leaves the placement to its default: say which.
+            let span = machine_file::value_span(&out, "nested.page_size").ok_or_else(|| {
+                SimError::Invariant(format!(
+                    "{}: no `nested.page_size` after parsing",
+                    l.source.origin
+                ))
+            })?;
+            let eol = out[span.end..]
+                .find('\n')
+                .map_or(out.len(), |i| span.end + i + 1);
+            let text = if eol == out.len() && !out.ends_with('\n') {
+                format!("\n{HOST_PLACEMENT_DEFAULT}")
+            } else {
+                HOST_PLACEMENT_DEFAULT.to_string()
+            };
+            edits.push((eol..eol, text));
         }
         edits.sort_by_key(|(span, _)| std::cmp::Reverse(span.start));
         for (span, text) in edits {

@@ -19,6 +19,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::cache::{CacheLevelConfig, CachesConfig, Replacement, LINE_SHIFT};
 use super::core::CoreConfig;
+use super::host_frames::HostPlacement;
 use super::machine::{CostConfig, Machine, StorageConfig};
 use super::prefetch::{PrefetchConfig, MAX_STREAMS};
 use super::tlb::{ArrayConfig, LevelConfig, TlbConfig, TlbReplacement};
@@ -157,6 +158,10 @@ struct FileNested {
     level_sizes: Vec<Size>,
     pwc_entries: Vec<u32>,
     ntlb_entries: u32,
+    /// Where the host's frames backing guest memory lie: "scattered" (absent: the default) or
+    /// "identity" (hw/host_frames.rs).
+    #[serde(default)]
+    host_placement: Option<HostPlacement>,
 }
 
 #[derive(Deserialize)]
@@ -639,6 +644,7 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
                 level_shifts: host_levels,
                 pwc_entries: n.pwc_entries.clone(),
                 ntlb_entries: n.ntlb_entries,
+                placement: n.host_placement.unwrap_or_default(),
             };
             check_nested(&cfg, &walk, &shifts, f.mem.0)
                 .map_err(|(k, m)| (format!("nested.{k}"), m))?;

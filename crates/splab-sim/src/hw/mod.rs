@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 pub mod cache;
 pub mod core;
+pub mod host_frames;
 pub mod machine;
 pub mod machine_file;
 pub mod prefetch;

@@ -10,6 +10,7 @@
 use serde::Serialize;
 
 use super::cache::{Caches, LINE_SHIFT};
+use super::host_frames::{HostFrames, HostPlacement};
 
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -59,12 +60,16 @@ impl WalkConfig {
 /// machine file's `[nested]` table).
 ///
 /// The host is not under memory pressure: it backs all of guest memory with pages of
-/// `page_shift`, present and contiguous, guest-physical address g at host-physical g (so data
-/// lines keep their addresses). Its tables are a radix tree over guest memory, laid out in
-/// host-physical memory from `table_frame` up (the first frame above guest memory, which no
-/// guest frame has): the root, then each level's tables in address order, as a hypervisor that
-/// built them at boot would have them. Their lines never are a guest line, though they compete
-/// for the same cache sets.
+/// `page_shift`, present. Where each host page lies is `placement`: scattered (the default, a
+/// fixed pseudo-random bijection on host page numbers, hw/host_frames.rs), so that the lines the
+/// guest sends to the caches (data, its page-table entries, its struct-page array) are indexed
+/// by host-physical address as the hardware's are, or guest-physical g at host-physical g
+/// (identity). Its tables are a radix tree over guest memory, laid out in host-physical memory
+/// from the first frame above the host frames of guest memory (guest memory's end, or with
+/// scattered placement the end of the range its frames are permuted in, `HostFrames::span`):
+/// the root, then each level's tables in address order, as a hypervisor that built them at boot
+/// would have them. Their lines never are a guest line, though they compete for the same cache
+/// sets.
 #[derive(Clone, Debug, Serialize)]
 pub struct NestedConfig {
     /// Byte shift of the host page size (the smallest page a TLB entry may then hold).
@@ -77,6 +82,19 @@ pub struct NestedConfig {
     /// The nested TLB: guest-physical page -> host-physical translations of the guest's
     /// page-table pages (AMD's NTLB, Bhargava et al. ASPLOS'08; size an assumption).
     pub ntlb_entries: u32,
+    /// Where the host's frames backing guest memory lie (hw/host_frames.rs).
+    pub placement: HostPlacement,
+}
+
+impl NestedConfig {
+    /// The host's frame placement for a guest of `mem_bytes`, as a function on lines (None:
+    /// identity, guest-physical lines are host-physical).
+    pub fn host_frames(&self, mem_bytes: u64) -> Option<HostFrames> {
+        match self.placement {
+            HostPlacement::Scattered => Some(HostFrames::new(self.page_shift, mem_bytes)),
+            HostPlacement::Identity => None,
+        }
+    }
 }
 
 /// Native walks whose reference counts `Walker::pending` may hold (16-bit fields, at most 4
@@ -294,6 +312,8 @@ struct Nested {
     pwcs: Vec<Pwc>,
     ntlb: Pwc,
     page_shift: u8,
+    /// The host's frame placement of guest lines (None: identity).
+    frames: Option<HostFrames>,
     stats: NestedStats,
 }
 
@@ -340,9 +360,10 @@ impl Walker {
     }
 
     /// Makes this the walker of a guest of `mem_bytes` of memory: walks become two-dimensional
-    /// (`walk_nested`). The host's tables start at the first frame above guest memory, each
-    /// level's in address order (`NestedConfig`).
+    /// (`walk_nested`). The host's tables start at the first frame above the host frames of
+    /// guest memory, each level's in address order (`NestedConfig`).
     pub fn set_nested(&mut self, cfg: &NestedConfig, mem_bytes: u64) {
+        let frames = cfg.host_frames(mem_bytes);
         let n = cfg.level_shifts.len().min(4);
         let mut shifts = [0u8; 4];
         shifts[..n].copy_from_slice(&cfg.level_shifts[..n]);
@@ -351,7 +372,9 @@ impl Walker {
             .position(|&x| x == cfg.page_shift)
             .unwrap_or(n - 1);
         let mut level_base = [0u64; 4];
-        let mut next = mem_bytes >> self.base_shift;
+        // Above every guest line's host frame: with scattered placement, above the range the
+        // frames are permuted in (guest lines never alias a host table's line).
+        let mut next = frames.map_or(mem_bytes, |f| f.span()) >> self.base_shift;
         for lvl in 0..=leaf {
             level_base[lvl] = next;
             // Tables of this level: one per entry of the level above that covers guest memory.
@@ -371,6 +394,7 @@ impl Walker {
                 .collect(),
             ntlb: Pwc::new(cfg.ntlb_entries),
             page_shift: cfg.page_shift,
+            frames,
             stats: NestedStats::default(),
         }));
     }
@@ -592,7 +616,9 @@ impl Walker {
                 host += self.host_walk(&mut nested, gpa, caches, &mut counts);
                 nested.ntlb.insert_absent(gpage, key);
             }
+            // The guest entry's line is guest-physical: the caches see its host frame.
             let line = self.entry_line(frame, shifts[lvl], va);
+            let line = nested.frames.map_or(line, |f| f.line(line));
             Self::reference(caches, line, &mut counts);
             if lvl < leaf && lvl < self.pwcs.len() {
                 let index = va >> shifts[lvl];
@@ -650,8 +676,19 @@ impl Walker {
         if self.levels > 0 {
             let leaf = path[self.levels - 1];
             if leaf != NO_TABLE {
-                caches.prefetch(self.entry_line(leaf, self.shifts[self.levels - 1], va));
+                let line = self.entry_line(leaf, self.shifts[self.levels - 1], va);
+                caches.prefetch(self.host_line(line));
             }
+        }
+    }
+
+    /// The line the caches see for guest-physical line `line`: its host frame's on a guest
+    /// with scattered host placement, else itself.
+    #[inline(always)]
+    pub fn host_line(&self, line: u64) -> u64 {
+        match &self.nested {
+            Some(n) => n.frames.map_or(line, |f| f.line(line)),
+            None => line,
         }
     }
 
@@ -749,6 +786,7 @@ mod tests {
                 level_shifts: vec![39, 30, 21, 12],
                 pwc_entries: pwc,
                 ntlb_entries: ntlb,
+                placement: HostPlacement::Identity,
             },
             1 << 30,
         );
@@ -823,6 +861,43 @@ mod tests {
             &[1 << 18, (1 << 18) + 1, (1 << 18) + 2, (1 << 18) + 3]
         );
         assert_eq!(h.leaf, 3);
+    }
+
+    /// With scattered host placement the host's tables lie above the range guest frames are
+    /// permuted in (the next power of two of guest memory's host pages), so a guest line never
+    /// is a host table's; the guest's entry lines go to their host frames, the host's do not.
+    #[test]
+    fn scattered_placement_keeps_host_tables_above_guest_lines() {
+        let mut w = radix();
+        let cfg = |placement| NestedConfig {
+            page_shift: 12,
+            level_shifts: vec![39, 30, 21, 12],
+            pwc_entries: vec![0, 0, 0],
+            ntlb_entries: 0,
+            placement,
+        };
+        // 1.5GB of guest memory: identity tables at frame 1.5G / 4K, scattered ones at 2G / 4K.
+        let mem = 3 << 29;
+        w.set_nested(&cfg(HostPlacement::Identity), mem);
+        assert_eq!(w.nested.as_ref().unwrap().level_base[0], mem >> 12);
+        w.set_nested(&cfg(HostPlacement::Scattered), mem);
+        let h = w.nested.as_ref().unwrap();
+        assert_eq!(h.level_base[0], 1 << 19);
+        let f = h.frames.unwrap();
+        assert_eq!(f.span(), 1 << 31);
+        let top = (mem >> 12) * 64;
+        assert!((0..top).step_by(61).all(|l| f.line(l) < 1 << 25));
+        assert_eq!(w.host_line(5), f.line(5));
+        assert_ne!(f.line(64 * 9), 64 * 9, "frame 9 moves");
+        // A guest entry's line goes to its host frame: the walk touches the placed line.
+        let mut c = caches();
+        let path = [9, 10, 11, 12];
+        let r = w.walk_nested(1, 0x4000_0000, 12, &path, None, &mut c);
+        assert_eq!((r.refs, r.refs_host), (20, 16));
+        let leaf = w.entry_line(12, 12, 0x4000_0000);
+        assert_eq!(c.access(f.line(leaf)), 0, "the placed line is in L1");
+        // A native walker's lines are its own.
+        assert_eq!(radix().host_line(64 * 9), 64 * 9);
     }
 
     #[test]

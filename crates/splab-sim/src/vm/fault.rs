@@ -105,7 +105,8 @@ impl Os {
         false
     }
 
-    /// The data reference of an access at physical address `pa`, then its timing.
+    /// The data reference of an access at physical address `pa` (host-physical on a guest:
+    /// `host_addr`), then its timing.
     #[inline]
     fn data(&mut self, a: &Access, pa: u64, trip: &mut Trip) {
         let line = pa >> LINE_SHIFT;
@@ -163,12 +164,25 @@ impl Os {
         true
     }
 
-    /// Records the physical offset of the translation just entered in `Tlb::last`.
+    /// Records the physical offset of the translation just entered in `Tlb::last`: to the
+    /// page's host frame on a guest with scattered host placement (the entry's page lies within
+    /// one host page, `host_class`, so one offset holds for all of it).
     #[inline]
     fn note_last(&mut self, va: u64, t: &Translation) {
         let shift = self.machine.page_shifts[t.size.0 as usize];
         let start = va >> shift << shift;
-        self.pa_delta = (t.pfn.0 << self.base_shift()).wrapping_sub(start);
+        let pa = self.host_addr(t.pfn.0 << self.base_shift());
+        self.pa_delta = pa.wrapping_sub(start);
+    }
+
+    /// The address the caches see for guest-physical (or native physical) address `pa`: its
+    /// host frame's on a guest with scattered host placement (hw/host_frames.rs), else itself.
+    #[inline(always)]
+    pub(crate) fn host_addr(&self, pa: u64) -> u64 {
+        match &self.host_frames {
+            Some(h) => h.addr(pa),
+            None => pa,
+        }
     }
 
     /// A batch of accesses. The host prefetches, for an access a few ahead, its page-table entry
@@ -189,7 +203,7 @@ impl Os {
                 if let Some(n) = batch.get(i + NEAR) {
                     if let Some((pte, path)) = p.pmap.peek(n.va >> bs) {
                         let pa = (pte.pfn().0 << bs) | (n.va & ((1u64 << bs) - 1));
-                        self.hw.caches.prefetch(pa >> LINE_SHIFT);
+                        self.hw.caches.prefetch(self.host_addr(pa) >> LINE_SHIFT);
                         self.hw.walker.prefetch(n.va, path, &self.hw.caches);
                     }
                 }
@@ -631,7 +645,8 @@ impl Os {
                 self.note_filled(pa >> self.base_shift());
             }
         }
-        self.data(a, pa, trip);
+        // The caches are indexed by host-physical address.
+        self.data(a, self.host_addr(pa), trip);
     }
 
     /// The page-fault handler: resolves a fault on `va` or reports a segmentation fault.

@@ -62,8 +62,11 @@ impl Os {
     /// lies).
     pub(crate) fn memmap_line(&self, pfn: u64) -> u64 {
         let base = (2 * self.machine.mem_bytes).next_power_of_two() >> LINE_SHIFT;
-        // One line a struct page (`STRUCT_PAGE_BYTES`, asserted above).
-        base + pfn
+        // One line a struct page (`STRUCT_PAGE_BYTES`, asserted above). On a guest the array
+        // is guest-physical memory too: the caches see its host frames (hw/host_frames.rs;
+        // scattered placement keeps a line at or above 2^bits host pages in its own block of
+        // 2^bits, above guest memory and the host's tables).
+        self.host_addr((base + pfn) << LINE_SHIFT) >> LINE_SHIFT
     }
 
     /// The kernel reads the `struct page` of `pfn`: the load goes through the caches and trains

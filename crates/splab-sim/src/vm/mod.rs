@@ -271,7 +271,13 @@ pub struct Os {
     pub host_class: u8,
     /// Reservations, when the policy reserves.
     pub reserv: Option<crate::reserv::Reservs>,
-    /// Physical minus virtual address of the page `hw.tlb.last` translates.
+    /// On a guest machine with scattered host placement, where the host's frames backing guest
+    /// memory lie (hw/host_frames.rs): the data lines and struct-page lines the caches see are
+    /// their host frames'. None: native, or identity placement.
+    host_frames: Option<crate::hw::host_frames::HostFrames>,
+    /// Physical minus virtual address of the page `hw.tlb.last` translates: the host-physical
+    /// address on a guest with scattered host placement (a TLB entry's page lies within one
+    /// host page: `host_class`), as the caches see it.
     pa_delta: u64,
     /// The access being made is a sequential run's, served by the stream prefetcher.
     streaming: bool,
@@ -313,6 +319,10 @@ impl Os {
             .as_ref()
             .and_then(|n| machine.page_shifts.iter().position(|&x| x == n.page_shift))
             .map_or(u8::MAX, |c| c as u8);
+        let host_frames = machine
+            .nested
+            .as_ref()
+            .and_then(|n| n.host_frames(machine.mem_bytes));
         let dirty = dirty::DirtyState::new(
             policy
                 .reserv()
@@ -360,6 +370,7 @@ impl Os {
             reserv: None,
             orders,
             host_class,
+            host_frames,
             pa_delta: 0,
             streaming: false,
             page_cache: object::PageCache::Warm,

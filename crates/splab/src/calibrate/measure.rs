@@ -1776,11 +1776,16 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         let host = if splintered { "4K" } else { "2M" };
         let _ = writeln!(
             w,
-            "\n[nested]\nsource = {}\npage_size = \"{host}\"\nlevel_sizes = [{}]\npwc_entries = [{}]\nntlb_entries = {}",
+            "\n[nested]\nsource = {}\npage_size = \"{host}\"\nhost_placement = \"scattered\"\nlevel_sizes = [{}]\npwc_entries = [{}]\nntlb_entries = {}",
             q(&format!(
                 "calibrate: host page size (hypervisor {:?}): {host_page}. Evidence: {host_evidence}. {} Levels: EPT's, as the \
                  guest's (Intel SDM vol. 3 ch. 29); paging-structure caches and the nested TLB: assumed (not \
-                 measurable here; unpublished), the guest's page-walk-cache sizes and splab's default {}-entry nested TLB.",
+                 measurable here; unpublished), the guest's page-walk-cache sizes and splab's default {}-entry nested TLB. \
+                 host_placement: scattered, assumed (not measurable from inside the guest): the caches are indexed by \
+                 host-physical address (Intel SDM vol. 3 ch. 29, AMD APM vol. 2 15.25), and the host allocates the \
+                 frames backing guest memory on demand (KVM: EPT violation -> get_user_pages) from its buddy \
+                 allocator's free lists, so each host page of guest memory lies at a host frame unrelated to its \
+                 guest address (the model: a fixed pseudo-random bijection on host page numbers, hw/host_frames.rs).",
                 cpu.hypervisor,
                 if splintered {
                     "The LLC's and DRAM's latencies, read on THP memory, hold STLB hits and walks (4KB entries beyond the L1 DTLB's and the STLB's reach)."
