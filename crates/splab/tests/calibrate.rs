@@ -50,6 +50,12 @@ fn quick_calibration_writes_a_machine_file_that_runs() {
     for v in numbers(&text, "lifetime_ns") {
         assert!((1e4..=1e8).contains(&v), "lifetime_ns = {v}");
     }
+    // With a lifetime, its whole curve (which the model reads instead).
+    assert_eq!(
+        text.contains("\nlifetime_ns = "),
+        text.contains("\nlifetime_curve_ns = [\n"),
+        "lifetime_ns and lifetime_curve_ns go together"
+    );
     let dram = numbers(&text, "dram_latency")[0];
     assert!(dram > *lat.last().unwrap(), "DRAM {dram} > LLC {lat:?}");
     assert!(dram < 5000.0, "DRAM {dram} cycles");
