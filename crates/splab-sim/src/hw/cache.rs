@@ -1210,6 +1210,31 @@ mod tests {
         assert_ne!(a, run(&[(500, 0.2), (2000, 0.9)]));
     }
 
+    /// A hierarchy of a preset's shape (skylake's: 8-way PLRU, 4-way PLRU, 16-way NRU) with
+    /// every level timed goes through each level's timed access, not the shape's specialised
+    /// path: a line untouched past every level's lifetime comes from DRAM.
+    #[test]
+    fn a_preset_shape_with_every_level_timed_is_timed() {
+        let mut c = Caches::new(&CachesConfig {
+            levels: vec![
+                level("L1", 64, 8, 4, Replacement::Plru),
+                level("L2", 64, 4, 12, Replacement::Plru),
+                level("LLC", 256, 16, 40, Replacement::Nru),
+            ],
+            dram_latency: 200,
+        });
+        let clock = Arc::new(AtomicU64::new(0));
+        for l in 0..3 {
+            c.set_lifetime(l, u64::MAX, clock.clone(), 1);
+            c.set_lifetime_curve(l, &[(10, 1.0)], 1);
+        }
+        assert_eq!(c.access(5), 3, "cold");
+        assert_eq!(c.access(5), 0, "age 0: an L1 hit");
+        clock.store(100, Ordering::Relaxed);
+        assert_eq!(c.access(5), 3, "gone from every level");
+        assert_eq!(c.stats().iter().map(|s| s.expired).sum::<u64>(), 3);
+    }
+
     #[test]
     fn hierarchy_fills_the_levels_above() {
         let mut c = Caches::new(&CachesConfig {
