@@ -50,6 +50,12 @@ fn quick_calibration_writes_a_machine_file_that_runs() {
     for v in numbers(&text, "lifetime_ns") {
         assert!((1e4..=1e8).contains(&v), "lifetime_ns = {v}");
     }
+    // The whole curve only with --lifetime-curve (experimental; lifetime_curve_of's unit test
+    // checks what it would write).
+    assert!(
+        !text.contains("lifetime_curve_ns"),
+        "no curve without --lifetime-curve"
+    );
     let dram = numbers(&text, "dram_latency")[0];
     assert!(dram > *lat.last().unwrap(), "DRAM {dram} > LLC {lat:?}");
     assert!(dram < 5000.0, "DRAM {dram} cycles");

@@ -22,6 +22,13 @@
 //! an L3 hit and one untouched for 10 ms comes from DRAM. `splab calibrate` measures it. Without
 //! a lifetime a level has no stamps and its access path is unchanged.
 //!
+//! The neighbours' evictions are gradual, not a threshold: the measured share of lines gone
+//! rises over milliseconds (docs/calibrate.md, "The LLC: a lifetime, and cpuid's capacity").
+//! A level may instead have that curve (`Caches::set_lifetime_curve`, the machine file's
+//! `caches.levels[i].lifetime_curve_ns`): a hit on a line of age a is a miss with probability
+//! F(a), the curve read linearly between its points, decided by a hash of the line and its
+//! stamp (deterministic: the same run gives the same counts, and no global generator).
+//!
 //! Layout, for speed: a set's tags are 32-bit and contiguous (a 16-way set is one host line),
 //! the PLRU/NRU state is one u32 per set in a separate vector. A tag is `(line >> set_bits) + 1`
 //! (0 = invalid), which fits 32 bits for up to 2^37 lines (8TB) with 32+ sets.
@@ -123,6 +130,40 @@ struct Level {
     inner: AccessFn,
     /// Hits on lines older than the lifetime, counted as misses (and among `misses`).
     expired: u64,
+    /// With a lifetime curve (`set_lifetime_curve`): its points in ticks, from a point (0, 0)
+    /// on; empty without one (then `lifetime` decides).
+    curve: Box<[CurvePoint]>,
+}
+
+/// A point of a level's lifetime curve: from `age` (ticks) to the next point's, a line is gone
+/// with probability `f + slope * (age' - age)`; the last point's slope is 0.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct CurvePoint {
+    age: u64,
+    f: f64,
+    slope: f64,
+}
+
+/// The share of lines of age `age` (ticks) gone, F(age), on a curve from `set_lifetime_curve`
+/// (its first point is at age 0): linear between points, the last point's value after it.
+#[inline]
+fn decayed(curve: &[CurvePoint], age: u64) -> f64 {
+    let i = curve.partition_point(|p| p.age <= age);
+    let p = &curve[i.max(1) - 1];
+    p.f + p.slope * age.saturating_sub(p.age) as f64
+}
+
+/// A number in [0, 1) from a line and its stamp (splitmix64's finaliser over both): the draw
+/// `access_timed` compares with F(age). The same line touched again gets a new stamp, so a
+/// new draw; lines stamped at the same time get independent ones.
+#[inline]
+fn unit_hash(line: u64, stamp: u64) -> f64 {
+    let mut x =
+        line.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ stamp.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    (x >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
 impl Level {
@@ -178,6 +219,7 @@ impl Level {
             stamps: Vec::new(),
             clock: None,
             expired: 0,
+            curve: Box::new([]),
         }
     }
 
@@ -285,7 +327,9 @@ impl Level {
     /// then the line's stamp. A hit on a line untouched for longer than the lifetime is a miss
     /// (the line was evicted by other tenants and is refilled, in the way it held, as most
     /// recently used: the replacement state is the hit's; for round robin a refill in place
-    /// moves no pointer).
+    /// moves no pointer). With a lifetime curve instead, a hit on a line of age a is a miss
+    /// when `unit_hash(line, its stamp) < F(a)`: the share F(a) of the lines of that age the
+    /// neighbours evicted (scripts/cache-decay.c's measurement, done by `splab calibrate`).
     fn access_timed(&mut self, line: u64) -> bool {
         let now = self.clock.as_ref().map_or(0, |c| c.load(Ordering::Relaxed));
         let hit = (self.inner)(self, line);
@@ -296,9 +340,14 @@ impl Level {
             .position(|&t| t == tag)
             .expect("a line just accessed is in its set");
         let stamp = &mut self.stamps[set * self.ways + w];
-        let age = now.saturating_sub(*stamp);
+        let (then, age) = (*stamp, now.saturating_sub(*stamp));
         *stamp = now;
-        if hit && age > self.lifetime {
+        let gone = if self.curve.is_empty() {
+            age > self.lifetime
+        } else {
+            hit && unit_hash(line, then) < decayed(&self.curve, age)
+        };
+        if hit && gone {
             self.expired += 1;
             return false;
         }
@@ -426,7 +475,7 @@ fn hier_any(levels: &mut [Level], line: u64) -> Served {
 /// The hierarchy function of `levels`: specialised for the presets' shapes, else `hier_any`
 /// (and always with a lifetime: `hier_any` calls each level's `access_fn`).
 fn hier_fn(levels: &[Level]) -> HierFn {
-    if levels.iter().any(|l| l.lifetime != u64::MAX) {
+    if levels.iter().any(|l| !l.stamps.is_empty()) {
         return hier_any;
     }
     let shape: Vec<(usize, u8)> = levels.iter().map(|l| (l.ways, l.policy)).collect();
@@ -636,6 +685,43 @@ impl Caches {
         self.hier = hier_fn(&self.levels);
     }
 
+    /// Gives level `level`, which has a lifetime (`set_lifetime`, whose threshold it replaces;
+    /// `u64::MAX` cycles for none), the measured lifetime curve `points`: (age in core cycles,
+    /// share of lines gone), ages increasing, shares in [0, 1] non-decreasing (the machine
+    /// file's checks). A hit on a line of age a is a miss with probability F(a): linear
+    /// between the points; from (0, 0) to the first, since a line just touched is there and
+    /// the benchmark's shortest round (0.2 ms) is its first point; the last point's share
+    /// after it, since the longest round (25 ms) is all the benchmark saw.
+    pub fn set_lifetime_curve(
+        &mut self,
+        level: usize,
+        points: &[(u64, f64)],
+        ticks_per_cycle: u64,
+    ) {
+        let l = &mut self.levels[level];
+        assert!(
+            !l.stamps.is_empty(),
+            "a lifetime curve needs set_lifetime first"
+        );
+        let t = ticks_per_cycle.max(1);
+        let mut pts: Vec<(u64, f64)> = Vec::with_capacity(points.len() + 1);
+        if points.first().is_none_or(|p| p.0 > 0) {
+            pts.push((0, 0.0));
+        }
+        pts.extend(points.iter().map(|&(a, f)| (a.saturating_mul(t), f)));
+        l.curve = pts
+            .iter()
+            .enumerate()
+            .map(|(i, &(age, f))| CurvePoint {
+                age,
+                f,
+                slope: pts
+                    .get(i + 1)
+                    .map_or(0.0, |&(a, g)| (g - f) / a.saturating_sub(age).max(1) as f64),
+            })
+            .collect();
+    }
+
     /// Points every level with a lifetime at `clock` (a cloned machine's own clock).
     pub fn relink_clock(&mut self, clock: &Arc<AtomicU64>) {
         for l in &mut self.levels {
@@ -647,7 +733,7 @@ impl Caches {
 
     /// Whether any level has a line lifetime.
     pub fn timed(&self) -> bool {
-        self.levels.iter().any(|l| l.lifetime != u64::MAX)
+        self.levels.iter().any(|l| !l.stamps.is_empty())
     }
 
     /// Number of cache levels; `Served` value `levels()` means DRAM.
@@ -1009,6 +1095,144 @@ mod tests {
         assert_eq!((s[1].hits, s[1].misses, s[1].expired), (3, 7, 4));
         assert_eq!((s[0].hits, s[0].misses), (1, 10));
         c.check_invariants().unwrap();
+    }
+
+    /// A 16-way level of `lines` lines, timed at 2 ticks a cycle with no threshold, on the
+    /// curve F = 0 to 100 cycles, 0.5 at 200 to 300, 1 from 400 on; and its clock.
+    fn curved(lines: u64) -> (Caches, Arc<AtomicU64>) {
+        let mut c = Caches::new(&CachesConfig {
+            levels: vec![level("LLC", lines, 16, 40, Replacement::Nru)],
+            dram_latency: 200,
+        });
+        let clock = Arc::new(AtomicU64::new(0));
+        c.set_lifetime(0, u64::MAX, clock.clone(), 2);
+        c.set_lifetime_curve(0, &[(100, 0.0), (200, 0.5), (300, 0.5), (400, 1.0)], 2);
+        (c, clock)
+    }
+
+    #[test]
+    fn the_curve_is_read_linearly_from_zero_and_held_after_its_last_point() {
+        let (c, _) = curved(16);
+        let f = |cycles: u64| decayed(&c.levels[0].curve, 2 * cycles);
+        assert_eq!(c.levels[0].curve.len(), 5, "(0, 0) and the four points");
+        for (age, want) in [
+            (0, 0.0),
+            (100, 0.0),
+            (150, 0.25),
+            (200, 0.5),
+            (250, 0.5),
+            (350, 0.75),
+            (400, 1.0),
+            (10_000, 1.0),
+        ] {
+            assert!((f(age) - want).abs() < 1e-12, "F({age}) = {}", f(age));
+        }
+        // A curve whose first point is above 0 starts from (0, 0), and one starting at age 0
+        // gets no second point there.
+        let mut d = one(4, Replacement::Nru);
+        d.set_lifetime(0, u64::MAX, Arc::new(AtomicU64::new(0)), 1);
+        d.set_lifetime_curve(0, &[(1000, 0.4), (3000, 0.6)], 1);
+        let g = |d: &Caches, age: u64| decayed(&d.levels[0].curve, age);
+        assert!((g(&d, 500) - 0.2).abs() < 1e-12 && (g(&d, 2000) - 0.5).abs() < 1e-12);
+        assert!((g(&d, 99_999) - 0.6).abs() < 1e-12);
+        d.set_lifetime_curve(0, &[(0, 0.1), (10, 0.2)], 1);
+        assert_eq!(d.levels[0].curve.len(), 2);
+        assert!((g(&d, 0) - 0.1).abs() < 1e-12 && (g(&d, 5) - 0.15).abs() < 1e-12);
+    }
+
+    /// 4096 lines, all stamped at once, touched again together at one age: none expire where
+    /// F = 0, all where F = 1, and where F = 0.5 a share within 0.45-0.55 (2048 expected,
+    /// binomial sd 32: the bounds are 6.4 sd away; deterministic anyway: 2059).
+    #[test]
+    fn a_curve_expires_the_share_of_lines_it_gives_at_each_age() {
+        const N: u64 = 4096;
+        let (mut c, clock) = curved(N);
+        assert!(c.timed());
+        let round = |c: &mut Caches, t: u64| {
+            clock.store(t, Ordering::Relaxed);
+            (0..N).filter(|&l| c.access(l) == 1).count() as u64
+        };
+        assert_eq!(round(&mut c, 0), N, "cold");
+        assert_eq!(round(&mut c, 200), 0, "100 cycles old, F = 0: all hit");
+        assert_eq!(round(&mut c, 400), 0, "100 cycles again");
+        let half = round(&mut c, 900);
+        assert!(
+            (N * 45 / 100..=N * 55 / 100).contains(&half),
+            "250 cycles old, F = 0.5: {half} of {N} expired"
+        );
+        assert_eq!(c.stats()[0].expired, half);
+        assert_eq!(round(&mut c, 1700), N, "400 cycles old, F = 1: all expire");
+        assert_eq!(round(&mut c, 21_700), N, "10,000 cycles: F stays 1");
+        let s = &c.stats()[0];
+        assert_eq!((s.expired, s.misses), (half + 2 * N, half + 3 * N));
+        c.check_invariants().unwrap();
+    }
+
+    /// One line touched again and again at an age where F = 0.5: each touch is a new draw (its
+    /// stamp is new), so about half of 4096 touches miss (0.45-0.55, as above; 1999).
+    #[test]
+    fn each_touch_of_a_line_draws_anew() {
+        let (mut c, clock) = curved(16);
+        let mut gone = 0;
+        for i in 0..=4096u64 {
+            clock.store(500 * i, Ordering::Relaxed);
+            if c.access(3) == 1 {
+                gone += 1;
+            }
+        }
+        let expired = c.stats()[0].expired;
+        assert_eq!(gone, expired + 1, "the first touch is cold");
+        assert!((1843..=2253).contains(&expired), "{expired} of 4096");
+    }
+
+    /// The same references at the same times give the same counts, and a different curve
+    /// different ones.
+    #[test]
+    fn a_curve_is_deterministic() {
+        let run = |curve: &[(u64, f64)]| {
+            let (mut c, clock) = curved(1024);
+            c.set_lifetime_curve(0, curve, 2);
+            let mut x = 12345u64;
+            for t in 0..50_000u64 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                clock.store(4 * t, Ordering::Relaxed);
+                c.access((x >> 33) % 1500);
+            }
+            let s = &c.stats()[0];
+            (s.hits, s.misses, s.expired)
+        };
+        let curve = [(500, 0.1), (2000, 0.9)];
+        let a = run(&curve);
+        assert_eq!(a, run(&curve));
+        assert!(a.2 > 0 && a.0 > 0, "{a:?}");
+        assert_ne!(a, run(&[(500, 0.2), (2000, 0.9)]));
+    }
+
+    /// A hierarchy of a preset's shape (skylake's: 8-way PLRU, 4-way PLRU, 16-way NRU) with
+    /// every level timed goes through each level's timed access, not the shape's specialised
+    /// path: a line untouched past every level's lifetime comes from DRAM.
+    #[test]
+    fn a_preset_shape_with_every_level_timed_is_timed() {
+        let mut c = Caches::new(&CachesConfig {
+            levels: vec![
+                level("L1", 64, 8, 4, Replacement::Plru),
+                level("L2", 64, 4, 12, Replacement::Plru),
+                level("LLC", 256, 16, 40, Replacement::Nru),
+            ],
+            dram_latency: 200,
+        });
+        let clock = Arc::new(AtomicU64::new(0));
+        for l in 0..3 {
+            c.set_lifetime(l, u64::MAX, clock.clone(), 1);
+            c.set_lifetime_curve(l, &[(10, 1.0)], 1);
+        }
+        assert_eq!(c.access(5), 3, "cold");
+        assert_eq!(c.access(5), 0, "age 0: an L1 hit");
+        clock.store(100, Ordering::Relaxed);
+        assert_eq!(c.access(5), 3, "gone from every level");
+        assert_eq!(c.stats().iter().map(|s| s.expired).sum::<u64>(), 3);
     }
 
     #[test]

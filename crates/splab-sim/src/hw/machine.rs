@@ -101,6 +101,12 @@ pub struct Machine {
     /// longer is evicted by other tenants. Empty (no level has one): lines never expire.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cache_lifetimes: Vec<Option<u64>>,
+    /// Per cache level, the measured eviction curve, (age in cycles, share of lines gone)
+    /// points (the machine file's `caches.levels[i].lifetime_curve_ns`;
+    /// `Caches::set_lifetime_curve`), empty for a level without one: it replaces the level's
+    /// lifetime threshold. Empty (no level has one): the lifetimes alone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cache_lifetime_curves: Vec<Vec<(u64, f64)>>,
     /// The out-of-order core that overlaps misses.
     pub core: CoreConfig,
     /// The hardware data prefetcher for individual accesses (hw/prefetch.rs).
@@ -608,6 +614,20 @@ mod tests {
             .unwrap()
             .cache_lifetimes
             .is_empty());
+        // And a lifetime curve, as `splab calibrate` writes it.
+        let text = text.replacen(
+            "lifetime_ns = 2_500_000 # measured",
+            "lifetime_ns = 2_500_000 # measured\n\
+             lifetime_curve_ns = [[220000, 0.024], [6580000, 0.482], [25150000, 1.0]]",
+            1,
+        );
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(Machine::show(&spec).unwrap(), text);
+        let m = Machine::from_spec(&format!("{spec}:mem=1G")).unwrap();
+        assert_eq!(
+            m.cache_lifetime_curves[2],
+            vec![(814_000, 0.024), (24_346_000, 0.482), (93_055_000, 1.0)]
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -236,6 +236,10 @@ struct FileCacheLevel {
     /// level (no fill, no hit) is evicted by other tenants (`Caches::set_lifetime`). Signed so
     /// that a negative value gets this file's own error.
     lifetime_ns: Option<i64>,
+    /// Absent: `lifetime_ns` alone decides. Present: the measured eviction curve, points
+    /// [age in ns, share of lines gone at that age], which replaces `lifetime_ns`'s threshold
+    /// (`Caches::set_lifetime_curve`).
+    lifetime_curve_ns: Option<Vec<Vec<f64>>>,
 }
 
 #[derive(Deserialize)]
@@ -516,6 +520,7 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
     let walk = build_walk(&f.walk, &shifts)?;
     let caches = build_caches(&f.caches)?;
     let cache_lifetimes = build_lifetimes(&f.caches, f.freq_hz)?;
+    let cache_lifetime_curves = build_lifetime_curves(&f.caches, f.freq_hz)?;
 
     let c = &f.core;
     need_text("core.source", &c.source)?;
@@ -665,6 +670,7 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
             walk,
             caches,
             cache_lifetimes,
+            cache_lifetime_curves,
             core,
             prefetch,
             replicated_ptes: f.replicated_ptes,
@@ -1031,6 +1037,77 @@ fn build_lifetimes(c: &FileCaches, freq_hz: u64) -> std::result::Result<Vec<Opti
     Ok(out)
 }
 
+/// The levels' `lifetime_curve_ns` with ages in cycles at `freq_hz`, per level (empty for a
+/// level without one); empty when no level has one. Ages must be positive and increase, shares
+/// lie in [0, 1] and do not decrease (a line only gets older; `splab calibrate` writes the
+/// benchmark's non-decreasing fit).
+fn build_lifetime_curves(
+    c: &FileCaches,
+    freq_hz: u64,
+) -> std::result::Result<Vec<Vec<(u64, f64)>>, Bad> {
+    let mut out = Vec::new();
+    for (i, l) in c.levels.iter().enumerate() {
+        let Some(points) = &l.lifetime_curve_ns else {
+            out.push(Vec::new());
+            continue;
+        };
+        let key = format!("caches.levels[{i}].lifetime_curve_ns");
+        if points.is_empty() {
+            return bad(
+                key,
+                "empty: give [age_ns, share] points (leave the key out for lifetime_ns alone)",
+            );
+        }
+        let mut curve = Vec::with_capacity(points.len());
+        for (j, p) in points.iter().enumerate() {
+            let at = format!("{key}[{j}]");
+            let &[age, share] = &p[..] else {
+                return bad(
+                    at,
+                    format!("{} numbers: give a point as [age_ns, share]", p.len()),
+                );
+            };
+            if !(age.is_finite() && age > 0.0) {
+                return bad(
+                    at,
+                    format!("age {age}: give a positive number of nanoseconds"),
+                );
+            }
+            if !(0.0..=1.0).contains(&share) {
+                return bad(
+                    at,
+                    format!("share {share}: give the share of lines gone, from 0 to 1"),
+                );
+            }
+            if let Some(&[a, f]) = j.checked_sub(1).map(|k| &points[k][..]) {
+                if age <= a {
+                    return bad(
+                        at,
+                        format!(
+                            "age {age} is not above the point before's {a}: ages must increase"
+                        ),
+                    );
+                }
+                if share < f {
+                    return bad(
+                        at,
+                        format!(
+                            "share {share} is below the point before's {f}: a line only gets \
+                             older, the share gone must not fall"
+                        ),
+                    );
+                }
+            }
+            curve.push(((age * freq_hz as f64 / 1e9).round() as u64, share));
+        }
+        out.push(curve);
+    }
+    if out.iter().all(Vec::is_empty) {
+        out.clear();
+    }
+    Ok(out)
+}
+
 // ---- Finding keys in the document: a dotted path's span, and the path at a byte offset.
 
 enum Seg<'p> {
@@ -1213,6 +1290,37 @@ mod tests {
     }
 
     #[test]
+    fn a_lifetime_curve_is_per_level_in_cycles() {
+        let text = SKYLAKE.replacen(
+            "replacement = \"nru\"",
+            "replacement = \"nru\"\nlifetime_ns = 6_000_000\n\
+             lifetime_curve_ns = [[220_000, 0.0], [1e6, 0.0], [4_320_000, 0.256], [2.5e7, 1]]",
+            1,
+        );
+        let m = parse(&text, "t.toml").unwrap().machine;
+        // At 3.7 GHz: 0.22 ms is 814,000 cycles.
+        assert_eq!(
+            m.cache_lifetime_curves,
+            vec![
+                vec![],
+                vec![],
+                vec![
+                    (814_000, 0.0),
+                    (3_700_000, 0.0),
+                    (15_984_000, 0.256),
+                    (92_500_000, 1.0)
+                ]
+            ]
+        );
+        assert_eq!(m.cache_lifetimes, vec![None, None, Some(22_200_000)]);
+        assert!(parse(SKYLAKE, "skylake")
+            .unwrap()
+            .machine
+            .cache_lifetime_curves
+            .is_empty());
+    }
+
+    #[test]
     fn errors_name_the_key_and_its_line() {
         // (replace, by, the key named, what the message says)
         let cases = [
@@ -1355,6 +1463,42 @@ mod tests {
                 "lifetime_ns = \"3ms\"\nlatency = 42",
                 "caches.levels[2].lifetime_ns",
                 "expected i64",
+            ),
+            (
+                "latency = 42",
+                "lifetime_curve_ns = [[1e6, 0.1], [5e5, 0.2]]\nlatency = 42",
+                "caches.levels[2].lifetime_curve_ns[1]",
+                "age 500000 is not above the point before's 1000000: ages must increase",
+            ),
+            (
+                "latency = 42",
+                "lifetime_curve_ns = [[1e6, 0.1], [2e6, 1.5]]\nlatency = 42",
+                "caches.levels[2].lifetime_curve_ns[1]",
+                "share 1.5: give the share of lines gone, from 0 to 1",
+            ),
+            (
+                "latency = 42",
+                "lifetime_curve_ns = [[1e6, 0.5], [2e6, 0.25]]\nlatency = 42",
+                "caches.levels[2].lifetime_curve_ns[1]",
+                "share 0.25 is below the point before's 0.5",
+            ),
+            (
+                "latency = 42",
+                "lifetime_curve_ns = [[0, 0.0]]\nlatency = 42",
+                "caches.levels[2].lifetime_curve_ns[0]",
+                "age 0: give a positive number of nanoseconds",
+            ),
+            (
+                "latency = 42",
+                "lifetime_curve_ns = []\nlatency = 42",
+                "caches.levels[2].lifetime_curve_ns",
+                "empty: give [age_ns, share] points",
+            ),
+            (
+                "latency = 42",
+                "lifetime_curve_ns = [[1e6, 0.1, 3]]\nlatency = 42",
+                "caches.levels[2].lifetime_curve_ns[0]",
+                "3 numbers: give a point as [age_ns, share]",
             ),
             (
                 "sizes = [\"1G\"], entries = 16",

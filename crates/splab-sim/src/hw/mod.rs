@@ -40,14 +40,26 @@ impl Hw {
         }
         let mut caches = Caches::new(&m.caches);
         let mut core = Core::new(&m.core);
-        if m.cache_lifetimes.iter().any(Option::is_some) {
+        let curve = |level: usize| {
+            m.cache_lifetime_curves
+                .get(level)
+                .map_or(&[][..], |c| &c[..])
+        };
+        if m.cache_lifetimes.iter().any(Option::is_some) || !m.cache_lifetime_curves.is_empty() {
             // The caches' line lifetimes run on the core's dispatch clock, which the core
             // publishes (`Core::set_clock`) only when some level has one.
             let clock = Arc::new(AtomicU64::new(0));
             core.set_clock(clock.clone());
-            for (level, life) in m.cache_lifetimes.iter().enumerate() {
-                if let Some(cycles) = *life {
-                    caches.set_lifetime(level, cycles, clock.clone(), core.ticks_per_cycle());
+            for level in 0..m.caches.levels.len() {
+                let life = m.cache_lifetimes.get(level).copied().flatten();
+                if life.is_none() && curve(level).is_empty() {
+                    continue;
+                }
+                // A curve replaces the threshold (`u64::MAX`: none without `lifetime_ns`).
+                let t = core.ticks_per_cycle();
+                caches.set_lifetime(level, life.unwrap_or(u64::MAX), clock.clone(), t);
+                if !curve(level).is_empty() {
+                    caches.set_lifetime_curve(level, curve(level), t);
                 }
             }
         }
@@ -130,6 +142,26 @@ pub fn prefetch_ptr<T>(p: *const T) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A lifetime curve alone (no `lifetime_ns`) times its level: from a share of 1 at every
+    /// age on, a line untouched for a cycle is gone.
+    #[test]
+    fn a_lifetime_curve_alone_times_its_level() {
+        let text = machine_file::built_in("skylake").unwrap().replacen(
+            "latency = 4\n",
+            "latency = 4\nlifetime_curve_ns = [[1, 1.0]]\n",
+            1,
+        );
+        let m = machine_file::parse(&text, "t.toml").unwrap().machine;
+        assert!(m.cache_lifetimes.is_empty());
+        let mut h = Hw::new(&m);
+        assert!(h.caches.timed());
+        assert_eq!(h.caches.access(5), 3, "cold: DRAM");
+        assert_eq!(h.caches.access(5), 0, "age 0: an L1 hit");
+        h.core.clock().unwrap().store(1 << 20, Ordering::Relaxed);
+        assert_eq!(h.caches.access(5), 1, "gone from L1: from L2");
+        assert_eq!(h.caches.stats()[0].expired, 1);
+    }
 
     #[test]
     fn a_clone_with_line_lifetimes_runs_on_its_own_clock() {

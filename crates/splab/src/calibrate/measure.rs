@@ -802,6 +802,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
 
     // 3b. The LLC's line lifetime: how long an untouched line stays in it on this host.
     let mut lifetime_ns: Option<u64> = None;
+    let mut lifetime_curve: Vec<(u64, f64)> = Vec::new();
     if nlev >= 2 {
         pr.start("LLC line lifetime");
         let li = nlev - 1;
@@ -832,6 +833,15 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             ms(lt.ns)
         );
         lifetime_ns = lt.ns.map(|v| v.round().max(1.0) as u64);
+        if lifetime_ns.is_some() && args.lifetime_curve {
+            // With --lifetime-curve, the whole curve too, which the model reads as the share of lines of each age
+            // gone (`lifetime_curve_ns`): the machine's eviction is gradual, a threshold at
+            // the half-way point put gups 16 MiB's 2.4 ms revisits all on the hit side
+            // (docs/validation.md, "Gradual expiry"). Only with a lifetime: a machine of
+            // one's own gets no curve of its noise.
+            let med: Vec<(f64, f64)> = lt.curve.iter().map(|c| (c.0, c.1)).collect();
+            lifetime_curve = lifetime_curve_of(&med, lt.llc_ns, dram_ns);
+        }
         if lifetime_ns.is_some() {
             // With the lifetime modelled, the LLC is cpuid's size: the footprint knee is where a
             // one-chain chase's round reaches the lifetime (docs/calibrate.md), not a capacity.
@@ -839,12 +849,17 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             levels[li].1 = size;
             levels[li].2 = ways;
             levels[li].4 = format!(
-                "{} Line lifetime: {how}. Capacity: cpuid's (the model needs power-of-two sets), not the share the footprint curve shows, {share_note}: with the lifetime modelled, that knee is where a one-chain chase's round time reaches the lifetime, and it moved 2-5.5 MiB between runs (docs/calibrate.md, \"The LLC: a lifetime, and cpuid's capacity\").",
+                "{} Line lifetime: {how}. {} Capacity: cpuid's (the model needs power-of-two sets), not the share the footprint curve shows, {share_note}: with the lifetime modelled, that knee is where a one-chain chase's round time reaches the lifetime, and it moved 2-5.5 MiB between runs (docs/calibrate.md, \"The LLC: a lifetime, and cpuid's capacity\").",
                 levels[li]
                     .4
                     .split(" Capacity: ")
                     .next()
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                if lifetime_curve.is_empty() {
+                    "The whole fit (lifetime_curve_ns, gradual expiry) is written with --lifetime-curve: experimental, its short-age end is not yet measured reliably (docs/calibrate.md, \"The LLC: the whole lifetime curve\")."
+                } else {
+                    "The whole fit is lifetime_curve_ns (--lifetime-curve): at each round time, its share of the way from the LLC's latency to DRAM's (clamped to [0, 1]), which the model reads as the share of lines of that age the neighbours evicted, in place of lifetime_ns's threshold (docs/calibrate.md)."
+                }
             );
         } else {
             levels[li].4 +=
@@ -1621,6 +1636,17 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             Some(ns) if name == "LLC" => format!("lifetime_ns = {ns}\n"),
             _ => String::new(),
         };
+        let life = if name == "LLC" && lifetime_ns.is_some() && !lifetime_curve.is_empty() {
+            format!(
+                "{life}lifetime_curve_ns = [\n{}]\n",
+                lifetime_curve
+                    .iter()
+                    .map(|(t, f)| format!("    [{t}, {f:.3}],\n"))
+                    .collect::<String>()
+            )
+        } else {
+            life
+        };
         let _ = writeln!(
             w,
             "[[caches.levels]]\nname = {}\nsource = {}\nsize = {}\nways = {ways}\nlatency = {lat}\nreplacement = {}\n{life}",
@@ -2150,6 +2176,30 @@ pub fn lifetime_crossing(curve: &[(f64, f64)], half: f64) -> Option<f64> {
     Some(ta + (tb - ta) * ((half - ha) / (hb - ha)).clamp(0.0, 1.0))
 }
 
+/// The lifetime curve the model reads (`caches.levels[i].lifetime_curve_ns`) from a decay curve
+/// (round time ns, median hop ns; round times rising): at each round time, how far the curve's
+/// non-decreasing fit (`isotonic`, as `lifetime_crossing`) has come from `llc` to `dram`,
+/// clamped to [0, 1] and rounded to 3 decimals: the share of lines of that age the neighbours
+/// evicted, a hop being an LLC hit or a trip to DRAM. Ages in whole ns; a point whose round
+/// time is not above the one before (medians of noisy rounds) is left out. Empty when `dram`
+/// is not above `llc`.
+pub fn lifetime_curve_of(curve: &[(f64, f64)], llc: f64, dram: f64) -> Vec<(u64, f64)> {
+    if dram <= llc {
+        return Vec::new();
+    }
+    let fit = isotonic(&curve.iter().map(|p| p.1).collect::<Vec<_>>());
+    let mut out: Vec<(u64, f64)> = Vec::new();
+    for (&(t, _), h) in curve.iter().zip(fit) {
+        let age = t.round() as u64;
+        if out.last().is_some_and(|p| p.0 >= age) || age == 0 {
+            continue;
+        }
+        let f = ((h - llc) / (dram - llc)).clamp(0.0, 1.0);
+        out.push((age, (f * 1000.0).round() / 1000.0));
+    }
+    out
+}
+
 /// The non-decreasing least-squares fit of `y` (pool adjacent violators: a value below the
 /// one before it is averaged with it, and so on back).
 pub fn isotonic(y: &[f64]) -> Vec<f64> {
@@ -2300,7 +2350,7 @@ pub fn share_geometry(share: f64, cpuid_ways: u32) -> (usize, u32) {
 mod tests {
     use super::{
         amd_l2_array, amd_tlb_decode, fault_estimate, first_crossing, isotonic, lifetime_crossing,
-        share_geometry, walkers_estimate, AmdTlb, TlbArray,
+        lifetime_curve_of, share_geometry, walkers_estimate, AmdTlb, TlbArray,
     };
     use crate::calibrate::bench::{Rng, Stat};
 
@@ -2355,6 +2405,49 @@ mod tests {
             Some(0.5e6)
         );
         assert_eq!(lifetime_crossing(&[], 82.5), None);
+    }
+
+    #[test]
+    fn the_lifetime_curve_is_the_fits_share_of_the_way_to_dram() {
+        // The 2026-11-27 20:04 run's curve (ms, cycles at 1 cycle a ns): LLC 51, DRAM 470.
+        let c: Vec<(f64, f64)> = [
+            (0.22, 88.0),
+            (0.47, 59.0),
+            (1.02, 58.0),
+            (1.49, 39.0),
+            (2.04, 66.0),
+            (3.14, 85.0),
+            (4.32, 158.0),
+            (6.58, 253.0),
+            (8.83, 331.0),
+            (13.00, 462.0),
+            (17.21, 454.0),
+            (25.15, 498.0),
+        ]
+        .iter()
+        .map(|&(t, h)| (t * 1e6, h))
+        .collect();
+        let f = lifetime_curve_of(&c, 51.0, 470.0);
+        // The first four pool to 61 (0.024); 462 and 454 pool to 458 (0.971); 498 clamps to 1.
+        let want = [
+            (220_000, 0.024),
+            (470_000, 0.024),
+            (1_020_000, 0.024),
+            (1_490_000, 0.024),
+            (2_040_000, 0.036),
+            (3_140_000, 0.081),
+            (4_320_000, 0.255),
+            (6_580_000, 0.482),
+            (8_830_000, 0.668),
+            (13_000_000, 0.971),
+            (17_210_000, 0.971),
+            (25_150_000, 1.0),
+        ];
+        assert_eq!(f, want);
+        // A round time not above the one before is left out; no curve without a gap to DRAM.
+        let g = lifetime_curve_of(&[(1e6, 40.0), (1e6, 60.0), (2e6, 470.0)], 51.0, 470.0);
+        assert_eq!(g, vec![(1_000_000, 0.0), (2_000_000, 1.0)]);
+        assert!(lifetime_curve_of(&c, 470.0, 470.0).is_empty());
     }
 
     #[test]

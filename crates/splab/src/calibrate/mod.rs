@@ -40,6 +40,12 @@ pub struct CalibrateArgs {
     /// includes the host's faults (docs/calibrate.md, "Free page reporting").
     #[arg(long)]
     pub leave_reporting: bool,
+    /// Also write the LLC's whole measured eviction curve (`lifetime_curve_ns`), which the
+    /// model then reads in place of the half-way lifetime's threshold. Experimental: the
+    /// curve's short-age end is not yet measured reliably (docs/calibrate.md, "The LLC: the
+    /// whole lifetime curve").
+    #[arg(long)]
+    pub lifetime_curve: bool,
 }
 
 pub fn run(args: &CalibrateArgs) -> Result<()> {
