@@ -257,30 +257,21 @@ fn show_prints_the_host_placement() {
     assert_eq!(caches(&a), caches(&b));
     let path = file.trim_start_matches("file:");
     let base = std::fs::read_to_string(path).unwrap();
-    let identity = dir.join("identity.toml");
-    std::fs::write(
-        &identity,
-        base.replace(
-            "ntlb_entries = 0\n",
-            "ntlb_entries = 0\nhost_placement = \"identity\"\n",
-        ),
-    )
-    .unwrap();
+    // The base file with a placement written after its nested TLB's size.
+    let with_placement = |name: &str, value: &str| {
+        let f = dir.join(name);
+        let key = format!("ntlb_entries = 0\nhost_placement = \"{value}\"\n");
+        std::fs::write(&f, base.replace("ntlb_entries = 0\n", &key)).unwrap();
+        f
+    };
+    let identity = with_placement("identity.toml", "identity");
     let i = run(&format!("file:{}", identity.display()), "base", w);
     assert!(
         show(&format!("file:{}", identity.display())).contains("host_placement = \"identity\"\n")
     );
     assert_eq!(i.tlb.walks, a.tlb.walks, "placement moves no translation");
     assert_ne!(caches(&i), caches(&a), "but the lines' sets");
-    let bad = dir.join("bad.toml");
-    std::fs::write(
-        &bad,
-        base.replace(
-            "ntlb_entries = 0\n",
-            "ntlb_entries = 0\nhost_placement = \"random\"\n",
-        ),
-    )
-    .unwrap();
+    let bad = with_placement("bad.toml", "random");
     let m = format!("file:{}", bad.display());
     let args = ["run", "-m", m.as_str(), "-w", "seq:size=1M"];
     let out = splab().args(args).output().unwrap();
