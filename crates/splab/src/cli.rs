@@ -454,7 +454,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let (text, beyond) = crate::machine_diff::table(&a, &b, tolerance)?;
             print!("{text}");
             if beyond > 0 {
-                std::process::exit(1);
+                return Ok(ExitCode::from(1));
             }
             Ok(())
         }

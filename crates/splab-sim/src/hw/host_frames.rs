@@ -109,8 +109,7 @@ impl HostFrames {
     /// The host-physical address of guest-physical address `pa`.
     #[inline(always)]
     pub fn addr(&self, pa: u64) -> u64 {
-        let sh = self.line_shift + LINE_SHIFT as u8;
-        (self.page(pa >> sh) << sh) | (pa & ((1u64 << sh) - 1))
+        (self.line(pa >> LINE_SHIFT) << LINE_SHIFT) | (pa & ((1u64 << LINE_SHIFT) - 1))
     }
 }
 

@@ -334,15 +334,12 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
 
     // Free page reporting off for the whole calibration (reporting.rs): held until this
     // function returns.
-    let reporting = if args.leave_reporting {
-        super::reporting::Reporting::LeftOn("--leave-reporting".into())
-    } else {
-        super::reporting::hold(&mut |what| {
-            if !args.quiet {
-                eprintln!("{what} ...");
-            }
-        })
-    };
+    let leave = args.leave_reporting.then_some("--leave-reporting");
+    let reporting = super::reporting::hold(leave, &mut |what| {
+        if !args.quiet {
+            eprintln!("{what} ...");
+        }
+    });
     if !args.quiet {
         eprintln!("{}", reporting.describe());
     }

@@ -109,9 +109,13 @@ extern "C" fn restore_and_exit(sig: libc::c_int) {
     unsafe { libc::_exit(128 + sig) };
 }
 
-/// Turns reporting off and backs the free memory (see the module's comment). `say` gets one
-/// progress phrase before the few seconds this takes.
-pub fn hold(say: &mut dyn FnMut(&str)) -> Reporting {
+/// Turns reporting off and backs the free memory (see the module's comment), unless `leave`
+/// gives a reason not to (an option: `--leave-reporting`). `say` gets one progress phrase
+/// before the few seconds this takes.
+pub fn hold(leave: Option<&str>, say: &mut dyn FnMut(&str)) -> Reporting {
+    if let Some(why) = leave {
+        return Reporting::LeftOn(why.into());
+    }
     let old = match std::fs::read_to_string(KNOB) {
         Ok(s) => s.trim().to_string(),
         Err(_) => return Reporting::Absent,

@@ -201,18 +201,12 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         };
         // Held until the native runs are over (calibrate/reporting.rs). The smoke run's
         // numbers are not a validation, and it runs beside other tests: it leaves it.
-        let reporting = if args.leave_reporting || args.smoke {
-            crate::calibrate::reporting::Reporting::LeftOn(
-                if args.smoke {
-                    "--smoke"
-                } else {
-                    "--leave-reporting"
-                }
-                .into(),
-            )
+        let leave = if args.smoke {
+            Some("--smoke")
         } else {
-            crate::calibrate::reporting::hold(&mut |what| pr.line(what))
+            args.leave_reporting.then_some("--leave-reporting")
         };
+        let reporting = crate::calibrate::reporting::hold(leave, &mut |what| pr.line(what));
         pr.line(&reporting.describe());
         let started = chrono_now();
         let load = loadavg();
