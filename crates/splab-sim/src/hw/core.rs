@@ -51,6 +51,8 @@ pub struct CoreConfig {
     pub walkers: u32,
     /// Sustained memory bandwidth for streamed lines, bytes per core cycle.
     pub stream_bytes_per_cycle: f64,
+    /// Store buffer (store queue) entries; 0: unbounded (stores never stall dispatch).
+    pub store_buffer: u32,
 }
 
 /// Where time went. Indices into `Breakdown::cycles` (ticks until `finish`).
@@ -217,6 +219,17 @@ pub struct Core {
     stream_ticks_per_line_1024: u64,
     /// When the previous streamed line arrived (ticks; `prefetched_line`).
     stream_at: u64,
+    /// The store buffer (`CoreConfig::store_buffer` entries; empty: unbounded): per entry, the
+    /// tick its store commits and where its line came from (`Trip::served`), in allocation
+    /// order from `sb_head`. A store (or the store of a read-modify-write) takes the oldest
+    /// entry at dispatch, waiting for it to commit if it has not; stores commit in program
+    /// order (x86 TSO), each once its line is there (`sb_last`: the youngest commit so far)
+    /// and it has retired, which is after every older load has completed (`load_done`).
+    sb: Box<[(u64, u8)]>,
+    sb_head: usize,
+    sb_last: u64,
+    /// The latest completion of any load, read-modify-write or instruction fetch so far.
+    load_done: u64,
     /// Where the dispatch clock (`now`, ticks) is published for the caches' line lifetimes
     /// (`Caches::set_lifetime`), when a level has one: after every access, stream, serial
     /// work and prefetched line. None: nothing is published (one predictable branch).
@@ -264,6 +277,10 @@ impl Core {
             stream_ticks_per_line_1024: stream,
             stream_at: 0,
             clock: None,
+            sb: vec![(0, 0); cfg.store_buffer as usize].into_boxed_slice(),
+            sb_head: 0,
+            sb_last: 0,
+            load_done: 0,
         }
     }
 
@@ -382,7 +399,11 @@ impl Core {
     #[inline(always)]
     pub fn access(&mut self, op: MemOp, ipa: u64, dep: u64, trip: &Trip) {
         let w = self.width;
-        let disp = self.dispatch(ipa);
+        let mut disp = self.dispatch(ipa);
+        let stores = matches!(op, MemOp::Store | MemOp::Rmw) && !self.sb.is_empty();
+        if stores {
+            disp = self.store_buffer_entry();
+        }
         let n = self.n;
         self.n += 1;
         let mut issue = disp;
@@ -474,6 +495,12 @@ impl Core {
                 self.mshr_served[slot] = trip.served;
             }
         }
+        if stores {
+            self.store_buffer_commit(done, served);
+        }
+        if op != MemOp::Store && done > self.load_done {
+            self.load_done = done;
+        }
         // A store retires once translated; its data drains from the store buffer.
         let blocks_until = if op == MemOp::Store { walk_end } else { done };
         self.lives[(n as usize) % RING] = Life {
@@ -503,6 +530,36 @@ impl Core {
             self.rob.push_back(self.instr, blocks_until, n);
         }
         self.publish();
+    }
+
+    /// A store's store-buffer entry (the oldest one): when it has not committed, dispatch waits
+    /// for it, a stall charged to the data of that store (the level its line came from: the
+    /// store that blocks the buffer's head is the one waiting for its line). Returns the
+    /// dispatch clock. Intel's RESOURCE_STALLS.SB counts these cycles.
+    #[inline]
+    fn store_buffer_entry(&mut self) -> u64 {
+        // SAFETY-free: `sb` is not empty here, and `sb_head < sb.len()` (`store_buffer_commit`).
+        let (free, served) = self.sb[self.sb_head];
+        if free > self.now {
+            self.ticks[cause::DATA + served.min(3) as usize] += free - self.now;
+            self.now = free;
+            self.publish();
+        }
+        self.now
+    }
+
+    /// Fills the entry `store_buffer_entry` took: the store commits once its line is there
+    /// (`done`), once it has retired (a store retires after every older instruction: here,
+    /// after every older load has completed) and after every older store (in program order).
+    #[inline]
+    fn store_buffer_commit(&mut self, done: u64, served: u8) {
+        let commit = done.max(self.sb_last).max(self.load_done);
+        self.sb_last = commit;
+        self.sb[self.sb_head] = (commit, served);
+        self.sb_head += 1;
+        if self.sb_head == self.sb.len() {
+            self.sb_head = 0;
+        }
     }
 
     /// `mshr_scan` over the first `M` fill buffers, with `M` known (unrolled), from their keys
@@ -890,7 +947,143 @@ mod tests {
             mshrs,
             walkers: 2,
             stream_bytes_per_cycle: 16.0,
+            store_buffer: 0,
         })
+    }
+
+    fn core_sb(window: u32, mshrs: u32, store_buffer: u32) -> Core {
+        Core::new(&CoreConfig {
+            window,
+            width: 4,
+            mshrs,
+            walkers: 2,
+            stream_bytes_per_cycle: 16.0,
+            store_buffer,
+        })
+    }
+
+    /// Three stores that miss to DRAM (100 cycles), one instruction each, 4 ticks a cycle, 4
+    /// fill buffers. With 2 store-buffer entries the third waits at dispatch (tick 3) for the
+    /// first to commit (tick 1 + 400): it completes at 401 + 400 = 801 ticks, 201 cycles, and
+    /// the 398 ticks of waiting are the first store's DRAM data. Unbounded, it dispatches at
+    /// tick 3 and completes at 403: 101 cycles.
+    #[test]
+    fn a_full_store_buffer_stalls_dispatch_until_its_oldest_store_commits() {
+        for (sb, cycles, dram_ticks) in [(2, 201, 398), (3, 101, 0), (0, 101, 0)] {
+            let mut c = core_sb(64, 4, sb);
+            for line in 0..3 {
+                c.access(MemOp::Store, 1, 0, &miss(100, line));
+            }
+            assert_eq!(c.ticks[cause::DATA + 3], dram_ticks, "store buffer {sb}");
+            assert_eq!(c.cycles(), cycles, "store buffer {sb}");
+            let b = c.breakdown();
+            assert_eq!(b.total(), c.cycles());
+        }
+    }
+
+    /// Stores commit in program order: a store that hits L1 behind one that misses holds its
+    /// entry until the miss's line arrives. Entries: 1 miss, then 1 hit, then a third store:
+    /// the third waits for the hit's commit, which is the miss's (tick 1 + 400), not the
+    /// hit's own 2 + 16.
+    #[test]
+    fn a_store_commits_after_every_older_store() {
+        let mut c = core_sb(64, 4, 2);
+        c.access(MemOp::Store, 1, 0, &miss(100, 7));
+        let hit = Trip {
+            served: 0,
+            latency: 4,
+            line: 8,
+            ..Trip::default()
+        };
+        c.access(MemOp::Store, 1, 0, &hit);
+        // The third store takes the first entry (committed at 401); the fourth the second,
+        // whose commit is also 401 (in order), not 18.
+        c.access(MemOp::Store, 1, 0, &hit);
+        assert_eq!(c.now, 401);
+        c.access(MemOp::Store, 1, 0, &hit);
+        assert_eq!(
+            c.now, 402,
+            "the in-order commit of the hit freed its entry at 401"
+        );
+        // Read-modify-writes take entries too.
+        let mut r = core_sb(64, 4, 1);
+        r.access(MemOp::Rmw, 1, 0, &miss(100, 1));
+        r.access(MemOp::Rmw, 1, 0, &miss(100, 2));
+        assert_eq!(r.now, 401);
+        // Loads do not.
+        let mut l = core_sb(64, 4, 1);
+        l.access(MemOp::Load, 1, 0, &miss(100, 1));
+        l.access(MemOp::Load, 1, 0, &miss(100, 2));
+        assert_eq!(l.now, 2);
+    }
+
+    /// A store retires, and so commits, only after every older load: stores that hit L1
+    /// behind a load that misses fill the buffer, and the next store waits for the load.
+    /// Accesses 20 instructions (ticks) apart: a load miss at tick 20 (done at 20 + 400), then
+    /// three L1-hit stores (4 cycles, 16 ticks) with 2 entries: the third, at tick 80, waits
+    /// until 420. After a store that hits instead of the load, every store's entry has
+    /// committed 16 ticks after it was taken, before the next needs it: no wait.
+    #[test]
+    fn stores_behind_a_load_miss_fill_the_store_buffer() {
+        let hit = Trip {
+            served: 0,
+            latency: 4,
+            line: 9,
+            ..Trip::default()
+        };
+        for (load, now) in [(true, 420), (false, 80)] {
+            let mut c = core_sb(64, 4, 2);
+            if load {
+                c.access(MemOp::Load, 20, 0, &miss(100, 1));
+            } else {
+                c.access(MemOp::Store, 20, 0, &hit);
+            }
+            c.access(MemOp::Store, 20, 0, &hit);
+            c.access(MemOp::Store, 20, 0, &hit);
+            c.access(MemOp::Store, 20, 0, &hit);
+            assert_eq!(c.now, now, "after a load miss: {load}");
+        }
+    }
+
+    /// calibrate's store-buffer benchmark (crates/splab/src/calibrate/storebuf.rs) run on the
+    /// model: two independent chases that miss (400 cycles), each hop followed by K stores
+    /// that hit L1. While the K stores after a hop fit in the buffer, the other chase's hop
+    /// dispatches and the two misses overlap: about one miss a step. Past that, each hop waits
+    /// for the other: two a step. The knee is at the buffer's size, which is what the
+    /// benchmark reads from a machine.
+    #[test]
+    fn the_store_buffer_benchmark_knees_at_the_buffer_size() {
+        let hit = Trip {
+            served: 0,
+            latency: 4,
+            line: 9,
+            ..Trip::default()
+        };
+        let per_step = |n: u32, k: u64| {
+            let mut c = core_sb(224, 10, n);
+            let steps = 200;
+            for s in 0..steps {
+                for chain in 0..2u64 {
+                    // Each hop depends on the same chain's previous hop, 2K + 2 accesses back.
+                    let dep = if s == 0 { 0 } else { 2 * k + 2 };
+                    c.access(MemOp::Load, 1, dep, &miss(400, 2 * s + chain));
+                    for _ in 0..k {
+                        c.access(MemOp::Store, 1, 0, &hit);
+                    }
+                }
+            }
+            c.cycles() as f64 / steps as f64
+        };
+        for n in [24u32, 32, 56] {
+            let below = per_step(n, n as u64 - 4);
+            let at = per_step(n, n as u64);
+            let above = per_step(n, n as u64 + 4);
+            assert!(
+                below < 500.0 && at < 500.0,
+                "store buffer {n}: {below} {at}"
+            );
+            assert!(above > 750.0, "store buffer {n}: {above}");
+        }
     }
 
     fn miss(latency: u64, line: u64) -> Trip {

@@ -251,6 +251,9 @@ struct FileCore {
     mshrs: u32,
     walkers: u32,
     stream_bytes_per_cycle: f64,
+    /// Store buffer entries. Absent: unbounded, stores never stall dispatch (machine files
+    /// written before 2026-11-28 have none).
+    store_buffer: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -537,6 +540,14 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
             );
         }
     }
+    if let Some(n) = c.store_buffer {
+        if n == 0 || n > 1024 {
+            return bad(
+                "core.store_buffer",
+                format!("{n}: must be from 1 to 1024 (leave the key out for an unbounded one)"),
+            );
+        }
+    }
     if !(c.stream_bytes_per_cycle.is_finite() && c.stream_bytes_per_cycle > 0.0) {
         return bad(
             "core.stream_bytes_per_cycle",
@@ -549,6 +560,7 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
         mshrs: c.mshrs,
         walkers: c.walkers,
         stream_bytes_per_cycle: c.stream_bytes_per_cycle,
+        store_buffer: c.store_buffer.unwrap_or(0),
     };
 
     let prefetch = match &f.prefetch {
@@ -1266,6 +1278,16 @@ mod tests {
     }
 
     #[test]
+    fn a_file_without_store_buffer_has_an_unbounded_one() {
+        let text = SKYLAKE.replacen("store_buffer = 56\n", "", 1);
+        assert!(!text.contains("store_buffer ="));
+        let c = parse(&text, "t.toml").unwrap().machine.core;
+        assert_eq!(c.store_buffer, 0);
+        let c = parse(SKYLAKE, "skylake").unwrap().machine.core;
+        assert_eq!(c.store_buffer, 56);
+    }
+
+    #[test]
     fn a_lifetime_is_per_level_in_cycles() {
         let text = SKYLAKE.replacen(
             "replacement = \"nru\"",
@@ -1433,6 +1455,12 @@ mod tests {
                 "window = 2240",
                 "core.window",
                 "from 1 to 512",
+            ),
+            (
+                "store_buffer = 56",
+                "store_buffer = 0",
+                "core.store_buffer",
+                "from 1 to 1024",
             ),
             (
                 "stream_bytes_per_cycle = 4.9",
