@@ -29,7 +29,7 @@ fn quick_calibration_writes_a_machine_file_that_runs() {
     assert_success(&out, "calibrate --quick");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("[12/12]"),
+        err.contains("[13/13]"),
         "one progress line per benchmark: {err}"
     );
     assert!(err.contains("guest"), "the guest finding is printed: {err}");
@@ -37,6 +37,11 @@ fn quick_calibration_writes_a_machine_file_that_runs() {
 
     // Sane ranges.
     let ghz = numbers(&text, "freq_hz")[0] / 1e9;
+    // The store buffer: absent (no knee) or a plausible size (Intel and AMD cores of the last
+    // fifteen years have 20-114 entries, halved when a hyperthread sibling shares them).
+    for n in numbers(&text, "store_buffer") {
+        assert!((8.0..=256.0).contains(&n), "store buffer {n}");
+    }
     assert!((0.5..=6.0).contains(&ghz), "clock {ghz} GHz");
     let lat = numbers(&text, "latency");
     assert!(lat.len() >= 2, "cache latencies: {lat:?}");
