@@ -833,12 +833,13 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             ms(lt.ns)
         );
         lifetime_ns = lt.ns.map(|v| v.round().max(1.0) as u64);
-        if lifetime_ns.is_some() && args.lifetime_curve {
-            // With --lifetime-curve, the whole curve too, which the model reads as the share of lines of each age
-            // gone (`lifetime_curve_ns`): the machine's eviction is gradual, a threshold at
-            // the half-way point put gups 16 MiB's 2.4 ms revisits all on the hit side
-            // (docs/validation.md, "Gradual expiry"). Only with a lifetime: a machine of
-            // one's own gets no curve of its noise.
+        if lifetime_ns.is_some() && !args.no_lifetime_curve {
+            // The whole curve too (unless --no-lifetime-curve), which the model reads as the
+            // share of lines of each age gone (`lifetime_curve_ns`): the machine's eviction is
+            // gradual, a threshold at the half-way point put gups 16 MiB's 2.4 ms revisits all
+            // on the hit side (docs/validation.md, "Gradual expiry"). By default since its short
+            // ages read the LLC (docs/calibrate.md, "The spin-free round"). Only with a
+            // lifetime: a machine of one's own gets no curve of its noise.
             let med: Vec<(f64, f64)> = lt.curve.iter().map(|c| (c.0, c.1)).collect();
             lifetime_curve = lifetime_curve_of(&med, lt.llc_ns, dram_ns);
         }
@@ -856,9 +857,9 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
                     .next()
                     .unwrap_or_default(),
                 if lifetime_curve.is_empty() {
-                    "The whole fit (lifetime_curve_ns, gradual expiry) is written with --lifetime-curve: experimental, its short-age end is not yet measured reliably (docs/calibrate.md, \"The LLC: the whole lifetime curve\")."
+                    "The whole fit (lifetime_curve_ns, gradual expiry) was left out (--no-lifetime-curve): the model reads lifetime_ns's threshold."
                 } else {
-                    "The whole fit is lifetime_curve_ns (--lifetime-curve): at each round time, its share of the way from the LLC's latency to DRAM's (clamped to [0, 1]), which the model reads as the share of lines of that age the neighbours evicted, in place of lifetime_ns's threshold (docs/calibrate.md)."
+                    "The whole fit is lifetime_curve_ns: at each round time, its share of the way from the LLC's latency to DRAM's (clamped to [0, 1]), which the model reads as the share of lines of that age the neighbours evicted, in place of lifetime_ns's threshold (docs/calibrate.md)."
                 }
             );
         } else {
