@@ -820,7 +820,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             .join(", ");
         let ms = |x: Option<f64>| x.map_or("never".to_string(), |v| format!("{:.2} ms", v / 1e6));
         let how = format!(
-            "calibrate: line lifetime, one chase over {} of lines ({} lines, one of each 128 B pair, THP memory, one fixed random cycle) with a dependent spin after every hop (scripts/cache-decay.c's method, the spin's result in the next load's address), spins aimed at round times from 0.5 to 24 ms, each less a one-line chase with the same spin just before it, hops timed in this thread's CPU time and round times (the lines' ages) in wall time; each spin one block of {} consecutive rounds, spins in rising order, the block's first rounds (the way from the state the block before left, up to {} here) cut by MSER and {} or more kept (round times' spread up to {:.1}%). Every kept round is a point (its wall time, its hop) of one non-decreasing median fit by age (a round's time is its spin's and its misses', so the rounds of one spin do not share an age); by block, median round time, median fitted cycles per hop and [median measured]: {curve_text}. The lifetime is the round time where the fit crosses half way ({:.0} cycles) from the LLC's latency ({:.0} cycles) to DRAM's ({} cycles), linearly between the blocks' points: {} (medians, not the 10th percentile of the hops, not the 10th percentile of the hops: they are differences of a round and a spin timed apart, whose noise at 25 ms rounds, 90% spin, reached minus 1,000 cycles a hop in the p10; and the neighbours' evictions are what is measured here)",
+            "calibrate: line lifetime, one chase over {} of lines ({} lines, one of each 128 B pair, THP memory, one fixed random cycle) with a dependent spin after every hop (scripts/cache-decay.c's method, the spin's result in the next load's address), spins aimed at round times from 0.5 to 24 ms, each less a one-line chase with the same spin just before it, hops timed in this thread's CPU time and round times (the lines' ages) in wall time; each spin one block of {} consecutive rounds, spins in rising order, the block's first rounds (the way from the state the block before left, up to {} here) cut by MSER and {} or more kept (round times' spread up to {:.1}%). Every kept round is a point (its wall time, its hop) of one non-decreasing median fit by age (a round's time is its spin's and its misses', so the rounds of one spin do not share an age); by block, median round time, median fitted cycles per hop and [median measured]: {curve_text}. The lifetime is the round time where the fit crosses half way ({:.0} cycles) from the LLC's latency ({:.0} cycles) to DRAM's ({} cycles), linearly between the blocks' points: {} (medians, not the 10th percentile of the hops: they are differences of a round and a spin timed apart, whose noise at 25 ms rounds, 90% spin, reached minus 1,000 cycles a hop in the p10; and the neighbours' evictions are what is measured here)",
             mib(lt.lines * LINE),
             lt.lines,
             lt.rounds,
@@ -2221,9 +2221,8 @@ pub fn isotonic(y: &[f64]) -> Vec<f64> {
 
 /// The non-decreasing least-absolute-deviations fit of `y` (pool adjacent violators with
 /// medians: a block whose median is below the one before it is merged with it, and so on back;
-/// Robertson, Wright and Dykstra, "Order Restricted Statistical Inference", 1988, sec. 1.4:
-/// the pooled medians solve the L1 problem). The median of an even block is the mean of its
-/// middle two.
+/// the pooled medians are an L1 isotonic fit, Robertson, Wright and Dykstra, "Order Restricted
+/// Statistical Inference", 1988). The median of an even block is the mean of its middle two.
 pub fn isotonic_median(y: &[f64]) -> Vec<f64> {
     let med = |v: &mut Vec<f64>| -> f64 {
         v.sort_by(|a, b| a.total_cmp(b));
@@ -2281,8 +2280,8 @@ const DECAY_ROUNDS_MS: [f64; 11] = [0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0
 
 /// What the line-lifetime benchmark found.
 struct Lifetime {
-    /// The round time (ns) where the median hop crosses half way from the LLC's latency to
-    /// DRAM's; None if it never did.
+    /// The round time (ns) where the fit crosses half way from the LLC's latency to DRAM's;
+    /// None if it never did.
     ns: Option<f64>,
     /// (median round time ns, median fitted hop ns, spin) per point.
     curve: Vec<(f64, f64, usize)>,
@@ -2312,7 +2311,7 @@ struct Lifetime {
 /// plus the one-line chase's without spin (differences taken round by round: the clock moves
 /// between turbo bins, and at 24 ms a round is 90% spin). The block's first rounds, still on
 /// their way from the state the block before left (`mser_cut`), are cut. The lifetime is where
-/// the median hop crosses half way from `llc_ns` to `dram_ns`: the model's two latencies (the
+/// the fit by age crosses half way from `llc_ns` to `dram_ns`: the model's two latencies (the
 /// latency curve's), not the spin-free round's own hop.
 fn llc_lifetime(foot: usize, reps: usize, llc_ns: f64, dram_ns: f64) -> Result<Lifetime> {
     let r = Region::map(2 * foot + HUGE, Thp::Huge)?;
