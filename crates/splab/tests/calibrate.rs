@@ -55,11 +55,12 @@ fn quick_calibration_writes_a_machine_file_that_runs() {
     for v in numbers(&text, "lifetime_ns") {
         assert!((1e4..=1e8).contains(&v), "lifetime_ns = {v}");
     }
-    // The whole curve only with --lifetime-curve (experimental; lifetime_curve_of's unit test
-    // checks what it would write).
-    assert!(
-        !text.contains("\nlifetime_curve_ns = ["),
-        "no curve without --lifetime-curve"
+    // The whole curve with every lifetime, by default (lifetime_curve_of's unit test checks
+    // what it writes), and never without one.
+    assert_eq!(
+        text.contains("\nlifetime_curve_ns = ["),
+        text.contains("\nlifetime_ns = "),
+        "a curve exactly where a lifetime was found"
     );
     let dram = numbers(&text, "dram_latency")[0];
     assert!(dram > *lat.last().unwrap(), "DRAM {dram} > LLC {lat:?}");
@@ -136,4 +137,29 @@ fn bad_output_path_is_bad_input() {
         "calibrate -o bad path",
         &["/nonexistent-dir/x/host.toml"],
     );
+}
+
+#[test]
+fn the_curve_can_be_left_out_and_the_old_option_is_still_accepted() {
+    // --no-lifetime-curve and --lifetime-curve (now the default) both parse: the run gets as
+    // far as the bad output path (before any benchmark); together they are a usage error.
+    for opt in ["--no-lifetime-curve", "--lifetime-curve"] {
+        let out = splab()
+            .args(["calibrate", opt, "-o", "/nonexistent-dir/x/host.toml"])
+            .output()
+            .unwrap();
+        assert_error_line(&out, 2, opt, &["/nonexistent-dir/x/host.toml"]);
+    }
+    let out = splab()
+        .args([
+            "calibrate",
+            "--no-lifetime-curve",
+            "--lifetime-curve",
+            "-o",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "conflicting options");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
 }

@@ -814,14 +814,17 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         let curve_text = lt
             .curve
             .iter()
-            .map(|(t, h, _)| format!("{:.2} ms {:.0}", t / 1e6, cyc(*h)))
+            .zip(&lt.raw)
+            .map(|((t, h, _), r)| format!("{:.2} ms {:.0} [{:.0}]", t / 1e6, cyc(*h), cyc(*r)))
             .collect::<Vec<_>>()
             .join(", ");
         let ms = |x: Option<f64>| x.map_or("never".to_string(), |v| format!("{:.2} ms", v / 1e6));
         let how = format!(
-            "calibrate: line lifetime, one chase over {} of lines ({} lines, one of each 128 B pair, THP memory, one fixed random cycle) with a dependent spin after every hop (scripts/cache-decay.c's method, the spin's result in the next load's address), spins aimed at round times from 0.5 to 24 ms, each less a one-line chase with the same spin in the same repeat, hops timed in this thread's CPU time and round times (the lines' ages) in wall time, every round kept; {} repeats each running every spin once (round times' spread up to {:.1}%). Median round time and median cycles per hop: {curve_text}. The lifetime is the round time where the median hop crosses half way ({:.0} cycles) from the LLC's latency ({:.0} cycles) to DRAM's ({} cycles), linearly between the points of the curve's non-decreasing fit (noise pooled): {} (the median, not the 10th percentile of the hops: they are differences of a round and a spin timed apart, whose noise at 25 ms rounds, 90% spin, reached minus 1,000 cycles a hop in the p10; and the neighbours' evictions are what is measured here)",
+            "calibrate: line lifetime, one chase over {} of lines ({} lines, one of each 128 B pair, THP memory, one fixed random cycle) with a dependent spin after every hop (scripts/cache-decay.c's method, the spin's result in the next load's address), spins aimed at round times from 0.5 to 24 ms, each less a one-line chase with the same spin just before it, hops timed in this thread's CPU time and round times (the lines' ages) in wall time; each spin one block of {} consecutive rounds, spins in rising order, the block's first rounds (the way from the state the block before left, up to {} here) cut by MSER and {} or more kept (round times' spread up to {:.1}%). Every kept round is a point (its wall time, its hop) of one non-decreasing median fit by age (a round's time is its spin's and its misses', so the rounds of one spin do not share an age); by block, median round time, median fitted cycles per hop and [median measured]: {curve_text}. The lifetime is the round time where the fit crosses half way ({:.0} cycles) from the LLC's latency ({:.0} cycles) to DRAM's ({} cycles), linearly between the blocks' points: {} (medians, not the 10th percentile of the hops: they are differences of a round and a spin timed apart, whose noise at 25 ms rounds, 90% spin, reached minus 1,000 cycles a hop in the p10; and the neighbours' evictions are what is measured here)",
             mib(lt.lines * LINE),
             lt.lines,
+            lt.rounds,
+            lt.cut,
             lt.reps,
             lt.spread,
             cyc(lt.half),
@@ -830,12 +833,13 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             ms(lt.ns)
         );
         lifetime_ns = lt.ns.map(|v| v.round().max(1.0) as u64);
-        if lifetime_ns.is_some() && args.lifetime_curve {
-            // With --lifetime-curve, the whole curve too, which the model reads as the share of lines of each age
-            // gone (`lifetime_curve_ns`): the machine's eviction is gradual, a threshold at
-            // the half-way point put gups 16 MiB's 2.4 ms revisits all on the hit side
-            // (docs/validation.md, "Gradual expiry"). Only with a lifetime: a machine of
-            // one's own gets no curve of its noise.
+        if lifetime_ns.is_some() && !args.no_lifetime_curve {
+            // The whole curve too (unless --no-lifetime-curve), which the model reads as the
+            // share of lines of each age gone (`lifetime_curve_ns`): the machine's eviction is
+            // gradual, a threshold at the half-way point put gups 16 MiB's 2.4 ms revisits all
+            // on the hit side (docs/validation.md, "Gradual expiry"). By default since its short
+            // ages read the LLC (docs/calibrate.md, "The spin-free round"). Only with a
+            // lifetime: a machine of one's own gets no curve of its noise.
             let med: Vec<(f64, f64)> = lt.curve.iter().map(|c| (c.0, c.1)).collect();
             lifetime_curve = lifetime_curve_of(&med, lt.llc_ns, dram_ns);
         }
@@ -853,9 +857,9 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
                     .next()
                     .unwrap_or_default(),
                 if lifetime_curve.is_empty() {
-                    "The whole fit (lifetime_curve_ns, gradual expiry) is written with --lifetime-curve: experimental, its short-age end is not yet measured reliably (docs/calibrate.md, \"The LLC: the whole lifetime curve\")."
+                    "The whole fit (lifetime_curve_ns, gradual expiry) was left out (--no-lifetime-curve): the model reads lifetime_ns's threshold."
                 } else {
-                    "The whole fit is lifetime_curve_ns (--lifetime-curve): at each round time, its share of the way from the LLC's latency to DRAM's (clamped to [0, 1]), which the model reads as the share of lines of that age the neighbours evicted, in place of lifetime_ns's threshold (docs/calibrate.md)."
+                    "The whole fit is lifetime_curve_ns: at each round time, its share of the way from the LLC's latency to DRAM's (clamped to [0, 1]), which the model reads as the share of lines of that age the neighbours evicted, in place of lifetime_ns's threshold (docs/calibrate.md)."
                 }
             );
         } else {
@@ -2265,20 +2269,83 @@ pub fn isotonic(y: &[f64]) -> Vec<f64> {
         .collect()
 }
 
+/// The non-decreasing least-absolute-deviations fit of `y` (pool adjacent violators with
+/// medians: a block whose median is below the one before it is merged with it, and so on back;
+/// the pooled medians are an L1 isotonic fit, Robertson, Wright and Dykstra, "Order Restricted
+/// Statistical Inference", 1988). The median of an even block is the mean of its middle two.
+pub fn isotonic_median(y: &[f64]) -> Vec<f64> {
+    let med = |v: &mut Vec<f64>| -> f64 {
+        v.sort_by(|a, b| a.total_cmp(b));
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    let mut blocks: Vec<(f64, Vec<f64>)> = Vec::new();
+    for &v in y {
+        blocks.push((v, vec![v]));
+        while blocks.len() >= 2 && blocks[blocks.len() - 2].0 > blocks[blocks.len() - 1].0 {
+            let (_, b) = blocks.pop().unwrap();
+            let (_, mut a) = blocks.pop().unwrap();
+            a.extend(b);
+            let m = med(&mut a);
+            blocks.push((m, a));
+        }
+    }
+    blocks
+        .into_iter()
+        .flat_map(|(m, v)| std::iter::repeat_n(m, v.len()))
+        .collect()
+}
+
+/// MSER's truncation point of a series that starts in a transient (White, "An effective
+/// truncation heuristic for bias reduction in simulation output", Simulation 69(6), 1997): the
+/// `d` in 0..=n/2 that minimises the squared standard error of the mean of what is left,
+/// sum((x[i] - mean)^2 for i >= d) / (n - d)^2. Cutting rounds still on their way from another
+/// state lowers it (they lie far from the rest); cutting rounds of the steady state raises it
+/// (fewer left). At most half the series, as is usual with the rule (the second half is then
+/// the steady state's sample).
+pub fn mser_cut(x: &[f64]) -> usize {
+    let n = x.len();
+    let mut best = (f64::INFINITY, 0);
+    for d in 0..=n / 2 {
+        let rest = &x[d..];
+        if rest.is_empty() {
+            break;
+        }
+        let m = rest.len() as f64;
+        let mean = rest.iter().sum::<f64>() / m;
+        let z = rest.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (m * m);
+        if z < best.0 {
+            best = (z, d);
+        }
+    }
+    best.1
+}
+
 /// Round times (ms) the line-lifetime benchmark aims its spins at, after the spin-free round.
 const DECAY_ROUNDS_MS: [f64; 11] = [0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0];
 
 /// What the line-lifetime benchmark found.
 struct Lifetime {
-    /// The round time (ns) where the median hop crosses half way from the LLC's latency to
-    /// DRAM's; None if it never did.
+    /// The round time (ns) where the fit crosses half way from the LLC's latency to DRAM's;
+    /// None if it never did.
     ns: Option<f64>,
-    /// (round time ns, median hop ns, spin) per point.
+    /// (median round time ns, median fitted hop ns, spin) per point.
     curve: Vec<(f64, f64, usize)>,
+    /// The median measured hop (ns) per point, before the fit.
+    raw: Vec<f64>,
     lines: usize,
     llc_ns: f64,
     half: f64,
+    /// The fewest rounds a point kept.
     reps: usize,
+    /// The rounds each point ran.
+    rounds: usize,
+    /// The most rounds MSER cut from a point's block.
+    cut: usize,
     /// The largest (p90 - p10) / p50 of the points' round times, percent.
     spread: f64,
 }
@@ -2288,13 +2355,14 @@ struct Lifetime {
 /// THP memory, one fixed random cycle: L2 misses that hit the LLC), with a dependent spin after
 /// every hop (`bench::chase_spin`), at spins aimed at round times from 0.5 to 24 ms: the same
 /// lines in the same order, only the time between two visits of a line grows. A line's age at
-/// its visit is the round time. Each repeat runs every spin once: a one-line chase with the
-/// same spin (the spin's own cost, and the L1 hit), a warm-up round and a timed round; the hop's
-/// latency is the timed round's per hop less the one-line chase's, plus the one-line chase's
-/// without spin (differences within a repeat: the clock moves between turbo bins, and at 24 ms
-/// a round is 90% spin). The lifetime is where the median hop crosses half way from `llc_ns`
-/// to `dram_ns`: the model's two latencies (the latency curve's), not the spin-free round's
-/// own hop, which under load is not always an LLC hit.
+/// its visit is the round time. Each spin runs one block of consecutive rounds (spins in rising
+/// order), each round after a one-line chase with the same spin (the spin's own cost, and the L1
+/// hit) and one without; the hop's latency is the round's per hop less the one-line chase's,
+/// plus the one-line chase's without spin (differences taken round by round: the clock moves
+/// between turbo bins, and at 24 ms a round is 90% spin). The block's first rounds, still on
+/// their way from the state the block before left (`mser_cut`), are cut. The lifetime is where
+/// the fit by age crosses half way from `llc_ns` to `dram_ns`: the model's two latencies (the
+/// latency curve's), not the spin-free round's own hop.
 fn llc_lifetime(foot: usize, reps: usize, llc_ns: f64, dram_ns: f64) -> Result<Lifetime> {
     let r = Region::map(2 * foot + HUGE, Thp::Huge)?;
     r.touch();
@@ -2333,32 +2401,72 @@ fn llc_lifetime(foot: usize, reps: usize, llc_ns: f64, dram_ns: f64) -> Result<L
     let n = spins.len();
     let mut rounds: Vec<Vec<f64>> = vec![Vec::new(); n];
     let mut hops: Vec<Vec<f64>> = vec![Vec::new(); n];
-    // Every round is kept: a round of 24 ms under load is nearly always context-switched
-    // (at load average 3.5 the 24 ms point kept no clean round of 50 tries), so the hop is
-    // timed in this thread's CPU time, which leaves out the time it was off the CPU, and the
-    // line's age is the round's wall time, which includes it (the neighbours evict meanwhile).
-    for _ in 0..reps {
-        for (i, &spin) in spins.iter().enumerate() {
+    let mut cuts: Vec<usize> = vec![0; n];
+    // Each spin runs as one block of consecutive rounds, spins in rising order, and the block's
+    // first rounds are cut by MSER (`mser_cut`): a round does not read the hop at its age alone
+    // but also what the rounds before it left in the LLC. After a colder state (the lines
+    // older), the spin-free round took 3 to 7 rounds to come down from DRAM's ~125 ns a hop to
+    // the LLC's ~17 ns, and at 0.5-1.2 ms rounds 6 to over 30; after a warmer one, 3 ms rounds
+    // rose over 3 to 10 (scripts/lifetime-warmup.c, docs/calibrate.md "The spin-free round").
+    // Rising order makes every block start from a warmer state than its own, the shorter
+    // transient; the blocks are 2 * reps rounds, the rounds the old warm-up-and-timed pairs
+    // took. Every round is kept but the cut ones: a round of 24 ms under load is nearly always
+    // context-switched (at load average 3.5 the 24 ms point kept no clean round of 50 tries),
+    // so the hop is timed in this thread's CPU time, which leaves out the time it was off the
+    // CPU, and the line's age is the round's wall time, which includes it (the neighbours
+    // evict meanwhile).
+    for (i, &spin) in spins.iter().enumerate() {
+        for _ in 0..2 * reps {
             let ah = alone_hops(0);
             let a0 = bench::time_spin_round(&mut o, ah, 0).1 / ah as f64;
             let ah = alone_hops(spin);
             let a = bench::time_spin_round(&mut o, ah, spin).1 / ah as f64;
-            bench::time_spin_round(&mut p, lines, spin);
             let (wall, cpu) = bench::time_spin_round(&mut p, lines, spin);
             rounds[i].push(wall);
             hops[i].push(cpu / lines as f64 - a + a0);
         }
+        let d = mser_cut(&hops[i]);
+        cuts[i] = d;
+        hops[i].drain(..d);
+        rounds[i].drain(..d);
+    }
+    // The rounds' own ages: at one spin a round's time is the spin's plus its misses', so a
+    // block whose lines missed more ran longer rounds, its lines older (at a spin aimed at 1.5
+    // ms, six blocks 5 s apart ran 1.46 to 2.50 ms rounds at 21 to 123 ns a hop, on one rising
+    // curve of hop by age; scripts/lifetime-warmup.c). So every kept round is a point (its wall
+    // time, its hop), and the curve is their non-decreasing median fit by age
+    // (`isotonic_median`: the hops' noise reaches +-1,000 cycles at 24 ms, which a mean would
+    // take in); each block then gives its rounds' median age and median fitted hop.
+    let mut obs: Vec<(f64, f64, usize)> = (0..n)
+        .filter(|&i| hops[i].len() >= 3)
+        .flat_map(|i| {
+            rounds[i]
+                .iter()
+                .zip(&hops[i])
+                .map(move |(&w, &h)| (w, h, i))
+        })
+        .collect();
+    obs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let fit = isotonic_median(&obs.iter().map(|o| o.1).collect::<Vec<_>>());
+    let mut fitted: Vec<Vec<f64>> = vec![Vec::new(); n];
+    for (o, f) in obs.iter().zip(fit) {
+        fitted[o.2].push(f);
     }
     let mut curve = Vec::new();
+    let mut raw = Vec::new();
     let mut spread: f64 = 0.0;
     for i in 0..n {
-        if hops[i].len() < 3 {
+        if fitted[i].is_empty() {
             continue;
         }
         let rs = Stat::new(rounds[i].clone());
-        let hs = Stat::new(hops[i].clone());
         spread = spread.max(rs.spread());
-        curve.push((rs.pct(50.0), hs.pct(50.0), spins[i]));
+        curve.push((
+            rs.pct(50.0),
+            Stat::new(fitted[i].clone()).pct(50.0),
+            spins[i],
+        ));
+        raw.push(Stat::new(hops[i].clone()).pct(50.0));
     }
     anyhow::ensure!(
         curve.len() >= 2,
@@ -2369,10 +2477,13 @@ fn llc_lifetime(foot: usize, reps: usize, llc_ns: f64, dram_ns: f64) -> Result<L
     Ok(Lifetime {
         ns: lifetime_crossing(&med, half),
         curve,
+        raw,
         lines,
         llc_ns,
         half,
         reps: hops.iter().map(Vec::len).min().unwrap_or(0),
+        rounds: 2 * reps,
+        cut: cuts.iter().copied().max().unwrap_or(0),
         spread,
     })
 }
@@ -2396,10 +2507,51 @@ pub fn share_geometry(share: f64, cpuid_ways: u32) -> (usize, u32) {
 #[cfg(test)]
 mod tests {
     use super::{
-        amd_l2_array, amd_tlb_decode, fault_estimate, first_crossing, isotonic, lifetime_crossing,
-        lifetime_curve_of, share_geometry, walkers_estimate, AmdTlb, TlbArray,
+        amd_l2_array, amd_tlb_decode, fault_estimate, first_crossing, isotonic, isotonic_median,
+        lifetime_crossing, lifetime_curve_of, mser_cut, share_geometry, walkers_estimate, AmdTlb,
+        TlbArray,
     };
     use crate::calibrate::bench::{Rng, Stat};
+
+    #[test]
+    fn the_median_fit_pools_violators_by_their_median() {
+        // A rise with one outlier low (a round's spin timed apart: -1,000 cycles happened):
+        // pooled with the point before it, by the median of the two, not dragged to their mean.
+        assert_eq!(
+            isotonic_median(&[10.0, 50.0, -1000.0, 60.0, 70.0]),
+            vec![10.0, 10.0, 10.0, 60.0, 70.0]
+        );
+        assert_eq!(
+            isotonic_median(&[1.0, 5.0, 4.0, 3.0, 6.0]),
+            vec![1.0, 4.0, 4.0, 4.0, 6.0]
+        );
+        let up = [1.0, 2.0, 2.0, 3.0];
+        assert_eq!(isotonic_median(&up), up.to_vec());
+        assert!(isotonic_median(&[]).is_empty());
+    }
+
+    #[test]
+    fn mser_cuts_the_transient_from_another_state_and_no_more_than_half() {
+        // The spin-free round after a 30 ms idle (scripts/lifetime-warmup.c, ns a hop): DRAM's
+        // 125 coming down to the LLC's ~17 over six rounds, then the steady state.
+        let steady = [17.0, 19.0, 16.0, 18.0, 17.5, 16.5];
+        let mut x = vec![125.0, 99.0, 74.0, 55.0, 38.0, 27.0];
+        for _ in 0..6 {
+            x.extend_from_slice(&steady);
+        }
+        assert_eq!(mser_cut(&x), 6);
+        // Rising from a warmer state (the block before had younger lines): the same.
+        let mut x = vec![20.0, 45.0, 70.0, 90.0];
+        for _ in 0..5 {
+            x.extend_from_slice(&[105.0, 110.0, 100.0, 115.0]);
+        }
+        assert_eq!(mser_cut(&x), 4);
+        // A steady series loses nothing; a series that never settles at most half.
+        assert_eq!(mser_cut(&[5.0; 10]), 0);
+        let ramp: Vec<f64> = (0..20).map(f64::from).collect();
+        assert!(mser_cut(&ramp) <= 10);
+        assert_eq!(mser_cut(&[]), 0);
+    }
 
     #[test]
     fn the_lifetime_is_the_half_way_crossing_of_the_decay_curves_monotone_fit() {

@@ -42,11 +42,13 @@ pub struct CalibrateArgs {
     /// includes the host's faults (docs/calibrate.md, "Free page reporting").
     #[arg(long)]
     pub leave_reporting: bool,
-    /// Also write the LLC's whole measured eviction curve (`lifetime_curve_ns`), which the
-    /// model then reads in place of the half-way lifetime's threshold. Experimental: the
-    /// curve's short-age end is not yet measured reliably (docs/calibrate.md, "The LLC: the
-    /// whole lifetime curve").
-    #[arg(long)]
+    /// Leave out the LLC's whole measured eviction curve (`lifetime_curve_ns`), which the model
+    /// reads in place of the half-way lifetime's threshold: the file then has `lifetime_ns`
+    /// alone, as before 2026-11-28 (docs/calibrate.md, "The LLC: the whole lifetime curve").
+    #[arg(long, conflicts_with = "lifetime_curve")]
+    pub no_lifetime_curve: bool,
+    /// The curve is written by default since 2026-11-28; the option is still accepted.
+    #[arg(long, hide = true)]
     pub lifetime_curve: bool,
 }
 
