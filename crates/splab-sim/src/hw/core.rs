@@ -941,14 +941,7 @@ mod tests {
     use super::*;
 
     fn core(window: u32, mshrs: u32) -> Core {
-        Core::new(&CoreConfig {
-            window,
-            width: 4,
-            mshrs,
-            walkers: 2,
-            stream_bytes_per_cycle: 16.0,
-            store_buffer: 0,
-        })
+        core_sb(window, mshrs, 0)
     }
 
     fn core_sb(window: u32, mshrs: u32, store_buffer: u32) -> Core {

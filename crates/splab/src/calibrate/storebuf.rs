@@ -29,6 +29,23 @@ pub const KS: [usize; 37] = [
 /// resident); they depend on nothing the hops load.
 type StepFn = fn(*const usize, *const usize, *mut u64, usize) -> (*const usize, *const usize);
 
+/// K stores of `v` to the 8-byte slots from `buf`: straight-line `mov`s (a loop's own
+/// instructions would take window slots).
+macro_rules! stores {
+    ($k:literal, $buf:expr, $v:expr) => {
+        std::arch::asm!(
+            ".set sp_sbi, 0",
+            concat!(".rept ", $k),
+            "mov qword ptr [{buf} + sp_sbi*8], {v}",
+            ".set sp_sbi, sp_sbi + 1",
+            ".endr",
+            buf = in(reg) $buf,
+            v = in(reg) $v,
+            options(nostack, preserves_flags),
+        )
+    };
+}
+
 macro_rules! step_fns {
     ($($k:literal)*) => {
         [$({
@@ -45,27 +62,9 @@ macro_rules! step_fns {
                     // its first K words of each 4 KiB half (K <= 128).
                     unsafe {
                         a = *a as *const usize;
-                        std::arch::asm!(
-                            ".set sp_sbi, 0",
-                            concat!(".rept ", $k),
-                            "mov qword ptr [{buf} + sp_sbi*8], {v}",
-                            ".set sp_sbi, sp_sbi + 1",
-                            ".endr",
-                            buf = in(reg) buf,
-                            v = in(reg) i,
-                            options(nostack, preserves_flags),
-                        );
+                        stores!($k, buf, i);
                         b = *b as *const usize;
-                        std::arch::asm!(
-                            ".set sp_sbi, 0",
-                            concat!(".rept ", $k),
-                            "mov qword ptr [{buf} + 4096 + sp_sbi*8], {v}",
-                            ".set sp_sbi, sp_sbi + 1",
-                            ".endr",
-                            buf = in(reg) buf,
-                            v = in(reg) i,
-                            options(nostack, preserves_flags),
-                        );
+                        stores!($k, buf.add(512), i);
                     }
                 }
                 (a, b)
