@@ -982,12 +982,7 @@ mod tests {
     fn a_store_commits_after_every_older_store() {
         let mut c = core_sb(64, 4, 2);
         c.access(MemOp::Store, 1, 0, &miss(100, 7));
-        let hit = Trip {
-            served: 0,
-            latency: 4,
-            line: 8,
-            ..Trip::default()
-        };
+        let hit = l1_hit(8);
         c.access(MemOp::Store, 1, 0, &hit);
         // The third store takes the first entry (committed at 401); the fourth the second,
         // whose commit is also 401 (in order), not 18.
@@ -1018,12 +1013,7 @@ mod tests {
     /// committed 16 ticks after it was taken, before the next needs it: no wait.
     #[test]
     fn stores_behind_a_load_miss_fill_the_store_buffer() {
-        let hit = Trip {
-            served: 0,
-            latency: 4,
-            line: 9,
-            ..Trip::default()
-        };
+        let hit = l1_hit(9);
         for (load, now) in [(true, 420), (false, 80)] {
             let mut c = core_sb(64, 4, 2);
             if load {
@@ -1046,12 +1036,7 @@ mod tests {
     /// benchmark reads from a machine.
     #[test]
     fn the_store_buffer_benchmark_knees_at_the_buffer_size() {
-        let hit = Trip {
-            served: 0,
-            latency: 4,
-            line: 9,
-            ..Trip::default()
-        };
+        let hit = l1_hit(9);
         let per_step = |n: u32, k: u64| {
             let mut c = core_sb(224, 10, n);
             let steps = 200;
@@ -1076,6 +1061,16 @@ mod tests {
                 "store buffer {n}: {below} {at}"
             );
             assert!(above > 750.0, "store buffer {n}: {above}");
+        }
+    }
+
+    /// A reference that hits L1 (4 cycles).
+    fn l1_hit(line: u64) -> Trip {
+        Trip {
+            served: 0,
+            latency: 4,
+            line,
+            ..Trip::default()
         }
     }
 
