@@ -369,7 +369,10 @@ fn bad<T>(path: impl Into<String>, msg: impl Into<String>) -> std::result::Resul
 
 fn need_text(path: &str, v: &str) -> std::result::Result<(), Bad> {
     if v.trim().is_empty() {
-        return bad(path, "must not be empty (say where the values come from)");
+        if path.ends_with("source") {
+            return bad(path, "must not be empty (say where the values come from)");
+        }
+        return bad(path, "must not be empty");
     }
     Ok(())
 }
@@ -1561,6 +1564,29 @@ mod tests {
             );
             assert!(e.contains(what), "{to}: want {what:?}: {e}");
             assert_eq!(e.lines().count(), 1, "{e}");
+        }
+    }
+
+    #[test]
+    fn an_empty_name_is_not_asked_for_a_source() {
+        // need_text's hint about sources is for `source` keys; a name or description says
+        // what the machine is.
+        for (from, to, key) in [
+            ("name = \"skylake\"", "name = \"\"", "name"),
+            ("name = \"L1D\"", "name = \" \"", "tlb.l1d.name"),
+            (
+                "source = \"7-cpu.com Skylake: DRAM is L3 latency + 51ns = 42 + 189 cycles at 3.7 GHz.\"",
+                "source = \"\"",
+                "caches.source",
+            ),
+        ] {
+            let (e, _) = error_of(from, to);
+            assert!(e.contains(&format!("key {key}: must not be empty")), "{e}");
+            assert_eq!(
+                e.contains("where the values come from"),
+                key.ends_with("source"),
+                "{e}"
+            );
         }
     }
 
