@@ -27,21 +27,8 @@ fn fail(bad_input: bool, msg: String) -> anyhow::Error {
     }
 }
 
-/// Whether a trace error is about the input the user named (missing file, not a trace) rather
-/// than a damaged trace.
-fn is_bad_input(e: &TraceError) -> bool {
-    match e {
-        TraceError::File { source, .. } => is_bad_input(source),
-        TraceError::Open { .. }
-        | TraceError::NotSeekable { .. }
-        | TraceError::BadMagic { .. }
-        | TraceError::Version { .. } => true,
-        _ => false,
-    }
-}
-
 fn trace_fail(e: TraceError) -> anyhow::Error {
-    fail(is_bad_input(&e), e.to_string())
+    fail(e.is_bad_input(), e.to_string())
 }
 
 fn info_fail(e: InfoError) -> anyhow::Error {
