@@ -131,7 +131,12 @@ enum Cmd {
         metric: String,
         /// A sweep instead of a time series: one point per report, x = these values (comma-separated);
         /// the reports are taken in order, as many per line as there are values (seed 004 Figure 2).
-        #[arg(long, value_name = "X1,X2,...", value_delimiter = ',')]
+        #[arg(
+            long,
+            value_name = "X1,X2,...",
+            value_delimiter = ',',
+            allow_hyphen_values = true
+        )]
         x_values: Vec<f64>,
         /// The x axis's label of a sweep.
         #[arg(long, value_name = "TEXT")]
