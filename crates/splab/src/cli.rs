@@ -855,6 +855,16 @@ fn cmd_compare(
     let cmp = Comparison::with_baseline(reports, base);
     let to_stderr = a.json.as_deref() == Some("-") || csv == Some("-");
     say(to_stderr, &cmp.to_text());
+    // --dump-reservations: each policy's lists after the table, named by its policy.
+    for r in &cmp.reports {
+        if let Some(d) = &r.dump {
+            let d = d.strip_prefix("reservations: ").unwrap_or(d);
+            say(
+                to_stderr,
+                &format!("\nreservations of {}: {d}", r.config.policy),
+            );
+        }
+    }
     if let Some(o) = json {
         o.write(&json_text(&cmp)?)?;
     }

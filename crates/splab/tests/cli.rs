@@ -529,3 +529,31 @@ fn issue11_frag_and_baseline_errors_name_the_option() {
         "{s}"
     );
 }
+
+/// `compare --dump-reservations` prints each policy's reservation lists after the table, as
+/// `run --dump-reservations` prints its one (it used to be accepted and print nothing).
+#[test]
+fn compare_dumps_each_policys_reservations() {
+    let out = splab()
+        .args([
+            "compare",
+            "-q",
+            "-m",
+            "alpha21264",
+            "-p",
+            "base,navarro",
+            "-w",
+            "matrix:n=100",
+            "--dump-reservations",
+        ])
+        .output()
+        .unwrap();
+    common::assert_success(&out, "compare --dump-reservations");
+    let s = String::from_utf8_lossy(&out.stdout);
+    let table = s.find("speedup").expect("the table");
+    let base = s.find("reservations of base:").expect(&s);
+    let nav = s.find("reservations of navarro:").expect(&s);
+    assert!(table < base && base < nav, "{s}");
+    assert!(s[base..nav].contains("this policy does not reserve"), "{s}");
+    assert!(s[nav..].contains("8K list:"), "{s}");
+}
