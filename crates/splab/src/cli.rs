@@ -42,8 +42,9 @@ struct Cli {
 
 #[derive(clap::Args, Clone)]
 struct RunArgs {
-    /// Machine: a preset or a machine file, optionally with parameters mem=SIZE and swap=SIZE
-    /// (e.g. skylake, skylake:mem=4G, file:my.toml, file:my.toml:mem=4G; the path ends at
+    /// Machine: a preset or a machine file, optionally with parameters mem=SIZE, swap=SIZE and
+    /// nested=SIZE (a guest under nested paging with host pages of SIZE) (e.g. skylake,
+    /// skylake:mem=4G, skylake:nested=4K, file:my.toml, file:my.toml:mem=4G; the path ends at
     /// `.toml`). See `splab list machines`; `splab machine show NAME` prints a preset's file.
     #[arg(short, long, default_value = "skylake")]
     machine: String,

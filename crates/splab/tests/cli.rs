@@ -557,3 +557,32 @@ fn compare_dumps_each_policys_reservations() {
     assert!(s[base..nav].contains("this policy does not reserve"), "{s}");
     assert!(s[nav..].contains("8K list:"), "{s}");
 }
+
+/// `-m`'s help names every machine parameter the parser takes: an unknown one's error lists
+/// them (mem, swap, nested), and `run --help` and `compare --help` give the same list.
+#[test]
+fn machine_help_names_every_machine_parameter() {
+    let out = splab()
+        .args(["run", "-m", "skylake:bogus=1", "-w", "seq:size=8M"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let valid = err
+        .split("valid parameters: ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .unwrap_or_else(|| panic!("no list of valid parameters: {err}"));
+    let params: Vec<&str> = valid.split(", ").collect();
+    assert!(params.contains(&"nested"), "{err}");
+    for cmd in ["run", "compare"] {
+        let out = splab().args([cmd, "--help"]).output().unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        let m = help
+            .lines()
+            .find(|l| l.contains("--machine <MACHINE>"))
+            .unwrap_or_else(|| panic!("{cmd} --help has no --machine: {help}"));
+        for p in &params {
+            assert!(m.contains(&format!("{p}=SIZE")), "{cmd} --help: {p}: {m}");
+        }
+    }
+}
