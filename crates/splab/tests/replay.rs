@@ -546,6 +546,24 @@ fn champsim_import_then_replay() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+    // An empty input gives a trace of no accesses, and the summary no bytes per access (it
+    // printed the whole file's size as one: "122 bytes (122.000 bytes/access)").
+    let empty = dir.join("empty.champsim");
+    std::fs::write(&empty, b"").unwrap();
+    let out = splab()
+        .args(["trace", "import-champsim"])
+        .arg(&empty)
+        .arg("-o")
+        .arg(dir.join("empty.spt"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("0 records") && err.contains(" 0 accesses"),
+        "{err}"
+    );
+    assert!(!err.contains("bytes/access"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -167,15 +167,20 @@ pub fn import_champsim(
         let bad = matches!(e, ImportError::Open { .. } | ImportError::Output(_));
         fail(bad, format!("splab trace import-champsim: {e}"))
     })?;
+    // Bytes per access only where there are accesses (a whole file is not one access's).
+    let density = if s.accesses > 0 {
+        format!(" ({:.3} bytes/access)", s.bytes as f64 / s.accesses as f64)
+    } else {
+        String::new()
+    };
     eprintln!(
         "splab trace import-champsim: {} records -> {} events, {} accesses, {} inferred regions; \
-         {} bytes ({:.3} bytes/access) -> {}",
+         {} bytes{density} -> {}",
         group(s.records),
         group(s.events),
         group(s.accesses),
         s.inferred_regions,
         group(s.bytes),
-        s.bytes as f64 / s.accesses.max(1) as f64,
         output.display()
     );
     Ok(())
