@@ -89,6 +89,16 @@ impl Prepared {
     /// The workload's memory M is `mem_bytes` (`--frag-mem`) if given, else what the workload
     /// declares (`Workload::footprint_bytes`); an error if neither is known.
     pub fn with_frag(mut self, pct: u8, mem_bytes: Option<u64>) -> Result<Prepared> {
+        let what = match mem_bytes {
+            Some(m) => format!("--frag-mem {}", units::fmt_size(m)),
+            None => format!(
+                "--frag {pct}: {} declares {} (--frag-mem SIZE sets another)",
+                self.workload.describe(),
+                self.workload
+                    .footprint_bytes()
+                    .map_or_else(String::new, units::fmt_size)
+            ),
+        };
         let mem_bytes = match mem_bytes.or(self.workload.footprint_bytes()) {
             Some(m) => m,
             None => {
@@ -100,7 +110,7 @@ impl Prepared {
             }
         };
         let f = workload::fragment::FragSpec { pct, mem_bytes };
-        f.validate(&self.machine)?;
+        f.validate_from(&self.machine, &what)?;
         self.frag = Some(f);
         Ok(self)
     }

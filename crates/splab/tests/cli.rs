@@ -586,3 +586,40 @@ fn machine_help_names_every_machine_parameter() {
         }
     }
 }
+
+/// `--frag` without `--frag-mem` takes the workload's declared memory; when that is too small
+/// the error names where it came from, not a `--frag-mem 1M` the user never gave.
+#[test]
+fn frag_errors_name_the_workloads_memory_when_no_frag_mem_was_given() {
+    let out = splab()
+        .args([
+            "run",
+            "-m",
+            "skylake:mem=1G",
+            "-w",
+            "gups:size=1M,updates=10",
+            "--frag",
+            "50",
+        ])
+        .output()
+        .unwrap();
+    common::assert_error_line(&out, 2, "frag", &["--frag 50", "gups:size=1M", "2M block"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("--frag-mem 1M"), "{err}");
+    // With --frag-mem, the error names it.
+    let out = splab()
+        .args([
+            "run",
+            "-m",
+            "skylake:mem=1G",
+            "-w",
+            "gups:size=8M,updates=10",
+            "--frag",
+            "50",
+            "--frag-mem",
+            "1M",
+        ])
+        .output()
+        .unwrap();
+    common::assert_error_line(&out, 2, "frag-mem", &["--frag-mem 1M", "2M block"]);
+}
