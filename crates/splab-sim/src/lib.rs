@@ -73,6 +73,16 @@ impl RunSpec {
                     units::fmt_size(machine.mem_bytes)
                 )));
             }
+            // Memory is given out in base pages: a remainder would be silently dropped, and
+            // the report's config.free_bytes would name more than the run had.
+            if f % base != 0 {
+                return Err(SimError::BadInput(format!(
+                    "--free {}: not a whole number of base pages ({}); e.g. --free {}",
+                    units::fmt_size(f),
+                    units::fmt_size(base),
+                    units::fmt_size(f / base * base)
+                )));
+            }
         }
         Ok(Prepared {
             machine,

@@ -29,6 +29,16 @@ fn bad_input_exits_2_with_one_line() {
         ),
         (&["run", "-w", "seq", "--free", "lots"], &["'lots'"]),
         (&["run", "-w", "seq", "--free", "1T"], &["--free"]),
+        // Not a whole number of base pages: the run would get less than asked, and the report's
+        // config.free_bytes would say the size asked.
+        (
+            &["run", "-w", "seq", "--free", "5K"],
+            &["--free 5K", "base page", "4K"],
+        ),
+        (
+            &["run", "-m", "alpha21264", "-w", "seq", "--free", "12K"],
+            &["--free 12K", "base page", "8K"],
+        ),
         (
             &["run", "-w", "seq", "--page-cache", "hot"],
             &["--page-cache", "'hot'", "warm or cold"],
