@@ -73,6 +73,16 @@ impl RunSpec {
                     units::fmt_size(machine.mem_bytes)
                 )));
             }
+            // Memory is given out in base pages: a remainder would be silently dropped, and
+            // the report's config.free_bytes would name more than the run had.
+            if f % base != 0 {
+                return Err(SimError::BadInput(format!(
+                    "--free {}: not a whole number of base pages ({}); e.g. --free {}",
+                    units::fmt_size(f),
+                    units::fmt_size(base),
+                    units::fmt_size(f / base * base)
+                )));
+            }
         }
         Ok(Prepared {
             machine,
@@ -89,6 +99,16 @@ impl Prepared {
     /// The workload's memory M is `mem_bytes` (`--frag-mem`) if given, else what the workload
     /// declares (`Workload::footprint_bytes`); an error if neither is known.
     pub fn with_frag(mut self, pct: u8, mem_bytes: Option<u64>) -> Result<Prepared> {
+        let what = match mem_bytes {
+            Some(m) => format!("--frag-mem {}", units::fmt_size(m)),
+            None => format!(
+                "--frag {pct}: {} declares {} (--frag-mem SIZE sets another)",
+                self.workload.describe(),
+                self.workload
+                    .footprint_bytes()
+                    .map_or_else(String::new, units::fmt_size)
+            ),
+        };
         let mem_bytes = match mem_bytes.or(self.workload.footprint_bytes()) {
             Some(m) => m,
             None => {
@@ -100,7 +120,7 @@ impl Prepared {
             }
         };
         let f = workload::fragment::FragSpec { pct, mem_bytes };
-        f.validate(&self.machine)?;
+        f.validate_from(&self.machine, &what)?;
         self.frag = Some(f);
         Ok(self)
     }

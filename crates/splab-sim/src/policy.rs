@@ -547,7 +547,7 @@ pub const POLICIES: &[(&str, &str)] = &[
     ),
     (
         "navarro",
-        "seed 000: multi-size reservations, population maps, preemption (multi-list), incremental promotion, demotion; sizes=64K+4M restricts the superpage sizes; promote=overhead reserves and pays for promotion but maps base pages (6.6), promote=no never promotes; prefault=4+4 as FreeBSD; contiguity=daemon (5.1, default) | cache | off; wired=scattered (default) | clustered (5.2); close_deactivate: a file no process has open or mapped has its clean pages moved to the inactive queue (5.1 (3)); dirty=trap|whole|hash: a write to a clean superpage demotes it (4.7, the default), or marks it dirty and it is written out whole (6.7), or written out per base page whose SHA-1 digest changed (4.7); prefault=4+4 as FreeBSD",
+        "seed 000: multi-size reservations, population maps, preemption (multi-list), incremental promotion, demotion; sizes=64K+4M restricts the superpage sizes; promote=overhead reserves and pays for promotion but maps base pages (6.6), promote=no never promotes; prefault=4+4 as FreeBSD; contiguity=daemon (5.1, default) | cache | off; wired=scattered (default) | clustered (5.2); close_deactivate: a file no process has open or mapped has its clean pages moved to the inactive queue (5.1 (3)); dirty=trap|whole|hash: a write to a clean superpage demotes it (4.7, the default), or marks it dirty and it is written out whole (6.7), or written out per base page whose SHA-1 digest changed (4.7)",
     ),
     (
         "linux",
@@ -1106,6 +1106,20 @@ mod tests {
         assert_eq!(k.limits(512).max_ptes_swap, 3);
         assert_eq!(k.limits(512).pages_to_scan, 100);
         assert_eq!((k.scan_sleep_ms, k.alloc_sleep_ms), (10_000, 60_000));
+    }
+
+    #[test]
+    fn no_preset_description_repeats_a_clause() {
+        // `splab list policies` prints these; a clause said twice is an editing slip.
+        for (name, about) in POLICIES {
+            let clauses: Vec<&str> = about.split("; ").map(str::trim).collect();
+            for (i, c) in clauses.iter().enumerate() {
+                assert!(
+                    !clauses[..i].contains(c),
+                    "{name}: '{c}' is said twice: {about}"
+                );
+            }
+        }
     }
 
     #[test]

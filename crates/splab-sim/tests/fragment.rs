@@ -169,9 +169,15 @@ fn bad_levels_and_memory_are_errors_naming_the_option() {
     assert!(e.contains("--frag-mem 2G") && e.contains("1G"), "{e}");
     let e = bad(50, None, "seq:size=8M");
     assert!(e.contains("--frag-mem SIZE"), "{e}");
+    // A declared memory under a block: the error says the workload declared it (no
+    // --frag-mem was given) and which option sets another.
     let e = bad(50, None, "gups:size=1M");
     assert!(
-        e.contains("--frag-mem 1M"),
+        e.contains("--frag 50")
+            && e.contains("gups:size=1M")
+            && e.contains("declares 1M")
+            && e.contains("--frag-mem SIZE")
+            && !e.contains("--frag-mem 1M"),
         "a declared memory under a block: {e}"
     );
 }

@@ -85,6 +85,20 @@ impl TraceError {
     pub(crate) fn io(offset: u64, source: std::io::Error) -> Self {
         TraceError::Io { offset, source }
     }
+    /// Whether the error is about the input the user named (a file that cannot be opened, is
+    /// not a regular file, not a splab trace, or of an unsupported version) rather than a
+    /// trace that turned out truncated or corrupt: exit status 2 against 1 (README "Exit
+    /// status"), the same for every command that reads a trace.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            TraceError::File { source, .. } => source.is_bad_input(),
+            TraceError::Open { .. }
+            | TraceError::NotSeekable { .. }
+            | TraceError::BadMagic { .. }
+            | TraceError::Version { .. } => true,
+            _ => false,
+        }
+    }
     /// Adds the file's path to the message.
     pub fn in_file(self, path: impl Into<PathBuf>) -> Self {
         TraceError::File {

@@ -1349,19 +1349,8 @@ fn bad(msg: String) -> anyhow::Error {
     SimError::BadInput(msg).into()
 }
 
-fn trace_is_bad_input(e: &TraceError) -> bool {
-    match e {
-        TraceError::File { source, .. } => trace_is_bad_input(source),
-        TraceError::Open { .. }
-        | TraceError::NotSeekable { .. }
-        | TraceError::BadMagic { .. }
-        | TraceError::Version { .. } => true,
-        _ => false,
-    }
-}
-
 fn trace_err(e: TraceError) -> anyhow::Error {
-    if trace_is_bad_input(&e) {
+    if e.is_bad_input() {
         bad(format!("advise: {e}"))
     } else {
         anyhow!("advise: {e}")

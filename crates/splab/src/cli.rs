@@ -42,8 +42,9 @@ struct Cli {
 
 #[derive(clap::Args, Clone)]
 struct RunArgs {
-    /// Machine: a preset or a machine file, optionally with parameters mem=SIZE and swap=SIZE
-    /// (e.g. skylake, skylake:mem=4G, file:my.toml, file:my.toml:mem=4G; the path ends at
+    /// Machine: a preset or a machine file, optionally with parameters mem=SIZE, swap=SIZE and
+    /// nested=SIZE (a guest under nested paging with host pages of SIZE) (e.g. skylake,
+    /// skylake:mem=4G, skylake:nested=4K, file:my.toml, file:my.toml:mem=4G; the path ends at
     /// `.toml`). See `splab list machines`; `splab machine show NAME` prints a preset's file.
     #[arg(short, long, default_value = "skylake")]
     machine: String,
@@ -131,7 +132,12 @@ enum Cmd {
         metric: String,
         /// A sweep instead of a time series: one point per report, x = these values (comma-separated);
         /// the reports are taken in order, as many per line as there are values (seed 004 Figure 2).
-        #[arg(long, value_name = "X1,X2,...", value_delimiter = ',')]
+        #[arg(
+            long,
+            value_name = "X1,X2,...",
+            value_delimiter = ',',
+            allow_hyphen_values = true
+        )]
         x_values: Vec<f64>,
         /// The x axis's label of a sweep.
         #[arg(long, value_name = "TEXT")]
@@ -850,6 +856,16 @@ fn cmd_compare(
     let cmp = Comparison::with_baseline(reports, base);
     let to_stderr = a.json.as_deref() == Some("-") || csv == Some("-");
     say(to_stderr, &cmp.to_text());
+    // --dump-reservations: each policy's lists after the table, named by its policy.
+    for r in &cmp.reports {
+        if let Some(d) = &r.dump {
+            let d = d.strip_prefix("reservations: ").unwrap_or(d);
+            say(
+                to_stderr,
+                &format!("\nreservations of {}: {d}", r.config.policy),
+            );
+        }
+    }
     if let Some(o) = json {
         o.write(&json_text(&cmp)?)?;
     }

@@ -138,10 +138,18 @@ pub fn table(a: &str, b: &str, tolerance: f64) -> Result<(String, usize)> {
             if over { " (beyond)" } else { "" }
         );
     }
+    // Values with no percentage count as beyond, but are not "by more than" anything.
+    let words = d.iter().filter(|r| r.pct.is_none()).count();
+    let words = if words > 0 {
+        format!(" and {words} with no percentage (a word, or present on one side only)")
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         s,
-        "\n{} of {n} parameters differ; {beyond} by more than {tolerance}% (the difference is |a - b| / max(|a|, |b|)).",
-        d.len()
+        "\n{} of {n} parameters differ; {} by more than {tolerance}%{words} (the difference is |a - b| / max(|a|, |b|)).",
+        d.len(),
+        d.iter().filter(|r| r.pct.is_some_and(|p| p > tolerance)).count()
     );
     Ok((s, beyond))
 }
@@ -179,11 +187,19 @@ mod tests {
             (page.a.as_str(), page.b.as_str(), page.pct),
             ("-", "4K", None)
         );
-        let (_, beyond) = table("skylake", "skylake:nested=4K", 10.0).unwrap();
+        let (t, beyond) = table("skylake", "skylake:nested=4K", 10.0).unwrap();
         assert_eq!(
             beyond,
             d.len(),
             "a value present on one side counts as beyond"
+        );
+        // The summary does not call them "by more than 10%": they have no percentage.
+        assert!(
+            t.contains(&format!(
+                "; 0 by more than 10% and {} with no percentage (a word, or present on one side only)",
+                d.len()
+            )),
+            "{t}"
         );
     }
 

@@ -101,6 +101,11 @@ pub fn sweep(
     if x_values.is_empty() {
         return Err(bad("plot: --x-values is empty".into()));
     }
+    if let Some(x) = x_values.iter().find(|x| !x.is_finite()) {
+        return Err(bad(format!(
+            "plot: --x-values {x}: each x must be a finite number"
+        )));
+    }
     let reports = read_reports(paths)?;
     let n = x_values.len();
     if reports.is_empty() || reports.len() % n != 0 {

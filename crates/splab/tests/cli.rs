@@ -29,6 +29,16 @@ fn bad_input_exits_2_with_one_line() {
         ),
         (&["run", "-w", "seq", "--free", "lots"], &["'lots'"]),
         (&["run", "-w", "seq", "--free", "1T"], &["--free"]),
+        // Not a whole number of base pages: the run would get less than asked, and the report's
+        // config.free_bytes would say the size asked.
+        (
+            &["run", "-w", "seq", "--free", "5K"],
+            &["--free 5K", "base page", "4K"],
+        ),
+        (
+            &["run", "-m", "alpha21264", "-w", "seq", "--free", "12K"],
+            &["--free 12K", "base page", "8K"],
+        ),
         (
             &["run", "-w", "seq", "--page-cache", "hot"],
             &["--page-cache", "'hot'", "warm or cold"],
@@ -528,4 +538,98 @@ fn issue11_frag_and_baseline_errors_name_the_option() {
         s.contains("(baseline linux, frag-100)") && s.contains("p95 fault"),
         "{s}"
     );
+}
+
+/// `compare --dump-reservations` prints each policy's reservation lists after the table, as
+/// `run --dump-reservations` prints its one (it used to be accepted and print nothing).
+#[test]
+fn compare_dumps_each_policys_reservations() {
+    let out = splab()
+        .args([
+            "compare",
+            "-q",
+            "-m",
+            "alpha21264",
+            "-p",
+            "base,navarro",
+            "-w",
+            "matrix:n=100",
+            "--dump-reservations",
+        ])
+        .output()
+        .unwrap();
+    common::assert_success(&out, "compare --dump-reservations");
+    let s = String::from_utf8_lossy(&out.stdout);
+    let table = s.find("speedup").expect("the table");
+    let base = s.find("reservations of base:").expect(&s);
+    let nav = s.find("reservations of navarro:").expect(&s);
+    assert!(table < base && base < nav, "{s}");
+    assert!(s[base..nav].contains("this policy does not reserve"), "{s}");
+    assert!(s[nav..].contains("8K list:"), "{s}");
+}
+
+/// `-m`'s help names every machine parameter the parser takes: an unknown one's error lists
+/// them (mem, swap, nested), and `run --help` and `compare --help` give the same list.
+#[test]
+fn machine_help_names_every_machine_parameter() {
+    let out = splab()
+        .args(["run", "-m", "skylake:bogus=1", "-w", "seq:size=8M"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let valid = err
+        .split("valid parameters: ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .unwrap_or_else(|| panic!("no list of valid parameters: {err}"));
+    let params: Vec<&str> = valid.split(", ").collect();
+    assert!(params.contains(&"nested"), "{err}");
+    for cmd in ["run", "compare"] {
+        let out = splab().args([cmd, "--help"]).output().unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        let m = help
+            .lines()
+            .find(|l| l.contains("--machine <MACHINE>"))
+            .unwrap_or_else(|| panic!("{cmd} --help has no --machine: {help}"));
+        for p in &params {
+            assert!(m.contains(&format!("{p}=SIZE")), "{cmd} --help: {p}: {m}");
+        }
+    }
+}
+
+/// `--frag` without `--frag-mem` takes the workload's declared memory; when that is too small
+/// the error names where it came from, not a `--frag-mem 1M` the user never gave.
+#[test]
+fn frag_errors_name_the_workloads_memory_when_no_frag_mem_was_given() {
+    let out = splab()
+        .args([
+            "run",
+            "-m",
+            "skylake:mem=1G",
+            "-w",
+            "gups:size=1M,updates=10",
+            "--frag",
+            "50",
+        ])
+        .output()
+        .unwrap();
+    common::assert_error_line(&out, 2, "frag", &["--frag 50", "gups:size=1M", "2M block"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("--frag-mem 1M"), "{err}");
+    // With --frag-mem, the error names it.
+    let out = splab()
+        .args([
+            "run",
+            "-m",
+            "skylake:mem=1G",
+            "-w",
+            "gups:size=8M,updates=10",
+            "--frag",
+            "50",
+            "--frag-mem",
+            "1M",
+        ])
+        .output()
+        .unwrap();
+    common::assert_error_line(&out, 2, "frag-mem", &["--frag-mem 1M", "2M block"]);
 }

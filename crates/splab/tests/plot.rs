@@ -265,6 +265,39 @@ fn plots_a_sweep_of_reports() {
         .output()
         .unwrap();
     assert_error_line(&out, 2, "path", &["no number at 'tlb.levels.1.misses'"]);
+    // Negative x values are values, not flags (a sweep over log2 sizes, say), as
+    // `--x-values -2,-1,0` and as `--x-values=-2,-1,0`.
+    for args in [vec!["--x-values", "-2,-1,0"], vec!["--x-values=-2,-1,0"]] {
+        let out = splab()
+            .args([&paths[0], &paths[1], &paths[2]].iter().fold(
+                vec!["plot".to_string()],
+                |mut v, p| {
+                    v.push(p.to_string());
+                    v
+                },
+            ))
+            .args(["-y", "tlb.levels.0.misses", "-o", &svg])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_success(&out, &args);
+    }
+    // An x that is not a finite number has no place on the axis: bad input, not a figure with
+    // NaN coordinates.
+    for xs in ["1,NaN,3", "1,inf,3", "2,3,-inf"] {
+        let out = splab()
+            .args([&paths[0], &paths[1], &paths[2]].iter().fold(
+                vec!["plot".to_string()],
+                |mut v, p| {
+                    v.push(p.to_string());
+                    v
+                },
+            ))
+            .args(["-y", "tlb.levels.0.misses", "--x-values", xs, "-o", &svg])
+            .output()
+            .unwrap();
+        assert_error_line(&out, 2, xs, &["--x-values", "finite"]);
+    }
 }
 
 /// A fresh directory under the target dir for one test's files.

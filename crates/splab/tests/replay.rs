@@ -406,6 +406,46 @@ fn truncated_trace_is_one_line_with_the_offset() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A trace cut short inside its header (an empty file, or a recording killed as it began) is
+/// a truncated trace, exit status 1, from `run` and `compare` as from `trace info`, `trace cat`
+/// and `advise`: the same file gets the same status from every command.
+#[test]
+fn a_trace_cut_in_its_header_exits_1_from_every_command() {
+    let dir = workdir("header-cut");
+    let path = dir.join("full.spt");
+    write_trace(&path, |w| {
+        w.write(&mmap(P, 0x7000_0000, 1 << 16, Prot::RW, MmapFlags::ANON))
+            .unwrap();
+        w.write(&TraceEvent::Exit { pid: P }).unwrap();
+    });
+    let bytes = std::fs::read(&path).unwrap();
+    // 0 bytes; the magic alone; the magic and half the version.
+    for n in [0, 8, 9] {
+        let cut = dir.join(format!("cut{n}.spt"));
+        std::fs::write(&cut, &bytes[..n]).unwrap();
+        let f = cut.to_str().unwrap().to_string();
+        let w = format!("trace:path={f}");
+        for args in [
+            vec!["run".to_string(), "-q".into(), "-w".into(), w.clone()],
+            vec![
+                "compare".into(),
+                "-q".into(),
+                "-p".into(),
+                "base,linux".into(),
+                "-w".into(),
+                w.clone(),
+            ],
+            vec!["advise".into(), "-q".into(), "-w".into(), w.clone()],
+            vec!["trace".into(), "info".into(), f.clone()],
+            vec!["trace".into(), "cat".into(), f.clone()],
+        ] {
+            let out = splab().args(&args).output().unwrap();
+            assert_error_line(&out, 1, &args, &["truncated trace at byte offset", &f]);
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Machines the trace does not fit: refused with one line, exit 2.
 #[test]
 fn trace_on_unfit_machines_is_bad_input() {
@@ -506,6 +546,24 @@ fn champsim_import_then_replay() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+    // An empty input gives a trace of no accesses, and the summary no bytes per access (it
+    // printed the whole file's size as one: "122 bytes (122.000 bytes/access)").
+    let empty = dir.join("empty.champsim");
+    std::fs::write(&empty, b"").unwrap();
+    let out = splab()
+        .args(["trace", "import-champsim"])
+        .arg(&empty)
+        .arg("-o")
+        .arg(dir.join("empty.spt"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("0 records") && err.contains(" 0 accesses"),
+        "{err}"
+    );
+    assert!(!err.contains("bytes/access"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -372,7 +372,10 @@ fn bad<T>(path: impl Into<String>, msg: impl Into<String>) -> std::result::Resul
 
 fn need_text(path: &str, v: &str) -> std::result::Result<(), Bad> {
     if v.trim().is_empty() {
-        return bad(path, "must not be empty (say where the values come from)");
+        if path.ends_with("source") {
+            return bad(path, "must not be empty (say where the values come from)");
+        }
+        return bad(path, "must not be empty");
     }
     Ok(())
 }
@@ -520,7 +523,7 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
             .collect::<std::result::Result<_, _>>()?,
     };
 
-    let walk = build_walk(&f.walk, &shifts)?;
+    let walk = build_walk(&f.walk, &shifts, f.va_bits)?;
     let caches = build_caches(&f.caches)?;
     let cache_lifetimes = build_lifetimes(&f.caches, f.freq_hz)?;
     let cache_lifetime_curves = build_lifetime_curves(&f.caches, f.freq_hz)?;
@@ -724,7 +727,7 @@ pub fn check_swap(path: &str, swap: Swap, mem: u64) -> std::result::Result<u64, 
     }
 }
 
-fn build_walk(w: &FileWalk, shifts: &[u8]) -> std::result::Result<WalkConfig, Bad> {
+fn build_walk(w: &FileWalk, shifts: &[u8], va_bits: u8) -> std::result::Result<WalkConfig, Bad> {
     need_text("walk.source", &w.source)?;
     let base = shifts[0];
     if w.level_sizes.len() > 4 {
@@ -806,7 +809,7 @@ fn build_walk(w: &FileWalk, shifts: &[u8]) -> std::result::Result<WalkConfig, Ba
             format!("missing key `{key}` (needed by kind = \"{kind}\")"),
         )
     };
-    match w.kind {
+    let config = match w.kind {
         WalkKind::Radix => {
             only("handler_cycles", w.handler_cycles.is_some(), "software")?;
             only("pte_refs", w.pte_refs.is_some(), "software")?;
@@ -848,24 +851,45 @@ fn build_walk(w: &FileWalk, shifts: &[u8]) -> std::result::Result<WalkConfig, Ba
                     );
                 }
             }
-            Ok(WalkConfig::Radix {
+            WalkConfig::Radix {
                 level_shifts,
                 pwc_entries: pwc,
                 pte_bytes: w.pte_bytes,
-            })
+            }
         }
         WalkKind::Software => {
             only("pwc_entries", w.pwc_entries.is_some(), "radix")?;
-            Ok(WalkConfig::Software {
+            WalkConfig::Software {
                 handler_cycles: w
                     .handler_cycles
                     .ok_or_else(|| need("handler_cycles", "software"))?,
                 level_shifts,
                 pte_refs: w.pte_refs.ok_or_else(|| need("pte_refs", "software"))?,
                 pte_bytes: w.pte_bytes,
-            })
+            }
+        }
+    };
+    // The root table must reach every virtual address: the VM places the stack and mmaps up to
+    // half the address space (`Os::new`), so a root that maps less would leave them in no table.
+    if let Some(&root) = config.level_shifts().first() {
+        let reach = u32::from(root) + u32::from(entry_bits);
+        if reach < u32::from(va_bits) {
+            return bad(
+                "walk.level_sizes[0]",
+                format!(
+                    "the root table's {} entries map {}, less than the {}-bit virtual address space{}",
+                    1u64 << entry_bits,
+                    fmt_size(1 << reach),
+                    va_bits,
+                    match 1u64.checked_shl(u32::from(va_bits)) {
+                        Some(b) => format!(" ({})", fmt_size(b)),
+                        None => String::new(),
+                    },
+                ),
+            );
         }
     }
+    Ok(config)
 }
 
 /// A page-walk cache's entries: up to 4 are one fully associative set, more must be a
@@ -1451,6 +1475,12 @@ mod tests {
                 "an entry maps 512G, but a table of 512 8-byte entries below it maps 1G",
             ),
             (
+                "level_sizes = [\"512G\", \"1G\", \"2M\", \"4K\"]\npwc_entries = [2, 4, 32]",
+                "level_sizes = [\"1G\", \"2M\", \"4K\"]\npwc_entries = [4, 32]",
+                "walk.level_sizes[0]",
+                "the root table's 512 entries map 512G, less than the 48-bit virtual address space (256T)",
+            ),
+            (
                 "window = 224",
                 "window = 2240",
                 "core.window",
@@ -1562,6 +1592,29 @@ mod tests {
             );
             assert!(e.contains(what), "{to}: want {what:?}: {e}");
             assert_eq!(e.lines().count(), 1, "{e}");
+        }
+    }
+
+    #[test]
+    fn an_empty_name_is_not_asked_for_a_source() {
+        // need_text's hint about sources is for `source` keys; a name or description says
+        // what the machine is.
+        for (from, to, key) in [
+            ("name = \"skylake\"", "name = \"\"", "name"),
+            ("name = \"L1D\"", "name = \" \"", "tlb.l1d.name"),
+            (
+                "source = \"7-cpu.com Skylake: DRAM is L3 latency + 51ns = 42 + 189 cycles at 3.7 GHz.\"",
+                "source = \"\"",
+                "caches.source",
+            ),
+        ] {
+            let (e, _) = error_of(from, to);
+            assert!(e.contains(&format!("key {key}: must not be empty")), "{e}");
+            assert_eq!(
+                e.contains("where the values come from"),
+                key.ends_with("source"),
+                "{e}"
+            );
         }
     }
 

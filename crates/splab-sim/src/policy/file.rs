@@ -93,27 +93,32 @@ const KHUGEPAGED_SLEEPS: &[(&str, KhSleep, &str)] = &[
         "sleep after a failed THP allocation, ms",
     ),
 ];
-/// khugepaged's limits, "default" meaning Linux's for the THP's size (HPAGE_PMD_NR).
+/// khugepaged's limits, "default" meaning Linux's for the THP's size (HPAGE_PMD_NR): file key,
+/// the field, the least value (as the parameter's, `Policy::from_spec`), what it is.
 type KhLimit = fn(&mut Khugepaged) -> &mut Option<u64>;
-const KHUGEPAGED_LIMITS: &[(&str, KhLimit, &str)] = &[
+const KHUGEPAGED_LIMITS: &[(&str, KhLimit, u64, &str)] = &[
     (
         "pages_to_scan",
         |k| &mut k.pages_to_scan,
+        1,
         "PTEs scanned per wake (default: HPAGE_PMD_NR x 8 = 4096)",
     ),
     (
         "max_ptes_none",
         |k| &mut k.max_ptes_none,
+        0,
         "empty PTEs a collapsed region may have (default: HPAGE_PMD_NR - 1 = 511)",
     ),
     (
         "max_ptes_swap",
         |k| &mut k.max_ptes_swap,
+        0,
         "PTEs on swap a collapsed region may have (default: HPAGE_PMD_NR / 8 = 64)",
     ),
     (
         "max_ptes_shared",
         |k| &mut k.max_ptes_shared,
+        0,
         "PTEs of shared pages a collapsed region may have (default: HPAGE_PMD_NR / 2 = 256)",
     ),
 ];
@@ -195,7 +200,7 @@ fn tables(p: &Policy) -> Vec<Table> {
         for (key, f, about) in KHUGEPAGED_SLEEPS {
             kh.push((key, Int(*f(&mut k)), about.to_string()));
         }
-        for (key, f, about) in KHUGEPAGED_LIMITS {
+        for (key, f, _, about) in KHUGEPAGED_LIMITS {
             kh.push((key, Limit(*f(&mut k)), about.to_string()));
         }
     }
@@ -915,15 +920,19 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
         for (key, f, _) in KHUGEPAGED_SLEEPS {
             *f(&mut k) = kh.int(&s, key, 1 << 32)?;
         }
-        for (key, f, _) in KHUGEPAGED_LIMITS {
-            let expect = "an integer, or \"default\" (Linux's, relative to the THP size)";
-            let v = kh.need(&s, key, expect)?;
+        for (key, f, min, _) in KHUGEPAGED_LIMITS {
+            let expect = if *min == 0 {
+                "an integer, or \"default\" (Linux's, relative to the THP size)".to_string()
+            } else {
+                format!("an integer from {min}, or \"default\" (Linux's, relative to the THP size)")
+            };
+            let v = kh.need(&s, key, &expect)?;
             *f(&mut k) = match v.get_ref().as_str() {
                 Some("default") => None,
                 _ => Some(
                     int_of(v)
-                        .filter(|&n| n <= 1 << 32)
-                        .ok_or_else(|| kh.bad(&s, key, v, expect))?,
+                        .filter(|n| (*min..=1 << 32).contains(n))
+                        .ok_or_else(|| kh.bad(&s, key, v, &expect))?,
                 ),
             };
         }
@@ -1207,6 +1216,20 @@ mod tests {
             "khugepaged is off"
         );
         assert!(Policy::from_spec("freebsd:khugepaged=on,max_ptes_none=0").is_ok());
+        // A file holds the same limits as the parameters: khugepaged scans at least one PTE a
+        // wake (Linux's pages_to_scan refuses 0), while the max_ptes_* may be 0.
+        assert!(Policy::from_spec("linux:pages_to_scan=0").is_err());
+        let e = linux_err("pages_to_scan = \"default\"", "pages_to_scan = 0");
+        assert!(
+            e.contains("daemons.khugepaged.pages_to_scan = 0: expected an integer from 1"),
+            "{e}"
+        );
+        let text = Policy::from_spec("linux").unwrap().to_toml().replacen(
+            "max_ptes_none = \"default\"",
+            "max_ptes_none = 0",
+            1,
+        );
+        assert!(Policy::from_toml(&text, "l.toml").is_ok());
     }
 
     #[test]

@@ -85,6 +85,12 @@ impl FragSpec {
     /// Checks the level and M against machine `m`: pct in 0..=100, M at least one block and at
     /// most the machine's memory.
     pub fn validate(&self, m: &Machine) -> Result<()> {
+        self.validate_from(m, &format!("--frag-mem {}", fmt_size(self.mem_bytes)))
+    }
+
+    /// As `validate`, naming the workload's memory as `what` in errors (the option that gave
+    /// it, or the workload that declared it).
+    pub fn validate_from(&self, m: &Machine, what: &str) -> Result<()> {
         if self.pct > 100 {
             return Err(SimError::BadInput(format!(
                 "--frag {}: the level is a percentage from 0 to 100 (Quicksilver's are 0, 50, 100)",
@@ -94,15 +100,13 @@ impl FragSpec {
         let block = 1u64 << (block_order(m)? + m.base_shift());
         if self.mem_bytes < block {
             return Err(SimError::BadInput(format!(
-                "--frag-mem {}: the workload's memory must be at least one {} block",
-                fmt_size(self.mem_bytes),
+                "{what}: the workload's memory must be at least one {} block",
                 fmt_size(block)
             )));
         }
         if self.mem_bytes > m.mem_bytes {
             return Err(SimError::BadInput(format!(
-                "--frag-mem {}: larger than the machine's memory ({})",
-                fmt_size(self.mem_bytes),
+                "{what}: larger than the machine's memory ({})",
                 fmt_size(m.mem_bytes)
             )));
         }

@@ -236,8 +236,15 @@ impl TraceReplay {
     /// Checks that `path` is a readable trace (its header) and takes the access count from its
     /// trailer when it has one.
     pub fn open(path: &Path) -> Result<TraceReplay> {
-        st::TraceReader::open(path)
-            .map_err(|e| SimError::BadInput(format!("workload 'trace': {e}")))?;
+        // A file cut short in its header is a truncated trace (exit status 1), as `splab trace
+        // info` and a replay say of one cut later; only a file that is not a trace is bad input.
+        st::TraceReader::open(path).map_err(|e| {
+            if e.is_bad_input() {
+                SimError::BadInput(format!("workload 'trace': {e}"))
+            } else {
+                SimError::Trace(e.to_string())
+            }
+        })?;
         let expected = st::read_header_and_trailer(path)
             .ok()
             .map(|(_, t)| t.accesses);

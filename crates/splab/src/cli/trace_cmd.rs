@@ -27,21 +27,8 @@ fn fail(bad_input: bool, msg: String) -> anyhow::Error {
     }
 }
 
-/// Whether a trace error is about the input the user named (missing file, not a trace) rather
-/// than a damaged trace.
-fn is_bad_input(e: &TraceError) -> bool {
-    match e {
-        TraceError::File { source, .. } => is_bad_input(source),
-        TraceError::Open { .. }
-        | TraceError::NotSeekable { .. }
-        | TraceError::BadMagic { .. }
-        | TraceError::Version { .. } => true,
-        _ => false,
-    }
-}
-
 fn trace_fail(e: TraceError) -> anyhow::Error {
-    fail(is_bad_input(&e), e.to_string())
+    fail(e.is_bad_input(), e.to_string())
 }
 
 fn info_fail(e: InfoError) -> anyhow::Error {
@@ -180,15 +167,20 @@ pub fn import_champsim(
         let bad = matches!(e, ImportError::Open { .. } | ImportError::Output(_));
         fail(bad, format!("splab trace import-champsim: {e}"))
     })?;
+    // Bytes per access only where there are accesses (a whole file is not one access's).
+    let density = if s.accesses > 0 {
+        format!(" ({:.3} bytes/access)", s.bytes as f64 / s.accesses as f64)
+    } else {
+        String::new()
+    };
     eprintln!(
         "splab trace import-champsim: {} records -> {} events, {} accesses, {} inferred regions; \
-         {} bytes ({:.3} bytes/access) -> {}",
+         {} bytes{density} -> {}",
         group(s.records),
         group(s.events),
         group(s.accesses),
         s.inferred_regions,
         group(s.bytes),
-        s.bytes as f64 / s.accesses.max(1) as f64,
         output.display()
     );
     Ok(())
