@@ -1028,6 +1028,19 @@ mod tests {
         }
     }
 
+    /// The older load a store waits for is the latest to complete, not the last issued: a
+    /// miss (done at 20 + 400), then a load that hits (done at 40 + 16), then two stores with
+    /// one entry: the second waits for the first's commit, after the miss (420).
+    #[test]
+    fn a_store_waits_for_the_latest_older_load_not_the_last() {
+        let mut c = core_sb(64, 4, 1);
+        c.access(MemOp::Load, 20, 0, &miss(100, 1));
+        c.access(MemOp::Load, 20, 0, &l1_hit(2));
+        c.access(MemOp::Store, 20, 0, &l1_hit(3));
+        c.access(MemOp::Store, 20, 0, &l1_hit(3));
+        assert_eq!(c.now, 420);
+    }
+
     /// calibrate's store-buffer benchmark (crates/splab/src/calibrate/storebuf.rs) run on the
     /// model: two independent chases that miss (400 cycles), each hop followed by K stores
     /// that hit L1. While the K stores after a hop fit in the buffer, the other chase's hop
