@@ -538,7 +538,7 @@ impl Core {
     /// dispatch clock. Intel's RESOURCE_STALLS.SB counts these cycles.
     #[inline]
     fn store_buffer_entry(&mut self) -> u64 {
-        // SAFETY-free: `sb` is not empty here, and `sb_head < sb.len()` (`store_buffer_commit`).
+        // In bounds: `sb` is not empty here, and `sb_head < sb.len()` (`store_buffer_commit`).
         let (free, served) = self.sb[self.sb_head];
         if free > self.now {
             self.ticks[cause::DATA + served.min(3) as usize] += free - self.now;
