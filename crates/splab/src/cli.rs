@@ -168,11 +168,17 @@ enum Cmd {
         #[command(subcommand)]
         cmd: PolicyCmd,
     },
-    /// Measure the simulator's own speed (simulated accesses per second).
+    /// Measure the simulator's own speed (simulated accesses per second): seq and gups on
+    /// skylake under base and navarro, each run --repeat times (the rounds alternate the cases,
+    /// so that a slow phase of a shared machine falls on all of them); prints the median and the
+    /// range of each.
     Bench {
         /// Smaller runs (for a quick check).
         #[arg(long)]
         quick: bool,
+        /// Runs of each case (the median and the range are printed; at least 1).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+        repeat: u32,
     },
     /// Compare every implemented policy on a few of the papers' workloads and machines.
     Demo {
@@ -474,7 +480,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             print!("{}", policy::Policy::from_spec(&name)?.to_toml());
             Ok(())
         }
-        Cmd::Bench { quick } => cmd_bench(quick),
+        Cmd::Bench { quick, repeat } => cmd_bench(quick, repeat as usize),
         Cmd::Cc {
             source,
             output,
@@ -1061,7 +1067,7 @@ fn cmd_list(what: &str) {
     }
 }
 
-fn cmd_bench(quick: bool) -> Result<()> {
+fn cmd_bench(quick: bool, repeat: usize) -> Result<()> {
     let scale = if quick { 4 } else { 1 };
     let cases = [
         (
@@ -1073,40 +1079,92 @@ fn cmd_bench(quick: bool) -> Result<()> {
             format!("gups:size=1G,updates={}M", 64 / scale),
         ),
     ];
-    println!("splab bench: simulated accesses per second on skylake (use a release build)");
-    for (what, w) in cases {
-        let mut base_rate = 0.0;
-        for policy in ["base", "navarro"] {
-            let spec = RunSpec {
-                machine: "skylake".into(),
-                policy: policy.into(),
-                workload: w.clone(),
-                seed: 1,
-                check: CheckMode::Off,
-                free_bytes: None,
-                page_cache: Default::default(),
-                dump_reservations: false,
+    let policies = ["base", "navarro"];
+    println!(
+        "splab bench: simulated accesses per second on skylake (use a release build); \
+         {repeat} run{} of each, median (range)",
+        if repeat == 1 { "" } else { "s" }
+    );
+    // rates[case][policy]: one rate per round; accesses[case][policy]: a run's accesses.
+    let mut rates = vec![vec![Vec::with_capacity(repeat); policies.len()]; cases.len()];
+    let mut accesses = vec![vec![0u64; policies.len()]; cases.len()];
+    for round in 0..repeat {
+        for (c, (what, w)) in cases.iter().enumerate() {
+            for (p, policy) in policies.iter().enumerate() {
+                if repeat > 1 {
+                    eprint!(
+                        "\r  round {}/{repeat}: {what}, {policy}          ",
+                        round + 1
+                    );
+                }
+                let spec = RunSpec {
+                    machine: "skylake".into(),
+                    policy: (*policy).into(),
+                    workload: w.clone(),
+                    seed: 1,
+                    check: CheckMode::Off,
+                    free_bytes: None,
+                    page_cache: Default::default(),
+                    dump_reservations: false,
+                };
+                let r = run_one(&spec, None, true)?;
+                rates[c][p].push(r.sim.accesses_per_second);
+                accesses[c][p] = r.accesses.total;
+            }
+        }
+    }
+    if repeat > 1 {
+        eprint!("\r{:60}\r", "");
+    }
+    for (c, (what, w)) in cases.iter().enumerate() {
+        let base = median(&rates[c][0]);
+        for (p, policy) in policies.iter().enumerate() {
+            let m = median(&rates[c][p]);
+            let (lo, hi) = min_max(&rates[c][p]);
+            let range = if repeat > 1 {
+                format!(" ({:.1}-{:.1}M)", lo / 1e6, hi / 1e6)
+            } else {
+                String::new()
             };
-            let r = run_one(&spec, None, true)?;
-            let rate = r.sim.accesses_per_second;
-            let vs = if policy == "base" {
-                base_rate = rate;
+            let vs = if p == 0 {
                 String::new()
             } else {
-                format!(", {:.2}x base's time", base_rate / rate)
+                format!(", {:.2}x base's time", base / m)
             };
+            // The median run's wall time (every run makes the same accesses).
+            let (n, secs) = (accesses[c][p], accesses[c][p] as f64 / m);
             println!(
-                "  {:<38} {:<8} {:>8.1}M accesses/s   ({} accesses in {:.2} s{vs}; {})",
+                "  {:<38} {:<8} {:>8.1}M accesses/s{range}   ({} accesses in {:.2} s{vs}; {})",
                 what,
                 policy,
-                rate / 1e6,
-                splab_sim::report::group(r.accesses.total),
-                r.sim.wall_seconds,
+                m / 1e6,
+                splab_sim::report::group(n),
+                secs,
                 w
             );
         }
     }
     Ok(())
+}
+
+/// The median of `v` (the mean of the middle two for an even count); `v` is not empty.
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// The smallest and the largest of `v`.
+fn min_max(v: &[f64]) -> (f64, f64) {
+    v.iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+            (a.min(x), b.max(x))
+        })
 }
 
 fn cmd_demo(out: &Path) -> Result<()> {
@@ -1169,5 +1227,13 @@ mod tests {
             v,
             vec!["base", "navarro:sizes=64K,x=1", "linux", "hpux:hint=4M"]
         );
+    }
+
+    #[test]
+    fn bench_reports_the_median_and_the_range_of_its_runs() {
+        assert_eq!(median(&[5.0]), 5.0);
+        assert_eq!(median(&[9.0, 1.0, 4.0]), 4.0);
+        assert_eq!(median(&[4.0, 1.0, 9.0, 6.0]), 5.0);
+        assert_eq!(min_max(&[4.0, 1.0, 9.0, 6.0]), (1.0, 9.0));
     }
 }
