@@ -103,6 +103,23 @@ fn validate_smoke_runs_both_parts_end_to_end() {
         assert_eq!(r["anon_huge_kb_4k"].as_u64(), Some(0), "{r}");
         assert!(r["thp_granted"].is_boolean(), "{r}");
         assert!(positive(r, "accesses_4k") > 1000.0, "{r}");
+        // The speedup is the median of the pairs' ratios (heldout.rs, `paired_speedup`): one
+        // of them, and within their range; the p10s' ratio is kept beside it.
+        positive(r, "speedup_of_p10s");
+        let ratios: Vec<f64> = r["pair_ratios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        let runs = r["runs"].as_u64().unwrap() as usize;
+        assert!(ratios.len() >= runs && ratios.len() <= 3 * runs + 2, "{r}");
+        assert!(
+            r["clean_pairs"].as_u64().unwrap() as usize <= ratios.len(),
+            "{r}"
+        );
+        let s = r["measured_speedup"].as_f64().unwrap();
+        assert!(ratios.contains(&s), "{r}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

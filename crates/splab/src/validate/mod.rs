@@ -387,7 +387,7 @@ fn tables(
             .count();
         let _ = writeln!(
             s,
-            "\nHeld-out programs (whole program; native: 10th percentile of {} runs each; model: the recorded trace under linux-madvise)",
+            "\nHeld-out programs (whole program; native: 10th percentile of {} runs each, the speedup the median of the pairs' ratios; model: the recorded trace under linux-madvise)",
             held.first().map(|r| r.runs).unwrap_or(0)
         );
         let _ = writeln!(
