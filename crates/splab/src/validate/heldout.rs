@@ -234,7 +234,7 @@ pub fn run(machine: &str, plan: &Plan, work_dir: &Path, pr: &mut Progress) -> Re
                 work.to_string(),
             ]
         };
-        // Native: pairs of runs, a 4KB run and at once a 2MB run, so that a slow spell of the
+        // Native: pairs of runs, a 4KB and a 2MB run back to back (which first alternates), so that a slow spell of the
         // machine hits both runs of a pair; runs that were context-switched are discarded
         // (calibrate's rule) and pairs retried until `want` pairs are clean in both runs, up to
         // 3 x runs + 2 pairs; if fewer than 2 pairs were clean, all of them count.
@@ -251,8 +251,15 @@ pub fn run(machine: &str, plan: &Plan, work_dir: &Path, pr: &mut Progress) -> Re
         let mut tries = 0;
         while pairs.iter().filter(|p: &&Pair| p.clean).count() < want && tries < 3 * want + 2 {
             tries += 1;
-            let r4 = native(&prog, &args("4k"))?;
-            let r2 = native(&prog, &args("2m"))?;
+            // The mode that runs first alternates from pair to pair, so that whatever the first
+            // run of a pair leaves behind (a freed THP, warm page tables) favours neither mode.
+            let (r4, r2) = if tries % 2 == 1 {
+                let r4 = native(&prog, &args("4k"))?;
+                (r4, native(&prog, &args("2m"))?)
+            } else {
+                let r2 = native(&prog, &args("2m"))?;
+                (native(&prog, &args("4k"))?, r2)
+            };
             for (r, clean, all) in [(&r4, &mut t4, &mut all4), (&r2, &mut t2, &mut all2)] {
                 all.push(r.ns as f64);
                 if r.switches == 0 {
