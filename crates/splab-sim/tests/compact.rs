@@ -203,7 +203,7 @@ fn defrag_always_compacts_at_the_fault_and_maps_the_thp() {
 /// once the migrate scanner has left it, not one per batch. With 40 movable pages in the second
 /// pageblock the first batch stops at `COMPACT_CLUSTER_MAX` (32) inside it, no drain; the second
 /// takes the other 8 and leaves the block: one drain. With exactly 32 the batch ends inside the
-/// block too; the next isolation finds nothing (ISOLATE_NONE, "goto check_drain") and the
+/// block too; the next isolation finds nothing (ISOLATE_NONE, which jumps to the check) and the
 /// scanner, now past the block, drains there: still one.
 #[test]
 fn check_drain_drains_once_per_block_migrated_from() {

@@ -603,7 +603,7 @@ impl Os {
                 if update_cached {
                     self.compact.cached_migrate[1] = self.compact.cached_migrate[0];
                 }
-                // ISOLATE_NONE: "goto check_drain" (pages an earlier batch freed may wait).
+                // ISOLATE_NONE jumps to the drain check too: an earlier batch's pages may wait.
                 self.check_drain(&mut cc, &mut last_migrated_pfn);
                 continue;
             }
@@ -674,7 +674,7 @@ impl Os {
         if order > 0 && last < blk_start(cc.migrate_pfn, order) {
             cc.cycles += DRAIN_CYCLES;
             self.compact.stats.compact_drains += 1;
-            // "No more flushing until we migrate again".
+            // Nothing to drain until pages are migrated again.
             *last_migrated_pfn = None;
         }
     }
