@@ -1094,3 +1094,20 @@ fn isqrt(n: u64) -> u64 {
     }
     r
 }
+
+#[cfg(test)]
+mod tests {
+    use super::blk_start;
+
+    /// `block_start_pfn` rounds down to the order's block, whichever bits the pfn has: the
+    /// drain's test compares against it (a pfn inside a block starting at an even multiple of
+    /// 512 stays in it).
+    #[test]
+    fn blk_start_rounds_down_to_the_order_block() {
+        assert_eq!(blk_start(1056, 9), 1024);
+        assert_eq!(blk_start(544, 9), 512);
+        assert_eq!(blk_start(1023, 9), 512);
+        assert_eq!(blk_start(1536, 9), 1536);
+        assert_eq!(blk_start(7, 2), 4);
+    }
+}
