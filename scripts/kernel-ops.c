@@ -34,7 +34,19 @@
  *                     check and PageBuddy; a free chunk is taken whole (split_free_page's
  *                     per-page list_add not counted) and passed over. Both scans are timed
  *                     twice: warm (64 pageblocks over and over) and cold (4096 pageblocks of
- *                     struct pages, 128MB, each once; not under callgrind).
+ *                     struct pages, 128MB, each once; not under callgrind);
+ *   op_drain_2_8, op_drain_4_16  Linux 4.3 mm/compaction.c compact_zone's check_drain step
+ *                     once it fires: the test of last_migrated_pfn against the migrate
+ *                     scanner's order-aligned block, lru_add_drain_cpu (the four per-CPU
+ *                     pagevecs looked at; lru_add_pvec's pages put on the LRU under the lru
+ *                     lock, then release_pages' lock, the pages freed to the per-CPU list) and
+ *                     drain_local_pages -> drain_pages_zone (irq save/restore; the per-CPU
+ *                     list's pages given to free_pcppages_bulk under zone->lock). The per-page
+ *                     steps are one-line stand-ins (no buddy merging): the two calls (2 pagevec
+ *                     pages and 8 per-CPU pages; 4 and 16) differ only in pages, so the fixed
+ *                     part of a drain is 2 x the first - the second. Spin locks are a lock
+ *                     cmpxchg and a store (qspinlock), irq save a pushf/pop (cli, privileged,
+ *                     left out: one instruction), restore a push/popf.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -263,6 +275,106 @@ NOINLINE long op_free_scan(struct page *map, unsigned long pfn, unsigned long en
 	return visits;
 }
 
+/* ---- Linux 4.3 compaction's check_drain (replica of its control flow; per-page steps are
+ * stand-ins) ---- */
+#define PAGEVEC_SIZE 14
+struct pagevec { unsigned long nr; int cold; struct page *pages[PAGEVEC_SIZE]; };
+struct lruhead { struct page *next, *prev; };
+static struct pagevec lru_add_pvec, lru_rotate_pvec, lru_deactivate_file_pvec, activate_pvec;
+static struct { int count, high, batch; struct page *lists[3]; } pcp;
+static struct lruhead lru_list, free_list;
+static volatile int lru_lock, zone_lock;
+static long nr_free_pages;
+static inline void spin_lock(volatile int *l) { while (__sync_val_compare_and_swap(l, 0, 1)) ; }
+static inline void spin_unlock(volatile int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
+static inline unsigned long irq_save(void) {
+	unsigned long f;
+	__asm__ volatile("pushf; pop %0" : "=r"(f) : : "memory");
+	return f;
+}
+static inline void irq_restore(unsigned long f) { __asm__ volatile("push %0; popf" : : "r"(f) : "memory", "cc"); }
+static inline void list_push(struct lruhead *h, struct page *p) { p->lru_next = h->next; h->next = p; }
+static inline struct page *list_pop(struct page **h) { struct page *p = *h; *h = p->lru_next; return p; }
+
+static NOINLINE void pagevec_lru_add(struct pagevec *pv) {
+	/* pagevec_lru_move_fn(__pagevec_lru_add_fn): under the lru lock, each page onto the LRU */
+	unsigned long f = irq_save();
+	spin_lock(&lru_lock);
+	for (unsigned long i = 0; i < pv->nr; i++) { pv->pages[i]->flags |= PG_LRU; list_push(&lru_list, pv->pages[i]); }
+	spin_unlock(&lru_lock);
+	irq_restore(f);
+	/* release_pages: the pagevec's references dropped; a migrated-from page reaches 0, leaves
+	 * the LRU (the lru lock again) and is freed to the per-CPU list (free_hot_cold_page_list) */
+	struct page *to_free = 0;
+	int locked = 0;
+	for (unsigned long i = 0; i < pv->nr; i++) {
+		struct page *p = pv->pages[i];
+		if (--p->count) continue;
+		if (p->flags & PG_LRU) {
+			if (!locked) { f = irq_save(); spin_lock(&lru_lock); locked = 1; }
+			p->flags &= ~PG_LRU;
+		}
+		p->lru_next = to_free; to_free = p;
+	}
+	if (locked) { spin_unlock(&lru_lock); irq_restore(f); }
+	while (to_free) {
+		struct page *p = list_pop(&to_free);
+		unsigned long g = irq_save();
+		p->lru_next = pcp.lists[0]; pcp.lists[0] = p; pcp.count++;
+		irq_restore(g);
+	}
+	pv->nr = 0;
+}
+
+static NOINLINE void free_pcppages_bulk(int count) {
+	spin_lock(&zone_lock);
+	int mt = 0;
+	while (count) {
+		while (!pcp.lists[mt]) mt = (mt + 1) % 3;
+		do { struct page *p = list_pop(&pcp.lists[mt]); p->mapcount = PAGE_BUDDY_MAPCOUNT; list_push(&free_list, p); nr_free_pages++; } while (--count && pcp.lists[mt]);
+	}
+	spin_unlock(&zone_lock);
+}
+
+static NOINLINE void lru_add_drain_cpu(void) {
+	if (lru_add_pvec.nr) pagevec_lru_add(&lru_add_pvec);
+	if (lru_rotate_pvec.nr) { unsigned long f = irq_save(); pagevec_lru_add(&lru_rotate_pvec); irq_restore(f); }
+	if (lru_deactivate_file_pvec.nr) pagevec_lru_add(&lru_deactivate_file_pvec);
+	if (activate_pvec.nr) pagevec_lru_add(&activate_pvec);
+}
+
+static NOINLINE void drain_local_pages(void) {
+	unsigned long f = irq_save();
+	if (pcp.count) { free_pcppages_bulk(pcp.count); pcp.count = 0; }
+	irq_restore(f);
+}
+
+static unsigned long last_migrated_pfn;
+static inline void check_drain(int order, unsigned long migrate_pfn) {
+	if (order > 0 && last_migrated_pfn) {
+		unsigned long block_start = migrate_pfn & ~((1UL << order) - 1);
+		if (last_migrated_pfn < block_start) {
+			lru_add_drain_cpu();
+			drain_local_pages();
+			last_migrated_pfn = 0;
+		}
+	}
+}
+
+/* The state a drain finds: `npv` pages on lru_add_pvec (each one a migrated-from page, its
+ * count 1, held only by the pagevec) and `npcp` more on the per-CPU list. */
+static struct page drain_pages[64];
+static void drain_setup(int npv, int npcp) {
+	for (int i = 0; i < npv; i++) { drain_pages[i].count = 1; drain_pages[i].flags = 0; lru_add_pvec.pages[i] = &drain_pages[i]; }
+	lru_add_pvec.nr = npv;
+	for (int i = 0; i < npcp; i++) { struct page *p = &drain_pages[32 + i]; p->lru_next = pcp.lists[i % 3]; pcp.lists[i % 3] = p; }
+	pcp.count = npcp;
+	lru_list.next = 0; free_list.next = 0;
+	last_migrated_pfn = 512;
+}
+NOINLINE void op_drain_2_8(void) { check_drain(9, 1024); }
+NOINLINE void op_drain_4_16(void) { check_drain(9, 1025); }
+
 static double tsc_per(uint64_t t0, uint64_t t1, long n) { return (double)(t1 - t0) / n; }
 
 int main(int argc, char **argv) {
@@ -386,6 +498,20 @@ int main(int argc, char **argv) {
 	t1 = __rdtsc();
 	sink += niso;
 	printf("free scan: %.2f TSC cycles per pfn visited (%ld visits)\n", tsc_per(t0, t1, visits), visits);
+
+	/* compact_zone's check_drain, warm: the fixed part is 2 x op_drain_2_8 - op_drain_4_16. */
+	{
+		uint64_t c28 = 0, c416 = 0;
+		for (long k = 0; k < iters / 16; k++) {
+			drain_setup(2, 8);
+			t0 = __rdtsc(); op_drain_2_8(); t1 = __rdtsc(); c28 += t1 - t0;
+			drain_setup(4, 16);
+			t0 = __rdtsc(); op_drain_4_16(); t1 = __rdtsc(); c416 += t1 - t0;
+		}
+		sink += nr_free_pages;
+		printf("check_drain: %.1f TSC cycles (2 + 8 pages), %.1f (4 + 16 pages)\n",
+		       (double)c28 / (iters / 16), (double)c416 / (iters / 16));
+	}
 
 	/* The same scans with cold struct pages: 4096 such pageblocks (128MB of struct pages,
 	 * larger than the host's last-level cache), each scanned once, in order. Host TSC only. */

@@ -11,7 +11,8 @@ use splab_sim::engine::Engine;
 use splab_sim::phys::buddy::{MT_MOVABLE, MT_UNMOVABLE};
 use splab_sim::units::{AccessKind, Pfn, Pid};
 use splab_sim::vm::compact::{
-    CompactStats, FREE_SCAN_VISIT_CYCLES, MIGRATE_PAGE_KERNEL_NS, MIGRATE_SCAN_VISIT_CYCLES,
+    CompactStats, DRAIN_CYCLES, FREE_SCAN_VISIT_CYCLES, MIGRATE_PAGE_KERNEL_NS,
+    MIGRATE_SCAN_VISIT_CYCLES,
 };
 use splab_sim::vm::Advice;
 
@@ -62,6 +63,11 @@ fn fill_until_full(e: &mut Engine, pid: Pid, a: u64) -> u64 {
 /// seven other pageblocks then hold `K` movable pages each. Else a page-table page lands in
 /// every pageblock. No 2MB block is free.
 fn setup(policy: &str, tables_first: bool) -> (Engine, Pid) {
+    setup_k(policy, tables_first, K)
+}
+
+/// `setup` with `k` movable pages left in every pageblock after the first.
+fn setup_k(policy: &str, tables_first: bool, k: u64) -> (Engine, Pid) {
     let (mut e, pid) = engine(M, policy, Some(FREE));
     let a = e.mmap(pid, anon(FREE)).unwrap();
     e.madvise(pid, a, FREE, Advice::NoHugePage).unwrap();
@@ -71,7 +77,7 @@ fn setup(policy: &str, tables_first: bool) -> (Engine, Pid) {
     let va = fill_until_full(&mut e, pid, a);
     for p in (a..va).step_by(PAGE as usize) {
         let f = pfn_of(&e, pid, p).unwrap().0;
-        if f >= PB && f % PB >= K {
+        if f >= PB && f % PB >= k {
             e.madvise(pid, p, PAGE, Advice::DontNeed).unwrap();
         }
     }
@@ -79,7 +85,7 @@ fn setup(policy: &str, tables_first: bool) -> (Engine, Pid) {
         for c in 1..4 {
             e.madvise(pid, a + c * MB2, PAGE, Advice::DontNeed).unwrap();
         }
-        assert_eq!(e.os.phys.buddy.free_frames, 7 * (PB - K) + 3);
+        assert_eq!(e.os.phys.buddy.free_frames, 7 * (PB - k) + 3);
     }
     assert_eq!(e.os.phys.buddy.largest_free_order(), Some(8));
     (e, pid)
@@ -177,16 +183,48 @@ fn defrag_always_compacts_at_the_fault_and_maps_the_thp() {
         .collect();
     moved.sort();
     assert_eq!(moved, (7 * PB..7 * PB + 2 * K).collect::<Vec<_>>());
+    // Once the migrate scanner left the second pageblock (the order-9 block it migrated from)
+    // `check_drain` drained the per-CPU lists, once: the first pageblock, given up, had nothing
+    // migrated from it.
+    assert_eq!(c.compact_drains, 1);
     // The fault paid the migrations: its latency holds them beside the zeroing.
     let m = &e.os.machine.cost;
     assert_eq!(
         c.direct_cycles,
-        migration_cycles(&e, K) + scan_cycles(&e, &c)
+        migration_cycles(&e, K) + scan_cycles(&e, &c) + DRAIN_CYCLES
     );
     let fault = m.fault_cycles + c.direct_cycles + PB * m.zero_page_cycles + m.pte_write_cycles;
     assert_eq!(e.os.stats.cycles_fault - fault_cycles, fault);
     // The latency histogram is in cycles (vm/latency.rs).
     assert!(lat_max < fault && e.os.stats.fault_latency.max == fault);
+}
+
+/// Linux 4.3 `compact_zone`'s `check_drain`: one drain per order-aligned block migrated from,
+/// once the migrate scanner has left it, not one per batch. With 40 movable pages in the second
+/// pageblock the first batch stops at `COMPACT_CLUSTER_MAX` (32) inside it, no drain; the second
+/// takes the other 8 and leaves the block: one drain. With exactly 32 the batch ends inside the
+/// block too; the next isolation finds nothing (ISOLATE_NONE, which jumps to the check) and the
+/// scanner, now past the block, drains there: still one.
+#[test]
+fn check_drain_drains_once_per_block_migrated_from() {
+    for k in [40, 32] {
+        let (mut e, pid) = setup_k(
+            "linux:khugepaged=off,kcompactd=off,pagedaemon=off,mobility=off",
+            true,
+            k,
+        );
+        let b = thp_fault(&mut e, pid);
+        let c = e.os.compact.stats.clone();
+        assert_eq!((c.compact_stall, c.compact_success), (1, 1), "k {k}");
+        assert_eq!(pfn_of(&e, pid, b), Some(Pfn(PB)), "k {k}");
+        assert_eq!(c.pgmigrate_success, k, "k {k}");
+        assert_eq!(c.compact_drains, 1, "k {k}");
+        assert_eq!(
+            c.direct_cycles,
+            migration_cycles(&e, k) + scan_cycles(&e, &c) + DRAIN_CYCLES,
+            "k {k}"
+        );
+    }
 }
 
 /// With an unmovable frame (a page-table page) in every pageblock, no compaction can free one:
@@ -255,7 +293,10 @@ fn defer_wakes_kcompactd_and_falls_back_at_once() {
     assert_eq!(c.pgmigrate_success, first + K);
     assert_eq!(c.compact_daemon_migrate_scanned, c.compact_migrate_scanned);
     assert!(c.compact_migrate_visits > 0 && c.compact_free_visits > 0);
-    let daemon = migration_cycles(&e, first + K) + scan_cycles(&e, &c);
+    // A drain after each of the two pageblocks migrated from (kcompactd compacts for the
+    // fault's order, 9: `check_drain` runs).
+    assert_eq!(c.compact_drains, 2);
+    let daemon = migration_cycles(&e, first + K) + scan_cycles(&e, &c) + 2 * DRAIN_CYCLES;
     assert_eq!(e.background_cycles - background, daemon);
     assert_eq!(c.daemon_cycles, daemon);
     thp_fault(&mut e, pid);
@@ -297,6 +338,8 @@ fn proactive_compaction_runs_over_the_score_and_not_at_proactiveness_0() {
     let c = e.os.compact.stats.clone();
     assert_eq!((c.proactive_runs, c.proactive_no_progress), (1, 0));
     assert_eq!(c.pgmigrate_success, first + 2 * K);
+    // Proactive compaction has no order (`order = -1`): `check_drain` never drains.
+    assert_eq!(c.compact_drains, 0);
     assert_eq!(e.os.fragmentation_score(), 70);
     assert_eq!(c.compact_stall + c.compact_daemon_wake, 0);
     // Under the high mark: the next checks do nothing.

@@ -26,7 +26,9 @@
 //! `migrate_pages`' work on it (`MIGRATE_PAGE_KERNEL_NS`, measured), `pte_write_cycles` +
 //! `tlb_invalidate_cycles` per mapping rewritten; and each pfn the scanners visit (a free chunk
 //! passed over by its order is one visit, as in Linux's loops): `MIGRATE_SCAN_VISIT_CYCLES` and
-//! `FREE_SCAN_VISIT_CYCLES`, measured (docs/constants.md section 7).
+//! `FREE_SCAN_VISIT_CYCLES`, measured (docs/constants.md section 7); and each `check_drain`
+//! drain of the per-CPU pagevecs and free lists after the migrate scanner leaves a block it
+//! migrated from (`DRAIN_CYCLES`, its fixed part, measured the same way).
 //!
 //! Mobility grouping (`Policy::mobility_grouping`, phys/buddy.rs): asynchronous compaction
 //! migrates only from MOVABLE pageblocks, and every compaction only into free pages of MOVABLE
@@ -39,7 +41,8 @@
 //! bit or migratetype read the pageblock bitmap, not a struct page, and are not loads here.
 //!
 //! Not modelled: the fast searches
-//! (`fast_find_migrateblock`, `fast_isolate_freepages`), per-CPU lists, lock contention,
+//! (`fast_find_migrateblock`, `fast_isolate_freepages`), per-CPU lists (a migrated page's
+//! frame is freed to the buddy lists at once; `check_drain` is charged), lock contention,
 //! direct reclaim, several zones. Under `dirty=hash` a migrated page's digest stays with the
 //! old frame: its next write-out is not skipped (conservative).
 
@@ -69,6 +72,18 @@ pub const MIGRATE_SCAN_VISIT_CYCLES: u64 = 24;
 /// check and `PageBuddy`; a free chunk is taken and passed over): 14.6 instructions a visit
 /// (`op_free_scan`, as above).
 pub const FREE_SCAN_VISIT_CYCLES: u64 = 15;
+/// Cycles of one drain of `compact_zone`'s `check_drain` step (Linux 4.3 mm/compaction.c:
+/// once the migrate scanner has left the order-aligned block it last migrated from,
+/// `lru_add_drain_cpu` and `drain_local_pages`, so that the pages migration freed, held by
+/// the per-CPU LRU pagevec and the per-CPU free lists, reach the buddy lists and merge): the
+/// fixed part, 130 x86-64 instructions (scripts/kernel-ops.c `op_drain_2_8` /
+/// `op_drain_4_16`, callgrind: 300 and 470 instructions a call, 2 x 300 - 470), at docs/
+/// constants.md 7's one instruction a cycle; the same on this host, warm, 63-119 TSC cycles
+/// (three runs). The per-page part (each freed page onto and off the LRU, to the per-CPU list
+/// and into the buddy lists) is work every migrated page does whether a drain or a full
+/// pagevec or per-CPU list frees it, and is inside `MIGRATE_PAGE_KERNEL_NS`, whose
+/// measurement (`compact_memory`, order -1: no `check_drain`) freed its pages that way.
+pub const DRAIN_CYCLES: u64 = 130;
 /// Nanoseconds of a 4KB anonymous page's migration beyond its copy (`migrate_pages` /
 /// `migrate_folio` as compaction calls it: LRU isolation, the page lock, the rmap walk of
 /// `try_to_unmap` installing a migration entry and flushing the TLB, `compaction_alloc`'s target
@@ -110,6 +125,9 @@ pub struct CompactStats {
     pub compact_migrate_visits: u64,
     pub compact_free_visits: u64,
     pub pgmigrate_success: u64,
+    /// `check_drain`'s drains of the per-CPU pagevecs and free lists (Linux 4.3
+    /// `compact_zone`), each charged `DRAIN_CYCLES`.
+    pub compact_drains: u64,
     /// kcompactd's on-demand runs and its share of the scanned pages.
     pub compact_daemon_wake: u64,
     pub compact_daemon_migrate_scanned: u64,
@@ -568,6 +586,9 @@ impl Os {
             && z.cached_migrate[0] == z.cached_migrate[1];
         let rmap = self.rmap();
         let mut last_migrated: Option<u64> = None;
+        // Linux 4.3 `compact_zone`'s `last_migrated_pfn`: where the first isolation since the
+        // last drain started (its 0, "none", is None here: the model's zone starts at pfn 0).
+        let mut last_migrated_pfn: Option<u64> = None;
         let ret = loop {
             let r = self.compact_finished(&mut cc, pb);
             if r != CompactResult::Continue {
@@ -582,6 +603,8 @@ impl Os {
                 if update_cached {
                     self.compact.cached_migrate[1] = self.compact.cached_migrate[0];
                 }
+                // ISOLATE_NONE jumps to the drain check too: an earlier batch's pages may wait.
+                self.check_drain(&mut cc, &mut last_migrated_pfn);
                 continue;
             }
             update_cached = false;
@@ -602,6 +625,10 @@ impl Os {
             if enomem && cc.free_pfn >> pb > cc.migrate_pfn >> pb {
                 break CompactResult::Contended;
             }
+            // Linux 4.3 `compact_zone`: the pfn this iteration's isolation started from,
+            // unless one is already waiting for a drain.
+            last_migrated_pfn.get_or_insert(start);
+            self.check_drain(&mut cc, &mut last_migrated_pfn);
         };
         // `release_freepages`: the unused free pages go back; the cached free scanner position
         // moves up to the highest of them ("only go back, not forward").
@@ -628,6 +655,28 @@ impl Os {
             st.compact_daemon_free_scanned += cc.free_scanned;
         }
         (ret, cc.cycles)
+    }
+
+    /// Linux 4.3 mm/compaction.c `compact_zone`: `check_drain`. For an allocation's order, once
+    /// the migrate scanner has left the order-aligned block holding `last_migrated_pfn`,
+    /// `lru_add_drain_cpu` + `drain_local_pages` put the pages migration freed into the buddy
+    /// lists, so that they merge before `compact_finished` looks: `DRAIN_CYCLES`. Here a
+    /// migrated page's frame is freed into the buddy lists at once (per-CPU lists are not
+    /// modelled), which is what the drain makes of it before the next `compact_finished`.
+    /// Without the drain that check would run first only while the scanner is still inside
+    /// the block, where "always finish scanning a pageblock" holds it back for the pageblock
+    /// order THP requests use.
+    fn check_drain(&mut self, cc: &mut Cc, last_migrated_pfn: &mut Option<u64>) {
+        let (Some(order), Some(last)) = (cc.order, *last_migrated_pfn) else {
+            return;
+        };
+        // `block_start_pfn(cc->migrate_pfn, cc->order)`.
+        if order > 0 && last < blk_start(cc.migrate_pfn, order) {
+            cc.cycles += DRAIN_CYCLES;
+            self.compact.stats.compact_drains += 1;
+            // Nothing to drain until pages are migrated again.
+            *last_migrated_pfn = None;
+        }
     }
 
     /// `__compact_finished`.
@@ -1024,6 +1073,11 @@ fn pb_end(pfn: u64, pb: u8) -> u64 {
     blk_end(pfn, pb)
 }
 
+/// `block_start_pfn(pfn, order)`: `round_down(pfn, 1 << order)`.
+fn blk_start(pfn: u64, order: u8) -> u64 {
+    pfn & !((1u64 << order) - 1)
+}
+
 /// `block_end_pfn(pfn, order)`: `ALIGN(pfn + 1, 1 << order)`.
 fn blk_end(pfn: u64, order: u8) -> u64 {
     (pfn + 1 + (1u64 << order) - 1) & !((1u64 << order) - 1)
@@ -1039,4 +1093,21 @@ fn isqrt(n: u64) -> u64 {
         r += 1;
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::blk_start;
+
+    /// `block_start_pfn` rounds down to the order's block, whichever bits the pfn has: the
+    /// drain's test compares against it (a pfn inside a block starting at an even multiple of
+    /// 512 stays in it).
+    #[test]
+    fn blk_start_rounds_down_to_the_order_block() {
+        assert_eq!(blk_start(1056, 9), 1024);
+        assert_eq!(blk_start(544, 9), 512);
+        assert_eq!(blk_start(1023, 9), 512);
+        assert_eq!(blk_start(1536, 9), 1536);
+        assert_eq!(blk_start(7, 2), 4);
+    }
 }
