@@ -537,6 +537,40 @@ pub struct Policy {
     pub khugepaged: Option<Khugepaged>,
     /// kcompactd (daemon/kcompactd.rs), if it runs: not with base pages.
     pub kcompactd: Option<Kcompactd>,
+    /// Where the policy was read from, for `resolve`'s errors; not part of its value.
+    #[serde(skip)]
+    pub origin: Origin,
+}
+
+/// The policy file a policy was read from (`-p file:PATH.toml`) and the lines of the keys that
+/// `Policy::resolve` checks against the machine, so that its errors name the file, the line
+/// and the key as the file reader's do. Empty for a preset, and for a key a parameter on the
+/// command line replaced (the error then names the policy as given). Metadata only: two
+/// policies that decide alike are equal wherever they came from, so `PartialEq` ignores it.
+#[derive(Clone, Debug, Default)]
+pub struct Origin {
+    pub file: Option<String>,
+    /// `(dotted key, line)`, e.g. `("physical_allocation.sizes", 8)`.
+    pub lines: Vec<(&'static str, usize)>,
+}
+
+impl PartialEq for Origin {
+    fn eq(&self, _: &Origin) -> bool {
+        true
+    }
+}
+
+impl Eq for Origin {}
+
+impl Origin {
+    /// Where `key` was set: "policy file 'PATH', line N: KEY" if the file set it, else
+    /// "policy 'NAME'".
+    fn at(&self, name: &str, key: &str) -> String {
+        match (&self.file, self.lines.iter().find(|(k, _)| *k == key)) {
+            (Some(f), Some((k, line))) => format!("policy file '{f}', line {line}: {k}"),
+            _ => format!("policy '{name}'"),
+        }
+    }
 }
 
 /// Names accepted by `Policy::from_spec`, with one-line descriptions for `splab list`.
@@ -593,6 +627,7 @@ impl Policy {
             mobility_grouping: false,
             pageblock_skip: PageblockSkip::Off,
             skip_on_failure: true,
+            origin: Origin::default(),
         }
     }
 
@@ -712,6 +747,7 @@ impl Policy {
                 mobility_grouping: false,
                 pageblock_skip: PageblockSkip::Off,
                 skip_on_failure: true,
+                origin: Origin::default(),
             },
             "freebsd" => Policy {
                 name: "freebsd".into(),
@@ -739,6 +775,7 @@ impl Policy {
                 mobility_grouping: false,
                 pageblock_skip: PageblockSkip::Off,
                 skip_on_failure: true,
+                origin: Origin::default(),
             },
             _ => {
                 return Err(SimError::BadInput(format!(
@@ -954,10 +991,40 @@ impl Policy {
     /// the machine does not have.
     pub fn resolve(&mut self, m: &Machine) -> Result<()> {
         let name = self.name.clone();
+        // "policy 'NAME'", or the file, line and key that set what is checked.
+        let at = |key: &str| self.origin.at(&name, key);
+        let (kind_at, mthp_at, sizes_at, around_at) = (
+            at("physical_allocation.kind"),
+            at("physical_allocation.mthp"),
+            at("physical_allocation.sizes"),
+            at("mapping_creation.fault_around"),
+        );
+        let ptes_at = |key: &str| match key {
+            "max_ptes_none" => at("daemons.khugepaged.max_ptes_none"),
+            "max_ptes_swap" => at("daemons.khugepaged.max_ptes_swap"),
+            _ => at("daemons.khugepaged.max_ptes_shared"),
+        };
+        if let FaultAround::Window { bytes } = self.fault_around {
+            // mm/memory.c `fault_around_bytes_set`: more than PTRS_PER_PTE (512) pages is
+            // -EINVAL; less than a page is taken as one page, which maps no neighbour
+            // (`should_fault_around`): refused here rather than read as "off" without a word.
+            let (base, max) = (m.base_size(), 512 * m.base_size());
+            if bytes < base || bytes > max {
+                return Err(SimError::BadInput(format!(
+                    "{around_at}: fault_around={} on machine '{}': Linux's fault_around_bytes is \
+                     from one base page ({}, which maps no neighbour) to 512 pages ({}); give \
+                     a power of two in that range, or off",
+                    fmt_size(bytes),
+                    m.name,
+                    fmt_size(base),
+                    fmt_size(max)
+                )));
+            }
+        }
         if let AllocPolicy::Thp(t) = &mut self.alloc {
             if m.page_shifts.len() < 2 {
                 return Err(SimError::BadInput(format!(
-                    "policy '{name}': machine '{}' has no superpage sizes for THP",
+                    "{kind_at}: machine '{}' has no superpage sizes for THP",
                     m.name
                 )));
             }
@@ -968,14 +1035,14 @@ impl Policy {
             for &b in &t.mthp {
                 if !b.is_power_of_two() || b < 4 * base || b >= thp {
                     return Err(SimError::BadInput(format!(
-                        "policy '{name}': mthp size {} on machine '{}': an mTHP is a power of two from {} (4 base pages) to below the THP size {}",
+                        "{mthp_at}: mthp size {} on machine '{}': an mTHP is a power of two from {} (4 base pages) to below the THP size {}",
                         fmt_size(b), m.name, fmt_size(4 * base), fmt_size(thp)
                     )));
                 }
             }
             if let Some(d) = repeated(&t.mthp) {
                 return Err(SimError::BadInput(format!(
-                    "policy '{name}': mthp size {} is given twice",
+                    "{mthp_at}: mthp size {} is given twice",
                     fmt_size(d)
                 )));
             }
@@ -991,7 +1058,8 @@ impl Policy {
                     let Some(v) = v else { continue };
                     if v >= pages {
                         return Err(SimError::BadInput(format!(
-                            "policy '{name}': {key}={v}: a THP on {} has {pages} base pages, so at most {}",
+                            "{}: {key}={v}: a THP on {} has {pages} base pages, so at most {}",
+                            ptes_at(key),
                             m.name,
                             pages - 1
                         )));
@@ -1003,7 +1071,7 @@ impl Policy {
             let sizes = m.page_sizes();
             if m.page_shifts.len() < 2 {
                 return Err(SimError::BadInput(format!(
-                    "policy '{name}': machine '{}' has no superpage sizes",
+                    "{kind_at}: machine '{}' has no superpage sizes",
                     m.name
                 )));
             }
@@ -1021,7 +1089,7 @@ impl Policy {
                                 let valid: Vec<String> =
                                     sizes[1..].iter().map(|&s| fmt_size(s)).collect();
                                 return Err(SimError::BadInput(format!(
-                                    "policy '{name}': size {} is not a superpage size of {} (valid: {})",
+                                    "{sizes_at}: size {} is not a superpage size of {} (valid: {})",
                                     fmt_size(b),
                                     m.name,
                                     valid.join(", ")
@@ -1106,6 +1174,41 @@ mod tests {
         assert_eq!(k.limits(512).max_ptes_swap, 3);
         assert_eq!(k.limits(512).pages_to_scan, 100);
         assert_eq!((k.scan_sleep_ms, k.alloc_sleep_ms), (10_000, 60_000));
+    }
+
+    /// Linux's fault_around_bytes is one page to PTRS_PER_PTE pages (mm/memory.c
+    /// `fault_around_bytes_set`): `fault_around=1` was taken as a 1-byte window, mapping
+    /// nothing, and 4M was cut to 2M without a word.
+    #[test]
+    fn fault_around_is_one_page_to_a_page_table() {
+        let sky = crate::hw::Machine::from_spec("skylake").unwrap();
+        let alpha = crate::hw::Machine::from_spec("alpha21264").unwrap();
+        for (spec, m, ok) in [
+            ("base:fault_around=1", &sky, false),
+            ("base:fault_around=2K", &sky, false),
+            ("base:fault_around=4K", &sky, true),
+            ("base:fault_around=2M", &sky, true),
+            ("base:fault_around=4M", &sky, false),
+            ("linux:fault_around=4K", &alpha, false),
+            ("base:fault_around=8K", &alpha, true),
+            ("base:fault_around=4M", &alpha, true),
+            ("base:fault_around=off", &sky, true),
+        ] {
+            let mut p = Policy::from_spec(spec).unwrap();
+            match p.resolve(m) {
+                Ok(()) => assert!(ok, "{spec} on {} accepted", m.name),
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(!ok, "{spec} on {}: {e}", m.name);
+                    assert!(
+                        e.starts_with(&format!("policy '{spec}': fault_around="))
+                            && e.contains(&m.name)
+                            && e.contains("512 pages"),
+                        "{e}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

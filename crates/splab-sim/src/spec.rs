@@ -31,15 +31,37 @@ impl Spec {
 
     /// The `key=value,...` parameters `rest` of a thing called `name` (which may itself hold a
     /// ':', as a policy file's path does).
+    /// An empty piece (`size=16M,,updates=10`, or a comma at either end) is bad input, as an
+    /// empty policy in `-p base,,navarro` is: a typo, often of a parameter meant to be there.
+    /// Only no parameters at all (`gups`, `gups:`) is not.
     pub fn with_params(what: &'static str, name: &str, rest: &str) -> Result<Spec> {
         let mut params = Vec::new();
-        for kv in rest.split(',').filter(|s| !s.is_empty()) {
+        if rest.trim().is_empty() {
+            return Ok(Spec {
+                what,
+                name: name.to_string(),
+                params,
+                accepted: Vec::new(),
+            });
+        }
+        for kv in rest.split(',') {
+            if kv.trim().is_empty() {
+                return Err(SimError::BadInput(format!(
+                    "{what} '{name}': empty parameter in '{rest}' (two commas in a row, or a \
+                     comma at the start or end): give key=value pairs separated by single commas"
+                )));
+            }
             let Some((k, v)) = kv.split_once('=') else {
                 return Err(SimError::BadInput(format!(
                     "{what} '{name}': parameter '{kv}' is not of the form key=value"
                 )));
             };
             let k = k.trim();
+            if k.is_empty() {
+                return Err(SimError::BadInput(format!(
+                    "{what} '{name}': parameter '{kv}' has no key before '='"
+                )));
+            }
             if params.iter().any(|(pk, _)| pk == k) {
                 return Err(SimError::BadInput(format!(
                     "{what} '{name}': parameter '{k}' given twice"
@@ -253,6 +275,27 @@ mod tests {
         assert!(e.contains("'sise'") && e.contains("size"), "{e}");
 
         assert!(Spec::parse("workload", "seq:size").is_err());
+        // Empty pieces are typos, not "no parameter here".
+        for bad in [
+            "gups:size=16M,,updates=1000",
+            "gups:size=16M,",
+            "gups:,size=16M",
+            "gups:size=16M, ,updates=1",
+            "gups:=16M",
+        ] {
+            let e = Spec::parse("workload", bad).unwrap_err().to_string();
+            assert!(e.contains("gups") && e.contains("parameter"), "{bad}: {e}");
+        }
+        let e = Spec::parse("workload", "gups:size=16M,,updates=1000")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("empty parameter in 'size=16M,,updates=1000'"),
+            "{e}"
+        );
+        for ok in ["gups", "gups:", "gups: "] {
+            Spec::parse("workload", ok).unwrap().finish().unwrap();
+        }
         let mut s = Spec::parse("workload", "seq:op=jump").unwrap();
         let e = s
             .take_choice("op", "read", &["read", "write"])

@@ -396,6 +396,40 @@ fn web_server_leaves_its_pages_inactive_under_navarro_only() {
     assert!(e.contains("zipf='abc'") && e.contains("0.75"), "{e}");
 }
 
+/// `warmup=`: the measured_* stats cover the requests after the warm-up only, the others every
+/// request (the stats had only the whole run's bytes and files beside `warmup_requests`, read
+/// as the measured requests').
+#[test]
+fn web_stats_tell_the_measured_requests_from_the_warm_up() {
+    let stats = |w: &str| {
+        common::run("alpha21264:mem=256M", "navarro", w)
+            .workload_stats
+            .expect("web stats")
+    };
+    let n = |s: &serde_json::Value, k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k}: {s}"));
+    let all = stats("web:requests=600,files=2000,maps=100");
+    let half = stats("web:warmup=300,requests=300,files=2000,maps=100");
+    // Without warm-up the measured requests are all of them.
+    assert_eq!(n(&all, "measured_served_bytes"), n(&all, "served_bytes"));
+    assert_eq!(
+        n(&all, "measured_files_requested"),
+        n(&all, "files_requested")
+    );
+    // The same 600 requests (one seed): the whole run's counts are the same either way...
+    assert_eq!(n(&half, "served_bytes"), n(&all, "served_bytes"));
+    assert_eq!(n(&half, "files_requested"), n(&all, "files_requested"));
+    // ...and the measured ones are the last 300's.
+    assert!(
+        n(&half, "measured_served_bytes") < n(&half, "served_bytes"),
+        "{half}"
+    );
+    assert!(
+        n(&half, "measured_files_requested") < n(&half, "files_requested"),
+        "{half}"
+    );
+    assert!(n(&half, "measured_files_requested") > 0, "{half}");
+}
+
 /// The policy knobs parse as `name:key=value`, with errors naming the key and the choices.
 #[test]
 fn file_policy_knobs_parse() {

@@ -315,7 +315,8 @@ pub fn import_champsim(
         tags: [0; 256],
         err: None,
     };
-    let res = if got == 6 && &magic == XZ_MAGIC {
+    let xz = got == 6 && &magic == XZ_MAGIC;
+    let res = if xz {
         lzma_rs::xz_decompress(&mut src, &mut sink).map_err(|e| e.to_string())
     } else {
         std::io::copy(&mut src, &mut sink)
@@ -325,8 +326,28 @@ pub fn import_champsim(
     if let Some(e) = sink.err.take() {
         return Err(e.into());
     }
-    if res.is_err() && !sink.full() {
-        return Err(ImportError::Read(res.err().unwrap_or_default()));
+    if let Err(e) = res {
+        if !sink.full() {
+            // Where and what: the decoder's own words ("failed to fill whole buffer") say
+            // neither.
+            use std::io::Seek;
+            let at = src
+                .stream_position()
+                .map_or_else(|_| "?".into(), |n| n.to_string());
+            let what = if xz {
+                "the xz stream is cut short or corrupt"
+            } else {
+                "the file could not be read"
+            };
+            return Err(ImportError::Read(format!(
+                "{}: {what} at byte offset {at} of the file, after {} whole records \
+                 (decompressed byte offset {}): {e}{}",
+                input.display(),
+                sink.records,
+                sink.records * RECORD_BYTES as u64 + sink.have as u64,
+                if xz { " (was the file truncated?)" } else { "" }
+            )));
+        }
     }
     if sink.have != 0 && !sink.full() {
         return Err(ImportError::PartialRecord {

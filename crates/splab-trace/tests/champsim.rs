@@ -131,6 +131,35 @@ fn a_cut_record_is_reported() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A cut `.xz` file: the error said only "reading the ChampSim trace: io error: failed to fill
+/// whole buffer", neither which file nor where nor that it is cut short.
+#[test]
+fn a_cut_xz_stream_is_reported_with_where() {
+    let dir = std::env::temp_dir().join(format!("splab-champsim-cutxz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut raw = Vec::new();
+    write_champsim_records(&mut raw, &records()).unwrap();
+    let mut c = Vec::new();
+    lzma_rs::xz_compress(&mut raw.as_slice(), &mut c).unwrap();
+    let cut = c.len() / 2;
+    c.truncate(cut);
+    let input = dir.join("t.xz");
+    std::fs::write(&input, c).unwrap();
+    let out = dir.join("t.spt");
+    let err = import_champsim(&input, &out, &Default::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&input.display().to_string())
+            && err.contains("xz stream is cut short or corrupt at byte offset")
+            && err.contains("whole records")
+            && err.contains("truncated"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Imports `recs` (uncompressed) and returns the accesses as (kind, address, dep, ipa).
 fn import_records(
     recs: &[ChampSimRecord],

@@ -1370,6 +1370,17 @@ pub fn trace_path(workload: &str) -> Result<PathBuf> {
     let path = spec.take_str("path").ok_or_else(|| {
         bad("workload 'trace': parameter 'path' is required, e.g. trace:path=ls.spt".into())
     })?;
+    // The replay's parameters are valid for `splab run`, so "unknown parameter (valid: path)"
+    // would contradict `splab list workloads`: say why advise takes none of them.
+    for key in ["skip", "limit", "heap"] {
+        if spec.take_str(key).is_some() {
+            return Err(bad(format!(
+                "advise: workload 'trace': parameter '{key}' is a replay parameter of `splab run`; \
+                 advise reads the whole trace and takes only path= (record a part with \
+                 splab record --start-after N / --max-accesses N / --roi)"
+            )));
+        }
+    }
     spec.finish()?;
     Ok(PathBuf::from(path))
 }

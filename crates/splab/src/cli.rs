@@ -211,8 +211,9 @@ enum Cmd {
         /// One decision for the program (seed 004) or one per allocation site.
         #[arg(long, value_parser = ["program", "site"], default_value = "program")]
         granularity: String,
-        /// Trip count assumed for loops whose count the compiler cannot know [pass default: 100].
-        #[arg(long, value_name = "N")]
+        /// Trip count assumed for loops whose count the compiler cannot know, at least 1 [pass
+        /// default: 100].
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         default_trip: Option<u32>,
         /// Where the pass writes its JSON report (default: EXE.superpages.json).
         #[arg(long, value_name = "FILE")]
@@ -249,11 +250,13 @@ enum Cmd {
         /// docs/replay.md "Regions of interest").
         #[arg(long)]
         roi: bool,
-        /// Leave out the first N accesses (address-space events are still recorded).
-        #[arg(long, value_name = "N", default_value_t = 0)]
+        /// Leave out the first N accesses (address-space events are still recorded); N takes
+        /// K/M/G, decimal, as the replay's skip= does.
+        #[arg(long, value_name = "N", default_value = "0", value_parser = count_arg)]
         start_after: u64,
         /// Record at most N accesses (after --start-after); the program still runs to its end.
-        #[arg(long, value_name = "N")]
+        /// N takes K/M/G, decimal, as the replay's limit= does.
+        #[arg(long, value_name = "N", value_parser = count_arg)]
         max_accesses: Option<u64>,
         /// The Valgrind launcher to run.
         #[arg(long, value_name = "PATH", default_value = "valgrind")]
@@ -359,8 +362,8 @@ enum TraceCmd {
     Cat {
         /// The trace file.
         file: PathBuf,
-        /// Print at most N events.
-        #[arg(long, value_name = "N")]
+        /// Print at most N events (K/M/G, decimal).
+        #[arg(long, value_name = "N", value_parser = count_arg)]
         limit: Option<u64>,
     },
     /// Convert a ChampSim trace (.xz or uncompressed, 64-byte records) into a splab trace.
@@ -373,10 +376,17 @@ enum TraceCmd {
         /// Leave out instruction fetches (instructions without memory operands become Compute).
         #[arg(long)]
         no_ifetch: bool,
-        /// Convert at most N records.
-        #[arg(long, value_name = "N")]
+        /// Convert at most N records (K/M/G, decimal).
+        #[arg(long, value_name = "N", value_parser = count_arg)]
         max_records: Option<u64>,
     },
+}
+
+/// A count flag: a number with an optional K/M/G suffix, decimal (10M = 10,000,000), as the
+/// count parameters of names take (`trace:skip=10M`).
+fn count_arg(s: &str) -> std::result::Result<u64, String> {
+    splab_sim::spec::parse_count(s)
+        .ok_or_else(|| format!("'{s}' is not a count: expected a number such as 5000 or 10M"))
 }
 
 pub fn main() -> ExitCode {
@@ -1215,6 +1225,49 @@ fn cmd_demo(out: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `record --start-after 10K` was refused ("invalid digit") while the replay's `skip=10K`,
+    /// which README gives as its equivalent, is taken: the count flags take K/M/G too.
+    #[test]
+    fn count_flags_take_suffixes() {
+        let cli = Cli::try_parse_from([
+            "splab",
+            "record",
+            "-o",
+            "x.spt",
+            "--start-after",
+            "10K",
+            "--max-accesses",
+            "2M",
+            "--",
+            "true",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        let Cmd::Record {
+            start_after,
+            max_accesses,
+            ..
+        } = cli.cmd
+        else {
+            panic!("not record");
+        };
+        assert_eq!((start_after, max_accesses), (10_000, Some(2_000_000)));
+        let cli = Cli::try_parse_from(["splab", "trace", "cat", "t.spt", "--limit", "1K"]).unwrap();
+        assert!(matches!(
+            cli.cmd,
+            Cmd::Trace {
+                cmd: TraceCmd::Cat {
+                    limit: Some(1000),
+                    ..
+                }
+            }
+        ));
+        let e = Cli::try_parse_from(["splab", "trace", "cat", "t.spt", "--limit", "lots"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("'lots' is not a count"), "{e}");
+    }
 
     #[test]
     fn policy_lists_split_on_commas_but_keep_parameters() {

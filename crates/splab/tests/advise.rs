@@ -431,6 +431,20 @@ fn bad_input_exits_2_with_one_line() {
             vec!["-w".into(), "trace:file=x.spt".into()],
             vec!["'path' is required"],
         ),
+        // The replay's own parameters: not "unknown (valid parameters: path)", which
+        // contradicts `splab list workloads`, but why advise does not take them.
+        (
+            vec!["-w".into(), format!("{w},skip=100")],
+            vec!["'skip' is a replay parameter", "takes only path="],
+        ),
+        (
+            vec!["-w".into(), format!("{w},limit=100")],
+            vec!["'limit' is a replay parameter"],
+        ),
+        (
+            vec!["-w".into(), format!("{w},heap=recorded")],
+            vec!["'heap' is a replay parameter"],
+        ),
         (
             vec![
                 "-w".into(),

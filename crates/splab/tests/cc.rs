@@ -147,6 +147,19 @@ fn cc_errors_name_what_is_wrong() {
     std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
     let out = cc().arg(&src).arg("-o").arg(&src).output().unwrap();
     assert_error_line(&out, 2, "overwrite", &["would overwrite the source"]);
+    // --default-trip 0 reached the pass, whose error came back through clang: exit status 1
+    // ("clang failed") for bad input, after a compile.
+    let out = cc()
+        .args(["--default-trip", "0"])
+        .arg(&src)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--default-trip") && !err.contains("clang"),
+        "{err}"
+    );
 }
 
 /// smalloc's LD_PRELOAD library needs only a C compiler.

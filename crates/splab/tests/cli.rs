@@ -188,6 +188,33 @@ fn issue9_empty_policy_lists_and_repeated_sizes_are_bad_input() {
     );
 }
 
+/// `gups:size=16M,,updates=1000` ran as if the empty piece were not there (and `, ,` was an
+/// error): an empty parameter is a typo, as an empty policy in `-p base,,navarro` is.
+#[test]
+fn empty_parameters_are_bad_input() {
+    for w in [
+        "gups:size=16M,,updates=1000",
+        "gups:size=16M,",
+        "gups:,size=16M",
+    ] {
+        assert_bad_input(&["run", "-w", w], &["workload 'gups'", "empty parameter"]);
+    }
+    assert_bad_input(
+        &["run", "-m", "skylake:mem=1G,", "-w", "seq:size=1M"],
+        &["machine 'skylake'", "empty parameter"],
+    );
+    assert_bad_input(
+        &[
+            "run",
+            "-p",
+            "navarro:sizes=2M,,promote=no",
+            "-w",
+            "seq:size=1M",
+        ],
+        &["empty"],
+    );
+}
+
 /// Issue 9: `--help` said sizes take K/M/G; the README (and the parser) say K/M/G/T, binary,
 /// and counts K/M/G, decimal. Both now say the same, and both list the exit statuses.
 #[test]

@@ -277,6 +277,63 @@ fn bad_policy_files_are_bad_input_naming_the_key() {
     );
 }
 
+/// What only the machine makes wrong (a size it does not have, a THP limit past its THP) is
+/// found when the run binds the policy to the machine: the error names the file, the line and
+/// the key as the file's other errors do (it named the file's `name` only: "policy 'linux'").
+#[test]
+fn machine_dependent_policy_file_errors_name_the_file_line_and_key() {
+    let dir = Dir::new("machine");
+    for (preset, from, to, needle) in [
+        (
+            "navarro",
+            "sizes = []",
+            "sizes = [\"64K\"]",
+            "physical_allocation.sizes: size 64K is not a superpage size of skylake",
+        ),
+        (
+            "linux",
+            "mthp = []",
+            "mthp = [\"8K\"]",
+            "physical_allocation.mthp: mthp size 8K",
+        ),
+        (
+            "linux",
+            "max_ptes_none = \"default\"",
+            "max_ptes_none = 600",
+            "daemons.khugepaged.max_ptes_none: max_ptes_none=600",
+        ),
+        (
+            "linux",
+            "fault_around = { kind = \"window\", bytes = \"64K\" }",
+            "fault_around = { kind = \"window\", bytes = \"4M\" }",
+            "mapping_creation.fault_around: fault_around=4M",
+        ),
+    ] {
+        let good = show(preset, &dir.path(&format!("{preset}.toml")));
+        assert!(good.contains(from), "{from}");
+        let bad = good.replacen(from, to, 1);
+        let line = bad.lines().position(|l| l.contains(to)).unwrap() + 1;
+        let file = dir.path("bad.toml");
+        std::fs::write(&file, bad).unwrap();
+        let args = [
+            "run",
+            "-m",
+            "skylake",
+            "-p",
+            &format!("file:{file}"),
+            "-w",
+            "seq:size=1M",
+        ];
+        let out = splab().args(args).output().unwrap();
+        assert_error_line(
+            &out,
+            2,
+            args,
+            &[&format!("policy file '{file}', line {line}: {needle}")],
+        );
+    }
+}
+
 /// README's example policy file is what `policy show navarro:sizes=64K+4M` prints, comments
 /// aside.
 #[test]

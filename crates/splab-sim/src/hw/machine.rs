@@ -151,7 +151,7 @@ impl Source {
             };
             if !path.ends_with(".toml") {
                 return Err(SimError::BadInput(format!(
-                    "machine '{text}': a machine file is given as file:PATH.toml[:mem=SIZE,swap=SIZE] \
+                    "machine '{text}': a machine file is given as file:PATH.toml[:mem=SIZE,swap=SIZE,nested=SIZE] \
                      (the path must end in .toml)"
                 )));
             }
@@ -379,8 +379,8 @@ impl Machine {
         self.ns_to_cycles(ns)
     }
 
-    /// Parses `NAME[:mem=SIZE,swap=SIZE]` (a built-in preset) or
-    /// `file:PATH.toml[:mem=SIZE,swap=SIZE]` (a machine file).
+    /// Parses `NAME[:mem=SIZE,swap=SIZE,nested=SIZE]` (a built-in preset) or
+    /// `file:PATH.toml[:mem=SIZE,swap=SIZE,nested=SIZE]` (a machine file).
     pub fn from_spec(text: &str) -> Result<Machine> {
         Ok(load(text)?.machine)
     }
@@ -642,7 +642,11 @@ mod tests {
         let e = Machine::from_spec(&format!("file:{}", dir.join("m.txt").display()))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("must end in .toml"), "{e}");
+        // Every option a file takes, nested= too (the message left it out).
+        assert!(
+            e.contains("must end in .toml") && e.contains("[:mem=SIZE,swap=SIZE,nested=SIZE]"),
+            "{e}"
+        );
         let e = Machine::from_spec(&format!("file:{}", dir.join("none.toml").display()))
             .unwrap_err()
             .to_string();

@@ -1473,6 +1473,33 @@ mod tests {
         tlb.check_invariants().unwrap();
     }
 
+    /// A machine file may give a set count that is not a power of two (e.g. 1536 entries in 8
+    /// ways, 192 sets): the set is the page number modulo the sets, so pages a multiple of
+    /// the set count apart compete for one set and the others do not. Both stores (up to 16
+    /// ways, and more).
+    #[test]
+    fn sets_that_are_not_a_power_of_two_index_by_modulo() {
+        for ways in [2u32, 20] {
+            let sets = 3u64;
+            let mut tlb = Tlb::new(&cfg((3 * ways, ways), None), &[12, 21]);
+            // Fill set 0 (pages 0, 3, 6, ...), and one page of each other set.
+            for i in 0..ways as u64 {
+                tlb.fill(1, (i * sets) << 12, t(i, 0), false);
+            }
+            tlb.fill(1, 1 << 12, t(100, 0), false);
+            tlb.fill(1, 2 << 12, t(101, 0), false);
+            // One more page of set 0 evicts its LRU (page 0) only.
+            tlb.fill(1, (ways as u64 * sets) << 12, t(99, 0), false);
+            let hit =
+                |tlb: &mut Tlb, p: u64| matches!(tlb.lookup(1, p << 12, false), Lookup::Hit { .. });
+            assert!(!hit(&mut tlb, 0), "{ways} ways: page 0 should be evicted");
+            for p in [1, 2, 3, ways as u64 * sets] {
+                assert!(hit(&mut tlb, p), "{ways} ways: page {p} should hit");
+            }
+            tlb.check_invariants().unwrap();
+        }
+    }
+
     #[test]
     fn superpage_entry_covers_its_range_and_asids_are_separate() {
         let mut tlb = Tlb::new(&cfg((8, 8), Some((64, 4))), &[12, 21]);

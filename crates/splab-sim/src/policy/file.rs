@@ -33,10 +33,10 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use super::{
-    word, word_of, AllocPolicy, CleanWrite, Dirty, FaultAround, Kcompactd, Khugepaged, Policy,
-    PreferredSize, ReservPolicy, ThpPolicy, CLEAN_WRITE, CONTIGUITY, DIRTY, LISTS, PAGEBLOCK_SKIP,
-    PLACEMENT, POLICIES, PREFERRED, PREP, PROMOTE, SHORTAGE, THP_DEFRAG, THP_ENABLED, WIRED,
-    ZERO_PAGE_WP,
+    word, word_of, AllocPolicy, CleanWrite, Dirty, FaultAround, Kcompactd, Khugepaged, Origin,
+    Policy, PreferredSize, ReservPolicy, ThpPolicy, CLEAN_WRITE, CONTIGUITY, DIRTY, LISTS,
+    PAGEBLOCK_SKIP, PLACEMENT, POLICIES, PREFERRED, PREP, PROMOTE, SHORTAGE, THP_DEFRAG,
+    THP_ENABLED, WIRED, ZERO_PAGE_WP,
 };
 use crate::error::{Result, SimError};
 use crate::spec::{parse_size, Spec};
@@ -531,15 +531,14 @@ struct Src<'a> {
 }
 
 impl Src<'_> {
+    /// The line (from 1) of byte offset `at`.
+    fn line(&self, at: usize) -> usize {
+        self.text[..at.min(self.text.len())].matches('\n').count() + 1
+    }
+
     fn err(&self, span: Option<Range<usize>>, msg: impl std::fmt::Display) -> SimError {
         let at = match span {
-            Some(s) => format!(
-                ", line {}",
-                self.text[..s.start.min(self.text.len())]
-                    .matches('\n')
-                    .count()
-                    + 1
-            ),
+            Some(s) => format!(", line {}", self.line(s.start)),
             None => String::new(),
         };
         SimError::BadInput(format!("policy file '{}'{at}: {msg}", self.origin))
@@ -992,8 +991,45 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
         close_deactivate,
         khugepaged,
         kcompactd,
+        origin: Origin {
+            file: Some(origin.to_string()),
+            lines: key_lines(&s, doc.get_ref()),
+        },
     };
     Ok((name, p))
+}
+
+/// The keys `Policy::resolve` checks against the machine (`Origin`).
+const RESOLVED_KEYS: &[&str] = &[
+    "physical_allocation.kind",
+    "physical_allocation.mthp",
+    "physical_allocation.sizes",
+    "mapping_creation.fault_around",
+    "daemons.khugepaged.max_ptes_none",
+    "daemons.khugepaged.max_ptes_swap",
+    "daemons.khugepaged.max_ptes_shared",
+];
+
+/// The line of each of `RESOLVED_KEYS` the file sets.
+fn key_lines(s: &Src, root: &DeTable) -> Vec<(&'static str, usize)> {
+    let mut out = Vec::new();
+    'keys: for &key in RESOLVED_KEYS {
+        let mut t = root;
+        let mut parts = key.split('.').peekable();
+        while let Some(part) = parts.next() {
+            let Some((_, v)) = t.iter().find(|(k, _)| k.get_ref() == part) else {
+                continue 'keys;
+            };
+            if parts.peek().is_none() {
+                out.push((key, s.line(v.span().start)));
+            } else if let DeValue::Table(inner) = v.get_ref() {
+                t = inner;
+            } else {
+                continue 'keys;
+            }
+        }
+    }
+    out
 }
 
 /// `-p file:PATH[:key=value,...]`: `text` is the whole spec, `rest` what follows `file:`.
@@ -1018,6 +1054,15 @@ pub(super) fn load(text: &str, rest: &str) -> Result<Policy> {
     let mut spec = Spec::with_params("policy", &label, params)?;
     p.set_params(&label, &mut spec)?;
     spec.finish()?;
+    // A key a parameter replaced is no longer the file's: its errors name the policy as given.
+    let given: Vec<&str> = params
+        .split(',')
+        .filter_map(|kv| kv.split_once('=').map(|(k, _)| k.trim()))
+        .map(|k| if k == "prefault" { "fault_around" } else { k })
+        .collect();
+    p.origin
+        .lines
+        .retain(|(key, _)| !given.iter().any(|g| key.rsplit('.').next() == Some(*g)));
     p.name = match (name, params.trim().trim_matches(',')) {
         (None, _) => text.to_string(),
         (Some(n), "") => n,
@@ -1154,6 +1199,72 @@ mod tests {
         assert!(text.contains(from), "{from} not in:\n{text}");
         let bad = text.replacen(from, to, 1);
         Policy::from_toml(&bad, "p.toml").unwrap_err().to_string()
+    }
+
+    /// What `Policy::resolve` finds wrong on a machine names the file, the line and the key
+    /// (it said "policy 'linux': ..." whatever file it came from); a key a command-line
+    /// parameter replaced is the parameter's, and a preset's errors name the preset.
+    #[test]
+    fn machine_dependent_errors_name_the_file_line_and_key() {
+        let m = crate::hw::Machine::from_spec("skylake").unwrap();
+        let resolve_err = |preset: &str, from: &str, to: &str| {
+            let text = Policy::from_spec(preset).unwrap().to_toml();
+            assert!(text.contains(from), "{from} not in:\n{text}");
+            let bad = text.replacen(from, to, 1);
+            let line = bad.lines().position(|l| l.contains(to)).unwrap() + 1;
+            let mut p = Policy::from_toml(&bad, "mine.toml").unwrap();
+            (line, p.resolve(&m).unwrap_err().to_string())
+        };
+        for (preset, from, to, key, what) in [
+            (
+                "linux",
+                "mthp = []",
+                "mthp = [\"8K\"]",
+                "physical_allocation.mthp",
+                "mthp size 8K",
+            ),
+            (
+                "linux",
+                "max_ptes_none = \"default\"",
+                "max_ptes_none = 600",
+                "daemons.khugepaged.max_ptes_none",
+                "max_ptes_none=600",
+            ),
+            (
+                "navarro",
+                "sizes = []",
+                "sizes = [\"64K\"]",
+                "physical_allocation.sizes",
+                "64K",
+            ),
+            (
+                "navarro",
+                "fault_around = { kind = \"spiral\", behind = 4, ahead = 4 }",
+                "fault_around = { kind = \"window\", bytes = \"1\" }",
+                "mapping_creation.fault_around",
+                "fault_around=1",
+            ),
+        ] {
+            let (line, e) = resolve_err(preset, from, to);
+            assert!(
+                e.starts_with(&format!("policy file 'mine.toml', line {line}: {key}: "))
+                    && e.contains(what),
+                "{e}"
+            );
+        }
+        // A parameter replaced the file's key: the error is the parameter's.
+        let dir = std::env::temp_dir().join(format!("splab-origin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("nav.toml");
+        std::fs::write(&f, Policy::from_spec("navarro").unwrap().to_toml()).unwrap();
+        let mut p = Policy::from_spec(&format!("file:{}:sizes=64K", f.display())).unwrap();
+        let e = p.resolve(&m).unwrap_err().to_string();
+        assert!(e.starts_with("policy 'navarro:sizes=64K': size 64K"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+        // A preset's: its name.
+        let mut p = Policy::from_spec("linux:mthp=8K").unwrap();
+        let e = p.resolve(&m).unwrap_err().to_string();
+        assert!(e.starts_with("policy 'linux:mthp=8K': mthp size 8K"), "{e}");
     }
 
     /// The line of `text` holding `needle`, 1-based.

@@ -29,8 +29,10 @@
 //!   requests from the trace, and then measure the time taken to service the next 100,000").
 //!   The server marks `warm` (`Engine::mark`) when the warm-up is done and `served` after the
 //!   last request, so a concurrent `seeker:after=warm,until=served` runs beside the measured
-//!   requests; `measured_seconds`, `measured_read_requests` / `_bytes` and the latencies cover
-//!   those only.
+//!   requests; `measured_seconds`, `measured_read_requests` / `_bytes`,
+//!   `measured_served_bytes`, `measured_files_requested` and the latencies cover those only.
+//!   `served_bytes`, `files_requested` and `working_set_bytes` cover every request, the
+//!   warm-up's too, as the rest of the report does (its accesses, faults and time).
 //! - At the end the server exits: its mappings go and its files are closed, so under
 //!   `close_deactivate` (navarro, seed 000 5.1 (3)) their clean pages move to the inactive
 //!   queue, as 6.5 describes ("the web server closes its files on exit").
@@ -175,7 +177,10 @@ impl super::Workload for Web {
         let mut cache = MapCache::default();
         let mut lat: Vec<u64> = Vec::with_capacity(self.requests as usize);
         let mut served_bytes = 0u64;
+        // Of the measured requests only (`warmup=`): the stats say which is which.
+        let mut measured_bytes = 0u64;
         let mut touched = vec![false; sizes.len()];
+        let mut touched_measured = vec![false; sizes.len()];
         let freq = e.os.machine.freq_hz;
         let mut measured_from = e.clock();
         let io = |e: &Engine| (e.os.stats.io_read_requests, e.os.stats.io_read_bytes);
@@ -246,6 +251,8 @@ impl super::Workload for Web {
             }
             served_bytes += size;
             if t >= self.warmup {
+                measured_bytes += size;
+                touched_measured[i] = true;
                 lat.push(e.clock() - start);
                 e.request_end(pid);
             }
@@ -295,6 +302,8 @@ impl super::Workload for Web {
             "working_set_bytes": working_set,
             "files_requested": touched.iter().filter(|&&t| t).count(),
             "served_bytes": served_bytes,
+            "measured_served_bytes": measured_bytes,
+            "measured_files_requested": touched_measured.iter().filter(|&&t| t).count(),
             "request_latency_ns": {"mean": mean, "p50": pick(0.5), "p95": pick(0.95), "p99": pick(0.99), "max": pick(1.0)},
             "pages_before_exit": queues(queues_before_exit),
             "pages_after_exit": queues(queues_after_exit),
