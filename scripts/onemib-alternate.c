@@ -17,42 +17,15 @@
  * out); the per-round ratio B/A (4KB time over THP time) p10/p50/p90; and the blocks' time series
  * as runs of "fast" and "slow" (a block slower than 1.5 x the p10 of its buffer), with the number
  * and median length of the slow runs in ms, which is the time scale of the machine's phases. */
-#define _GNU_SOURCE
+/* The held-out program itself, for its clock, its generator (`next`, the one heldout gups
+ * draws with), `switches` and `anon_huge_kb`: this script runs heldout.c's own code. */
+#define main heldout_main
+#include "../crates/splab/src/validate/heldout.c"
+#undef main
 #include <fcntl.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
-#define HUGE (2UL << 20)
 #define SIZE (1UL << 20)
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
-}
-
-static long switches(void)
-{
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return u.ru_nvcsw + u.ru_nivcsw;
-}
-
-static uint64_t rng = 0x9E3779B97F4A7C15ULL;
-static inline uint64_t next(void)
-{
-    rng ^= rng >> 12;
-    rng ^= rng << 25;
-    rng ^= rng >> 27;
-    return rng * 0x2545F4914F6CDD1DULL;
-}
 
 static uint64_t *region(int huge)
 {
@@ -66,26 +39,6 @@ static uint64_t *region(int huge)
     for (uint64_t i = 0; i < SIZE / 8; i += 8)
         a[i] = i;
     return a;
-}
-
-static long anon_huge_kb(void *addr)
-{
-    FILE *f = fopen("/proc/self/smaps", "r");
-    char line[512];
-    int inside = 0;
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f)) {
-        unsigned long a, b;
-        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-            inside = a <= (unsigned long)addr && (unsigned long)addr < b;
-            continue;
-        }
-        if (inside && sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
-            break;
-    }
-    if (f)
-        fclose(f);
-    return kb;
 }
 
 /* Distinct L2 colours (guest-physical page number mod 16) of the buffer's 256 pages, and the
