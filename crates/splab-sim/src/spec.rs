@@ -77,6 +77,11 @@ impl Spec {
         })
     }
 
+    /// The keys given and not yet taken, in the order given.
+    pub fn keys(&self) -> Vec<String> {
+        self.params.iter().map(|(k, _)| k.clone()).collect()
+    }
+
     fn take(&mut self, key: &'static str) -> Option<String> {
         self.accepted.push(key);
         let pos = self.params.iter().position(|(k, _)| k == key)?;

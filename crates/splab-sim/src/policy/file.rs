@@ -1052,18 +1052,27 @@ pub(super) fn load(text: &str, rest: &str) -> Result<Policy> {
     let (name, mut p) = read(&body, path)?;
     let label = name.clone().unwrap_or_else(|| text.to_string());
     let mut spec = Spec::with_params("policy", &label, params)?;
+    // A key a parameter replaces is no longer the file's: its errors name the policy as given.
+    let given: Vec<String> = spec
+        .keys()
+        .into_iter()
+        .map(|k| {
+            if k == "prefault" {
+                "fault_around".into()
+            } else {
+                k
+            }
+        })
+        .collect();
     p.set_params(&label, &mut spec)?;
     spec.finish()?;
-    // A key a parameter replaced is no longer the file's: its errors name the policy as given.
-    let given: Vec<&str> = params
-        .split(',')
-        .filter_map(|kv| kv.split_once('=').map(|(k, _)| k.trim()))
-        .map(|k| if k == "prefault" { "fault_around" } else { k })
-        .collect();
-    p.origin
-        .lines
-        .retain(|(key, _)| !given.iter().any(|g| key.rsplit('.').next() == Some(*g)));
-    p.name = match (name, params.trim().trim_matches(',')) {
+    p.origin.lines.retain(|(key, _)| {
+        !given
+            .iter()
+            .any(|g| key.rsplit('.').next() == Some(g.as_str()))
+    });
+    // with_params refused empty pieces, so no comma is left at either end.
+    p.name = match (name, params.trim()) {
         (None, _) => text.to_string(),
         (Some(n), "") => n,
         (Some(n), kv) if n.contains(':') => format!("{n},{kv}"),

@@ -204,18 +204,21 @@ pub struct Pair {
     pub clean: bool,
 }
 
+impl Pair {
+    /// The pair's speedup: 4KB time over 2MB time.
+    pub fn ratio(&self) -> f64 {
+        self.ns_4k / self.ns_2m
+    }
+}
+
 /// The measured speedup: the median of the ratios 4KB / 2MB of the clean pairs, or of all
 /// pairs if fewer than 2 are clean (the module's comment says why pairs, and why the median).
 pub fn paired_speedup(pairs: &[Pair]) -> f64 {
-    let clean: Vec<f64> = pairs
-        .iter()
-        .filter(|p| p.clean)
-        .map(|p| p.ns_4k / p.ns_2m)
-        .collect();
+    let clean: Vec<f64> = pairs.iter().filter(|p| p.clean).map(Pair::ratio).collect();
     let ratios = if clean.len() >= 2 {
         clean
     } else {
-        pairs.iter().map(|p| p.ns_4k / p.ns_2m).collect()
+        pairs.iter().map(Pair::ratio).collect()
     };
     crate::calibrate::bench::Stat::new(ratios).pct(50.0)
 }
@@ -234,10 +237,11 @@ pub fn run(machine: &str, plan: &Plan, work_dir: &Path, pr: &mut Progress) -> Re
                 work.to_string(),
             ]
         };
-        // Native: pairs of runs, a 4KB and a 2MB run back to back (which first alternates), so that a slow spell of the
-        // machine hits both runs of a pair; runs that were context-switched are discarded
-        // (calibrate's rule) and pairs retried until `want` pairs are clean in both runs, up to
-        // 3 x runs + 2 pairs; if fewer than 2 pairs were clean, all of them count.
+        // Native: pairs of runs, a 4KB and a 2MB run back to back (which first alternates), so
+        // that a slow spell of the machine hits both runs of a pair; runs that were
+        // context-switched are discarded (calibrate's rule) and pairs retried until `want` pairs
+        // are clean in both runs, up to 3 x runs + 2 pairs; if fewer than 2 pairs were clean,
+        // all of them count.
         let mut t4 = Vec::new();
         let mut t2 = Vec::new();
         let mut all4 = Vec::new();
@@ -310,7 +314,7 @@ pub fn run(machine: &str, plan: &Plan, work_dir: &Path, pr: &mut Progress) -> Re
             measured_speedup: ms,
             predicted_speedup: ps,
             speedup_of_p10s: m4 / m2,
-            pair_ratios: pairs.iter().map(|p| p.ns_4k / p.ns_2m).collect(),
+            pair_ratios: pairs.iter().map(Pair::ratio).collect(),
             speedup_error_pct: super::error_pct(ms, ps),
             error_4k_pct: super::error_pct(m4, pred[0]),
             error_2m_pct: super::error_pct(m2, pred[1]),
