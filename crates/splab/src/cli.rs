@@ -350,13 +350,18 @@ enum TraceCmd {
     /// Header, counts, processes, files and live regions of a trace.
     ///
     /// Instant: read from the trailer. A trace cut short is read through, and where it ends is
-    /// reported (exit status 1).
+    /// reported (exit status 1). `--verify` also reads every block, checking its CRC-32, and
+    /// the counts against the trailer (exit status 1 on damage, naming the byte offset).
     Info {
         /// The trace file.
         file: PathBuf,
         /// List at most N regions (0: none; the count is always printed).
         #[arg(long, value_name = "N", default_value_t = 20)]
         regions: usize,
+        /// Read every block too: check each block's CRC-32 and that the events agree with
+        /// the trailer's counts (takes a full read of the file).
+        #[arg(long)]
+        verify: bool,
     },
     /// The events of a trace as text, one a line.
     Cat {
@@ -566,7 +571,17 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Cmd::Calibrate(a) => crate::calibrate::run(&a),
         Cmd::Validate(a) => crate::validate::run(&a),
         Cmd::Trace { cmd } => match cmd {
-            TraceCmd::Info { file, regions } => trace_cmd::info(&file, regions),
+            TraceCmd::Info {
+                file,
+                regions,
+                verify,
+            } => trace_cmd::info(&file, regions).and_then(|()| {
+                if verify {
+                    trace_cmd::verify(&file)
+                } else {
+                    Ok(())
+                }
+            }),
             TraceCmd::Cat { file, limit } => trace_cmd::cat(&file, limit),
             TraceCmd::ImportChampsim {
                 input,

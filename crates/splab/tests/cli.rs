@@ -213,6 +213,16 @@ fn empty_parameters_are_bad_input() {
         ],
         &["empty"],
     );
+    // An empty value is not a file name: say so, not "cannot open : No such file".
+    assert_bad_input(
+        &["run", "-w", "trace:path="],
+        &["workload 'trace'", "path= is empty"],
+    );
+    // A swap area is whole base pages; swap=1 (one byte) used to run as if it were swap.
+    assert_bad_input(
+        &["run", "-m", "skylake:swap=1", "-w", "seq:size=1M"],
+        &["machine 'skylake'", "swap=1", "base pages"],
+    );
 }
 
 /// Issue 9: `--help` said sizes take K/M/G; the README (and the parser) say K/M/G/T, binary,

@@ -361,12 +361,13 @@ fn truncated_trace_is_one_line_with_the_offset() {
     std::fs::write(&bad, &flipped).unwrap();
     let w = |p: &Path| format!("trace:path={}", p.display());
     // (`trace info` of a trace with its trailer reads only the trailer: it does not see a
-    // damaged block.)
+    // damaged block; `trace info --verify` does.)
     for (file, info) in [(&cut, true), (&bad, false)] {
         let f = file.to_str().unwrap();
         let mut cases: Vec<Vec<String>> = vec![
             vec!["run".into(), "-w".into(), w(file)],
             vec!["trace".into(), "cat".into(), f.into()],
+            vec!["trace".into(), "info".into(), "--verify".into(), f.into()],
         ];
         if info {
             cases.push(vec!["trace".into(), "info".into(), f.into()]);
@@ -383,6 +384,16 @@ fn truncated_trace_is_one_line_with_the_offset() {
         .unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("accesses    400000"));
+    let out = splab()
+        .args(["trace", "info", "--verify", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("CRC-32 matches; 400,002 events, 400,000 accesses"),
+        "{out:?}"
+    );
     let out = splab()
         .args(["trace", "cat", path.to_str().unwrap(), "--limit", "3"])
         .output()

@@ -207,14 +207,23 @@ fn load(text: &str) -> Result<Loaded> {
             crate::units::fmt_size(largest)
         )));
     }
-    let swap_default = machine_file::check_swap("swap", parsed.swap, mem).map_err(|(_, msg)| {
+    let base = 1u64 << m.page_shifts[0];
+    let swap_default =
+        machine_file::check_swap("swap", parsed.swap, mem, base).map_err(|(_, msg)| {
+            SimError::BadInput(format!(
+                "machine '{}': mem={} gives {msg}",
+                spec.name,
+                crate::units::fmt_size(mem)
+            ))
+        })?;
+    let swap = spec.take_size("swap", swap_default, 0, machine_file::MAX_SWAP)?;
+    machine_file::check_swap_pages("swap", swap, base).map_err(|(_, msg)| {
         SimError::BadInput(format!(
-            "machine '{}': mem={} gives {msg}",
+            "machine '{}': swap={}: {msg}",
             spec.name,
-            crate::units::fmt_size(mem)
+            crate::units::fmt_size(swap)
         ))
     })?;
-    let swap = spec.take_size("swap", swap_default, 0, machine_file::MAX_SWAP)?;
     // `nested=SIZE`: the machine becomes a guest whose memory the host backs with pages of
     // SIZE (the file's `[nested]` table with its page size changed, else `default_nested`).
     let nested_opt = spec.take_str("nested");
@@ -556,6 +565,35 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("'size'") && e.contains("mem, swap"), "{e}");
+        // A swap area is whole base pages: an option or a file key that is not is refused,
+        // naming it (alpha21264's base page is 8KB, so 4K is not one either).
+        for (spec, key) in [
+            ("skylake:swap=1".to_string(), "swap=1: 1 bytes"),
+            ("skylake:swap=6K".to_string(), "swap=6K"),
+            ("alpha21264:swap=4K".to_string(), "swap=4K"),
+        ] {
+            let e = Machine::from_spec(&spec).unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains("base pages"), "{spec}: {e}");
+        }
+        assert_eq!(
+            Machine::from_spec("alpha21264:swap=16K")
+                .unwrap()
+                .storage
+                .swap_bytes,
+            16 << 10
+        );
+        let odd = dir.join("odd.toml");
+        let text = machine_file::built_in("core2")
+            .unwrap()
+            .replace("swap = \"2x\"", "swap = \"1000\"");
+        std::fs::write(&odd, text).unwrap();
+        let e = Machine::from_spec(&format!("file:{}", odd.display()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("storage.swap") && e.contains("base pages"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -636,7 +636,7 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
     if s.bytes_per_sec == 0 {
         return bad("storage.bytes_per_sec", "must be at least 1");
     }
-    let swap_bytes = check_swap("storage.swap", s.swap, f.mem.0)?;
+    let swap_bytes = check_swap("storage.swap", s.swap, f.mem.0, 1u64 << shifts[0])?;
 
     let nested = match &f.nested {
         None => None,
@@ -720,11 +720,27 @@ fn check_mem(path: &str, mem: u64, largest: u64) -> std::result::Result<(), Bad>
 }
 
 /// The swap area's bytes under `mem`, at most `MAX_SWAP`.
-pub fn check_swap(path: &str, swap: Swap, mem: u64) -> std::result::Result<u64, Bad> {
+pub fn check_swap(path: &str, swap: Swap, mem: u64, base: u64) -> std::result::Result<u64, Bad> {
     match swap.bytes(mem) {
-        Some(b) if b <= MAX_SWAP => Ok(b),
+        Some(b) if b <= MAX_SWAP => check_swap_pages(path, b, base),
         _ => bad(path, format!("more than {} of swap", fmt_size(MAX_SWAP))),
     }
+}
+
+/// A swap area holds whole base pages (a swap slot is one page): a size that is not a multiple
+/// of the base page would leave a slot's worth silently unused, and one under a page would be
+/// no swap at all under another name, so both are refused (0 is the way to say "no swap").
+pub fn check_swap_pages(path: &str, bytes: u64, base: u64) -> std::result::Result<u64, Bad> {
+    if !bytes.is_multiple_of(base) {
+        return bad(
+            path,
+            format!(
+                "{bytes} bytes is not a whole number of base pages ({}): a swap slot holds one page; 0 means no swap",
+                fmt_size(base)
+            ),
+        );
+    }
+    Ok(bytes)
 }
 
 fn build_walk(w: &FileWalk, shifts: &[u8], va_bits: u8) -> std::result::Result<WalkConfig, Bad> {

@@ -193,6 +193,12 @@ impl TraceReplay {
                 "workload 'trace': parameter 'path' is required, e.g. trace:path=ls.spt".into(),
             )
         })?;
+        if path.trim().is_empty() {
+            return Err(SimError::BadInput(
+                "workload 'trace': path= is empty: give the trace file, e.g. trace:path=ls.spt"
+                    .into(),
+            ));
+        }
         let skip = spec.take_count("skip", 0, 0, u64::MAX)?;
         let limit = spec.take_count("limit", u64::MAX, 1, u64::MAX)?;
         let mut t = TraceReplay::open(Path::new(&path))?;
