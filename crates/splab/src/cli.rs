@@ -1113,14 +1113,13 @@ fn cmd_bench(quick: bool, repeat: usize) -> Result<()> {
     // rates[case][policy]: one rate per round; accesses[case][policy]: a run's accesses.
     let mut rates = vec![vec![Vec::with_capacity(repeat); policies.len()]; cases.len()];
     let mut accesses = vec![vec![0u64; policies.len()]; cases.len()];
+    // Progress on a terminal only: redirected, the carriage returns would leave one long line.
+    let tty = std::io::stderr().is_terminal();
     for round in 0..repeat {
         for (c, (what, w)) in cases.iter().enumerate() {
             for (p, policy) in policies.iter().enumerate() {
-                if repeat > 1 {
-                    eprint!(
-                        "\r  round {}/{repeat}: {what}, {policy}          ",
-                        round + 1
-                    );
+                if repeat > 1 && tty {
+                    eprint!("\r  round {}/{repeat}: {what}, {policy}\x1b[K", round + 1);
                 }
                 let spec = RunSpec {
                     machine: "skylake".into(),
@@ -1138,8 +1137,8 @@ fn cmd_bench(quick: bool, repeat: usize) -> Result<()> {
             }
         }
     }
-    if repeat > 1 {
-        eprint!("\r{:60}\r", "");
+    if repeat > 1 && tty {
+        eprint!("\r\x1b[K");
     }
     for (c, (what, w)) in cases.iter().enumerate() {
         let base = median(&rates[c][0]);
