@@ -256,14 +256,13 @@ pub fn is_png(out: &str) -> Result<bool> {
     }
 }
 
-/// Writes the figure to `out`: `.svg` or `.png`.
-pub fn write(fig: &Figure, out: &str) -> Result<()> {
-    let bytes = if is_png(out)? {
+/// The figure as the bytes of `out`'s format: `.svg` or `.png`.
+pub fn render(fig: &Figure, out: &str) -> Result<Vec<u8>> {
+    Ok(if is_png(out)? {
         png(fig)?
     } else {
         svg(fig).into_bytes()
-    };
-    std::fs::write(out, bytes).with_context(|| format!("plot: cannot write '{out}'"))
+    })
 }
 
 const COLOURS: &[(u8, u8, u8)] = &[
