@@ -155,6 +155,31 @@ fn plot_errors_are_one_line() {
         .unwrap();
     assert_error_line(&out, 2, "format", &[".svg or .png"]);
 
+    // Nothing to draw: an empty figure was written, exit status 0.
+    let empty_cmp = dir.join("ec.json");
+    std::fs::write(&empty_cmp, r#"{"schema":"splab.compare.v2","reports":[]}"#).unwrap();
+    let out = splab()
+        .args(["plot", empty_cmp.to_str().unwrap(), "-o", &svg])
+        .output()
+        .unwrap();
+    assert_error_line(
+        &out,
+        2,
+        "empty comparison",
+        &["ec.json", "holds no reports"],
+    );
+    let empty_series = dir.join("es.json");
+    std::fs::write(
+        &empty_series,
+        r#"{"schema":"splab.report.v2","series":{"t":[],"contiguity":[]}}"#,
+    )
+    .unwrap();
+    let out = splab()
+        .args(["plot", empty_series.to_str().unwrap(), "-o", &svg])
+        .output()
+        .unwrap();
+    assert_error_line(&out, 2, "empty series", &["es.json", "series.t is empty"]);
+
     // A figure path that cannot be created is bad input (exit status 2, README "Exit status"),
     // found before the reports are read; it was a write error, exit status 1, after them.
     let report = dir.join("r.json");
