@@ -834,24 +834,27 @@ fn is_splab_trace(path: &Path) -> bool {
         && &magic == splab_trace::format::MAGIC
 }
 
+/// `path` made absolute with its links resolved, its folder's when it does not exist yet (an
+/// output's): two spellings of one file (`r.json`, `./r.json`) give one key.
+pub(crate) fn file_key(path: &Path) -> PathBuf {
+    if let Ok(c) = std::fs::canonicalize(path) {
+        return c;
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match (std::fs::canonicalize(dir), path.file_name()) {
+        (Ok(d), Some(name)) => d.join(name),
+        _ => path.to_path_buf(),
+    }
+}
+
 /// Refuses output flags that name one file (`--json r --csv r`): each output is written under a
 /// temporary name and renamed, so one would silently replace the other, and the second rename
 /// would fail after the whole run. "-" (standard output) is checked by the callers.
 pub(crate) fn distinct_outputs(outs: &[(&str, Option<&str>)]) -> Result<()> {
-    fn key(p: &str) -> PathBuf {
-        let path = Path::new(p);
-        if let Ok(c) = std::fs::canonicalize(path) {
-            return c;
-        }
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        match (std::fs::canonicalize(dir), path.file_name()) {
-            (Ok(d), Some(name)) => d.join(name),
-            _ => path.to_path_buf(),
-        }
-    }
+    let key = |p: &str| file_key(Path::new(p));
     let files: Vec<(&str, &str)> = outs
         .iter()
         .filter_map(|&(flag, p)| p.filter(|p| *p != "-").map(|p| (flag, p)))
