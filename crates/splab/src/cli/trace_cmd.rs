@@ -223,6 +223,17 @@ pub fn import_champsim(
     ifetch: bool,
     max_records: Option<u64>,
 ) -> Result<()> {
+    // The converted trace is renamed over -o at the end: onto the input, it replaced the
+    // ChampSim trace (a download, often of gigabytes) with the conversion.
+    if input.exists() && super::file_key(input) == super::file_key(output) {
+        return Err(fail(
+            true,
+            format!(
+                "splab trace import-champsim: -o {} is the input: give the splab trace another path",
+                output.display()
+            ),
+        ));
+    }
     let opts = ChampSimOptions {
         ifetch,
         max_records,
