@@ -1268,7 +1268,21 @@ fn cmd_demo(out: &Path) -> Result<()> {
         ("skylake", "gups:size=256M,updates=8M"),
         ("skylake", "seq:size=1G,op=write"),
     ];
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    // A folder that cannot be made (a file of that name, no permission) is bad input, before
+    // the runs: it was exit status 1 ("creating X: File exists").
+    if out.exists() && !out.is_dir() {
+        return Err(SimError::BadInput(format!(
+            "demo --out {}: is a file, not a folder for the reports",
+            out.display()
+        ))
+        .into());
+    }
+    std::fs::create_dir_all(out).map_err(|e| {
+        SimError::BadInput(format!(
+            "demo --out {}: cannot create it: {e}",
+            out.display()
+        ))
+    })?;
     println!(
         "splab demo: every implemented policy ({}) on the papers' workloads\n",
         policies.join(", ")

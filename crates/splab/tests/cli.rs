@@ -716,3 +716,15 @@ fn outputs_naming_one_file_or_a_trace_are_bad_input() {
     assert_eq!(std::fs::read(&trace).unwrap(), bytes);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `demo --out FILE` (a file, not a folder) was exit status 1, "creating FILE: File exists".
+#[test]
+fn demo_out_naming_a_file_is_bad_input() {
+    let f = std::env::temp_dir().join(format!("splab-demo-file-{}", std::process::id()));
+    std::fs::write(&f, "x").unwrap();
+    assert_bad_input(
+        &["demo", "--out", f.to_str().unwrap()],
+        &["--out", "is a file, not a folder"],
+    );
+    std::fs::remove_file(&f).unwrap();
+}
