@@ -728,3 +728,28 @@ fn demo_out_naming_a_file_is_bad_input() {
     );
     std::fs::remove_file(&f).unwrap();
 }
+
+/// `record -o F` where the recorded command names F (its input, or the program): the trace
+/// was renamed over it when the program ended. Refused before Valgrind runs.
+#[test]
+fn record_output_named_by_the_command_is_bad_input() {
+    let dir = std::env::temp_dir().join(format!("splab-cli-recsame-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("in.txt");
+    std::fs::write(&input, "3\n1\n2\n").unwrap();
+    let spelt = format!("{}/./in.txt", dir.display());
+    assert_bad_input(
+        &[
+            "record",
+            "-o",
+            &spelt,
+            "--",
+            "sort",
+            input.to_str().unwrap(),
+        ],
+        &["-o", "a file argument of the recorded command"],
+    );
+    assert_eq!(std::fs::read_to_string(&input).unwrap(), "3\n1\n2\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
