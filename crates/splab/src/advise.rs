@@ -1412,6 +1412,10 @@ pub fn run(args: &AdviseArgs) -> Result<()> {
             "--json - and --hints-out -: only one of them can go to standard output".into(),
         ));
     }
+    crate::cli::distinct_outputs(&[
+        ("--json", args.json.as_deref()),
+        ("--hints-out", args.hints_out.as_deref()),
+    ])?;
     let json = Output::open("--json", args.json.as_deref())?;
     let hints = Output::open("--hints-out", args.hints_out.as_deref())?;
     let expected = splab_trace::read_header_and_trailer(&path)

@@ -248,12 +248,6 @@ pub fn compile(a: &CcArgs) -> Result<(PathBuf, Value)> {
         Some(o) => o.clone(),
         None => a.source.with_extension(""),
     };
-    if out == a.source {
-        return Err(bad(format!(
-            "splab cc: the output would overwrite the source '{}': give -o",
-            a.source.display()
-        )));
-    }
     let report = match &a.report {
         Some(r) => r.clone(),
         None => {
@@ -262,6 +256,49 @@ pub fn compile(a: &CcArgs) -> Result<(PathBuf, Value)> {
             PathBuf::from(r)
         }
     };
+    // Compared as files, not as text: `-o ./prog.c` replaced the source with the executable.
+    let source = crate::cli::file_key(&a.source);
+    for (what, p) in [("the output", &out), ("the report", &report)] {
+        if crate::cli::file_key(p) == source {
+            return Err(bad(format!(
+                "splab cc: {what} '{}' would overwrite the source '{}': give {}",
+                p.display(),
+                a.source.display(),
+                if what == "the output" {
+                    "-o EXE"
+                } else {
+                    "--report FILE"
+                }
+            )));
+        }
+    }
+    if crate::cli::file_key(&out) == crate::cli::file_key(&report) {
+        return Err(bad(format!(
+            "splab cc: -o and --report name one file '{}'",
+            out.display()
+        )));
+    }
+    // Paths that cannot be written are bad input before clang runs (they were clang's or the
+    // linker's errors, exit status 1).
+    for (flag, p) in [("-o", &out), ("--report", &report)] {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if p.is_dir() {
+            return Err(bad(format!(
+                "splab cc: {flag} {}: is a folder, not a file",
+                p.display()
+            )));
+        }
+        if !dir.is_dir() {
+            return Err(bad(format!(
+                "splab cc: {flag} {}: no folder {}",
+                p.display(),
+                dir.display()
+            )));
+        }
+    }
     let tc = toolchain()?;
     let mut cmd = Command::new(&tc.clang);
     if !a.clang_args.iter().any(|s| s.starts_with("-O")) {

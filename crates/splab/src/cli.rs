@@ -438,6 +438,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             x_label,
         } => {
             crate::plot::is_png(&out)?;
+            // Checked (and created under a temporary name) before the reports are read, as
+            // every output flag: a path that cannot be written is bad input (exit status 2).
+            let dest = Output::open("-o", Some(&out))?.expect("a path");
             let fig = if x_values.is_empty() {
                 if x_label.is_some() {
                     return Err(SimError::BadInput(
@@ -456,7 +459,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                     x_label.as_deref(),
                 )?
             };
-            crate::plot::write(&fig, &out)
+            dest.write_bytes(&crate::plot::render(&fig, &out)?)
         }
         Cmd::Machine {
             cmd: MachineCmd::Show { name },
@@ -780,6 +783,13 @@ impl Output {
             None => Ok(None),
             Some("-") => Ok(Some(Output::Stdout)),
             Some(p) => {
+                if is_splab_trace(Path::new(p)) {
+                    return Err(SimError::BadInput(format!(
+                        "{flag} {p}: {p} is a splab trace (the run's input?); writing there would \
+                         replace it: give another path"
+                    ))
+                    .into());
+                }
                 let (f, g) = AtomicOutput::create(Path::new(p))
                     .map_err(|e| SimError::BadInput(format!("{flag} {p}: {e}")))?;
                 Ok(Some(Output::File(f, g)))
@@ -788,14 +798,20 @@ impl Output {
     }
 
     pub(crate) fn write(self, text: &str) -> Result<()> {
+        self.write_bytes(text.as_bytes())
+    }
+
+    pub(crate) fn write_bytes(self, bytes: &[u8]) -> Result<()> {
         match self {
             Output::Stdout => {
-                print!("{text}");
-                Ok(())
+                let mut out = std::io::stdout().lock();
+                out.write_all(bytes)
+                    .and_then(|()| out.flush())
+                    .context("writing to standard output")
             }
             Output::File(mut f, g) => {
                 let dest = g.dest().display().to_string();
-                f.write_all(text.as_bytes())
+                f.write_all(bytes)
                     .and_then(|()| f.flush())
                     .with_context(|| format!("writing {dest}"))?;
                 drop(f);
@@ -804,6 +820,56 @@ impl Output {
             }
         }
     }
+}
+
+/// Whether `path` is an existing splab trace (it starts with the trace magic). An output flag
+/// naming one would replace a recording, typically the very trace being replayed
+/// (`-w trace:path=t.spt --json t.spt`), and a recording can take minutes to make again.
+fn is_splab_trace(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == splab_trace::format::MAGIC
+}
+
+/// `path` made absolute with its links resolved, its folder's when it does not exist yet (an
+/// output's): two spellings of one file (`r.json`, `./r.json`) give one key.
+pub(crate) fn file_key(path: &Path) -> PathBuf {
+    if let Ok(c) = std::fs::canonicalize(path) {
+        return c;
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match (std::fs::canonicalize(dir), path.file_name()) {
+        (Ok(d), Some(name)) => d.join(name),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// Refuses output flags that name one file (`--json r --csv r`): each output is written under a
+/// temporary name and renamed, so one would silently replace the other, and the second rename
+/// would fail after the whole run. "-" (standard output) is checked by the callers.
+pub(crate) fn distinct_outputs(outs: &[(&str, Option<&str>)]) -> Result<()> {
+    let key = |p: &str| file_key(Path::new(p));
+    let files: Vec<(&str, &str)> = outs
+        .iter()
+        .filter_map(|&(flag, p)| p.filter(|p| *p != "-").map(|p| (flag, p)))
+        .collect();
+    for (i, (fa, pa)) in files.iter().enumerate() {
+        for (fb, pb) in &files[i + 1..] {
+            if key(pa) == key(pb) {
+                return Err(SimError::BadInput(format!(
+                    "{fa} {pa} and {fb} {pb} name the same file: give each output its own path"
+                ))
+                .into());
+            }
+        }
+    }
+    Ok(())
 }
 
 fn json_text(value: &impl serde::Serialize) -> Result<String> {
@@ -877,6 +943,7 @@ fn cmd_compare(
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
+    distinct_outputs(&[("--json", a.json.as_deref()), ("--csv", csv)])?;
     let json = Output::open("--json", a.json.as_deref())?;
     let csv_out = Output::open("--csv", csv)?;
     let specs = policies
@@ -1201,7 +1268,21 @@ fn cmd_demo(out: &Path) -> Result<()> {
         ("skylake", "gups:size=256M,updates=8M"),
         ("skylake", "seq:size=1G,op=write"),
     ];
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    // A folder that cannot be made (a file of that name, no permission) is bad input, before
+    // the runs: it was exit status 1 ("creating X: File exists").
+    if out.exists() && !out.is_dir() {
+        return Err(SimError::BadInput(format!(
+            "demo --out {}: is a file, not a folder for the reports",
+            out.display()
+        ))
+        .into());
+    }
+    std::fs::create_dir_all(out).map_err(|e| {
+        SimError::BadInput(format!(
+            "demo --out {}: cannot create it: {e}",
+            out.display()
+        ))
+    })?;
     println!(
         "splab demo: every implemented policy ({}) on the papers' workloads\n",
         policies.join(", ")

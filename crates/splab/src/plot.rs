@@ -59,7 +59,8 @@ fn read_reports(paths: &[String]) -> Result<Vec<(String, Value)>> {
         match v["schema"].as_str() {
             Some(s) if s.starts_with("splab.report.") => reports.push((p.clone(), v)),
             Some(s) if s.starts_with("splab.compare.") => {
-                let Some(rs) = v["reports"].as_array() else {
+                // An empty list too: a figure with no line would be written, exit status 0.
+                let Some(rs) = v["reports"].as_array().filter(|rs| !rs.is_empty()) else {
                     return Err(bad(format!("plot: comparison '{p}' holds no reports")));
                 };
                 for r in rs {
@@ -195,6 +196,11 @@ pub fn figure(
                 "plot: report in '{p}' has no series '{metric}' (series.t and series.{metric})"
             )));
         };
+        if t.is_empty() {
+            return Err(bad(format!(
+                "plot: report in '{p}': series.t is empty (no sample to draw)"
+            )));
+        }
         if t.len() != y.len() {
             return Err(bad(format!(
                 "plot: report in '{p}': series.t and series.{metric} differ in length"
@@ -256,14 +262,13 @@ pub fn is_png(out: &str) -> Result<bool> {
     }
 }
 
-/// Writes the figure to `out`: `.svg` or `.png`.
-pub fn write(fig: &Figure, out: &str) -> Result<()> {
-    let bytes = if is_png(out)? {
+/// The figure as the bytes of `out`'s format: `.svg` or `.png`.
+pub fn render(fig: &Figure, out: &str) -> Result<Vec<u8>> {
+    Ok(if is_png(out)? {
         png(fig)?
     } else {
         svg(fig).into_bytes()
-    };
-    std::fs::write(out, bytes).with_context(|| format!("plot: cannot write '{out}'"))
+    })
 }
 
 const COLOURS: &[(u8, u8, u8)] = &[

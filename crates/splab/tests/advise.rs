@@ -465,6 +465,28 @@ fn bad_input_exits_2_with_one_line() {
             ],
             vec!["--json"],
         ),
+        // One file for both outputs: the second rename failed after the analysis (exit 1).
+        (
+            vec![
+                "-w".into(),
+                w.clone(),
+                "--json".into(),
+                hints.display().to_string(),
+                "--hints-out".into(),
+                hints.display().to_string(),
+            ],
+            vec!["--json", "--hints-out", "the same file"],
+        ),
+        // The trace itself as an output: the recording was replaced by the report.
+        (
+            vec![
+                "-w".into(),
+                w.clone(),
+                "--json".into(),
+                w.trim_start_matches("trace:path=").to_string(),
+            ],
+            vec!["--json", "is a splab trace"],
+        ),
     ];
     for (args, needles) in cases {
         let out = splab().arg("advise").args(&args).output().unwrap();

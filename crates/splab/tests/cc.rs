@@ -147,6 +147,44 @@ fn cc_errors_name_what_is_wrong() {
     std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
     let out = cc().arg(&src).arg("-o").arg(&src).output().unwrap();
     assert_error_line(&out, 2, "overwrite", &["would overwrite the source"]);
+    // The same file spelt otherwise: `-o ./prog.c` (compared as text) was compiled, and the
+    // executable replaced the source; --report onto the source likewise.
+    let dotted = d.join(".").join("prog.c");
+    let out = cc().arg(&src).arg("-o").arg(&dotted).output().unwrap();
+    assert_error_line(&out, 2, "overwrite ./", &["would overwrite the source"]);
+    let out = cc()
+        .arg(&src)
+        .arg("-o")
+        .arg(d.join("prog"))
+        .arg("--report")
+        .arg(&dotted)
+        .output()
+        .unwrap();
+    assert_error_line(
+        &out,
+        2,
+        "report overwrite",
+        &["--report", "would overwrite the source"],
+    );
+    assert_eq!(
+        std::fs::read_to_string(&src).unwrap(),
+        "int main(void) { return 0; }\n"
+    );
+    // Outputs that cannot be written: clang's or the linker's errors, exit status 1, after the
+    // compile; bad input now.
+    let out = cc()
+        .arg(&src)
+        .args(["-o", "/no/such/folder/prog"])
+        .output()
+        .unwrap();
+    assert_error_line(
+        &out,
+        2,
+        "no folder",
+        &["-o /no/such/folder/prog", "no folder"],
+    );
+    let out = cc().arg(&src).arg("-o").arg(&d).output().unwrap();
+    assert_error_line(&out, 2, "folder", &["-o", "is a folder"]);
     // --default-trip 0 reached the pass, whose error came back through clang: exit status 1
     // ("clang failed") for bad input, after a compile.
     let out = cc()

@@ -670,3 +670,86 @@ fn frag_errors_name_the_workloads_memory_when_no_frag_mem_was_given() {
         .unwrap();
     common::assert_error_line(&out, 2, "frag-mem", &["--frag-mem 1M", "2M block"]);
 }
+
+/// Two output flags naming one file (`--json r --csv r`) ran the whole comparison, then failed
+/// (exit status 1) renaming the second temporary file, the first output silently replaced; an
+/// output naming an existing splab trace (typically the one replayed, `-w trace:path=t.spt
+/// --json t.spt`) replaced the recording with the report. Both are bad input, before the run.
+#[test]
+fn outputs_naming_one_file_or_a_trace_are_bad_input() {
+    let dir = std::env::temp_dir().join(format!("splab-cli-same-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let r = dir.join("r.json").display().to_string();
+    let r2 = format!("{}/./r.json", dir.display());
+    let long = "gups:size=1G,updates=1G";
+    let start = std::time::Instant::now();
+    assert_bad_input(
+        &[
+            "compare",
+            "-p",
+            "base,navarro",
+            "-w",
+            long,
+            "--json",
+            &r,
+            "--csv",
+            &r2,
+        ],
+        &["--json", "--csv", "the same file"],
+    );
+    assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
+    assert!(!std::path::Path::new(&r).exists());
+
+    let trace = dir.join("t.spt");
+    let bytes = b"SPLTRACE and the rest of a recording".to_vec();
+    std::fs::write(&trace, &bytes).unwrap();
+    let t = trace.display().to_string();
+    assert_bad_input(
+        &["run", "-w", "seq:size=1M", "--json", &t],
+        &["--json", "t.spt", "is a splab trace"],
+    );
+    assert_bad_input(
+        &["compare", "-p", "base", "-w", "seq:size=1M", "--csv", &t],
+        &["--csv", "is a splab trace"],
+    );
+    assert_eq!(std::fs::read(&trace).unwrap(), bytes);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `demo --out FILE` (a file, not a folder) was exit status 1, "creating FILE: File exists".
+#[test]
+fn demo_out_naming_a_file_is_bad_input() {
+    let f = std::env::temp_dir().join(format!("splab-demo-file-{}", std::process::id()));
+    std::fs::write(&f, "x").unwrap();
+    assert_bad_input(
+        &["demo", "--out", f.to_str().unwrap()],
+        &["--out", "is a file, not a folder"],
+    );
+    std::fs::remove_file(&f).unwrap();
+}
+
+/// `record -o F` where the recorded command names F (its input, or the program): the trace
+/// was renamed over it when the program ended. Refused before Valgrind runs.
+#[test]
+fn record_output_named_by_the_command_is_bad_input() {
+    let dir = std::env::temp_dir().join(format!("splab-cli-recsame-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("in.txt");
+    std::fs::write(&input, "3\n1\n2\n").unwrap();
+    let spelt = format!("{}/./in.txt", dir.display());
+    assert_bad_input(
+        &[
+            "record",
+            "-o",
+            &spelt,
+            "--",
+            "sort",
+            input.to_str().unwrap(),
+        ],
+        &["-o", "a file argument of the recorded command"],
+    );
+    assert_eq!(std::fs::read_to_string(&input).unwrap(), "3\n1\n2\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

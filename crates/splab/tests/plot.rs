@@ -154,6 +154,62 @@ fn plot_errors_are_one_line() {
         .output()
         .unwrap();
     assert_error_line(&out, 2, "format", &[".svg or .png"]);
+
+    // Nothing to draw: an empty figure was written, exit status 0.
+    let empty_cmp = dir.join("ec.json");
+    std::fs::write(&empty_cmp, r#"{"schema":"splab.compare.v2","reports":[]}"#).unwrap();
+    let out = splab()
+        .args(["plot", empty_cmp.to_str().unwrap(), "-o", &svg])
+        .output()
+        .unwrap();
+    assert_error_line(
+        &out,
+        2,
+        "empty comparison",
+        &["ec.json", "holds no reports"],
+    );
+    let empty_series = dir.join("es.json");
+    std::fs::write(
+        &empty_series,
+        r#"{"schema":"splab.report.v2","series":{"t":[],"contiguity":[]}}"#,
+    )
+    .unwrap();
+    let out = splab()
+        .args(["plot", empty_series.to_str().unwrap(), "-o", &svg])
+        .output()
+        .unwrap();
+    assert_error_line(&out, 2, "empty series", &["es.json", "series.t is empty"]);
+
+    // A figure path that cannot be created is bad input (exit status 2, README "Exit status"),
+    // found before the reports are read; it was a write error, exit status 1, after them.
+    let report = dir.join("r.json");
+    std::fs::write(
+        &report,
+        r#"{"schema":"splab.report.v2","series":{"t":[0.0,1.0],"contiguity":[1.0,0.5]}}"#,
+    )
+    .unwrap();
+    let out = splab()
+        .args([
+            "plot",
+            report.to_str().unwrap(),
+            "-o",
+            "/no/such/folder/f.svg",
+        ])
+        .output()
+        .unwrap();
+    assert_error_line(
+        &out,
+        2,
+        "unwritable",
+        &["-o /no/such/folder/f.svg", "cannot create"],
+    );
+    // None of the failures above left a figure or a temporary file behind.
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("svg") || n.contains("gif"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// A sweep: one point per report, x from --x-values, y from a JSON path; the reports of one

@@ -557,6 +557,19 @@ fn champsim_import_then_replay() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+    // -o onto the input (spelt otherwise): the conversion replaced the ChampSim trace.
+    let before = std::fs::read(&input).unwrap();
+    let out = splab()
+        .args(["trace", "import-champsim"])
+        .arg(&input)
+        .arg("-o")
+        .arg(dir.join(".").join("t.champsim"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("is the input"), "{err}");
+    assert_eq!(std::fs::read(&input).unwrap(), before);
     // An empty input gives a trace of no accesses, and the summary no bytes per access (it
     // printed the whole file's size as one: "122 bytes (122.000 bytes/access)").
     let empty = dir.join("empty.champsim");

@@ -43,6 +43,27 @@ fn info_fail(e: InfoError) -> anyhow::Error {
 /// Records `cmd`; the exit status is the program's own (README "Exit status"), or 1 / 2 when
 /// the recording itself fails.
 pub fn record(output: &Path, opts: RecordOptions, quiet: bool, cmd: &[String]) -> Result<ExitCode> {
+    // The trace is renamed over -o when the program ends: onto a file the command names (its
+    // input, `record -o in.txt -- sort in.txt`, or the program itself) it replaced that file.
+    let out_key = super::file_key(output);
+    for (i, arg) in cmd.iter().enumerate() {
+        let p = Path::new(arg);
+        if p.is_file() && super::file_key(p) == out_key {
+            return Err(fail(
+                true,
+                format!(
+                    "splab record: -o {} is {} of the recorded command: the trace would replace \
+                     it; give the trace another path",
+                    output.display(),
+                    if i == 0 {
+                        "the program"
+                    } else {
+                        "a file argument"
+                    }
+                ),
+            ));
+        }
+    }
     let tty = !quiet && std::io::stderr().is_terminal();
     let res = splab_trace::record(&opts, cmd, output, |p| {
         if tty {
@@ -223,6 +244,17 @@ pub fn import_champsim(
     ifetch: bool,
     max_records: Option<u64>,
 ) -> Result<()> {
+    // The converted trace is renamed over -o at the end: onto the input, it replaced the
+    // ChampSim trace (a download, often of gigabytes) with the conversion.
+    if input.exists() && super::file_key(input) == super::file_key(output) {
+        return Err(fail(
+            true,
+            format!(
+                "splab trace import-champsim: -o {} is the input: give the splab trace another path",
+                output.display()
+            ),
+        ));
+    }
     let opts = ChampSimOptions {
         ifetch,
         max_records,
