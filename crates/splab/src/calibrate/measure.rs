@@ -2200,9 +2200,6 @@ fn fit_dram_latency(measured: f64, mut predict: impl FnMut(u64) -> Result<f64>) 
     while steps.len() < 8 && db != da {
         let pb = predict(db)?;
         steps.push((db, pb));
-        if (pb - pa).abs() < 1e-9 {
-            break;
-        }
         let slope = (pb - pa) / (db as f64 - da as f64);
         if slope <= 0.0 {
             anyhow::bail!(
@@ -2622,11 +2619,34 @@ pub fn share_geometry(share: f64, cpuid_ways: u32) -> (usize, u32) {
 #[cfg(test)]
 mod tests {
     use super::{
-        amd_l2_array, amd_tlb_decode, fault_estimate, first_crossing, isotonic, isotonic_median,
-        lifetime_crossing, lifetime_curve_of, mser_cut, share_geometry, walkers_estimate, AmdTlb,
-        TlbArray,
+        amd_l2_array, amd_tlb_decode, fault_estimate, first_crossing, fit_dram_latency, isotonic,
+        isotonic_median, lifetime_crossing, lifetime_curve_of, mser_cut, share_geometry,
+        walkers_estimate, AmdTlb, TlbArray,
     };
     use crate::calibrate::bench::{Rng, Stat};
+
+    /// A synthetic model hop: a walk share that itself pays part of the DRAM latency (slope
+    /// 1.3) plus a fixed 90 cycles; the measured hop 444 must come back within one latency
+    /// cycle's worth (1.3 cycles), and the latency must be the root, not the raw hop.
+    #[test]
+    fn the_dram_fit_reproduces_the_measured_hop() {
+        let model = |d: u64| 1.3 * d as f64 + 90.0;
+        let f = fit_dram_latency(444.0, |d| Ok(model(d))).unwrap();
+        assert!(
+            (f.predicted - 444.0).abs() <= 1.3,
+            "{} -> {}",
+            f.latency,
+            f.predicted
+        );
+        assert_eq!(f.latency, 272, "root of 1.3 d + 90 = 444");
+        assert_eq!(f.at_raw, model(444));
+        // A nonlinear one (the walks' share shrinks as the latency grows).
+        let curved = |d: u64| d as f64 + 3000.0 / (d as f64).sqrt();
+        let g = fit_dram_latency(500.0, |d| Ok(curved(d))).unwrap();
+        assert!((curved(g.latency) - 500.0).abs() <= 1.0, "{}", g.latency);
+        // A model that does not rise with the latency is an error, not a fit.
+        assert!(fit_dram_latency(444.0, |_| Ok(600.0)).is_err());
+    }
 
     #[test]
     fn the_median_fit_pools_violators_by_their_median() {
