@@ -327,7 +327,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         quiet: args.quiet,
         tty: std::io::stderr().is_terminal(),
         step: 0,
-        total: 13,
+        total: 14,
         t0: started,
     };
     let reps = plan.reps;
@@ -782,12 +782,19 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     }
     let plateau = plateau_of(llc_eff);
     let (dram_ns, dram_stat) = median_low(&plateau);
+    // The median point's footprint: the chase `fit_dram_latency` replays on the model.
+    let dram_fit_foot = plateau
+        .iter()
+        .find(|p| std::ptr::eq(&p.1, dram_stat))
+        .map_or(plan.dram_footprint, |p| p.0);
+    // The measured hop in cycles; the file's `dram_latency` is fitted to it at the end, once
+    // the TLBs, walk and [nested] tables the model's prediction needs are written.
     let dram_cycles = cyc(dram_ns).round() as u64;
     let caches_src = format!(
         "calibrate: DRAM latency, the median of the chases' p10 over footprints {} to {} (4x to 32x the LLC's \
          capacity; one line of each 128 B pair, random order, THP memory: AnonHugePages {} of {}): {:.1} ns = {} cycles \
-         (that point's {}). The latency curve (cycles per hop by footprint; beyond the plateau it grows with the \
-         translations, which the model adds itself): {curve_text}",
+         a hop (that point's {}). {DRAM_FIT_MARK} The latency curve (cycles per hop by footprint; \
+         every point beyond the STLB's reach also carries that chase's translations): {curve_text}",
         mib(plateau[0].0),
         mib(plateau.last().unwrap().0),
         mib(big_thp as usize),
@@ -1881,8 +1888,56 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         );
     }
 
+    // The DRAM latency the model needs: the hop time measured above holds the chase's own
+    // translations (its 2 x footprint of pages is far beyond the STLB's reach; on a guest with
+    // 4KB host pages, 2MB guest pages get 4KB TLB entries and two-dimensional walks), and the
+    // model adds its own walks to `dram_latency`. Written raw (until 2026-11-28), the walk was
+    // counted twice (docs/validation.md, "DRAM latency: fitted through the model").
+    pr.start("DRAM latency fit (the model's prediction of the chase)");
+    let parsed = splab_sim::hw::machine_file::parse(&t, "the calibrated machine file")?;
+    let m0 = parsed.machine;
+    let hz = m0.freq_hz as f64;
+    let fit_nodes = bench::random_lines(2 * dram_fit_foot, &mut Rng::new(5));
+    let fit = fit_dram_latency(cyc(dram_ns), |d| {
+        let mut m = m0.clone();
+        m.caches.dram_latency = d;
+        Ok(crate::validate::patterns::latency_chase(m, dram_fit_foot, &fit_nodes)? * hz / 1e9)
+    })?;
+    let dram_fitted = fit.latency;
+    pr.done(
+        "DRAM latency fit",
+        &format!(
+            "{dram_fitted} cycles (the hop {dram_cycles}; the model's hop at the raw value {:.0})",
+            fit.at_raw
+        ),
+    );
+    let fit_note = format!(
+        "dram_latency is fitted, not the hop: the model's prediction of that chase ({} footprint, the same \
+         pattern on this file's machine, validate's code) equals the measured {:.1} cycles a hop at dram_latency = {} \
+         ({:.1} predicted); at dram_latency = {dram_cycles} (the raw hop) it predicted {:.1}, so the model's own share \
+         of the hop beyond dram_latency (its translations, less its LLC hits) is {:+.1} cycles. Secant steps \
+         (latency, predicted): {}.",
+        mib(dram_fit_foot),
+        fit.measured,
+        dram_fitted,
+        fit.predicted,
+        fit.at_raw,
+        fit.at_raw - dram_cycles as f64,
+        fit.steps
+            .iter()
+            .map(|(d, p)| format!("{d} {p:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let t = t
+        .replacen(
+            &format!("\ndram_latency = {dram_cycles}\n"),
+            &format!("\ndram_latency = {dram_fitted}\n"),
+            1,
+        )
+        .replacen(DRAM_FIT_MARK, &fit_note, 1);
     eprintln!(
-        "calibrate: {guest_line}\ncalibrate: {:.3} GHz; {}; DRAM {dram_cycles}; TLB L1 {l1_entries}, STLB {} \
+        "calibrate: {guest_line}\ncalibrate: {:.3} GHz; {}; DRAM {dram_fitted} (hop {dram_cycles}); TLB L1 {l1_entries}, STLB {} \
          (+{stlb_cycles}; {}); mshrs {mshrs}, walkers {walkers}; fault {fault}, zero {zero_page}/{zero_bulk}, copy {copy_page}; \
          {elapsed:.0} s",
         ghz,
@@ -2112,6 +2167,63 @@ fn zero_copy_op(kind: usize, p: *mut u8, s: *const u8) {
         }
         _ => bench::copy_nt(p, s, HUGE),
     }
+}
+
+/// Where `calibrate` puts the DRAM fit's sentence in `[caches]`'s source, until the fit is done.
+const DRAM_FIT_MARK: &str = "@DRAM_FIT@";
+
+/// `fit_dram_latency`'s result, in core cycles.
+struct DramFit {
+    /// The measured hop.
+    measured: f64,
+    /// The fitted `dram_latency` and the model's hop at it.
+    latency: u64,
+    predicted: f64,
+    /// The model's hop at `dram_latency` = the measured hop rounded (what was written until
+    /// 2026-11-28).
+    at_raw: f64,
+    /// Every (latency, predicted hop) tried, in order.
+    steps: Vec<(u64, f64)>,
+}
+
+/// The `dram_latency` at which the model's hop of the calibration chase (`predict`, cycles a
+/// hop, rising with the latency: every hop that misses the LLC pays it once, and a walk's
+/// reads that miss pay it too) equals the `measured` hop: secant steps from the measured value
+/// (a slope of 1 assumed for the first step), at most 8 predictions, stopping when the whole
+/// cycle nearest the root is reached; the latency whose prediction came closest, at least 1.
+fn fit_dram_latency(measured: f64, mut predict: impl FnMut(u64) -> Result<f64>) -> Result<DramFit> {
+    let d0 = measured.round().max(1.0) as u64;
+    let p0 = predict(d0)?;
+    let mut steps = vec![(d0, p0)];
+    let (mut da, mut pa) = (d0, p0);
+    let mut db = (d0 as f64 - (p0 - measured)).round().max(1.0) as u64;
+    while steps.len() < 8 && db != da {
+        let pb = predict(db)?;
+        steps.push((db, pb));
+        let slope = (pb - pa) / (db as f64 - da as f64);
+        if slope <= 0.0 {
+            anyhow::bail!(
+                "calibrate: the model's DRAM chase does not rise with dram_latency ({da} -> {pa:.1}, {db} -> {pb:.1} cycles)"
+            );
+        }
+        let next = (db as f64 + (measured - pb) / slope).round().max(1.0) as u64;
+        (da, pa) = (db, pb);
+        if steps.iter().any(|s| s.0 == next) {
+            break;
+        }
+        db = next;
+    }
+    let best = *steps
+        .iter()
+        .min_by(|a, b| (a.1 - measured).abs().total_cmp(&(b.1 - measured).abs()))
+        .expect("one prediction at least");
+    Ok(DramFit {
+        measured,
+        latency: best.0,
+        predicted: best.1,
+        at_raw: p0,
+        steps,
+    })
 }
 
 /// fault_cycles from the 4KB first-touch runs (`run_means`: each clean run's mean fault, ns,
@@ -2507,11 +2619,34 @@ pub fn share_geometry(share: f64, cpuid_ways: u32) -> (usize, u32) {
 #[cfg(test)]
 mod tests {
     use super::{
-        amd_l2_array, amd_tlb_decode, fault_estimate, first_crossing, isotonic, isotonic_median,
-        lifetime_crossing, lifetime_curve_of, mser_cut, share_geometry, walkers_estimate, AmdTlb,
-        TlbArray,
+        amd_l2_array, amd_tlb_decode, fault_estimate, first_crossing, fit_dram_latency, isotonic,
+        isotonic_median, lifetime_crossing, lifetime_curve_of, mser_cut, share_geometry,
+        walkers_estimate, AmdTlb, TlbArray,
     };
     use crate::calibrate::bench::{Rng, Stat};
+
+    /// A synthetic model hop: a walk share that itself pays part of the DRAM latency (slope
+    /// 1.3) plus a fixed 90 cycles; the measured hop 444 must come back within one latency
+    /// cycle's worth (1.3 cycles), and the latency must be the root, not the raw hop.
+    #[test]
+    fn the_dram_fit_reproduces_the_measured_hop() {
+        let model = |d: u64| 1.3 * d as f64 + 90.0;
+        let f = fit_dram_latency(444.0, |d| Ok(model(d))).unwrap();
+        assert!(
+            (f.predicted - 444.0).abs() <= 1.3,
+            "{} -> {}",
+            f.latency,
+            f.predicted
+        );
+        assert_eq!(f.latency, 272, "root of 1.3 d + 90 = 444");
+        assert_eq!(f.at_raw, model(444));
+        // A nonlinear one (the walks' share shrinks as the latency grows).
+        let curved = |d: u64| d as f64 + 3000.0 / (d as f64).sqrt();
+        let g = fit_dram_latency(500.0, |d| Ok(curved(d))).unwrap();
+        assert!((curved(g.latency) - 500.0).abs() <= 1.0, "{}", g.latency);
+        // A model that does not rise with the latency is an error, not a fit.
+        assert!(fit_dram_latency(444.0, |_| Ok(600.0)).is_err());
+    }
 
     #[test]
     fn the_median_fit_pools_violators_by_their_median() {

@@ -12,7 +12,7 @@ use anyhow::Result;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 pub mod heldout;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-mod patterns;
+pub(crate) mod patterns;
 
 #[derive(clap::Args)]
 pub struct ValidateArgs {

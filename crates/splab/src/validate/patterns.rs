@@ -77,7 +77,17 @@ impl Model {
         touch: bool,
         frames: Option<&[u64]>,
     ) -> Result<Model> {
-        let m = Machine::from_spec(machine)?;
+        Model::with_machine(Machine::from_spec(machine)?, len, thp, touch, frames)
+    }
+
+    /// As `new`, on a machine already built (calibrate's fit of `dram_latency`).
+    fn with_machine(
+        m: Machine,
+        len: usize,
+        thp: Thp,
+        touch: bool,
+        frames: Option<&[u64]>,
+    ) -> Result<Model> {
         let ns_per_cycle = 1e9 / m.freq_hz as f64;
         let mut p = Policy::from_spec("linux-madvise")?;
         p.resolve(&m)?;
@@ -167,6 +177,17 @@ fn model_rounds(n: usize, k: usize) -> (usize, usize) {
     )
 }
 
+/// The model's nanoseconds per hop of calibrate's latency chase: one dependent chase over
+/// `nodes` (`bench::random_lines(2 * foot, _)`: one line of each 128-byte pair of a 2 x `foot`
+/// region, random order) on MADV_HUGEPAGE memory faulted in first. The "latency" rows below
+/// and calibrate's fit of `dram_latency` (calibrate/measure.rs, `fit_dram_latency`) both
+/// predict with it.
+pub(crate) fn latency_chase(m: Machine, foot: usize, nodes: &[usize]) -> Result<f64> {
+    let mut model = Model::with_machine(m, 2 * foot, Thp::Huge, true, None)?;
+    let (w, r) = model_rounds(nodes.len(), 1);
+    model.chase(nodes, 1, w, r, 1)
+}
+
 pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
     let m = Machine::from_spec(machine)?;
     let levels = &m.caches.levels;
@@ -209,9 +230,7 @@ pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
         let nodes = bench::random_lines(2 * foot, &mut rng);
         let starts = bench::link(&big, &nodes, 1);
         let s = bench::time_chase(starts[0], bench::warm_hops(foot, nodes.len()), reps, ms);
-        let mut model = Model::new(machine, 2 * foot, Thp::Huge, true, None)?;
-        let (w, r) = model_rounds(nodes.len(), 1);
-        let p = model.chase(&nodes, 1, w, r, 1)?;
+        let p = latency_chase(Machine::from_spec(machine)?, foot, &nodes)?;
         let mut row = Row::new(name, "ns/hop", &s, p);
         row.thp_granted_pct = Some(big_thp);
         pr.row(&row);
