@@ -339,17 +339,16 @@ impl Core {
     /// depended on, which is charged to that load's own parts in the same proportions. A stall
     /// behind a throughput limit (walkers, fill buffers) is thus charged to that limit, and a
     /// stall in a dependent chain to the walks and data of the chain's links.
+    ///
+    /// Inlined, the deferral of a stall (`pending`: GUPS's usual case, about one an access)
+    /// is a dozen host instructions; as a call its saved registers were as many again.
+    #[inline(always)]
     fn attribute(&mut self, acc: u64, amount: u64) {
         if amount == 0 {
             return;
         }
         let life = &self.lives[(acc as usize) % RING];
-        let dep_wait = life.issue.saturating_sub(life.dispatch);
-        let total = dep_wait + life.done.saturating_sub(life.issue);
-        if total == 0 {
-            self.ticks[cause::DATA + life.served.min(3) as usize] += amount;
-            return;
-        }
+        // Then `done >= walk_end > walk_start >= issue`: the life's `total` below is not 0.
         if life.producer == 0 && life.walk_end > life.walk_start {
             // All of it to the access's own parts, a walk among them: deferred (`pending`).
             self.pending[self.npending % PENDING] = (acc, amount);
@@ -358,6 +357,19 @@ impl Core {
             if self.npending == PENDING {
                 self.flush_stalls();
             }
+            return;
+        }
+        self.attribute_now(acc, amount);
+    }
+
+    /// `attribute` of a stall it does not defer.
+    #[inline(never)]
+    fn attribute_now(&mut self, acc: u64, amount: u64) {
+        let life = &self.lives[(acc as usize) % RING];
+        let dep_wait = life.issue.saturating_sub(life.dispatch);
+        let total = dep_wait + life.done.saturating_sub(life.issue);
+        if total == 0 {
+            self.ticks[cause::DATA + life.served.min(3) as usize] += amount;
             return;
         }
         let to_dep = if life.producer > 0 {
@@ -373,6 +385,7 @@ impl Core {
     }
 
     /// Charges the deferred stalls (`pending`) to `ticks`.
+    #[inline(never)]
     fn flush_stalls(&mut self) {
         for &(acc, amount) in &self.pending[..self.npending.min(PENDING)] {
             charge_own(&mut self.ticks, &self.lives[(acc as usize) % RING], amount);
