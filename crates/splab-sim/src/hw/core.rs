@@ -211,9 +211,15 @@ pub struct Core {
     /// each waited on its own chain of two dependent divisions (the walk's share, then its
     /// split by level: a tenth of skylake GUPS's time, perf), charged in a batch the chains
     /// overlap. A stall with no walk has one division, and copying its life cost more than
-    /// the wait (GUPS under navarro).
-    pending: Box<[(Life, u64); PENDING]>,
+    /// the wait (GUPS under navarro). Each is kept as the access number whose life (in
+    /// `lives`) it is charged to, not a copy of the life (a 96-byte copy per stall, a
+    /// twentieth of `access` on skylake GUPS): `pending_by` says when the oldest one's slot
+    /// is about to be reused, and `access` charges them all before that.
+    pending: [(u64, u64); PENDING],
     npending: usize,
+    /// The smallest `acc + RING` of the stalls in `pending` (`u64::MAX` with none): the
+    /// access numbered so would overwrite that stall's life.
+    pending_by: u64,
     /// Fractional stream cost carried between runs, in 1/1024 ticks.
     stream_frac: u64,
     stream_ticks_per_line_1024: u64,
@@ -271,8 +277,9 @@ impl Core {
             walker_done: [0; MAX_WALKERS],
             horizon: 0,
             ticks: [0; cause::N],
-            pending: Box::new([(Life::default(), 0); PENDING]),
+            pending: [(0, 0); PENDING],
             npending: 0,
+            pending_by: u64::MAX,
             stream_frac: 0,
             stream_ticks_per_line_1024: stream,
             stream_at: 0,
@@ -332,24 +339,37 @@ impl Core {
     /// depended on, which is charged to that load's own parts in the same proportions. A stall
     /// behind a throughput limit (walkers, fill buffers) is thus charged to that limit, and a
     /// stall in a dependent chain to the walks and data of the chain's links.
+    ///
+    /// Inlined, the deferral of a stall (`pending`: GUPS's usual case, about one an access)
+    /// is a dozen host instructions; as a call its saved registers were as many again.
+    #[inline(always)]
     fn attribute(&mut self, acc: u64, amount: u64) {
         if amount == 0 {
             return;
         }
         let life = &self.lives[(acc as usize) % RING];
+        // Then `done >= walk_end > walk_start >= issue`: the life's `total` below is not 0.
+        if life.producer == 0 && life.walk_end > life.walk_start {
+            // All of it to the access's own parts, a walk among them: deferred (`pending`).
+            self.pending[self.npending % PENDING] = (acc, amount);
+            self.npending += 1;
+            self.pending_by = self.pending_by.min(acc + RING as u64);
+            if self.npending == PENDING {
+                self.flush_stalls();
+            }
+            return;
+        }
+        self.attribute_now(acc, amount);
+    }
+
+    /// `attribute` of a stall it does not defer.
+    #[inline(never)]
+    fn attribute_now(&mut self, acc: u64, amount: u64) {
+        let life = &self.lives[(acc as usize) % RING];
         let dep_wait = life.issue.saturating_sub(life.dispatch);
         let total = dep_wait + life.done.saturating_sub(life.issue);
         if total == 0 {
             self.ticks[cause::DATA + life.served.min(3) as usize] += amount;
-            return;
-        }
-        if life.producer == 0 && life.walk_end > life.walk_start {
-            // All of it to the access's own parts, a walk among them: deferred (`pending`).
-            self.pending[self.npending % PENDING] = (*life, amount);
-            self.npending += 1;
-            if self.npending == PENDING {
-                self.flush_stalls();
-            }
             return;
         }
         let to_dep = if life.producer > 0 {
@@ -365,11 +385,13 @@ impl Core {
     }
 
     /// Charges the deferred stalls (`pending`) to `ticks`.
+    #[inline(never)]
     fn flush_stalls(&mut self) {
-        for (life, amount) in &self.pending[..self.npending.min(PENDING)] {
-            charge_own(&mut self.ticks, life, *amount);
+        for &(acc, amount) in &self.pending[..self.npending.min(PENDING)] {
+            charge_own(&mut self.ticks, &self.lives[(acc as usize) % RING], amount);
         }
         self.npending = 0;
+        self.pending_by = u64::MAX;
     }
 
     /// Retires, in order, the blocking accesses up to instruction `limit`; a stall of dispatch
@@ -503,6 +525,10 @@ impl Core {
         }
         // A store retires once translated; its data drains from the store buffer.
         let blocks_until = if op == MemOp::Store { walk_end } else { done };
+        if n >= self.pending_by {
+            // This access's life takes the slot of a stall not yet charged (`pending`).
+            self.flush_stalls();
+        }
         self.lives[(n as usize) % RING] = Life {
             dispatch: disp,
             issue,
@@ -538,8 +564,10 @@ impl Core {
     /// dispatch clock. Intel's RESOURCE_STALLS.SB counts these cycles.
     #[inline]
     fn store_buffer_entry(&mut self) -> u64 {
-        // In bounds: `sb` is not empty here, and `sb_head < sb.len()` (`store_buffer_commit`).
-        let (free, served) = self.sb[self.sb_head];
+        debug_assert!(self.sb_head < self.sb.len());
+        // SAFETY: `sb` is not empty here (`access` calls this only then), and
+        // `sb_head < sb.len()`: it starts at 0 and `store_buffer_commit` wraps it at the length.
+        let (free, served) = unsafe { *self.sb.get_unchecked(self.sb_head) };
         if free > self.now {
             self.ticks[cause::DATA + served.min(3) as usize] += free - self.now;
             self.now = free;
@@ -555,7 +583,9 @@ impl Core {
     fn store_buffer_commit(&mut self, done: u64, served: u8) {
         let commit = done.max(self.sb_last).max(self.load_done);
         self.sb_last = commit;
-        self.sb[self.sb_head] = (commit, served);
+        debug_assert!(self.sb_head < self.sb.len());
+        // SAFETY: as in `store_buffer_entry`, whose entry this is.
+        unsafe { *self.sb.get_unchecked_mut(self.sb_head) = (commit, served) };
         self.sb_head += 1;
         if self.sb_head == self.sb.len() {
             self.sb_head = 0;
@@ -650,6 +680,7 @@ impl Core {
         self.retired = self.now;
         // The stalls not yet charged would be dropped with the rest.
         self.npending = 0;
+        self.pending_by = u64::MAX;
         self.ticks = [0; cause::N];
         self.publish();
     }
@@ -889,7 +920,11 @@ impl Rob {
     }
     #[inline(always)]
     fn front(&self) -> Option<(u64, u64, u64)> {
-        (self.len > 0).then(|| self.e[self.head & (self.e.len() - 1)])
+        debug_assert!(self.e.len().is_power_of_two());
+        // SAFETY: `e`'s length is a power of two (`RING`, doubled by `grow`), so the index,
+        // masked by length - 1, is below it. (The bounds check was a fifth of `retire_to`'s
+        // loop: the compiler cannot see the length is not zero.)
+        (self.len > 0).then(|| unsafe { *self.e.get_unchecked(self.head & (self.e.len() - 1)) })
     }
     #[inline(always)]
     fn pop_front(&mut self) {
@@ -902,7 +937,9 @@ impl Rob {
             self.grow();
         }
         let n = self.e.len();
-        self.e[(self.head + self.len) & (n - 1)] = (instr, done, acc);
+        debug_assert!(n.is_power_of_two());
+        // SAFETY: as in `front`: the index is masked by a power-of-two length - 1.
+        unsafe { *self.e.get_unchecked_mut((self.head + self.len) & (n - 1)) = (instr, done, acc) };
         self.len += 1;
     }
     #[cold]
