@@ -2,8 +2,8 @@
 //!
 //! Who calls it: the CLI. Both write text to the given `Write` and do nothing else.
 
-use std::collections::HashMap;
-use std::io::Write;
+use std::collections::HashSet;
+use std::io::{Read, Write};
 use std::path::Path;
 
 use crate::error::TraceError;
@@ -41,42 +41,15 @@ pub fn info_limited(path: &Path, out: &mut dyn Write, max_regions: usize) -> Res
             let mut r = TraceReader::open(path)?;
             let version = r.version();
             print_header(r.header(), version, size, out)?;
-            let (mut events, mut acc) = (0u64, [0u64; 4]);
-            let (mut instructions, mut dependent) = (0u64, 0u64);
-            let mut procs: HashMap<Pid, u64> = HashMap::new();
-            let mut buf = Vec::with_capacity(1 << 14);
-            let err = loop {
-                buf.clear();
-                match r.read_batch(&mut buf, 1 << 14) {
-                    Ok(0) => break None,
-                    Ok(n) => {
-                        events += n as u64;
-                        for e in &buf {
-                            if let TraceEvent::Access {
-                                kind,
-                                pid,
-                                dep,
-                                ipa,
-                                ..
-                            } = e
-                            {
-                                acc[*kind as usize] += 1;
-                                instructions += *ipa as u64;
-                                dependent += (*dep > 0) as u64;
-                                *procs.entry(*pid).or_default() += 1;
-                            }
-                        }
-                    }
-                    Err(e) => break Some(e),
-                }
-            };
+            let (tally, err) = tally(&mut r);
             if let Some(t) = r.trailer() {
                 return Ok(print_trailer(t, version, size, max_regions, out)?);
             }
-            let total: u64 = acc.iter().sum();
+            let (total, acc) = (tally.accesses(), tally.kinds);
             writeln!(
                 out,
-                "events      {events} (counted: the trailer is missing)"
+                "events      {} (counted: the trailer is missing)",
+                tally.events
             )?;
             writeln!(
                 out,
@@ -84,13 +57,71 @@ pub fn info_limited(path: &Path, out: &mut dyn Write, max_regions: usize) -> Res
                 acc[0], acc[1], acc[2], acc[3]
             )?;
             if version >= 2 && total > 0 {
-                ooo_line(instructions, dependent, total, out)?;
+                ooo_line(tally.instructions, tally.dependent, total, out)?;
             }
-            writeln!(out, "processes   {}", procs.len())?;
+            writeln!(out, "processes   {}", tally.pids.len())?;
             if let Some(e) = err {
                 writeln!(out, "error       {e}")?;
             }
             Ok(())
+        }
+    }
+}
+
+/// What a read through a trace's events counts, as its trailer counts it: `trace info` of a
+/// trace without a trailer prints it, and `trace info --verify` compares it with the trailer.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub events: u64,
+    /// Accesses by `AccessKind` (read, write, ifetch, read-modify-write).
+    pub kinds: [u64; 4],
+    /// The sum of the accesses' `ipa`.
+    pub instructions: u64,
+    /// Accesses with `dep > 0`.
+    pub dependent: u64,
+    /// The processes that made accesses.
+    pub pids: HashSet<Pid>,
+}
+
+impl Tally {
+    pub fn accesses(&self) -> u64 {
+        self.kinds.iter().sum()
+    }
+}
+
+/// Reads `r` through to its end (or its first damaged block, returned beside what was counted
+/// before it), counting the events.
+pub fn tally<R: Read>(r: &mut TraceReader<R>) -> (Tally, Option<TraceError>) {
+    let mut t = Tally::default();
+    let mut buf = Vec::with_capacity(1 << 14);
+    // A process's accesses come in runs: the set is looked up once a run.
+    let mut last = None;
+    loop {
+        buf.clear();
+        match r.read_batch(&mut buf, 1 << 14) {
+            Ok(0) => return (t, None),
+            Ok(n) => {
+                t.events += n as u64;
+                for e in &buf {
+                    if let TraceEvent::Access {
+                        kind,
+                        pid,
+                        dep,
+                        ipa,
+                        ..
+                    } = e
+                    {
+                        t.kinds[*kind as usize] += 1;
+                        t.instructions += u64::from(*ipa);
+                        t.dependent += u64::from(*dep > 0);
+                        if last != Some(*pid) {
+                            t.pids.insert(*pid);
+                            last = Some(*pid);
+                        }
+                    }
+                }
+            }
+            Err(e) => return (t, Some(e)),
         }
     }
 }

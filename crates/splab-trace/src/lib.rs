@@ -65,7 +65,7 @@ pub use champsim::{import_champsim, ChampSimOptions, ImportError, ImportSummary}
 pub use error::TraceError;
 pub use event::*;
 pub use format::{FileInfo, ProcessInfo, Region, TraceHeader, Trailer};
-pub use info::{cat, info, info_limited, InfoError};
+pub use info::{cat, info, info_limited, tally, InfoError, Tally};
 pub use reader::{read_header_and_trailer, TraceReader};
 pub use record::{
     record, tool_available, Backend, ProgramStatus, Progress, RecordError, RecordOptions,

@@ -281,10 +281,7 @@ pub fn compile(a: &CcArgs) -> Result<(PathBuf, Value)> {
     // Paths that cannot be written are bad input before clang runs (they were clang's or the
     // linker's errors, exit status 1).
     for (flag, p) in [("-o", &out), ("--report", &report)] {
-        let dir = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
+        let dir = crate::cli::folder_of(p);
         if p.is_dir() {
             return Err(bad(format!(
                 "splab cc: {flag} {}: is a folder, not a file",

@@ -840,13 +840,17 @@ pub(crate) fn file_key(path: &Path) -> PathBuf {
     if let Ok(c) = std::fs::canonicalize(path) {
         return c;
     }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    match (std::fs::canonicalize(dir), path.file_name()) {
+    match (std::fs::canonicalize(folder_of(path)), path.file_name()) {
         (Ok(d), Some(name)) => d.join(name),
         _ => path.to_path_buf(),
+    }
+}
+
+/// The folder `path` is in: "." for a bare file name.
+pub(crate) fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
     }
 }
 

@@ -1929,12 +1929,15 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    // The file is patched in place: a format change that lost either spot would otherwise
+    // write the raw hop (or the mark) without a word.
+    let raw_line = format!("\ndram_latency = {dram_cycles}\n");
+    anyhow::ensure!(
+        t.matches(&raw_line).count() == 1 && t.matches(DRAM_FIT_MARK).count() == 1,
+        "calibrate: the machine file's [caches] no longer has one `dram_latency = {dram_cycles}` line and one fit mark to patch"
+    );
     let t = t
-        .replacen(
-            &format!("\ndram_latency = {dram_cycles}\n"),
-            &format!("\ndram_latency = {dram_fitted}\n"),
-            1,
-        )
+        .replacen(&raw_line, &format!("\ndram_latency = {dram_fitted}\n"), 1)
         .replacen(DRAM_FIT_MARK, &fit_note, 1);
     eprintln!(
         "calibrate: {guest_line}\ncalibrate: {:.3} GHz; {}; DRAM {dram_fitted} (hop {dram_cycles}); TLB L1 {l1_entries}, STLB {} \

@@ -167,27 +167,10 @@ pub fn info(file: &Path, max_regions: usize) -> Result<()> {
 /// the trailer; this is the check for a trace that was copied, cut or edited. Exit status 1 on
 /// the first damaged block or on counts that disagree, naming where.
 pub fn verify(file: &Path) -> Result<()> {
-    use splab_trace::TraceEvent;
     let mut r = TraceReader::open(file).map_err(trace_fail)?;
-    let mut buf = Vec::with_capacity(1 << 14);
-    let (mut events, mut kinds) = (0u64, [0u64; 4]);
-    let (mut instructions, mut dependent) = (0u64, 0u64);
-    loop {
-        buf.clear();
-        match r.read_batch(&mut buf, 1 << 14) {
-            Ok(0) => break,
-            Ok(n) => {
-                events += n as u64;
-                for e in &buf {
-                    if let TraceEvent::Access { kind, dep, ipa, .. } = e {
-                        kinds[*kind as usize] += 1;
-                        instructions += u64::from(*ipa);
-                        dependent += u64::from(*dep > 0);
-                    }
-                }
-            }
-            Err(e) => return Err(trace_fail(e.in_file(file))),
-        }
+    let (read, err) = splab_trace::tally(&mut r);
+    if let Some(e) = err {
+        return Err(trace_fail(e.in_file(file)));
     }
     let Some(t) = r.trailer() else {
         return Err(anyhow!(
@@ -195,7 +178,7 @@ pub fn verify(file: &Path) -> Result<()> {
             file.display()
         ));
     };
-    let accesses: u64 = kinds.iter().sum();
+    let (events, accesses, kinds) = (read.events, read.accesses(), read.kinds);
     let checks = [
         ("events", events, t.events),
         ("accesses", accesses, t.accesses),
@@ -203,8 +186,12 @@ pub fn verify(file: &Path) -> Result<()> {
         ("writes", kinds[1], t.writes),
         ("ifetches", kinds[2], t.ifetches),
         ("read-modify-writes", kinds[3], t.rmws),
-        ("instructions (sum of ipa)", instructions, t.instructions),
-        ("dependent accesses", dependent, t.dependent),
+        (
+            "instructions (sum of ipa)",
+            read.instructions,
+            t.instructions,
+        ),
+        ("dependent accesses", read.dependent, t.dependent),
     ];
     // Version-1 traces have no ipa, dep or rmw in their trailer (0), nor in their events.
     let bad: Vec<String> = checks

@@ -230,7 +230,7 @@ pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
         let nodes = bench::random_lines(2 * foot, &mut rng);
         let starts = bench::link(&big, &nodes, 1);
         let s = bench::time_chase(starts[0], bench::warm_hops(foot, nodes.len()), reps, ms);
-        let p = latency_chase(Machine::from_spec(machine)?, foot, &nodes)?;
+        let p = latency_chase(m.clone(), foot, &nodes)?;
         let mut row = Row::new(name, "ns/hop", &s, p);
         row.thp_granted_pct = Some(big_thp);
         pr.row(&row);
