@@ -1,5 +1,5 @@
 //! Experiment: validate's "1 line per 4KB page" chase on the model, with the per-hop time
-//! breakdown. `cargo run --release -p splab-sim --example walk_chase -- MACHINE PAGES [4k|huge|packed]
+//! breakdown. `cargo run --release -p splab-sim --example walk_chase -- MACHINE PAGES [4k|4ks|huge|packed]
 //! [CHAINS]` (CHAINS interleaved chains, each over its share of the pages, as validate's
 //! "walks: 8 chases" row; default 1).
 use splab_sim::engine::{CheckMode, Engine};
@@ -13,7 +13,10 @@ fn main() {
     let machine = a.get(1).map(|s| s.as_str()).unwrap_or("skylake");
     let pages: usize = a.get(2).map(|s| s.parse().unwrap()).unwrap_or(16384);
     let mode = a.get(3).cloned().unwrap_or("4k".into());
-    let huge = mode != "4k";
+    // `4ks`: 4KB pages on scattered frames, each in its own 2MB guest-physical range (as a
+    // long-running guest's free lists scatter a fresh region: docs/validation.md, "Walks").
+    let scattered = mode == "4ks";
+    let huge = mode != "4k" && !scattered;
     let packed = mode == "packed";
     let k: usize = a.get(4).map(|s| s.parse().unwrap()).unwrap_or(1).max(1);
     const PAGE: usize = 4096;
@@ -39,6 +42,19 @@ fn main() {
     )
     .unwrap();
     let base = raw.div_ceil(HUGE as u64) * HUGE as u64;
+    if scattered {
+        // 8 pages in each of 2,048 2MB guest-physical ranges (as the 1,660-2,466 of the
+        // native 16384-page regions), the ranges spread over 16 GiB from 1 GiB on by a
+        // bijection on 13 bits, each page at its own 64-frame slot of its range, at a hashed
+        // frame in the slot: host-table lines and data lines over all the caches' sets.
+        let n = (len / PAGE) as u64;
+        let h = |x: u64| x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+        e.place_frames((0..n).map(|i| {
+            let mut r = ((i / 8) * 0x9E37) & 8191;
+            r ^= r >> 7;
+            (1 << 18) + 512 * r + 64 * (i % 8) + h(i) % 64
+        }));
+    }
     e.access_run(pid, base, PAGE as i64, (len / PAGE) as u64, MemOp::Store, 1)
         .unwrap();
     // per_page_nodes: pages in random order, a random line in each

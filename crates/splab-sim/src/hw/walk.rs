@@ -299,6 +299,9 @@ pub struct NestedStats {
     pub host_pwc_hits: u64,
     /// The most references one walk made (guest and host together).
     pub walk_refs_max: u32,
+    /// `walk_refs_host` by the place that served them: L1, L2, LLC, DRAM (the walker's
+    /// `refs_by_level` holds both dimensions' references).
+    pub walk_refs_host_by_level: [u64; 4],
 }
 
 /// The host dimension's state: its table layout, paging-structure caches and nested TLB.
@@ -600,6 +603,9 @@ impl Walker {
         let shifts = self.shifts;
         let (leaf, start) = self.guest_start(asid, va, leaf_shift);
         let mut counts = 0;
+        // The host's references, counted apart (as `reference` counts them) and added to
+        // `counts` at the end.
+        let mut hcounts = 0;
         let mut host = 0u32;
         for lvl in start..=leaf {
             let frame = path[lvl];
@@ -613,7 +619,7 @@ impl Walker {
             if nested.ntlb.lookup(gpage, key) {
                 nested.stats.ntlb_hits += 1;
             } else {
-                host += self.host_walk(&mut nested, gpa, caches, &mut counts);
+                host += self.host_walk(&mut nested, gpa, caches, &mut hcounts);
                 nested.ntlb.insert_absent(gpage, key);
             }
             // The guest entry's line is guest-physical: the caches see its host frame.
@@ -626,8 +632,12 @@ impl Walker {
             }
         }
         if let Some(g) = data_gpa {
-            host += self.host_walk(&mut nested, g, caches, &mut counts);
+            host += self.host_walk(&mut nested, g, caches, &mut hcounts);
         }
+        for (k, n) in nested.stats.walk_refs_host_by_level.iter_mut().enumerate() {
+            *n += (hcounts >> (16 * k)) & 0xFFFF;
+        }
+        counts += hcounts;
         self.tally(caches, counts, &mut cost);
         cost.refs_host = host;
         nested.stats.walk_refs_host += host as u64;
@@ -802,6 +812,12 @@ mod tests {
         let r = w.walk_nested(1, 0x4000_0000, 12, &[1, 2, 3, 4], Some(0x5000), &mut c);
         assert_eq!((r.refs, r.refs_host), (24, 20));
         assert_eq!(w.nested_stats().walk_refs_max, 24);
+        // By place: the host's five walks (four guest tables' frames, 1 to 4, and the data's,
+        // 5) read the same root, PDPT and PD lines, and their leaf entries share one line (8
+        // entries a line): the first walk's 4 from DRAM, the other 16 L1 hits. The guest's
+        // entries lie in four tables: 4 more from DRAM.
+        assert_eq!(w.nested_stats().walk_refs_host_by_level, [16, 0, 0, 4]);
+        assert_eq!(r.refs_by_level, [16, 0, 0, 8]);
     }
 
     /// The walk caches of both dimensions. Cold, the first host walk is four references; the
