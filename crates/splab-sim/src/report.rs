@@ -78,6 +78,8 @@ pub struct NestedReport {
     pub host_page_size: u64,
     /// References to the host's tables (of `walk_refs`).
     pub walk_refs_host: u64,
+    /// `walk_refs_host` by the place that served them (of `walk_refs_by_level`).
+    pub walk_refs_host_by_level: Map<String, Value>,
     /// References to the guest's tables (`walk_refs` - `walk_refs_host`).
     pub walk_refs_guest: u64,
     /// Guest page-table pages translated by the nested TLB (no host walk).
@@ -486,6 +488,7 @@ impl Report {
                     NestedReport {
                         host_page_size: 1u64 << n.page_shift,
                         walk_refs_host: ns.walk_refs_host,
+                        walk_refs_host_by_level: by_place(&places, &ns.walk_refs_host_by_level),
                         walk_refs_guest: acc.walk_refs - ns.walk_refs_host,
                         ntlb_hits: ns.ntlb_hits,
                         host_pwc_hits: ns.host_pwc_hits,
@@ -686,11 +689,16 @@ impl Report {
         if let Some(n) = &self.tlb.nested {
             let _ = writeln!(
                 s,
-                "  nested paging {} host pages: refs guest {}, host {} ({:.2} per walk, at most {} in one); nested TLB hits {}, host PWC hits {}",
+                "  nested paging {} host pages: refs guest {}, host {} ({:.2} per walk; {}; at most {} in one); nested TLB hits {}, host PWC hits {}",
                 fmt_size(n.host_page_size),
                 group(n.walk_refs_guest),
                 group(n.walk_refs_host),
                 n.walk_refs_host as f64 / self.tlb.walks.max(1) as f64,
+                n.walk_refs_host_by_level
+                    .iter()
+                    .map(|(k, v)| format!("{k} {}", group(v.as_u64().unwrap_or(0))))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 n.walk_refs_max,
                 group(n.ntlb_hits),
                 group(n.host_pwc_hits)

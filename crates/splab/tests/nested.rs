@@ -50,6 +50,20 @@ fn gups_walks_cost_more_references_nested() {
     assert_eq!(n.walk_refs_guest, native.tlb.walk_refs);
     assert_eq!(n.walk_refs_guest + n.walk_refs_host, nested.tlb.walk_refs);
     assert!(n.walk_refs_host > 0);
+    // The host's references by place add up to them, and each place's share is at most the
+    // whole walk's count there (the walker's by-place counts hold both dimensions).
+    let sum: u64 = n
+        .walk_refs_host_by_level
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, n.walk_refs_host);
+    for (k, v) in &n.walk_refs_host_by_level {
+        assert!(
+            v.as_u64() <= nested.tlb.walk_refs_by_level[k].as_u64(),
+            "{k}"
+        );
+    }
     assert!(
         refs_per_walk(&nested) > refs_per_walk(&native),
         "{} vs {}",
