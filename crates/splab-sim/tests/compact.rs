@@ -11,8 +11,7 @@ use splab_sim::engine::Engine;
 use splab_sim::phys::buddy::{MT_MOVABLE, MT_UNMOVABLE};
 use splab_sim::units::{AccessKind, Pfn, Pid};
 use splab_sim::vm::compact::{
-    CompactStats, DRAIN_CYCLES, FREE_SCAN_VISIT_CYCLES, MIGRATE_PAGE_KERNEL_NS,
-    MIGRATE_SCAN_VISIT_CYCLES,
+    CompactStats, DRAIN_CYCLES, FREE_SCAN_VISIT_CYCLES, MIGRATE_SCAN_VISIT_CYCLES,
 };
 use splab_sim::vm::Advice;
 
@@ -113,7 +112,7 @@ fn movable_in_first_block(e: &Engine, pid: Pid) -> u64 {
 /// copy, a PTE rewrite and a TLB invalidation each.
 fn migration_cycles(e: &Engine, n: u64) -> u64 {
     let c = &e.os.machine.cost;
-    n * (e.os.machine.ns_to_cycles(MIGRATE_PAGE_KERNEL_NS)
+    n * (e.os.machine.ns_to_cycles(c.migrate_page_kernel_ns)
         + c.copy_page_cycles
         + c.pte_write_cycles
         + c.tlb_invalidate_cycles)

@@ -51,6 +51,13 @@ pub struct CostConfig {
     pub huge_zero_page_cycles: u64,
     /// Copying one base page (COW, migration, collapse).
     pub copy_page_cycles: u64,
+    /// Nanoseconds of a 4KB anonymous page's migration beyond its copy and its mappings' PTE
+    /// writes and TLB invalidations (`migrate_pages` as compaction calls it: LRU isolation,
+    /// the page lock, the rmap walks of `try_to_unmap` and `remove_migration_ptes`, the target
+    /// page, putback and freeing), converted at the machine's clock (`ns_to_cycles`) by
+    /// vm/compact.rs. A time, not cycles, because its sources are times. A machine file
+    /// without the key gets `DEFAULT_MIGRATE_PAGE_KERNEL_NS`.
+    pub migrate_page_kernel_ns: u64,
     /// Writing one page-table entry (promotion / demotion / protection change).
     pub pte_write_cycles: u64,
     /// Invalidating one TLB entry (invlpg or the PALcode equivalent).
@@ -121,6 +128,21 @@ pub struct Machine {
     pub cost: CostConfig,
     pub storage: StorageConfig,
 }
+
+/// `migrate_page_kernel_ns` of a machine file without the key (the files `splab calibrate`
+/// wrote before the key existed). Measured on this project's host then (Linux 6.18 under KVM
+/// on an AMD EPYC family 26, Zen 5; not seed 003's 4.3) with scripts/compact-cost.c: `echo 1 >
+/// /proc/sys/vm/compact_memory` after fragmenting 8GB as seed 003's tool does (16, 64 or 128 4KB
+/// pages kept a 2MB block), eight runs migrating 135,832-639,596 pages: 1,965-3,340 ns of
+/// system time a migrated page, median 2,300 (the scanning, 3.2 ns a pfn in the runs that
+/// migrate nothing, taken off), of which the copy of a cold 4KB page is 602-1,341 ns (same
+/// tool, `copy`; lowest and median about 600 and 860). The rest, about 1,400 ns (lowest 1,965 -
+/// 602 = 1,363; medians 2,300 - 860 = 1,440). It includes the free page's isolation (the fit
+/// cannot separate it from the migrations: one free page is isolated per page migrated), so
+/// the free scanner's visit charge counts it twice, by about 30 cycles a page. A VM's figure:
+/// the presets' own values and their sources are in their `[cost]` tables (docs/constants.md
+/// section 7).
+pub const DEFAULT_MIGRATE_PAGE_KERNEL_NS: u64 = 1_400;
 
 /// The built-in presets (`machine_file::BUILT_IN`), in `splab list machines` order.
 pub const MACHINES: &[&str] = &["alpha21264", "pa8000", "core2", "core2-64", "skylake"];

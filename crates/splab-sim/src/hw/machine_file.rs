@@ -280,6 +280,8 @@ struct FileCost {
     #[serde(default)]
     huge_zero_page_cycles: Option<u64>,
     copy_page_cycles: u64,
+    #[serde(default)]
+    migrate_page_kernel_ns: Option<u64>,
     pte_write_cycles: u64,
     tlb_invalidate_cycles: u64,
     popmap_level_cycles: u64,
@@ -620,6 +622,9 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
         zero_bulk_page_cycles: k.zero_bulk_page_cycles,
         huge_zero_page_cycles: k.huge_zero_page_cycles.unwrap_or(k.zero_page_cycles),
         copy_page_cycles: k.copy_page_cycles,
+        migrate_page_kernel_ns: k
+            .migrate_page_kernel_ns
+            .unwrap_or(super::machine::DEFAULT_MIGRATE_PAGE_KERNEL_NS),
         pte_write_cycles: k.pte_write_cycles,
         tlb_invalidate_cycles: k.tlb_invalidate_cycles,
         popmap_level_cycles: k.popmap_level_cycles,
@@ -1315,6 +1320,28 @@ mod tests {
         assert_eq!((c.zero_page_cycles, c.huge_zero_page_cycles), (700, 700));
         let c = parse(SKYLAKE, "skylake").unwrap().machine.cost;
         assert_eq!(c.huge_zero_page_cycles, 607);
+    }
+
+    #[test]
+    fn a_file_without_migrate_page_kernel_ns_gets_the_default() {
+        let line = format!(
+            "migrate_page_kernel_ns = {}\n",
+            parse(SKYLAKE, "skylake")
+                .unwrap()
+                .machine
+                .cost
+                .migrate_page_kernel_ns
+        );
+        let text = SKYLAKE.replacen(&line, "", 1);
+        assert!(!text.contains("migrate_page_kernel_ns ="));
+        let c = parse(&text, "t.toml").unwrap().machine.cost;
+        assert_eq!(
+            c.migrate_page_kernel_ns,
+            super::super::machine::DEFAULT_MIGRATE_PAGE_KERNEL_NS
+        );
+        let text = SKYLAKE.replacen(&line, "migrate_page_kernel_ns = 2500\n", 1);
+        let c = parse(&text, "t.toml").unwrap().machine.cost;
+        assert_eq!(c.migrate_page_kernel_ns, 2500);
     }
 
     #[test]

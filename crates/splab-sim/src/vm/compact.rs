@@ -23,7 +23,8 @@
 //! pages a superpage maps (THP migration is not modelled).
 //!
 //! Costs (hw/machine.rs `CostConfig`): `copy_page_cycles` per page and the rest of
-//! `migrate_pages`' work on it (`MIGRATE_PAGE_KERNEL_NS`, measured), `pte_write_cycles` +
+//! `migrate_pages`' work on it (the machine's `migrate_page_kernel_ns`, a measured time each
+//! preset's `[cost]` source gives), `pte_write_cycles` +
 //! `tlb_invalidate_cycles` per mapping rewritten; and each pfn the scanners visit (a free chunk
 //! passed over by its order is one visit, as in Linux's loops): `MIGRATE_SCAN_VISIT_CYCLES` and
 //! `FREE_SCAN_VISIT_CYCLES`, measured (docs/constants.md section 7); and each `check_drain`
@@ -81,26 +82,10 @@ pub const FREE_SCAN_VISIT_CYCLES: u64 = 15;
 /// constants.md 7's one instruction a cycle; the same on this host, warm, 63-119 TSC cycles
 /// (three runs). The per-page part (each freed page onto and off the LRU, to the per-CPU list
 /// and into the buddy lists) is work every migrated page does whether a drain or a full
-/// pagevec or per-CPU list frees it, and is inside `MIGRATE_PAGE_KERNEL_NS`, whose
-/// measurement (`compact_memory`, order -1: no `check_drain`) freed its pages that way.
+/// pagevec or per-CPU list frees it, and is inside the machine's `migrate_page_kernel_ns`,
+/// whose measurements (`compact_memory`, order -1, or `move_pages`: no `check_drain`) freed
+/// their pages that way.
 pub const DRAIN_CYCLES: u64 = 130;
-/// Nanoseconds of a 4KB anonymous page's migration beyond its copy (`migrate_pages` /
-/// `migrate_folio` as compaction calls it: LRU isolation, the page lock, the rmap walk of
-/// `try_to_unmap` installing a migration entry and flushing the TLB, `compaction_alloc`'s target
-/// page, `remove_migration_ptes`' second rmap walk, putback and freeing). Measured on this
-/// project's host (Linux 6.18 under KVM, not seed 003's 4.3) with scripts/compact-cost.c:
-/// `echo 1 > /proc/sys/vm/compact_memory` after fragmenting 8GB as seed 003's tool does (16, 64
-/// or 128 4KB pages kept a 2MB block), eight runs migrating 135,832-639,596 pages: 1,965-3,340
-/// ns of system time a migrated page, median 2,300 (the scanning, 3.2 ns a pfn in the runs that
-/// migrate nothing, taken off), of which the copy of a cold 4KB page is 602-1,341 ns (same
-/// tool, `copy`; lowest and median about 600 and 860). The rest, about 1,400 ns (lowest 1,965 -
-/// 602 = 1,363; medians 2,300 - 860 = 1,440), is charged here on top of `copy_page_cycles` and
-/// the mapping's `pte_write_cycles + tlb_invalidate_cycles`, converted at the machine's clock
-/// (`ns_to_cycles`: the host's core taken as fast per ns as the modelled one). It includes the
-/// free page's isolation (the fit cannot separate it from the migrations: one free page is
-/// isolated per page migrated), so the free scanner's visit charge above counts it twice, by
-/// about 30 cycles a page. docs/constants.md section 7.
-pub const MIGRATE_PAGE_KERNEL_NS: u64 = 1_400;
 /// `PAGE_ALLOC_COSTLY_ORDER` (include/linux/mmzone.h).
 const COSTLY_ORDER: u8 = 3;
 /// `sysctl_extfrag_threshold` (mm/compaction.c).
@@ -1023,8 +1008,9 @@ impl Os {
     /// `migrate_folio` of one isolated page into the free page `new`: every holder's object
     /// page and every mapping move to `new` (protection, accessed and dirty bits kept, the TLB
     /// entry shot down), the page keeps its queue, activity and dirty flag, and `old` is freed.
-    /// Returns the cycles: the kernel's work around the copy (`MIGRATE_PAGE_KERNEL_NS`), one page
-    /// copy, and a PTE write and TLB invalidation per mapping.
+    /// Returns the cycles: the kernel's work around the copy (the machine's
+    /// `migrate_page_kernel_ns`), one page copy, and a PTE write and TLB invalidation per
+    /// mapping.
     fn migrate_page(&mut self, rmap: &Rmap, old: Pfn, new: Pfn) -> u64 {
         let holders = self.pageq.holders(old);
         let queue = self.pageq.queue_of(old);
@@ -1053,7 +1039,7 @@ impl Os {
         self.compact.stats.pgmigrate_success += 1;
         self.compact.ran = true;
         let cost = &self.machine.cost;
-        self.machine.ns_to_cycles(MIGRATE_PAGE_KERNEL_NS)
+        self.machine.ns_to_cycles(cost.migrate_page_kernel_ns)
             + cost.copy_page_cycles
             + maps.len() as u64 * (cost.pte_write_cycles + cost.tlb_invalidate_cycles)
     }
