@@ -2651,6 +2651,41 @@ mod tests {
         assert!(fit_dram_latency(444.0, |_| Ok(600.0)).is_err());
     }
 
+    /// The secant's steps, exactly: on a linear model the first guess is the raw hop less the
+    /// model's excess there, the second lands on the root, and a repeated point stops it; a
+    /// model already right at the raw hop takes one step; a jagged one stops at eight steps and
+    /// keeps the step closest to the measurement, not the last.
+    #[test]
+    fn the_dram_fit_steps_are_the_secants() {
+        let f = fit_dram_latency(444.0, |d| Ok(1.3 * d as f64 + 90.0)).unwrap();
+        let at: Vec<u64> = f.steps.iter().map(|s| s.0).collect();
+        // 444 -> 667.2, excess 223.2: next 221 (377.3), slope 1.3: 272 (443.6), then 272 again.
+        assert_eq!(at, vec![444, 221, 272]);
+        let exact = fit_dram_latency(444.0, |d| Ok(d as f64)).unwrap();
+        assert_eq!((exact.steps.len(), exact.latency), (1, 444));
+        // A slowly converging model (100 ln d): the cap stops it at eight steps, and the
+        // answer is the step closest to the measurement (97 -> 457.5).
+        let slow = |d: u64| 100.0 * (d as f64).ln();
+        let g = fit_dram_latency(444.0, |d| Ok(slow(d))).unwrap();
+        let at: Vec<u64> = g.steps.iter().map(|s| s.0).collect();
+        assert_eq!(at, vec![444, 278, 1, 220, 181, 29, 118, 97]);
+        let best = g
+            .steps
+            .iter()
+            .map(|s| (s.1 - 444.0).abs())
+            .fold(f64::INFINITY, f64::min);
+        assert_eq!((g.predicted - 444.0).abs(), best, "{:?}", g.steps);
+        assert_eq!((g.latency, g.predicted), (97, slow(97)));
+        // A staircase (d + 10 per 20 cycles of d): the secant steps around the root and stops
+        // on a repeated point after a step (300 -> 450) worse than the one before it (299 ->
+        // 439): the answer is 299, not the last step.
+        let stairs = |d: u64| (d + 10 * (d / 20)) as f64;
+        let h = fit_dram_latency(444.0, |d| Ok(stairs(d))).unwrap();
+        let at: Vec<u64> = h.steps.iter().map(|s| s.0).collect();
+        assert_eq!(at, vec![444, 224, 297, 302, 299, 300]);
+        assert_eq!((h.latency, h.predicted), (299, 439.0));
+    }
+
     #[test]
     fn the_median_fit_pools_violators_by_their_median() {
         // A rise with one outlier low (a round's spin timed apart: -1,000 cycles happened):
