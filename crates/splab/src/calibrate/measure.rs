@@ -457,30 +457,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         .caches
         .get(1)
         .map(|c| (c.ways * c.sets * c.line) as usize);
-    let mut foots = Vec::new();
-    let mut foot = 16 << 10;
-    while foot <= plan.dram_footprint {
-        foots.push(foot);
-        // 1.5x points too where the caches end (the LLC's share may be a few MB).
-        foot = if foot.is_power_of_two() && (1 << 20..64 << 20).contains(&foot) {
-            foot + foot / 2
-        } else {
-            (foot + 1).next_power_of_two()
-        };
-    }
-    // And 1.5x L2 itself, where the LLC's latency is read and `splab validate`'s LLC row
-    // measures (validate/patterns.rs: `l2 * 3 / 2`). On an L2 of 512 KiB (AMD Zen 3) the sweep
-    // above has no 768 KiB point, and until 2026-11-28 the LLC's latency came from the point
-    // at or below it, 512 KiB: L2's own size, whose chase hits L2 on a share of its hops that
-    // moves from run to run (a quiet pair read the LLC at 50 and 43 cycles, docs/validation.md
-    // "A quiet pair after the merges").
-    if let Some(l2) = l2_bytes {
-        let f = 3 * l2 / 2;
-        if f <= plan.dram_footprint && !foots.contains(&f) {
-            foots.push(f);
-            foots.sort_unstable();
-        }
-    }
+    let foots = sweep_footprints(plan.dram_footprint, l2_bytes);
     // The footprints up to twice L2 (L1, L2 and the LLC's latency point) are interleaved: each
     // in its own part of the region, all linked first, then every round times each once, so
     // that a slow phase of the machine falls on all of them alike. One at a time (until
@@ -2356,6 +2333,37 @@ fn fmt3(x: f64) -> String {
     format!("{x:.4}")
 }
 
+/// The latency curve's footprints (bytes of lines), 16 KiB to `max`: powers of two, with 1.5x
+/// points too from 1 to 64 MiB (where the caches end: the LLC's share may be a few MB), and
+/// 1.5x L2 itself, where the LLC's latency is read and `splab validate`'s LLC row measures
+/// (validate/patterns.rs: `l2 * 3 / 2`). On an L2 of 512 KiB (AMD Zen 3) the powers of two
+/// have no 768 KiB point, and until 2026-11-28 the LLC's latency came from the point at or
+/// below it, 512 KiB: L2's own size, whose random chase hits L2 on part of its hops (L2's
+/// 8192 lines hold about half of 8192 random ones whose sets overflow unevenly). That share
+/// is a likely cause of a quiet pair on the AMD guest reading the LLC at 50 and 43 cycles
+/// (docs/validation.md, "A quiet pair after the merges"); not measured since, the session's
+/// guest being Intel, where 1.5x L2 (3 MiB) was a point already.
+pub fn sweep_footprints(max: usize, l2: Option<usize>) -> Vec<usize> {
+    let mut foots = Vec::new();
+    let mut foot = 16 << 10;
+    while foot <= max {
+        foots.push(foot);
+        foot = if foot.is_power_of_two() && (1 << 20..64 << 20).contains(&foot) {
+            foot + foot / 2
+        } else {
+            (foot + 1).next_power_of_two()
+        };
+    }
+    if let Some(l2) = l2 {
+        let f = 3 * l2 / 2;
+        if f <= max && !foots.contains(&f) {
+            foots.push(f);
+            foots.sort_unstable();
+        }
+    }
+    foots
+}
+
 /// The memory-level-parallelism benchmark's K: eight, one per word of a line
 /// (`bench::link_word`), from 1 to the model's cap of 32 fill buffers. Until 2026-11-27 they
 /// ended at 20, and on the AMD EPYC guest (Zen 3) the speedup was still rising there (17.8x
@@ -2787,9 +2795,25 @@ mod tests {
     use super::{
         amd_l2_array, amd_tlb_decode, decay_points, fault_estimate, first_crossing,
         fit_dram_latency, isotonic, isotonic_median, lifetime_crossing, lifetime_curve_of,
-        mser_cut, share_geometry, walkers_estimate, AmdTlb, TlbArray,
+        mser_cut, share_geometry, sweep_footprints, walkers_estimate, AmdTlb, TlbArray,
     };
     use crate::calibrate::bench::{Rng, Stat};
+
+    #[test]
+    fn the_sweep_has_a_point_at_one_and_a_half_l2() {
+        // AMD Zen 3's 512 KiB L2: 768 KiB added between 512 KiB and 1 MiB, once.
+        let f = sweep_footprints(1 << 30, Some(512 << 10));
+        let i = f.iter().position(|&x| x == 768 << 10).expect("768 KiB");
+        assert_eq!((f[i - 1], f[i + 1]), (512 << 10, 1 << 20));
+        assert!(f.windows(2).all(|w| w[0] < w[1]));
+        // An Intel 2 MiB L2: 3 MiB is a 1.5x point already, not repeated; the same sweep as
+        // without an L2.
+        let g = sweep_footprints(1 << 30, Some(2 << 20));
+        assert_eq!(g, sweep_footprints(1 << 30, None));
+        assert_eq!(g.iter().filter(|&&x| x == 3 << 20).count(), 1);
+        // Nothing past the largest footprint.
+        assert!(!sweep_footprints(512 << 10, Some(512 << 10)).contains(&(768 << 10)));
+    }
 
     /// Synthetic rounds of the line-lifetime benchmark: LLC 15 ns, DRAM 150 ns, a share of the
     /// lines gone at age a of 1 / (1 + exp(-(a - m) / (m / 4))), m the pass's own half-way age
