@@ -276,15 +276,17 @@ const NIBBLES: u64 = 0x1111_1111_1111_1111;
 /// The page-walk caches (walk.rs) keep their order the same way, in a `u16`.
 #[inline(always)]
 pub(crate) fn promote(perm: u64, w: usize) -> u64 {
+    // Nibble k of `x` is zero iff nibble k of `perm` is `w`. The lowest zero nibble of `x` is
+    // the lowest flagged by the borrow trick below (a nibble above a zero one may be flagged
+    // too, by the borrow, but never one below it): `w` is among the first `ways` nibbles,
+    // below any unused (zero) one.
     let x = perm ^ (NIBBLES * w as u64);
-    let y = x | (x >> 1);
-    let y = y | (y >> 2);
-    // Bit 4k is clear iff nibble k equals w; `w` is among the first `ways` nibbles, below any
-    // unused (zero) one.
-    let at = (!y & NIBBLES).trailing_zeros();
-    let below = (1u64 << at) - 1;
-    let upto = below | (0xF << at);
-    (perm & !upto) | ((perm & below) << 4) | w as u64
+    let zero = x.wrapping_sub(NIBBLES) & !x & (NIBBLES << 3);
+    // Bit 4k + 3 for w's nibble k; `upto` covers nibbles 0..=k (all 64 bits when k = 15).
+    let top = zero & zero.wrapping_neg();
+    let upto = (top << 1).wrapping_sub(1);
+    // Nibbles 0..k move up one, `w` goes to nibble 0, nibbles above k stay.
+    (perm & !upto) | ((perm << 4) & upto) | w as u64
 }
 
 /// Arrays of at most 16 ways (see `Set`).
@@ -1452,6 +1454,45 @@ mod tests {
             size: SizeClass(size),
             writable: true,
             dirty: true,
+        }
+    }
+
+    /// The shift-based `promote` it replaced, as a reference.
+    fn promote_reference(perm: u64, w: usize) -> u64 {
+        let x = perm ^ (NIBBLES * w as u64);
+        let y = x | (x >> 1);
+        let y = y | (y >> 2);
+        let at = (!y & NIBBLES).trailing_zeros();
+        let below = (1u64 << at) - 1;
+        let upto = below | (0xF << at);
+        (perm & !upto) | ((perm & below) << 4) | w as u64
+    }
+
+    #[test]
+    fn promote_matches_reference() {
+        // Random permutations of 1..=16 ways (unused nibbles zero), every way promoted.
+        let mut r = 0x2545_F491_4F6C_DD1Du64;
+        for ways in 1..=16usize {
+            for _ in 0..2000 {
+                let mut order: Vec<u64> = (0..ways as u64).collect();
+                for i in (1..ways).rev() {
+                    r ^= r << 13;
+                    r ^= r >> 7;
+                    r ^= r << 17;
+                    order.swap(i, (r % (i as u64 + 1)) as usize);
+                }
+                let perm = order
+                    .iter()
+                    .enumerate()
+                    .fold(0u64, |p, (k, &v)| p | v << (4 * k));
+                for w in 0..ways {
+                    assert_eq!(
+                        promote(perm, w),
+                        promote_reference(perm, w),
+                        "{perm:#x} {w}"
+                    );
+                }
+            }
         }
     }
 
