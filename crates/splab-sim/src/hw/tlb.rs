@@ -95,6 +95,15 @@ fn make_tag(asid: u32, vpn_at_size: u64, class: SizeClass) -> u64 {
         | (vpn_at_size & 0xFF_FFFF_FFFF)
 }
 
+/// The asid bits of a tag: `make_tag(asid, v, c) == asid_bits(asid) | make_tag(0, v, c)`.
+#[inline(always)]
+fn asid_bits(asid: u32) -> u64 {
+    (asid as u64 & 0x7_FFFF) << 44
+}
+
+/// The page-number bits of a tag.
+const VPN_MASK: u64 = 0xFF_FFFF_FFFF;
+
 #[inline]
 fn tag_asid(tag: u64) -> u32 {
     ((tag >> 44) & 0x7_FFFF) as u32
@@ -123,6 +132,8 @@ struct Sizes {
     index: [u8; 16],
     /// Bit i set iff `valid[i] > 0`: the sizes a lookup probes.
     live: u32,
+    /// The bits of a tag of size index i other than its asid and page number (`make_tag`).
+    tag_hi: [u64; 16],
 }
 
 impl Sizes {
@@ -135,9 +146,11 @@ impl Sizes {
             valid: [0; 16],
             index: [u8::MAX; 16],
             live: 0,
+            tag_hi: [0; 16],
         };
         for (i, &c) in sizes.iter().enumerate() {
             s.class[i] = SizeClass(c);
+            s.tag_hi[i] = make_tag(0, 0, SizeClass(c));
             s.shift[i] = shifts[c as usize];
             s.index[c as usize & 0xF] = i as u8;
         }
@@ -218,7 +231,7 @@ fn flags_of(t: &Translation, size: usize) -> u8 {
 /// A 16-bit digest of a tag, kept per way so that one vector compare finds the candidate ways.
 #[inline(always)]
 fn hint(tag: u64) -> u16 {
-    ((tag ^ (tag >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48) as u16
+    (((tag ^ (tag >> 32)) as u32).wrapping_mul(0x9E37_79B9) >> 16) as u16
 }
 
 /// Ways whose hint equals `x`, as a bit mask (ways 0..16).
@@ -322,6 +335,23 @@ impl Small {
         }
     }
 
+    /// Set `set`, which every caller takes from `Array::set_of` (or a loop over the sets).
+    #[inline(always)]
+    fn set(&self, set: usize) -> &Set {
+        debug_assert!(set < self.sets.len());
+        // SAFETY: `set_of` is below the set count (a mask of a power of two less one, or a
+        // remainder), and `sets` has that many sets.
+        unsafe { self.sets.get_unchecked(set) }
+    }
+
+    /// As `set`, mutably.
+    #[inline(always)]
+    fn set_mut(&mut self, set: usize) -> &mut Set {
+        debug_assert!(set < self.sets.len());
+        // SAFETY: as in `set`.
+        unsafe { self.sets.get_unchecked_mut(set) }
+    }
+
     #[inline(always)]
     fn tag(&self, set: usize, w: usize) -> u64 {
         self.sets[set].g[(w >> 2) & 3][w & 3]
@@ -335,7 +365,7 @@ impl Small {
     /// The way of `set` holding `tag`.
     #[inline(always)]
     fn find(&self, set: usize, tag: u64) -> Option<usize> {
-        let s = &self.sets[set];
+        let s = self.set(set);
         let mut m = hint_matches(s, hint(tag)) & valid_mask(s);
         while m != 0 {
             let w = m.trailing_zeros() as usize;
@@ -349,7 +379,7 @@ impl Small {
 
     #[inline(always)]
     fn touch(&mut self, set: usize, w: usize) {
-        let p = &mut self.sets[set].perm;
+        let p = &mut self.set_mut(set).perm;
         // Promoting the most recent way changes nothing.
         if (*p & 0xF) as usize != w {
             *p = promote(*p, w);
@@ -358,7 +388,7 @@ impl Small {
 
     #[inline(always)]
     fn translation(&self, set: usize, w: usize, size: SizeClass) -> Translation {
-        let s = &self.sets[set];
+        let s = self.set(set);
         let f = s.flags[w & 15];
         Translation {
             pfn: Pfn(s.g[(w >> 2) & 3][4 + (w & 3)]),
@@ -389,7 +419,7 @@ impl Small {
     fn fill(&mut self, set: usize, tag: u64, size: usize, t: Translation) -> Option<usize> {
         let way_mask = self.way_mask;
         let (lru_shift, perm_mask) = (self.lru_shift, self.perm_mask);
-        let s = &mut self.sets[set];
+        let s = self.set_mut(set);
         let free = !valid_mask(s) & way_mask;
         let perm = s.perm;
         let (w, evicted) = if free != 0 {
@@ -662,6 +692,9 @@ struct Array {
     /// else 0 and `set_of` divides.
     set_mask: u64,
     sets_pow2: bool,
+    /// A `Store::Small` with a power-of-two set count (every preset's array of at most 16
+    /// ways): lookups and fills take the specialised path.
+    small_pow2: bool,
     ways: usize,
     /// Valid entries, and all entries (`sets * ways`).
     valid: u32,
@@ -679,6 +712,7 @@ impl Array {
             sets,
             set_mask: if sets.is_power_of_two() { sets - 1 } else { 0 },
             sets_pow2: sets.is_power_of_two(),
+            small_pow2: ways <= 16 && sets.is_power_of_two(),
             ways,
             valid: 0,
             total: (sets as usize * ways) as u32,
@@ -709,11 +743,55 @@ impl Array {
         }
     }
 
+    /// The store of a `small_pow2` array.
+    #[inline(always)]
+    fn small_mut(&mut self) -> &mut Small {
+        debug_assert!(self.small_pow2);
+        match &mut self.store {
+            Store::Small(s) => s,
+            // SAFETY: `small_pow2` implies `Store::Small` (`Array::new`).
+            Store::Big(_) => unsafe { std::hint::unreachable_unchecked() },
+        }
+    }
+
     /// Looks `va` up at every size this array holds; on a hit makes the entry MRU.
     #[inline(always)]
     fn lookup(&mut self, asid: u32, va: u64) -> Option<Translation> {
         // The sizes with valid entries, in order.
         let mut live = self.sizes.live;
+        if live == 0 {
+            return None;
+        }
+        if self.small_pow2 {
+            // As below, with the set a mask and the store known.
+            let (mask, touch, ab) = (self.set_mask, self.touch_on_hit, asid_bits(asid));
+            let sizes = &self.sizes;
+            let s = match &mut self.store {
+                Store::Small(s) => s,
+                // SAFETY: `small_pow2` implies `Store::Small` (`Array::new`).
+                Store::Big(_) => unsafe { std::hint::unreachable_unchecked() },
+            };
+            while live != 0 {
+                let i = live.trailing_zeros() as usize & 15;
+                live &= live - 1;
+                let vpn = va >> sizes.shift[i];
+                let tag = sizes.tag_hi[i] | ab | (vpn & VPN_MASK);
+                let set = (vpn & mask) as usize;
+                if let Some(w) = s.find(set, tag) {
+                    if touch {
+                        s.touch(set, w);
+                    }
+                    return Some(s.translation(set, w, sizes.class[i]));
+                }
+            }
+            return None;
+        }
+        self.lookup_general(live, asid, va)
+    }
+
+    /// `lookup` of an array of more than 16 ways or a set count not a power of two.
+    #[inline(never)]
+    fn lookup_general(&mut self, mut live: u32, asid: u32, va: u64) -> Option<Translation> {
         while live != 0 {
             let i = live.trailing_zeros() as usize & 15;
             live &= live - 1;
@@ -748,6 +826,17 @@ impl Array {
     #[inline]
     fn prefetch(&self, asid: u32, va: u64) {
         let mut live = self.sizes.live;
+        if self.small_pow2 {
+            if let Store::Small(s) = &self.store {
+                while live != 0 {
+                    let i = live.trailing_zeros() as usize & 15;
+                    live &= live - 1;
+                    let set = (va >> self.sizes.shift[i]) & self.set_mask;
+                    super::prefetch_ptr(s.sets.as_ptr().wrapping_add(set as usize));
+                }
+            }
+            return;
+        }
         while live != 0 {
             let i = live.trailing_zeros() as usize & 15;
             live &= live - 1;
@@ -780,12 +869,29 @@ impl Array {
     #[inline(always)]
     fn insert(&mut self, asid: u32, va: u64, shift: u8, t: Translation, absent: bool) {
         let vpn = va >> shift;
-        let set = self.set_of(vpn);
         let tag = make_tag(asid, vpn, t.size);
         debug_assert!(
             !absent || self.find(tag, vpn).is_none(),
             "Array::insert: translation said absent is present"
         );
+        if absent && self.small_pow2 {
+            // The fill below, with the set a mask and the store known.
+            let set = (vpn & self.set_mask) as usize;
+            let new = self.sizes.index[t.size.0 as usize & 0xF] as usize;
+            match self.small_mut().fill(set, tag, new, t) {
+                None => {
+                    self.valid += 1;
+                    self.sizes.inc(new);
+                }
+                Some(old) if old == new => {}
+                Some(old) => {
+                    self.sizes.dec(old);
+                    self.sizes.inc(new);
+                }
+            }
+            return;
+        }
+        let set = self.set_of(vpn);
         let found = if absent { None } else { self.find(tag, vpn) };
         let new = self.sizes.idx(tag);
         match &mut self.store {
