@@ -302,6 +302,9 @@ pub(crate) fn promote(perm: u64, w: usize) -> u64 {
     (perm & !upto) | ((perm << 4) & upto) | w as u64
 }
 
+/// `Small::fill` filled an invalid way (size indexes are below 16).
+const NO_EVICTION: usize = 16;
+
 /// Arrays of at most 16 ways (see `Set`).
 #[derive(Clone, Debug)]
 struct Small {
@@ -413,10 +416,10 @@ impl Small {
     }
 
     /// Fills a way of `set` with `tag` (of size index `size`) translating to `t`, as the most
-    /// recently used, and returns the size index of the entry it evicted, if any: the lowest
-    /// invalid way, else the least recently used.
+    /// recently used, and returns the size index of the entry it evicted, or `NO_EVICTION`:
+    /// the lowest invalid way, else the least recently used.
     #[inline(always)]
-    fn fill(&mut self, set: usize, tag: u64, size: usize, t: Translation) -> Option<usize> {
+    fn fill(&mut self, set: usize, tag: u64, size: usize, t: Translation) -> usize {
         let way_mask = self.way_mask;
         let (lru_shift, perm_mask) = (self.lru_shift, self.perm_mask);
         let s = self.set_mut(set);
@@ -425,12 +428,12 @@ impl Small {
         let (w, evicted) = if free != 0 {
             let w = free.trailing_zeros() as usize;
             s.perm = promote(perm, w);
-            (w, None)
+            (w, NO_EVICTION)
         } else {
             // The LRU way is the last nibble: rotate it to the front.
             let w = (perm >> lru_shift) as usize & 0xF;
             s.perm = ((perm << 4) | w as u64) & perm_mask;
-            (w, Some((s.flags[w] >> SIZE_SHIFT & 0xF) as usize))
+            (w, (s.flags[w] >> SIZE_SHIFT & 0xF) as usize)
         };
         s.flags[w & 15] = flags_of(&t, size);
         s.hint[w & 15] = hint(tag);
@@ -771,7 +774,8 @@ impl Array {
                 // SAFETY: `small_pow2` implies `Store::Small` (`Array::new`).
                 Store::Big(_) => unsafe { std::hint::unreachable_unchecked() },
             };
-            while live != 0 {
+            // `live` is not 0: test it after each probe only.
+            loop {
                 let i = live.trailing_zeros() as usize & 15;
                 live &= live - 1;
                 let vpn = va >> sizes.shift[i];
@@ -783,8 +787,10 @@ impl Array {
                     }
                     return Some(s.translation(set, w, sizes.class[i]));
                 }
+                if live == 0 {
+                    return None;
+                }
             }
-            return None;
         }
         self.lookup_general(live, asid, va)
     }
@@ -878,16 +884,15 @@ impl Array {
             // The fill below, with the set a mask and the store known.
             let set = (vpn & self.set_mask) as usize;
             let new = self.sizes.index[t.size.0 as usize & 0xF] as usize;
-            match self.small_mut().fill(set, tag, new, t) {
-                None => {
+            let old = self.small_mut().fill(set, tag, new, t);
+            // An entry of the same size replaced: the counts stay (one test in the common case).
+            if old != new {
+                if old == NO_EVICTION {
                     self.valid += 1;
-                    self.sizes.inc(new);
-                }
-                Some(old) if old == new => {}
-                Some(old) => {
+                } else {
                     self.sizes.dec(old);
-                    self.sizes.inc(new);
                 }
+                self.sizes.inc(new);
             }
             return;
         }
@@ -905,18 +910,16 @@ impl Array {
                         w
                     }
                     None => {
-                        match s.fill(set, tag, new, t) {
-                            None => {
+                        let old = s.fill(set, tag, new, t);
+                        // An entry of the same size replaced: the counts stay (and the host
+                        // skips a read-modify-write chain through them).
+                        if old != new {
+                            if old == NO_EVICTION {
                                 self.valid += 1;
-                                self.sizes.inc(new);
-                            }
-                            // An entry of the same size replaced: the counts stay (and the
-                            // host skips a read-modify-write chain through them).
-                            Some(old) if old == new => {}
-                            Some(old) => {
+                            } else {
                                 self.sizes.dec(old);
-                                self.sizes.inc(new);
                             }
+                            self.sizes.inc(new);
                         }
                         return;
                     }
@@ -1258,7 +1261,10 @@ impl Level {
     fn insert(&mut self, asid: u32, va: u64, t: Translation, absent: bool) {
         if let Some(&(a, shift)) = self.insert_to.get(t.size.0 as usize) {
             if a != u8::MAX {
-                self.arrays[a as usize].insert(asid, va, shift, t, absent);
+                debug_assert!((a as usize) < self.arrays.len());
+                // SAFETY: `new` puts in `insert_to` only indexes of `arrays` (or `u8::MAX`).
+                unsafe { self.arrays.get_unchecked_mut(a as usize) }
+                    .insert(asid, va, shift, t, absent);
             }
         }
     }
