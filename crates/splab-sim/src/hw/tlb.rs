@@ -419,7 +419,8 @@ impl Small {
     /// recently used, and returns the size index of the entry it evicted, or `NO_EVICTION`:
     /// the lowest invalid way, else the least recently used.
     #[inline(always)]
-    fn fill(&mut self, set: usize, tag: u64, size: usize, t: Translation) -> usize {
+    fn fill(&mut self, set: usize, tag: u64, h: u16, size: usize, t: Translation) -> usize {
+        debug_assert_eq!(h, hint(tag));
         let way_mask = self.way_mask;
         let (lru_shift, perm_mask) = (self.lru_shift, self.perm_mask);
         let s = self.set_mut(set);
@@ -436,7 +437,7 @@ impl Small {
             (w, (s.flags[w] >> SIZE_SHIFT & 0xF) as usize)
         };
         s.flags[w & 15] = flags_of(&t, size);
-        s.hint[w & 15] = hint(tag);
+        s.hint[w & 15] = h;
         let (g, k) = ((w >> 2) & 3, w & 3);
         s.g[g][k] = tag;
         s.g[g][4 + k] = t.pfn.0;
@@ -870,6 +871,48 @@ impl Array {
         }
     }
 
+    /// `insert` of a translation absent from this array, given its page number `vpn` (at
+    /// `shift`), its `tag` and the tag's hint `h` (`Tlb::fill` computes them once for every
+    /// level: they depend on the size class only).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn insert_absent(
+        &mut self,
+        asid: u32,
+        va: u64,
+        shift: u8,
+        t: Translation,
+        vpn: u64,
+        tag: u64,
+        h: u16,
+    ) {
+        debug_assert_eq!(
+            (vpn, tag, h),
+            (va >> shift, make_tag(asid, va >> shift, t.size), hint(tag))
+        );
+        if !self.small_pow2 {
+            self.insert(asid, va, shift, t, true);
+            return;
+        }
+        debug_assert!(
+            self.find(tag, vpn).is_none(),
+            "Array::insert_absent: translation said absent is present"
+        );
+        // The fill of `insert`, with the set a mask and the store known.
+        let set = (vpn & self.set_mask) as usize;
+        let new = self.sizes.index[t.size.0 as usize & 0xF] as usize;
+        let old = self.small_mut().fill(set, tag, h, new, t);
+        // An entry of the same size replaced: the counts stay (one test in the common case).
+        if old != new {
+            if old == NO_EVICTION {
+                self.valid += 1;
+            } else {
+                self.sizes.dec(old);
+            }
+            self.sizes.inc(new);
+        }
+    }
+
     /// Inserts a translation as MRU, evicting the LRU way of its set if needed. `absent`: the
     /// caller knows the translation is not in this array (it just missed here).
     #[inline(always)]
@@ -881,19 +924,7 @@ impl Array {
             "Array::insert: translation said absent is present"
         );
         if absent && self.small_pow2 {
-            // The fill below, with the set a mask and the store known.
-            let set = (vpn & self.set_mask) as usize;
-            let new = self.sizes.index[t.size.0 as usize & 0xF] as usize;
-            let old = self.small_mut().fill(set, tag, new, t);
-            // An entry of the same size replaced: the counts stay (one test in the common case).
-            if old != new {
-                if old == NO_EVICTION {
-                    self.valid += 1;
-                } else {
-                    self.sizes.dec(old);
-                }
-                self.sizes.inc(new);
-            }
+            self.insert_absent(asid, va, shift, t, vpn, tag, hint(tag));
             return;
         }
         let set = self.set_of(vpn);
@@ -910,7 +941,7 @@ impl Array {
                         w
                     }
                     None => {
-                        let old = s.fill(set, tag, new, t);
+                        let old = s.fill(set, tag, hint(tag), new, t);
                         // An entry of the same size replaced: the counts stay (and the host
                         // skips a read-modify-write chain through them).
                         if old != new {
@@ -1268,6 +1299,20 @@ impl Level {
             }
         }
     }
+
+    /// `insert` of a translation absent from the level, with its page number, tag and hint
+    /// (`Array::insert_absent`).
+    #[inline(always)]
+    fn insert_absent(&mut self, asid: u32, va: u64, t: Translation, vpn: u64, tag: u64, h: u16) {
+        if let Some(&(a, shift)) = self.insert_to.get(t.size.0 as usize) {
+            if a != u8::MAX {
+                debug_assert!((a as usize) < self.arrays.len());
+                // SAFETY: as in `insert`.
+                unsafe { self.arrays.get_unchecked_mut(a as usize) }
+                    .insert_absent(asid, va, shift, t, vpn, tag, h);
+            }
+        }
+    }
 }
 
 /// Result of a TLB lookup.
@@ -1435,7 +1480,12 @@ impl Tlb {
 
     #[inline]
     fn set_last(&mut self, asid: u32, va: u64, t: Translation) {
-        let shift = self.shifts[t.size.0 as usize];
+        self.set_last_at(asid, va, t, self.shifts[t.size.0 as usize]);
+    }
+
+    /// `set_last`, given the page shift of `t.size`.
+    #[inline(always)]
+    fn set_last_at(&mut self, asid: u32, va: u64, t: Translation, shift: u8) {
         let start = va >> shift << shift;
         self.last = LastHit {
             asid,
@@ -1449,6 +1499,22 @@ impl Tlb {
     /// lookup of `va` just missed every level (so the translation is in none).
     #[inline(always)]
     pub fn fill(&mut self, asid: u32, va: u64, t: Translation, ifetch: bool) {
+        // The page number, the tag and its hint are the same in every array holding the size
+        // (a size's shift is the machine's): computed once.
+        if let Some(&shift) = self.shifts.get(t.size.0 as usize) {
+            let vpn = va >> shift;
+            let tag = make_tag(asid, vpn, t.size);
+            let h = hint(tag);
+            for l in &mut self.lower {
+                l.insert_absent(asid, va, t, vpn, tag, h);
+            }
+            self.first_mut(ifetch)
+                .insert_absent(asid, va, t, vpn, tag, h);
+            if !ifetch {
+                self.set_last_at(asid, va, t, shift);
+            }
+            return;
+        }
         for l in &mut self.lower {
             l.insert(asid, va, t, true);
         }
