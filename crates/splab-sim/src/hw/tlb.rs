@@ -95,6 +95,15 @@ fn make_tag(asid: u32, vpn_at_size: u64, class: SizeClass) -> u64 {
         | (vpn_at_size & 0xFF_FFFF_FFFF)
 }
 
+/// The asid bits of a tag: `make_tag(asid, v, c) == asid_bits(asid) | make_tag(0, v, c)`.
+#[inline(always)]
+fn asid_bits(asid: u32) -> u64 {
+    (asid as u64 & 0x7_FFFF) << 44
+}
+
+/// The page-number bits of a tag.
+const VPN_MASK: u64 = 0xFF_FFFF_FFFF;
+
 #[inline]
 fn tag_asid(tag: u64) -> u32 {
     ((tag >> 44) & 0x7_FFFF) as u32
@@ -123,6 +132,8 @@ struct Sizes {
     index: [u8; 16],
     /// Bit i set iff `valid[i] > 0`: the sizes a lookup probes.
     live: u32,
+    /// The bits of a tag of size index i other than its asid and page number (`make_tag`).
+    tag_hi: [u64; 16],
 }
 
 impl Sizes {
@@ -135,9 +146,11 @@ impl Sizes {
             valid: [0; 16],
             index: [u8::MAX; 16],
             live: 0,
+            tag_hi: [0; 16],
         };
         for (i, &c) in sizes.iter().enumerate() {
             s.class[i] = SizeClass(c);
+            s.tag_hi[i] = make_tag(0, 0, SizeClass(c));
             s.shift[i] = shifts[c as usize];
             s.index[c as usize & 0xF] = i as u8;
         }
@@ -218,7 +231,7 @@ fn flags_of(t: &Translation, size: usize) -> u8 {
 /// A 16-bit digest of a tag, kept per way so that one vector compare finds the candidate ways.
 #[inline(always)]
 fn hint(tag: u64) -> u16 {
-    ((tag ^ (tag >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48) as u16
+    (((tag ^ (tag >> 32)) as u32).wrapping_mul(0x9E37_79B9) >> 16) as u16
 }
 
 /// Ways whose hint equals `x`, as a bit mask (ways 0..16).
@@ -276,16 +289,21 @@ const NIBBLES: u64 = 0x1111_1111_1111_1111;
 /// The page-walk caches (walk.rs) keep their order the same way, in a `u16`.
 #[inline(always)]
 pub(crate) fn promote(perm: u64, w: usize) -> u64 {
+    // Nibble k of `x` is zero iff nibble k of `perm` is `w`. The lowest zero nibble of `x` is
+    // the lowest flagged by the borrow trick below (a nibble above a zero one may be flagged
+    // too, by the borrow, but never one below it): `w` is among the first `ways` nibbles,
+    // below any unused (zero) one.
     let x = perm ^ (NIBBLES * w as u64);
-    let y = x | (x >> 1);
-    let y = y | (y >> 2);
-    // Bit 4k is clear iff nibble k equals w; `w` is among the first `ways` nibbles, below any
-    // unused (zero) one.
-    let at = (!y & NIBBLES).trailing_zeros();
-    let below = (1u64 << at) - 1;
-    let upto = below | (0xF << at);
-    (perm & !upto) | ((perm & below) << 4) | w as u64
+    let zero = x.wrapping_sub(NIBBLES) & !x & (NIBBLES << 3);
+    // Bit 4k + 3 for w's nibble k; `upto` covers nibbles 0..=k (all 64 bits when k = 15).
+    let top = zero & zero.wrapping_neg();
+    let upto = (top << 1).wrapping_sub(1);
+    // Nibbles 0..k move up one, `w` goes to nibble 0, nibbles above k stay.
+    (perm & !upto) | ((perm << 4) & upto) | w as u64
 }
+
+/// `Small::fill` filled an invalid way (size indexes are below 16).
+const NO_EVICTION: usize = 16;
 
 /// Arrays of at most 16 ways (see `Set`).
 #[derive(Clone, Debug)]
@@ -320,6 +338,23 @@ impl Small {
         }
     }
 
+    /// Set `set`, which every caller takes from `Array::set_of` (or a loop over the sets).
+    #[inline(always)]
+    fn set(&self, set: usize) -> &Set {
+        debug_assert!(set < self.sets.len());
+        // SAFETY: `set_of` is below the set count (a mask of a power of two less one, or a
+        // remainder), and `sets` has that many sets.
+        unsafe { self.sets.get_unchecked(set) }
+    }
+
+    /// As `set`, mutably.
+    #[inline(always)]
+    fn set_mut(&mut self, set: usize) -> &mut Set {
+        debug_assert!(set < self.sets.len());
+        // SAFETY: as in `set`.
+        unsafe { self.sets.get_unchecked_mut(set) }
+    }
+
     #[inline(always)]
     fn tag(&self, set: usize, w: usize) -> u64 {
         self.sets[set].g[(w >> 2) & 3][w & 3]
@@ -333,7 +368,7 @@ impl Small {
     /// The way of `set` holding `tag`.
     #[inline(always)]
     fn find(&self, set: usize, tag: u64) -> Option<usize> {
-        let s = &self.sets[set];
+        let s = self.set(set);
         let mut m = hint_matches(s, hint(tag)) & valid_mask(s);
         while m != 0 {
             let w = m.trailing_zeros() as usize;
@@ -347,7 +382,7 @@ impl Small {
 
     #[inline(always)]
     fn touch(&mut self, set: usize, w: usize) {
-        let p = &mut self.sets[set].perm;
+        let p = &mut self.set_mut(set).perm;
         // Promoting the most recent way changes nothing.
         if (*p & 0xF) as usize != w {
             *p = promote(*p, w);
@@ -356,7 +391,7 @@ impl Small {
 
     #[inline(always)]
     fn translation(&self, set: usize, w: usize, size: SizeClass) -> Translation {
-        let s = &self.sets[set];
+        let s = self.set(set);
         let f = s.flags[w & 15];
         Translation {
             pfn: Pfn(s.g[(w >> 2) & 3][4 + (w & 3)]),
@@ -381,27 +416,28 @@ impl Small {
     }
 
     /// Fills a way of `set` with `tag` (of size index `size`) translating to `t`, as the most
-    /// recently used, and returns the size index of the entry it evicted, if any: the lowest
-    /// invalid way, else the least recently used.
+    /// recently used, and returns the size index of the entry it evicted, or `NO_EVICTION`:
+    /// the lowest invalid way, else the least recently used.
     #[inline(always)]
-    fn fill(&mut self, set: usize, tag: u64, size: usize, t: Translation) -> Option<usize> {
+    fn fill(&mut self, set: usize, tag: u64, h: u16, size: usize, t: Translation) -> usize {
+        debug_assert_eq!(h, hint(tag));
         let way_mask = self.way_mask;
         let (lru_shift, perm_mask) = (self.lru_shift, self.perm_mask);
-        let s = &mut self.sets[set];
+        let s = self.set_mut(set);
         let free = !valid_mask(s) & way_mask;
         let perm = s.perm;
         let (w, evicted) = if free != 0 {
             let w = free.trailing_zeros() as usize;
             s.perm = promote(perm, w);
-            (w, None)
+            (w, NO_EVICTION)
         } else {
             // The LRU way is the last nibble: rotate it to the front.
             let w = (perm >> lru_shift) as usize & 0xF;
             s.perm = ((perm << 4) | w as u64) & perm_mask;
-            (w, Some((s.flags[w] >> SIZE_SHIFT & 0xF) as usize))
+            (w, (s.flags[w] >> SIZE_SHIFT & 0xF) as usize)
         };
         s.flags[w & 15] = flags_of(&t, size);
-        s.hint[w & 15] = hint(tag);
+        s.hint[w & 15] = h;
         let (g, k) = ((w >> 2) & 3, w & 3);
         s.g[g][k] = tag;
         s.g[g][4 + k] = t.pfn.0;
@@ -660,6 +696,9 @@ struct Array {
     /// else 0 and `set_of` divides.
     set_mask: u64,
     sets_pow2: bool,
+    /// A `Store::Small` with a power-of-two set count (every preset's array of at most 16
+    /// ways): lookups and fills take the specialised path.
+    small_pow2: bool,
     ways: usize,
     /// Valid entries, and all entries (`sets * ways`).
     valid: u32,
@@ -677,6 +716,7 @@ impl Array {
             sets,
             set_mask: if sets.is_power_of_two() { sets - 1 } else { 0 },
             sets_pow2: sets.is_power_of_two(),
+            small_pow2: ways <= 16 && sets.is_power_of_two(),
             ways,
             valid: 0,
             total: (sets as usize * ways) as u32,
@@ -707,11 +747,58 @@ impl Array {
         }
     }
 
+    /// The store of a `small_pow2` array.
+    #[inline(always)]
+    fn small_mut(&mut self) -> &mut Small {
+        debug_assert!(self.small_pow2);
+        match &mut self.store {
+            Store::Small(s) => s,
+            // SAFETY: `small_pow2` implies `Store::Small` (`Array::new`).
+            Store::Big(_) => unsafe { std::hint::unreachable_unchecked() },
+        }
+    }
+
     /// Looks `va` up at every size this array holds; on a hit makes the entry MRU.
     #[inline(always)]
     fn lookup(&mut self, asid: u32, va: u64) -> Option<Translation> {
         // The sizes with valid entries, in order.
         let mut live = self.sizes.live;
+        if live == 0 {
+            return None;
+        }
+        if self.small_pow2 {
+            // As below, with the set a mask and the store known.
+            let (mask, touch, ab) = (self.set_mask, self.touch_on_hit, asid_bits(asid));
+            let sizes = &self.sizes;
+            let s = match &mut self.store {
+                Store::Small(s) => s,
+                // SAFETY: `small_pow2` implies `Store::Small` (`Array::new`).
+                Store::Big(_) => unsafe { std::hint::unreachable_unchecked() },
+            };
+            // `live` is not 0: test it after each probe only.
+            loop {
+                let i = live.trailing_zeros() as usize & 15;
+                live &= live - 1;
+                let vpn = va >> sizes.shift[i];
+                let tag = sizes.tag_hi[i] | ab | (vpn & VPN_MASK);
+                let set = (vpn & mask) as usize;
+                if let Some(w) = s.find(set, tag) {
+                    if touch {
+                        s.touch(set, w);
+                    }
+                    return Some(s.translation(set, w, sizes.class[i]));
+                }
+                if live == 0 {
+                    return None;
+                }
+            }
+        }
+        self.lookup_general(live, asid, va)
+    }
+
+    /// `lookup` of an array of more than 16 ways or a set count not a power of two.
+    #[inline(never)]
+    fn lookup_general(&mut self, mut live: u32, asid: u32, va: u64) -> Option<Translation> {
         while live != 0 {
             let i = live.trailing_zeros() as usize & 15;
             live &= live - 1;
@@ -746,6 +833,17 @@ impl Array {
     #[inline]
     fn prefetch(&self, asid: u32, va: u64) {
         let mut live = self.sizes.live;
+        if self.small_pow2 {
+            if let Store::Small(s) = &self.store {
+                while live != 0 {
+                    let i = live.trailing_zeros() as usize & 15;
+                    live &= live - 1;
+                    let set = (va >> self.sizes.shift[i]) & self.set_mask;
+                    super::prefetch_ptr(s.sets.as_ptr().wrapping_add(set as usize));
+                }
+            }
+            return;
+        }
         while live != 0 {
             let i = live.trailing_zeros() as usize & 15;
             live &= live - 1;
@@ -773,17 +871,63 @@ impl Array {
         }
     }
 
+    /// `insert` of a translation absent from this array, given its page number `vpn` (at
+    /// `shift`), its `tag` and the tag's hint `h` (`Tlb::fill` computes them once for every
+    /// level: they depend on the size class only).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn insert_absent(
+        &mut self,
+        asid: u32,
+        va: u64,
+        shift: u8,
+        t: Translation,
+        vpn: u64,
+        tag: u64,
+        h: u16,
+    ) {
+        debug_assert_eq!(
+            (vpn, tag, h),
+            (va >> shift, make_tag(asid, va >> shift, t.size), hint(tag))
+        );
+        if !self.small_pow2 {
+            self.insert(asid, va, shift, t, true);
+            return;
+        }
+        debug_assert!(
+            self.find(tag, vpn).is_none(),
+            "Array::insert_absent: translation said absent is present"
+        );
+        // The fill of `insert`, with the set a mask and the store known.
+        let set = (vpn & self.set_mask) as usize;
+        let new = self.sizes.index[t.size.0 as usize & 0xF] as usize;
+        let old = self.small_mut().fill(set, tag, h, new, t);
+        // An entry of the same size replaced: the counts stay (one test in the common case).
+        if old != new {
+            if old == NO_EVICTION {
+                self.valid += 1;
+            } else {
+                self.sizes.dec(old);
+            }
+            self.sizes.inc(new);
+        }
+    }
+
     /// Inserts a translation as MRU, evicting the LRU way of its set if needed. `absent`: the
     /// caller knows the translation is not in this array (it just missed here).
     #[inline(always)]
     fn insert(&mut self, asid: u32, va: u64, shift: u8, t: Translation, absent: bool) {
         let vpn = va >> shift;
-        let set = self.set_of(vpn);
         let tag = make_tag(asid, vpn, t.size);
         debug_assert!(
             !absent || self.find(tag, vpn).is_none(),
             "Array::insert: translation said absent is present"
         );
+        if absent && self.small_pow2 {
+            self.insert_absent(asid, va, shift, t, vpn, tag, hint(tag));
+            return;
+        }
+        let set = self.set_of(vpn);
         let found = if absent { None } else { self.find(tag, vpn) };
         let new = self.sizes.idx(tag);
         match &mut self.store {
@@ -797,18 +941,16 @@ impl Array {
                         w
                     }
                     None => {
-                        match s.fill(set, tag, new, t) {
-                            None => {
+                        let old = s.fill(set, tag, hint(tag), new, t);
+                        // An entry of the same size replaced: the counts stay (and the host
+                        // skips a read-modify-write chain through them).
+                        if old != new {
+                            if old == NO_EVICTION {
                                 self.valid += 1;
-                                self.sizes.inc(new);
-                            }
-                            // An entry of the same size replaced: the counts stay (and the
-                            // host skips a read-modify-write chain through them).
-                            Some(old) if old == new => {}
-                            Some(old) => {
+                            } else {
                                 self.sizes.dec(old);
-                                self.sizes.inc(new);
                             }
+                            self.sizes.inc(new);
                         }
                         return;
                     }
@@ -1150,7 +1292,24 @@ impl Level {
     fn insert(&mut self, asid: u32, va: u64, t: Translation, absent: bool) {
         if let Some(&(a, shift)) = self.insert_to.get(t.size.0 as usize) {
             if a != u8::MAX {
-                self.arrays[a as usize].insert(asid, va, shift, t, absent);
+                debug_assert!((a as usize) < self.arrays.len());
+                // SAFETY: `new` puts in `insert_to` only indexes of `arrays` (or `u8::MAX`).
+                unsafe { self.arrays.get_unchecked_mut(a as usize) }
+                    .insert(asid, va, shift, t, absent);
+            }
+        }
+    }
+
+    /// `insert` of a translation absent from the level, with its page number, tag and hint
+    /// (`Array::insert_absent`).
+    #[inline(always)]
+    fn insert_absent(&mut self, asid: u32, va: u64, t: Translation, vpn: u64, tag: u64, h: u16) {
+        if let Some(&(a, shift)) = self.insert_to.get(t.size.0 as usize) {
+            if a != u8::MAX {
+                debug_assert!((a as usize) < self.arrays.len());
+                // SAFETY: as in `insert`.
+                unsafe { self.arrays.get_unchecked_mut(a as usize) }
+                    .insert_absent(asid, va, shift, t, vpn, tag, h);
             }
         }
     }
@@ -1321,7 +1480,12 @@ impl Tlb {
 
     #[inline]
     fn set_last(&mut self, asid: u32, va: u64, t: Translation) {
-        let shift = self.shifts[t.size.0 as usize];
+        self.set_last_at(asid, va, t, self.shifts[t.size.0 as usize]);
+    }
+
+    /// `set_last`, given the page shift of `t.size`.
+    #[inline(always)]
+    fn set_last_at(&mut self, asid: u32, va: u64, t: Translation, shift: u8) {
         let start = va >> shift << shift;
         self.last = LastHit {
             asid,
@@ -1335,6 +1499,22 @@ impl Tlb {
     /// lookup of `va` just missed every level (so the translation is in none).
     #[inline(always)]
     pub fn fill(&mut self, asid: u32, va: u64, t: Translation, ifetch: bool) {
+        // The page number, the tag and its hint are the same in every array holding the size
+        // (a size's shift is the machine's): computed once.
+        if let Some(&shift) = self.shifts.get(t.size.0 as usize) {
+            let vpn = va >> shift;
+            let tag = make_tag(asid, vpn, t.size);
+            let h = hint(tag);
+            for l in &mut self.lower {
+                l.insert_absent(asid, va, t, vpn, tag, h);
+            }
+            self.first_mut(ifetch)
+                .insert_absent(asid, va, t, vpn, tag, h);
+            if !ifetch {
+                self.set_last_at(asid, va, t, shift);
+            }
+            return;
+        }
         for l in &mut self.lower {
             l.insert(asid, va, t, true);
         }
@@ -1452,6 +1632,45 @@ mod tests {
             size: SizeClass(size),
             writable: true,
             dirty: true,
+        }
+    }
+
+    /// The shift-based `promote` it replaced, as a reference.
+    fn promote_reference(perm: u64, w: usize) -> u64 {
+        let x = perm ^ (NIBBLES * w as u64);
+        let y = x | (x >> 1);
+        let y = y | (y >> 2);
+        let at = (!y & NIBBLES).trailing_zeros();
+        let below = (1u64 << at) - 1;
+        let upto = below | (0xF << at);
+        (perm & !upto) | ((perm & below) << 4) | w as u64
+    }
+
+    #[test]
+    fn promote_matches_reference() {
+        // Random permutations of 1..=16 ways (unused nibbles zero), every way promoted.
+        let mut r = 0x2545_F491_4F6C_DD1Du64;
+        for ways in 1..=16usize {
+            for _ in 0..2000 {
+                let mut order: Vec<u64> = (0..ways as u64).collect();
+                for i in (1..ways).rev() {
+                    r ^= r << 13;
+                    r ^= r >> 7;
+                    r ^= r << 17;
+                    order.swap(i, (r % (i as u64 + 1)) as usize);
+                }
+                let perm = order
+                    .iter()
+                    .enumerate()
+                    .fold(0u64, |p, (k, &v)| p | v << (4 * k));
+                for w in 0..ways {
+                    assert_eq!(
+                        promote(perm, w),
+                        promote_reference(perm, w),
+                        "{perm:#x} {w}"
+                    );
+                }
+            }
         }
     }
 
