@@ -93,8 +93,14 @@ fn fragmented() -> (Engine, Pid) {
 /// The THP fault's direct compaction on the fragmented memory with the machine's migration
 /// cost set to `ns`: (pages migrated, its cycles, `ns` in cycles).
 fn stall(ns: u64) -> (u64, u64, u64) {
+    stall_with(|c| c.migrate_page_kernel_ns = ns)
+}
+
+/// The same stall with the machine's costs changed by `set`.
+fn stall_with(set: impl Fn(&mut splab_sim::hw::machine::CostConfig)) -> (u64, u64, u64) {
     let (mut e, pid) = fragmented();
-    e.os.machine.cost.migrate_page_kernel_ns = ns;
+    set(&mut e.os.machine.cost);
+    let ns = e.os.machine.cost.migrate_page_kernel_ns;
     let b = e.mmap(pid, anon(MB2)).unwrap();
     write(&mut e, pid, b);
     let c = &e.os.compact.stats;
@@ -113,4 +119,20 @@ fn a_stall_pays_the_machines_migration_cost_per_page() {
     assert!(n_lo > 0);
     assert_eq!(n_lo, n_hi, "the same migrations");
     assert_eq!(hi - lo, n_lo * (per_hi - per_lo));
+}
+
+/// Beside the kernel's work, a migrated page costs one copy, and its one mapping (a private
+/// anonymous page of one process) a PTE write and a TLB invalidation: each cost moved alone
+/// moves the stall by exactly the pages migrated times its change.
+#[test]
+fn a_migrated_page_pays_one_copy_and_a_pte_write_and_invalidation_per_mapping() {
+    let (n, base, _) = stall_with(|_| {});
+    assert!(n > 0);
+    let (n1, copy, _) = stall_with(|c| c.copy_page_cycles += 1_000);
+    let (n2, pte, _) = stall_with(|c| c.pte_write_cycles += 100);
+    let (n3, inv, _) = stall_with(|c| c.tlb_invalidate_cycles += 10);
+    assert_eq!((n1, n2, n3), (n, n, n), "the same migrations");
+    assert_eq!(copy - base, n * 1_000);
+    assert_eq!(pte - base, n * 100);
+    assert_eq!(inv - base, n * 10);
 }
