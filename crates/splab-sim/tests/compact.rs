@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{anon, engine};
+use common::{anon, engine, pfn_of};
 use splab_sim::engine::Engine;
 use splab_sim::phys::buddy::{MT_MOVABLE, MT_UNMOVABLE};
 use splab_sim::units::{AccessKind, Pfn, Pid};
@@ -27,14 +27,6 @@ const K: u64 = 4;
 
 fn write(e: &mut Engine, pid: Pid, va: u64) {
     e.access(pid, va, AccessKind::Write).unwrap();
-}
-
-fn pfn_of(e: &Engine, pid: Pid, va: u64) -> Option<Pfn> {
-    e.os.proc(pid)
-        .unwrap()
-        .pmap
-        .lookup(va / PAGE)
-        .map(|p| p.pfn())
 }
 
 fn idle_ms(e: &mut Engine, ms: u64) {

@@ -4,10 +4,10 @@
 
 mod common;
 
-use common::{anon, engine, write};
+use common::{anon, engine, pfn_of, write};
 use splab_sim::engine::Engine;
 use splab_sim::hw::machine::{Machine, DEFAULT_MIGRATE_PAGE_KERNEL_NS};
-use splab_sim::units::{Pfn, Pid};
+use splab_sim::units::Pid;
 use splab_sim::vm::Advice;
 
 const FREE: u64 = 16 << 20;
@@ -44,14 +44,6 @@ fn presets_carry_their_migration_cost_and_a_file_without_it_gets_the_default() {
         m.unwrap().cost.migrate_page_kernel_ns,
         DEFAULT_MIGRATE_PAGE_KERNEL_NS
     );
-}
-
-fn pfn_of(e: &Engine, pid: Pid, va: u64) -> Option<Pfn> {
-    e.os.proc(pid)
-        .unwrap()
-        .pmap
-        .lookup(va / PAGE)
-        .map(|p| p.pfn())
 }
 
 /// 16MB of free memory filled with base pages, their page tables first (in the first

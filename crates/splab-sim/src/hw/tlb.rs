@@ -902,7 +902,14 @@ impl Array {
         let set = (vpn & self.set_mask) as usize;
         let new = self.sizes.index[t.size.0 as usize & 0xF] as usize;
         let old = self.small_mut().fill(set, tag, h, new, t);
-        // An entry of the same size replaced: the counts stay (one test in the common case).
+        self.count_fill(old, new);
+    }
+
+    /// The counts after a fill of size index `new` that evicted `old` (`NO_EVICTION`: a free
+    /// way): an entry of the same size replaced leaves them as they are (one test in the
+    /// common case, and the host skips a read-modify-write chain through them).
+    #[inline(always)]
+    fn count_fill(&mut self, old: usize, new: usize) {
         if old != new {
             if old == NO_EVICTION {
                 self.valid += 1;
@@ -942,16 +949,7 @@ impl Array {
                     }
                     None => {
                         let old = s.fill(set, tag, hint(tag), new, t);
-                        // An entry of the same size replaced: the counts stay (and the host
-                        // skips a read-modify-write chain through them).
-                        if old != new {
-                            if old == NO_EVICTION {
-                                self.valid += 1;
-                            } else {
-                                self.sizes.dec(old);
-                            }
-                            self.sizes.inc(new);
-                        }
+                        self.count_fill(old, new);
                         return;
                     }
                 };

@@ -5,7 +5,7 @@ use splab_sim::engine::Engine;
 use splab_sim::hw::Machine;
 use splab_sim::policy::Policy;
 use splab_sim::report::Report;
-use splab_sim::units::{AccessKind, Pid};
+use splab_sim::units::{AccessKind, Pfn, Pid};
 use splab_sim::vm::MmapReq;
 use splab_sim::{RunSpec, SimError};
 
@@ -51,6 +51,16 @@ pub fn engine_with(machine: &str, policy: &str, check: bool, free: Option<u64>) 
 #[allow(dead_code)]
 pub fn anon(len: u64) -> MmapReq {
     MmapReq::anon(len)
+}
+
+/// The frame `pid`'s page table maps the 4KB page at `va` to, if any.
+#[allow(dead_code)]
+pub fn pfn_of(e: &Engine, pid: Pid, va: u64) -> Option<Pfn> {
+    e.os.proc(pid)
+        .unwrap()
+        .pmap
+        .lookup(va / 4096)
+        .map(|p| p.pfn())
 }
 
 /// A store to `va` by `pid` that must succeed.
