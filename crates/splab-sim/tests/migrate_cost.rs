@@ -90,7 +90,19 @@ fn stall(ns: u64) -> (u64, u64, u64) {
 
 /// The same stall with the machine's costs changed by `set`.
 fn stall_with(set: impl Fn(&mut splab_sim::hw::machine::CostConfig)) -> (u64, u64, u64) {
+    stall_forked(false, set)
+}
+
+/// The stall, with the fragmented pages shared by a forked child first if `fork` (each then
+/// has two mappings).
+fn stall_forked(
+    fork: bool,
+    set: impl Fn(&mut splab_sim::hw::machine::CostConfig),
+) -> (u64, u64, u64) {
     let (mut e, pid) = fragmented();
+    if fork {
+        e.fork(pid).unwrap();
+    }
     set(&mut e.os.machine.cost);
     let ns = e.os.machine.cost.migrate_page_kernel_ns;
     let b = e.mmap(pid, anon(MB2)).unwrap();
@@ -127,4 +139,19 @@ fn a_migrated_page_pays_one_copy_and_a_pte_write_and_invalidation_per_mapping() 
     assert_eq!(copy - base, n * 1_000);
     assert_eq!(pte - base, n * 100);
     assert_eq!(inv - base, n * 10);
+}
+
+/// A page mapped by two processes (a parent and its forked child) has two mappings to move:
+/// two PTE writes and two invalidations, one copy.
+#[test]
+fn a_page_mapped_twice_pays_two_pte_writes_and_invalidations() {
+    let (n, base, _) = stall_forked(true, |_| {});
+    assert!(n > 0);
+    let (n1, pte, _) = stall_forked(true, |c| c.pte_write_cycles += 100);
+    let (n2, inv, _) = stall_forked(true, |c| c.tlb_invalidate_cycles += 10);
+    let (n3, copy, _) = stall_forked(true, |c| c.copy_page_cycles += 1_000);
+    assert_eq!((n1, n2, n3), (n, n, n), "the same migrations");
+    assert_eq!(pte - base, n * 2 * 100);
+    assert_eq!(inv - base, n * 2 * 10);
+    assert_eq!(copy - base, n * 1_000);
 }
