@@ -219,6 +219,16 @@ impl Evictor {
         }
     }
 
+    /// Twice this machine's largest cache (`native_llc_bytes`; 64 MiB without it).
+    pub fn native() -> Evictor {
+        Evictor::new(native_llc_bytes().unwrap_or(0))
+    }
+
+    /// `run`, its sum dropped (a `prep` for `bench::clean_with`).
+    pub fn touch(&self) {
+        self.run();
+    }
+
     pub fn len(&self) -> usize {
         self.buf.len()
     }
