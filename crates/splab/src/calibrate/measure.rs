@@ -1255,7 +1255,8 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     // burst (run means of one process 1.1 or 2.2x apart), the memset, cold and DRAM-bound,
     // moved on its own (1,250 or 1,730 cycles in runs minutes apart), and two runs gave 2293
     // and 1851 (21%). Runs 10 ms apart, tried, found the frames gone cold (one fault's p10
-    // 1.01-1.24 us against 0.87-0.91 back to back).
+    // 1.01-1.24 us against 0.87-0.91 back to back). Since 2026-11-28 every run's frames are
+    // cold on purpose (`fault_burst`): a program's first touch of fresh memory finds them so.
     pr.start("faults");
     fault_burst(fault_reps, &mut fault_runs)?;
     let f4 = Stat::new(std::mem::take(&mut fault_runs.means));
@@ -1818,7 +1819,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         "source = {}",
         q(&format!(
             "calibrate: faults, first touch of fresh MADV_NOHUGEPAGE memory (8 MiB regions, one store per 4KB page, \
-             runs back to back in {} bursts over the calibration, each fault timed on its own by the time-stamp counter): a run's \
+             runs in {} bursts over the calibration, each run's frames cold (one load per line of twice the largest cache before it), each fault timed on its own by the time-stamp counter): a run's \
              mean fault {:.0} cycles ({}); single faults, {} of them: p10 {:.0}, median {:.0} (spread {:.1}%); \
              fault_cycles: the runs' p10 less zero_page_cycles ({zero_page}, the zeroing the model charges beside it). A 2MB THP fault (MADV_HUGEPAGE, 8 MiB regions in the same bursts, AnonHugePages {} of {} granted): \
              {:.0} cycles ({}), less fault_cycles, per 4KB: huge_zero_page_cycles (the rate this kernel clears a \
@@ -2073,44 +2074,59 @@ impl HugeFaults {
 }
 
 fn fault_burst(runs: usize, acc: &mut FaultRuns) -> Result<()> {
+    // Cold frames: every run after one load per line of twice the largest cache (outside the
+    // timed part). Back to back, a run got the frames the run before freed (the allocator's
+    // free lists are last in, first out) with their lines still in this guest's L3, and a first
+    // touch of cached frames costs a third of one of cold frames (a THP 81-90 against 252-275
+    // us; a 4KB page 0.93 against 1.33-1.53 us: docs/validation.md, "seq 16 MiB: warm frames").
+    // The model's faults are a program's first touches of fresh memory: cold frames.
+    let ev = crate::validate::heldout::Evictor::native();
     let mut fail = None;
-    let (st2, _) = bench::clean(runs, || match Region::map(8 << 20, Thp::Huge) {
-        Ok(r) => {
-            let t = Instant::now();
-            for off in (0..r.len).step_by(HUGE) {
-                // SAFETY: inside the region.
-                unsafe { r.base.add(off).write_volatile(1) };
+    let (st2, _) = bench::clean_with(
+        runs,
+        || ev.touch(),
+        || match Region::map(8 << 20, Thp::Huge) {
+            Ok(r) => {
+                let t = Instant::now();
+                for off in (0..r.len).step_by(HUGE) {
+                    // SAFETY: inside the region.
+                    unsafe { r.base.add(off).write_volatile(1) };
+                }
+                let el = t.elapsed().as_secs_f64() * 1e9;
+                let got = r.anon_huge_bytes();
+                acc.huge_granted.0 += got;
+                acc.huge_granted.1 += r.len as u64;
+                // Per 2MB fault, counting only what was granted.
+                el / ((got as usize / HUGE).max(1)) as f64
             }
-            let el = t.elapsed().as_secs_f64() * 1e9;
-            let got = r.anon_huge_bytes();
-            acc.huge_granted.0 += got;
-            acc.huge_granted.1 += r.len as u64;
-            // Per 2MB fault, counting only what was granted.
-            el / ((got as usize / HUGE).max(1)) as f64
-        }
-        Err(e) => {
-            fail = Some(e);
-            f64::NAN
-        }
-    });
+            Err(e) => {
+                fail = Some(e);
+                f64::NAN
+            }
+        },
+    );
     if let Some(e) = fail {
         return Err(e);
     }
     acc.huge.push(st2);
     let mut each = Vec::new();
-    let (st, _) = bench::clean(runs, || match Region::map(8 << 20, Thp::No) {
-        Ok(r) => {
-            let e = bench::first_touch_each(&r);
-            let mean = e.iter().sum::<f64>() / e.len().max(1) as f64;
-            // Every fault is kept, a preempted run's too: the preemption is one fault's tail.
-            each.extend(e);
-            mean
-        }
-        Err(e) => {
-            fail = Some(e);
-            f64::NAN
-        }
-    });
+    let (st, _) = bench::clean_with(
+        runs,
+        || ev.touch(),
+        || match Region::map(8 << 20, Thp::No) {
+            Ok(r) => {
+                let e = bench::first_touch_each(&r);
+                let mean = e.iter().sum::<f64>() / e.len().max(1) as f64;
+                // Every fault is kept, a preempted run's too: the preemption is one fault's tail.
+                each.extend(e);
+                mean
+            }
+            Err(e) => {
+                fail = Some(e);
+                f64::NAN
+            }
+        },
+    );
     if let Some(e) = fail {
         return Err(e);
     }

@@ -18,6 +18,14 @@
 //! gups 1 MiB 0.75 where their paired ratios are 1.05-1.09). A pair is two runs ~10 ms apart,
 //! mostly within one phase, and the median leaves out the pairs that straddle a change. The
 //! times of each mode stay the 10th percentile (the table's ms columns).
+//!
+//! Every native run starts with cold caches (`Evictor`): the page allocator hands a process
+//! the frames the previous one freed (the per-CPU lists and the buddy allocator's free lists
+//! are last in, first out), and a run that followed a run of the same page size got frames
+//! whose lines were still in this guest's L3, where one that followed the other mode got
+//! frames its own free list had held longer. seq 16 MiB's pairs read 1.0 or 3.0 by which
+//! mode ran first (docs/validation.md, "seq 16 MiB: warm frames"). The model starts every
+//! replay on an empty machine: cold.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -195,6 +203,79 @@ fn replay(machine: &str, trace: &Path) -> Result<(f64, u64)> {
     Ok((r.time.seconds * 1e9, r.accesses.total))
 }
 
+/// The caches' eviction before every native run: a buffer of twice the largest cache's size,
+/// written once when made (so its pages are this process's for the whole of validate: nothing
+/// is freed between runs, and the allocator's state is not changed), one load per line of it
+/// before each run. Reading 1 GiB this way left seq 16 MiB's next run as slow as one that
+/// followed the other mode's run (docs/validation.md, "seq 16 MiB: warm frames").
+pub struct Evictor {
+    buf: Vec<u8>,
+}
+
+impl Evictor {
+    pub fn new(llc_bytes: u64) -> Evictor {
+        Evictor {
+            buf: vec![1u8; evict_bytes(llc_bytes) as usize],
+        }
+    }
+
+    /// Twice this machine's largest cache (`native_llc_bytes`; 64 MiB without it).
+    pub fn native() -> Evictor {
+        Evictor::new(native_llc_bytes().unwrap_or(0))
+    }
+
+    /// `run`, its sum dropped (a `prep` for `bench::clean_with`).
+    pub fn touch(&self) {
+        self.run();
+    }
+
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// One load per 64-byte line of the buffer.
+    pub fn run(&self) -> u64 {
+        let mut s = 0u64;
+        for i in (0..self.buf.len()).step_by(64) {
+            s = s.wrapping_add(std::hint::black_box(self.buf[i]) as u64);
+        }
+        std::hint::black_box(s)
+    }
+}
+
+/// Twice the largest cache (a whole second pass over it with any replacement that keeps at
+/// most one copy of each line), at least 64 MiB.
+pub fn evict_bytes(llc_bytes: u64) -> u64 {
+    (2 * llc_bytes).max(64 << 20)
+}
+
+/// The size of the largest cache this machine's OS describes (`/sys/devices/system/cpu/cpu0/
+/// cache/index*/size`, from cpuid leaf 4 on x86), or None.
+pub fn native_llc_bytes() -> Option<u64> {
+    let dir = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
+    dir.filter_map(|e| {
+        let p = e.ok()?.path();
+        p.file_name()?
+            .to_str()?
+            .starts_with("index")
+            .then_some(())?;
+        parse_cache_size(&std::fs::read_to_string(p.join("size")).ok()?)
+    })
+    .max()
+}
+
+/// `48K`, `2048K`, `491520K`, `32M`: bytes.
+pub fn parse_cache_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let (num, mult) = match t.chars().last()? {
+        'K' => (&t[..t.len() - 1], 1u64 << 10),
+        'M' => (&t[..t.len() - 1], 1 << 20),
+        'G' => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    num.parse::<u64>().ok().map(|n| n * mult)
+}
+
 /// One pair of native runs: a 4KB run and the 2MB run right after it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Pair {
@@ -225,6 +306,23 @@ pub fn paired_speedup(pairs: &[Pair]) -> f64 {
 
 pub fn run(machine: &str, plan: &Plan, work_dir: &Path, pr: &mut Progress) -> Result<Vec<Row>> {
     let prog = build()?;
+    // The native LLC; without the OS's description, the machine's.
+    let llc = native_llc_bytes().unwrap_or_else(|| {
+        splab_sim::hw::Machine::from_spec(machine)
+            .ok()
+            .and_then(|m| m.caches.levels.last().map(|l| l.size_bytes))
+            .unwrap_or(0)
+    });
+    let evict = Evictor::new(llc);
+    pr.line(&format!(
+        "held-out: every native run starts with cold caches: {} MiB read first (twice the largest cache, {} MiB)",
+        evict.len() >> 20,
+        llc >> 20
+    ));
+    let native = |prog: &Path, args: &[String]| {
+        evict.run();
+        native(prog, args)
+    };
     let mut rows = Vec::new();
     for (name, size, work) in cases(plan) {
         let label = format!("{name} {}", super::mib(size as usize));
@@ -389,6 +487,23 @@ mod tests {
         // One clean pair is not: all pairs count, and their median is 0.5.
         pairs.remove(0);
         assert!((paired_speedup(&pairs) - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn cache_sizes_parse_and_the_eviction_is_twice_the_largest() {
+        assert_eq!(parse_cache_size("48K\n"), Some(48 << 10));
+        assert_eq!(parse_cache_size("491520K"), Some(491520 << 10));
+        assert_eq!(parse_cache_size("32M"), Some(32 << 20));
+        assert_eq!(parse_cache_size("2G"), Some(2 << 30));
+        assert_eq!(parse_cache_size("4096"), Some(4096));
+        assert_eq!(parse_cache_size("big"), None);
+        assert_eq!(parse_cache_size(""), None);
+        assert_eq!(evict_bytes(491520 << 10), 960 << 20);
+        assert_eq!(evict_bytes(1 << 20), 64 << 20);
+        let e = Evictor::new(1 << 20);
+        assert_eq!(e.len(), 64 << 20);
+        // One load per line of ones.
+        assert_eq!(e.run(), (64 << 20) / 64);
     }
 
     #[test]

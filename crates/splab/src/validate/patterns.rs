@@ -399,20 +399,27 @@ pub fn run(machine: &str, plan: &Plan, pr: &mut Progress) -> Result<Vec<Row>> {
         };
         pr.start(name);
         let mut granted = Vec::new();
+        // Cold frames, as calibrate's faults (`fault_burst`): twice the largest cache read
+        // before every run, so that no run reuses frames still cached from the run before.
+        let ev = crate::validate::heldout::Evictor::native();
         let mut burst = || {
-            bench::clean(reps, || {
-                let r = Region::map(len, thp).expect("mmap of 8 MiB");
-                let t = Instant::now();
-                r.touch();
-                let ns = t.elapsed().as_secs_f64() * 1e9;
-                let huge = r.anon_huge_bytes();
-                granted.push(100.0 * huge as f64 / len as f64);
-                let units = match thp {
-                    Thp::No => len / PAGE,
-                    Thp::Huge => (huge as usize / HUGE).max(1),
-                };
-                ns / units as f64
-            })
+            bench::clean_with(
+                reps,
+                || ev.touch(),
+                || {
+                    let r = Region::map(len, thp).expect("mmap of 8 MiB");
+                    let t = Instant::now();
+                    r.touch();
+                    let ns = t.elapsed().as_secs_f64() * 1e9;
+                    let huge = r.anon_huge_bytes();
+                    granted.push(100.0 * huge as f64 / len as f64);
+                    let units = match thp {
+                        Thp::No => len / PAGE,
+                        Thp::Huge => (huge as usize / HUGE).max(1),
+                    };
+                    ns / units as f64
+                },
+            )
             .0
         };
         // The statistic calibrate took for the parameter each row tests: the 4KB faults' p10
