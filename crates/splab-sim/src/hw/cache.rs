@@ -552,9 +552,9 @@ fn pair_bit(g: usize, per: usize, i: usize, j: usize) -> usize {
 /// pair of groups, which a touch sets or clears like a tree's nodes: 12 ways are three 4-way
 /// trees and 3 order bits. Until 2026-11-28 such a level fell back to NRU, which keeps a cyclic
 /// chase's lines where LRU and tree PLRU evict them all: on the Intel guest the model's 12-way
-/// L1D served 0.8 of a 768-line per-page chase's hops and 0.42 of a 1024-line one, where the
-/// machine served 0.44 and 0.07 (LRU: 0.46 and 0.13; docs/validation.md, "The half-STLB row:
-/// the 12-way L1D's replacement"). How a 12-way L1D splits its ways is not published: the
+/// L1D served 0.63 of a 768-line per-page chase's hops and 0.30 of a 1024-line one, where the
+/// machine served 0.47 and 0.15 (LRU: 0.46 and 0.13; docs/validation.md, "The half-STLB row:
+/// the 12-way L1D's replacement"); now 0.51 and 0.19. How a 12-way L1D splits its ways is not published: the
 /// groups are an assumption; what was measured is the LRU-like eviction of a cycle.
 fn plru_tables(ways: usize) -> (Vec<u32>, Vec<u32>) {
     let (g, per) = plru_groups(ways);
