@@ -4,7 +4,7 @@
 // region map it), so the data always hit L1 while every hop's translation misses the STLB and
 // walks. Cases (ns per hop, p10 of clean runs):
 //   ctl   : the same loop, all offsets in one touched 4KB page (L1 DTLB hit, L1 data hit)
-//   stlb  : zero page, 1024 pages random order (STLB hits)
+//   stlb  : zero page, 1024 pages random order (STLB hits; SN=PAGES in the environment: PAGES)
 //   walkL2: zero page, N pages random order (PTE lines: N*8 bytes, beyond L1)
 //   walkL1: zero page, N pages, groups of 8 pages sharing one PTE line, visited together in
 //           random order inside the group, groups in random order: 7 of 8 walks find their PTE
@@ -67,7 +67,7 @@ int main(int argc, char **argv){
   volatile uint64_t sink=0; for (size_t p=0;p<N;p++) sink += *(volatile uint64_t*)(z+p*PAGE);
   size_t zr = ranges(z, len);
   // stlb: 1024 pages
-  { size_t n=1024; for(size_t i=0;i<n;i++) off[i]=i; shuffle32(off,n); for(size_t i=0;i<n;i++) off[i]=off[i]*PAGE+(rnd()%64)*64;
+  { size_t n = getenv("SN") ? strtoul(getenv("SN"),0,0) : 1024; for(size_t i=0;i<n;i++) off[i]=i; shuffle32(off,n); for(size_t i=0;i<n;i++) off[i]=off[i]*PAGE+(rnd()%64)*64;
     double t = timeit(z, off, n); printf("stlb   (zero page, %zu pages)        %6.2f ns  %6.1f cyc  (+%.1f over ctl)\n", n, t, t*ghz, (t-ctl)*ghz); }
   // walkL2
   for(size_t i=0;i<N;i++) off[i]=i; shuffle32(off,N); for(size_t i=0;i<N;i++) off[i]=off[i]*PAGE+(rnd()%64)*64;

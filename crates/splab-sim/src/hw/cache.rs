@@ -9,8 +9,10 @@
 //! Replacement is per level (`Replacement`): tree pseudo-LRU, what Intel's L1D and L2 implement
 //! (Abel & Reineke, "nanoBench", 2020, measured tree-PLRU on Skylake's L1 and L2; for two ways
 //! it is exact LRU), or NRU, the closest simple policy to the adaptive quad-age policy of
-//! Skylake's LLC that nanoBench found (docs/constants.md 6). NRU also serves any level whose
-//! associativity is not a power of two.
+//! Skylake's LLC that nanoBench found (docs/constants.md 6). A PLRU level whose ways are not a
+//! power of two (the 12-way L1D of Intel's cores since Sunny Cove) is groups of tree-PLRU ways
+//! under an exact LRU order of the groups (`plru_tables`); NRU serves the few counts whose state
+//! would not fit 32 bits.
 //!
 //! A level may have a line lifetime (`Caches::set_lifetime`, the machine file's
 //! `caches.levels[i].lifetime_ns`): a line whose last touch there (fill or hit) is older than the
@@ -184,16 +186,18 @@ impl Level {
         plru_and[..ways].copy_from_slice(&and);
         plru_or[..ways].copy_from_slice(&or);
         let mut plru_fill = [0u16; 128];
-        if ways.is_power_of_two() && ways <= 8 {
+        if ways <= 8 && plru_bits(ways) <= 7 {
             for (r, e) in plru_fill.iter_mut().enumerate() {
-                let r = r as u32 & ((1 << (ways - 1)) - 1);
+                let r = r as u32 & ((1 << plru_bits(ways)) - 1);
                 let v = plru_walk(ways, r);
                 let next = (r & plru_and[v]) | plru_or[v];
                 *e = v as u16 | (next as u16) << 8;
             }
         }
         let policy = match cfg.replacement {
-            Replacement::Plru if ways.is_power_of_two() => PLRU,
+            // Any count of ways whose state fits (`plru_tables`; until 2026-11-28 powers of two
+            // only, the rest NRU). Up to 8 ways the victim comes from `plru_fill`: 7 bits.
+            Replacement::Plru if plru_bits(ways) <= if ways <= 8 { 7 } else { 32 } => PLRU,
             Replacement::Plru | Replacement::Nru => NRU,
             Replacement::RoundRobin => ROUND_ROBIN,
         };
@@ -518,42 +522,97 @@ fn touch<const W: usize, const P: u8>(
     }
 }
 
-/// For tree PLRU over `ways` ways (a power of two): per way, the masks that point every node
-/// on its path away from it. Node i has children 2i+1 and 2i+2; bit = 1 means "the victim is
-/// on the right".
+/// The groups of a PLRU level: `ways = groups * per`, `per` the largest power of two dividing
+/// `ways` (one group when `ways` is a power of two).
+fn plru_groups(ways: usize) -> (usize, usize) {
+    let per = 1 << ways.trailing_zeros();
+    (ways / per, per)
+}
+
+/// Bits of a PLRU level's state: each group's tree (`per - 1` nodes) and, with several groups,
+/// one order bit per pair of groups.
+fn plru_bits(ways: usize) -> usize {
+    let (g, per) = plru_groups(ways);
+    g * (per - 1) + g * (g - 1) / 2
+}
+
+/// The order bit of groups `i < j` (set: `i` was used after `j`), above the groups' trees.
+fn pair_bit(g: usize, per: usize, i: usize, j: usize) -> usize {
+    debug_assert!(i < j && j < g);
+    // Pairs (0,1), (0,2), .., (0,g-1), (1,2), ..: those before row i, then j's place in it.
+    g * (per - 1) + i * (2 * g - i - 1) / 2 + (j - i - 1)
+}
+
+/// For PLRU over `ways` ways: per way, the masks that point every node on its path away from
+/// it (`touch`: `r = (r & and[w]) | or[w]`). Node i of a tree has children 2i+1 and 2i+2; bit =
+/// 1 means "the victim is on the right".
+///
+/// A power of two of ways is one tree (nanoBench's tree PLRU). Other counts are `groups` trees
+/// of `per` ways (a power of two) under an exact LRU order of the groups, kept as one bit per
+/// pair of groups, which a touch sets or clears like a tree's nodes: 12 ways are three 4-way
+/// trees and 3 order bits. Until 2026-11-28 such a level fell back to NRU, which keeps a cyclic
+/// chase's lines where LRU and tree PLRU evict them all: on the Intel guest the model's 12-way
+/// L1D served 0.63 of a 768-line per-page chase's hops and 0.30 of a 1024-line one, where the
+/// machine served 0.47 and 0.15 (LRU: 0.46 and 0.13; docs/validation.md, "The half-STLB row:
+/// the 12-way L1D's replacement"); now 0.51 and 0.19. How a 12-way L1D splits its ways is not published: the
+/// groups are an assumption; what was measured is the LRU-like eviction of a cycle.
 fn plru_tables(ways: usize) -> (Vec<u32>, Vec<u32>) {
-    let levels = ways.trailing_zeros();
+    let (g, per) = plru_groups(ways);
+    let levels = per.trailing_zeros();
     let mut and = vec![u32::MAX; ways];
     let mut or = vec![0u32; ways];
-    if !ways.is_power_of_two() {
+    if plru_bits(ways) > 32 {
         return (and, or);
     }
     for w in 0..ways {
+        let (grp, v) = (w / per, w % per);
+        let base = grp * (per - 1);
         let mut node = 0usize;
         for l in (0..levels).rev() {
-            let right = (w >> l) & 1 == 1;
+            let right = (v >> l) & 1 == 1;
             if right {
-                and[w] &= !(1 << node);
+                and[w] &= !(1 << (base + node));
             } else {
-                or[w] |= 1 << node;
+                or[w] |= 1 << (base + node);
             }
             node = 2 * node + 1 + right as usize;
+        }
+        for other in 0..g {
+            if other < grp {
+                and[w] &= !(1 << pair_bit(g, per, other, grp));
+            } else if other > grp {
+                or[w] |= 1 << pair_bit(g, per, grp, other);
+            }
         }
     }
     (and, or)
 }
 
-/// The tree-PLRU victim of state `r` over `ways` ways: follow the bits from the root.
+/// The PLRU victim of state `r` over `ways` ways: the least recently used group (the one every
+/// other group was used after), then its tree's bits from the root.
 fn plru_walk(ways: usize, r: u32) -> usize {
-    let levels = ways.trailing_zeros();
+    let (g, per) = plru_groups(ways);
+    let grp = (0..g)
+        .find(|&k| {
+            (0..g).all(|j| {
+                j == k
+                    || if j > k {
+                        r >> pair_bit(g, per, k, j) & 1 == 0
+                    } else {
+                        r >> pair_bit(g, per, j, k) & 1 == 1
+                    }
+            })
+        })
+        .unwrap_or(0);
+    let base = grp * (per - 1);
     let mut node = 0usize;
     let mut w = 0usize;
-    for _ in 0..levels {
-        let right = (r >> node) & 1 == 1;
+    for _ in 0..per.trailing_zeros() {
+        let right = (r >> (base + node)) & 1 == 1;
         w = (w << 1) | right as usize;
         node = 2 * node + 1 + right as usize;
     }
-    w
+    grp * per + w
 }
 
 /// Bit mask of the ways of a `W`-way set holding `tag` (0: the invalid ways).
@@ -827,7 +886,11 @@ impl Caches {
                 let bad = if l.policy == ROUND_ROBIN {
                     l.repl[set] as usize >= l.ways
                 } else {
-                    let bits = if l.policy == PLRU { l.ways - 1 } else { l.ways };
+                    let bits = if l.policy == PLRU {
+                        plru_bits(l.ways)
+                    } else {
+                        l.ways
+                    };
                     bits < 32 && l.repl[set] >> bits != 0
                 };
                 if bad {
@@ -877,6 +940,45 @@ mod tests {
         assert_eq!(c.access(3), 0, "3 survives");
         assert_eq!(c.access(0), 1, "0 was the victim");
         c.check_invariants().unwrap();
+    }
+
+    /// Hits of `rounds` passes of a cycle over `n` lines of a one-set cache of `ways` ways,
+    /// after one pass to fill it.
+    fn cyclic_hits(ways: u32, r: Replacement, n: u64, rounds: usize) -> usize {
+        let mut c = one(ways, r);
+        for l in 0..n {
+            c.access(l);
+        }
+        let mut hits = 0;
+        for _ in 0..rounds {
+            for l in 0..n {
+                hits += (c.access(l) == 0) as usize;
+            }
+        }
+        c.check_invariants().unwrap();
+        hits
+    }
+
+    #[test]
+    fn a_twelve_way_plru_set_evicts_a_cycle_beyond_its_ways_as_lru_does() {
+        for ways in [3u32, 6, 12, 20, 24] {
+            // A set's worth of lines: every access hits.
+            assert_eq!(
+                cyclic_hits(ways, Replacement::Plru, ways as u64, 10),
+                10 * ways as usize
+            );
+        }
+        // 13 to 16 lines (a cyclic chase just beyond the set): LRU hits none, these groups at
+        // most a tenth (23, 10, 6, 3 hits), NRU (the fallback until 2026-11-28) 104, 71, 52, 56. Every victim is one of the
+        // 12 ways (a 13th would index past the set and panic), no stray state bits.
+        for n in 13..=16 {
+            let plru = cyclic_hits(12, Replacement::Plru, n, 20);
+            let nru = cyclic_hits(12, Replacement::Nru, n, 20);
+            assert!(plru * 10 <= 20 * n as usize, "{n} lines: {plru} hits");
+            assert!(nru > 2 * plru, "{n} lines: NRU {nru}, PLRU {plru}");
+        }
+        // Three ways are three groups of one: exact LRU (4 lines cycle: no hit).
+        assert_eq!(cyclic_hits(3, Replacement::Plru, 4, 20), 0);
     }
 
     #[test]

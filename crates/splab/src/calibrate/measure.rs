@@ -2300,8 +2300,17 @@ fn fault_estimate(run_means: &Stat, zero_cycles: f64, ghz: f64) -> f64 {
 /// model, splintering those entries too, then charged twice. Capped at 256 KiB after that, it
 /// still did on the AMD EPYC guest of 2026-11-27 10:20, whose L1 DTLB has 64 entries: 256 KiB
 /// is 64 pages, and the curve read 12-13 cycles at 64-128 KiB against 18 at 256 KiB.
+///
+/// Rounded down to a power of two (since 2026-11-28): the latency curve has points at the
+/// powers of two (`sweep_footprints`), and calibrate reads L2 at the curve's point at or below
+/// this footprint, while validate's L2 row ran at the footprint itself. With a 48 KiB L1 that
+/// was 128 KiB read and 192 KiB checked: 384 KiB of THP memory, 96 4KB entries under 4KB host
+/// pages, the L1 DTLB's whole reach, where the native chase paid +1.3 to +1.6 cycles a hop over
+/// 128 KiB (14.9 to 16.6 cycles at 3.5 GHz, three runs of scripts/l2-footprint-clock.c; docs/validation.md,
+/// "The L2 row") and the model, whose LRU L1 DTLB holds 96 contiguous pages exactly, nothing.
 pub fn l2_footprint(l1_bytes: usize, l2_bytes: usize) -> usize {
-    (4 * l1_bytes).min(l2_bytes / 2)
+    let f = (4 * l1_bytes).min(l2_bytes / 2).max(1);
+    1 << (usize::BITS - 1 - f.leading_zeros())
 }
 
 /// What the concurrent-walks benchmark gives.
@@ -2810,10 +2819,34 @@ pub fn share_geometry(share: f64, cpuid_ways: u32) -> (usize, u32) {
 mod tests {
     use super::{
         amd_l2_array, amd_tlb_decode, decay_points, fault_estimate, first_crossing,
-        fit_dram_latency, isotonic, isotonic_median, lifetime_crossing, lifetime_curve_of,
-        mser_cut, share_geometry, sweep_footprints, walkers_estimate, AmdTlb, TlbArray,
+        fit_dram_latency, isotonic, isotonic_median, l2_footprint, lifetime_crossing,
+        lifetime_curve_of, mser_cut, share_geometry, sweep_footprints, walkers_estimate, AmdTlb,
+        TlbArray,
     };
     use crate::calibrate::bench::{Rng, Stat};
+
+    #[test]
+    fn l2_is_read_and_checked_at_a_point_of_the_curve() {
+        // Intel's 48 KiB L1D and 2 MiB L2: 4x L1 is 192 KiB, between the curve's 128 and 256
+        // KiB points; calibrate read 128 KiB and validate checked 192 KiB until 2026-11-28.
+        assert_eq!(l2_footprint(48 << 10, 2 << 20), 128 << 10);
+        // AMD Zen 3 (32 KiB, 512 KiB) and skylake (32 KiB, 256 KiB): 128 KiB, as before.
+        assert_eq!(l2_footprint(32 << 10, 512 << 10), 128 << 10);
+        assert_eq!(l2_footprint(32 << 10, 256 << 10), 128 << 10);
+        // Half of a small L2.
+        assert_eq!(l2_footprint(64 << 10, 192 << 10), 64 << 10);
+        for (l1, l2) in [
+            (48 << 10, 2 << 20),
+            (32 << 10, 512 << 10),
+            (80 << 10, 5 << 19),
+        ] {
+            let f = l2_footprint(l1, l2);
+            assert!(
+                sweep_footprints(1 << 30, Some(l2)).contains(&f),
+                "{l1} {l2}: {f}"
+            );
+        }
+    }
 
     #[test]
     fn the_sweep_has_a_point_at_one_and_a_half_l2() {
