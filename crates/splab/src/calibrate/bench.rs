@@ -137,8 +137,8 @@ impl Stat {
 
 /// Samples of one quantity taken in bursts spread over the whole calibration (a few runs each,
 /// at eight or nine points between the other benchmarks), for quantities that the other
-/// tenants' load moves in phases of seconds: the LLC's latency (the uncore is shared), read
-/// bandwidth and bulk zeroing (DRAM bandwidth is shared). Each burst's 10th percentile is that
+/// tenants' load moves in phases of seconds: the LLC's latency (the uncore is shared) and read
+/// bandwidth (DRAM bandwidth is shared). Each burst's 10th percentile is that
 /// phase's best case (preemption and queueing only add time); the estimate is the median of
 /// the bursts' percentiles, the typical phase's best case, which neither one fast burst nor
 /// one slow one moves. One block of back-to-back runs (until 2026-11-28) was one phase: in a
@@ -177,6 +177,15 @@ impl Bursts {
     }
     pub fn n(&self) -> usize {
         self.bursts.len()
+    }
+    /// Every burst's samples together.
+    pub fn pooled(&self) -> Stat {
+        Stat::new(
+            self.bursts
+                .iter()
+                .flat_map(|b| b.samples.iter().copied())
+                .collect(),
+        )
     }
     /// "the median of 8 bursts' p10s (a, b, ...; their spread 3.1%; 56 runs, the largest
     /// spread within a burst 9.0%)", each burst's p10 shown by `show`, in time order.
@@ -829,5 +838,8 @@ mod tests {
             "{how}"
         );
         assert!(how.contains("25 runs"), "{how}");
+        // Pooled, the p10 (nearest rank 2 of 25) is one of the fast burst's runs.
+        assert_eq!(b.pooled().n(), 25);
+        assert_eq!(b.pooled().low(), 7.0);
     }
 }

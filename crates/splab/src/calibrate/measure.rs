@@ -1345,8 +1345,18 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     pr.start("zero and copy");
     spread_site(&mut life_runs, None, &mut zc, &mut spread, fault_reps)?;
     let [z4t, z2t, z2n, z4n, c4t, c2n] = zc.stats();
-    let per4 = |s: &bench::Bursts| cyc(s.low());
-    let per4_how = |s: &bench::Bursts| s.how(|ns| format!("{:.0}", cyc(ns)));
+    let per4 = |s: &bench::Bursts| cyc(s.pooled().low());
+    let per4_how = |s: &bench::Bursts| {
+        format!(
+            "{}; the bursts' own p10s in time order: {}",
+            s.pooled().how(),
+            s.bursts
+                .iter()
+                .map(|b| format!("{:.0}", cyc(b.low())))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     pr.done(
         "zero and copy",
         &format!(
@@ -2247,10 +2257,13 @@ fn fault_burst(runs: usize, acc: &mut FaultRuns) -> Result<()> {
 /// machine covered a whole kind's block and moved copy_page_cycles 1,468-1,554 to 1,935 in two
 /// runs (p10 of 42 samples, all slow) and zero_bulk_page_cycles 484-541 to 591 in one.
 ///
-/// The value of each kind is the median of the bursts' p10s (`bench::Bursts`), not the p10 of
-/// all samples (until 2026-11-28 13:30): every kind streams over cold 2MB chunks, bound by the
-/// memory bandwidth the other tenants share, and a p10 over all bursts took the fastest phase
-/// (zero_bulk_page_cycles 682 / 617 in a quiet pair, 9.5%).
+/// The value of each kind is the p10 of every sample of every burst (`Bursts::pooled`): zeroing
+/// or copying a page is the machine's own cost, which the model charges every page alike, and
+/// the other tenants' use of the memory bandwidth only adds time. The bursts' own p10s are
+/// kept for the note: in three calibrations on a busy host (2026-11-28 13:57-14:03) the first
+/// burst, before the calibration's other regions (4 GiB) were mapped, was the fastest of nine
+/// in each (zero 4KB 1,687-1,725 cycles against 1,700-2,600 later; 2MB non-temporal 652-691
+/// against 625-1,450), and the median of the bursts' p10s, tried, moved 19-48% between runs.
 struct ZeroCopyRuns {
     zr: Region,
     src: Region,
