@@ -2289,6 +2289,14 @@ impl ZeroCopyRuns {
     fn burst(&mut self, rounds: usize) {
         let chunks = self.zr.len / HUGE;
         let (zr, s, rot) = (self.zr.base, self.src.base as *const u8, &mut self.rot);
+        // The rotation read once, untimed, before each burst: the chunks' data is still cold
+        // when a burst reaches them (512 MiB read before, far beyond the LLC's share), but their
+        // page-table entries (the host's 4KB ones under this guest's THP) were recently used,
+        // as they were in the first burst just after the region was touched, the fastest of
+        // nine in each calibration of 13:57-14:03 (see the struct's note). The model charges
+        // translations itself; the stream's bursts read 7.9-12.9 GB/s without this and
+        // 16.1-17.6 with it.
+        bench::read_sum(zr, chunks * HUGE);
         let mut samples = bench::Interleaved::new(6);
         for _ in 0..rounds {
             samples.round(|kind| {
@@ -2415,6 +2423,13 @@ impl Spread {
         let Some((base, pieces)) = self.stream_src else {
             return;
         };
+        // The whole rotation read once, untimed, before each burst, as before the one block
+        // of runs (until 2026-11-28 13:30) and as validate's stream row reads freshly touched
+        // memory: the model charges the stream's translations itself (its walks over the host's
+        // 4KB pages), so the bandwidth it needs is the read with their page-table entries
+        // recently used. Without it, bursts after other benchmarks read 7.9-12.9 GB/s in three
+        // calibrations at 13:57-14:03 where validate's row read 17.8 GB/s at 14:13.
+        bench::read_sum(base, pieces * STREAM_PIECE);
         let next = &mut self.stream_next;
         let (s, _) = bench::clean(self.runs, || {
             // SAFETY: inside the region `set_stream` was given, which outlives the bursts.
