@@ -1298,8 +1298,8 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         ),
     );
 
-    // 10. Faults: first touch of fresh memory, 4KB pages and 2MB THPs. The 4KB runs: three
-    // bursts (`fault_burst`) of fresh 8 MiB regions back to back, every fault timed on its
+    // 10. Faults: first touch of fresh memory, 4KB pages and 2MB THPs. The 4KB runs:
+    // FAULT_BURSTS bursts (`fault_burst`, at the spread sites) of fresh 8 MiB regions back to back, every fault timed on its
     // own; fault_cycles is the 10th percentile of the runs' mean fault less zero_page_cycles
     // (benchmark 11), the zeroing the model charges beside it (`fault_estimate`). Until
     // 2026-11-27 it was the median of per-run differences, a run's mean fault less a cold
@@ -2165,8 +2165,13 @@ struct FaultRuns {
 /// memory bandwidth, which the other tenants share: on the AMD guest of 2026-11-27 one burst in
 /// a quiet phase ran 2.4x faster than the others (p10 over all runs 73 us, against 172-187 us
 /// in three other calibrations minutes apart), and a p10 over every run, as the 4KB faults'
-/// (latency-bound and steady: 1.7%), took that burst's. The median of three p10s takes the
-/// middle phase and is moved by neither one fast nor one slow burst.
+/// (latency-bound and steady: 1.7%), took that burst's. The median of the bursts' p10s (three
+/// until 2026-11-28 14:00, eight in calibrate since) takes the middle phase and is moved by
+/// neither one fast nor one slow burst. Known since: in calibrate the bursts after the first
+/// read 1.5-3x its time once the calibration's other regions (4 GiB) are mapped (not the host's
+/// faults: backing 6 GiB instead of 4 changed nothing), and the median of eight lands on them,
+/// where validate's row, in a process of its own, meets the first burst's time
+/// (docs/validation.md, "Calibrating twice: estimators spread over the run").
 pub(crate) struct HugeFaults {
     ns: f64,
     how: String,
