@@ -114,6 +114,22 @@ pub fn diff(a: &str, b: &str) -> Result<(Vec<Diff>, usize)> {
     Ok((out, keys.len()))
 }
 
+/// For a share of a lifetime curve (`caches.levels.N.lifetime_curve_ns.M.1`: the share of
+/// lines of that age gone, from 0 to 1), the absolute difference, printed beside the relative
+/// one: a share is a fraction of all the lines, and near none two small shares read far apart
+/// relatively (0.001 and 0.004: 75%) where they differ by 0.003 of the lines. The relative
+/// difference still decides "beyond"; the spread each share was measured with is in the
+/// level's `source` (`splab calibrate` writes each to the decimal its passes' spread reaches).
+pub fn share_gap(key: &str, a: &str, b: &str) -> Option<f64> {
+    let (head, col) = key.rsplit_once('.')?;
+    let (curve, _) = head.rsplit_once('.')?;
+    if col != "1" || !curve.ends_with("lifetime_curve_ns") {
+        return None;
+    }
+    let (x, y): (f64, f64) = (a.parse().ok()?, b.parse().ok()?);
+    ((0.0..=1.0).contains(&x) && (0.0..=1.0).contains(&y)).then(|| (x - y).abs())
+}
+
 /// The table `splab machine diff` prints: a Markdown table of the parameters that differ and a
 /// count of those beyond `tolerance` percent (values that are not numbers count as beyond).
 pub fn table(a: &str, b: &str, tolerance: f64) -> Result<(String, usize)> {
@@ -128,14 +144,17 @@ pub fn table(a: &str, b: &str, tolerance: f64) -> Result<(String, usize)> {
         beyond += over as usize;
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {}{} |",
+            "| {} | {} | {} | {}{}{} |",
             r.key,
             r.a,
             r.b,
             r.pct
                 .map(|p| format!("{p:.1}%"))
                 .unwrap_or_else(|| "differs".into()),
-            if over { " (beyond)" } else { "" }
+            if over { " (beyond)" } else { "" },
+            share_gap(&r.key, &r.a, &r.b)
+                .map(|g| format!("; {g:.3} of the lines apart"))
+                .unwrap_or_default()
         );
     }
     // Values with no percentage count as beyond, but are not "by more than" anything.
@@ -201,6 +220,25 @@ mod tests {
             )),
             "{t}"
         );
+    }
+
+    #[test]
+    fn a_lifetime_share_also_shows_its_absolute_difference() {
+        let k = "caches.levels.2.lifetime_curve_ns.3.1";
+        let g = share_gap(k, "0.001", "0.004").unwrap();
+        assert!((g - 0.003).abs() < 1e-12, "{g}");
+        // The curve's ages, other keys, and values that are not shares have none.
+        assert_eq!(
+            share_gap("caches.levels.2.lifetime_curve_ns.3.0", "1", "2"),
+            None
+        );
+        assert_eq!(share_gap("caches.levels.2.latency", "0.1", "0.2"), None);
+        assert_eq!(
+            share_gap("core.lifetime_curve_ns_x.3.1", "0.1", "0.2"),
+            None
+        );
+        assert_eq!(share_gap(k, "1.5", "0.2"), None);
+        assert_eq!(share_gap(k, "-", "0.2"), None);
     }
 
     #[test]

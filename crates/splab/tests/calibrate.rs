@@ -55,7 +55,7 @@ fn quick_calibration_writes_a_machine_file_that_runs() {
     for v in numbers(&text, "lifetime_ns") {
         assert!((1e4..=1e8).contains(&v), "lifetime_ns = {v}");
     }
-    // The whole curve with every lifetime, by default (lifetime_curve_of's unit test checks
+    // The whole curve with every lifetime, by default (fixed_age_curve's unit tests check
     // what it writes), and never without one.
     assert_eq!(
         text.contains("\nlifetime_curve_ns = ["),
