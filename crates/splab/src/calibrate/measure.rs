@@ -449,13 +449,20 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     // set up (`Spread`); the line lifetime's passes too (3b).
     let mut spread = Spread::new(reps.div_ceil(3), plan.ms);
     let mut life_runs: Option<LifetimeRuns> = None;
-    spread_site(
-        &mut life_runs,
-        Some(&mut fault_runs),
-        &mut zc,
-        &mut spread,
-        fault_reps,
-    )?;
+    // One spread site between two benchmarks: every burst above takes its turn (the same
+    // five states each time; the last site, at benchmark 11, has no fault burst).
+    macro_rules! spread_site {
+        () => {
+            spread_site(
+                &mut life_runs,
+                Some(&mut fault_runs),
+                &mut zc,
+                &mut spread,
+                fault_reps,
+            )?
+        };
+    }
+    spread_site!();
 
     // 3. Data-cache latency plateaus: chases over growing footprints (THP memory).
     pr.start("cache latency plateaus");
@@ -954,13 +961,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
 
     // A spread site (`spread_site`): the line lifetime's next pass and a burst of each of the
     // spread benchmarks.
-    spread_site(
-        &mut life_runs,
-        Some(&mut fault_runs),
-        &mut zc,
-        &mut spread,
-        fault_reps,
-    )?;
+    spread_site!();
     // 5. 2MB-stride chases on THP memory.
     pr.start("TLB sweep (2MB pages)");
     let r2m = Region::map(plan.pages_2m * HUGE, Thp::Huge)?;
@@ -1004,13 +1005,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         ),
     );
 
-    spread_site(
-        &mut life_runs,
-        Some(&mut fault_runs),
-        &mut zc,
-        &mut spread,
-        fault_reps,
-    )?;
+    spread_site!();
     // 6. Host page size: a 4KB-stride chase beyond the 4KB STLB reach, THP memory against 4KB
     // memory, each less a packed control. At twice the STLB's reach (4096 pages here): its lines
     // (256 KiB) and the control's (128 B apart: 512 KiB) stay well within L2, so that the
@@ -1078,13 +1073,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     );
 
     // 7. Memory-level parallelism: K interleaved chases over the DRAM footprint.
-    spread_site(
-        &mut life_runs,
-        Some(&mut fault_runs),
-        &mut zc,
-        &mut spread,
-        fault_reps,
-    )?;
+    spread_site!();
     pr.start("memory-level parallelism");
     // Interleaved, as the concurrent walks below: every round runs each K once, so that a slow
     // phase of the machine falls on all K alike. With each K's repeats back to back (until
@@ -1123,13 +1112,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         ),
     );
 
-    spread_site(
-        &mut life_runs,
-        Some(&mut fault_runs),
-        &mut zc,
-        &mut spread,
-        fault_reps,
-    )?;
+    spread_site!();
     // 7b. The store buffer (calibrate/storebuf.rs): two chases through the same DRAM nodes,
     // relinked in word 0 (the arrangements above are done with), with K stores after each hop.
     pr.start("store buffer");
@@ -1157,13 +1140,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         },
     );
 
-    spread_site(
-        &mut life_runs,
-        Some(&mut fault_runs),
-        &mut zc,
-        &mut spread,
-        fault_reps,
-    )?;
+    spread_site!();
     // 8. Concurrent page walks: K interleaved chases, one line per 4KB page, beyond the STLB,
     // over few enough pages that their lines (and the leaf entries) stay in L2: each hop
     // walks, and its data hits L2, so the chains' overlap is bounded by the walkers, not by
@@ -1278,13 +1255,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     );
     drop(r4k);
 
-    spread_site(
-        &mut life_runs,
-        Some(&mut fault_runs),
-        &mut zc,
-        &mut spread,
-        fault_reps,
-    )?;
+    spread_site!();
     // 9. Sequential read bandwidth: its bursts (`Spread::stream_burst`) run at every spread
     // site since benchmark 3, the one just above included; the value is their median p10, taken
     // after the last (benchmark 11).
@@ -1310,13 +1281,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     // 1.01-1.24 us against 0.87-0.91 back to back). Since 2026-11-28 every run's frames are
     // cold on purpose (`fault_burst`): a program's first touch of fresh memory finds them so.
     pr.start("faults");
-    spread_site(
-        &mut life_runs,
-        Some(&mut fault_runs),
-        &mut zc,
-        &mut spread,
-        fault_reps,
-    )?;
+    spread_site!();
     let f4 = Stat::new(std::mem::take(&mut fault_runs.means));
     let f4_one = Stat::new(std::mem::take(&mut fault_runs.each));
     let f2 = HugeFaults::new(std::mem::take(&mut fault_runs.huge));
