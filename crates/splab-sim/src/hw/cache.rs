@@ -982,6 +982,38 @@ mod tests {
     }
 
     #[test]
+    fn plru_state_bits_are_the_trees_nodes_and_one_per_pair_of_groups() {
+        // One tree of `ways - 1` nodes for a power of two; 12 ways: three 4-way trees (3 nodes
+        // each) and 3 order bits; 6: three 2-way trees and 3; 3: three single ways and 3; 20:
+        // five 4-way trees and 10; 7: seven single ways and 21 (over `plru_fill`'s 7: NRU).
+        for (ways, bits) in [
+            (2, 1),
+            (4, 3),
+            (8, 7),
+            (16, 15),
+            (12, 12),
+            (6, 6),
+            (3, 3),
+            (20, 25),
+            (7, 21),
+        ] {
+            assert_eq!(plru_bits(ways), bits, "{ways} ways");
+        }
+        // The order bits follow the trees, one per pair, none shared.
+        let (g, per) = plru_groups(12);
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..g {
+            for j in i + 1..g {
+                let b = pair_bit(g, per, i, j);
+                assert!(
+                    (9..12).contains(&b) && seen.insert(b),
+                    "pair ({i}, {j}): bit {b}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn the_plru_fill_table_is_the_walk_and_the_touch() {
         for ways in [1u32, 2, 4, 8] {
             let l = Level::new(&level("L", 4 * ways as u64, ways, 4, Replacement::Plru));
