@@ -999,17 +999,20 @@ mod tests {
         ] {
             assert_eq!(plru_bits(ways), bits, "{ways} ways");
         }
-        // The order bits follow the trees, one per pair, none shared.
-        let (g, per) = plru_groups(12);
-        let mut seen = std::collections::HashSet::new();
-        for i in 0..g {
-            for j in i + 1..g {
-                let b = pair_bit(g, per, i, j);
-                assert!(
-                    (9..12).contains(&b) && seen.insert(b),
-                    "pair ({i}, {j}): bit {b}"
-                );
+        // The order bits follow the trees, one per pair, none shared, all below the count.
+        for ways in [3, 6, 12, 20, 24] {
+            let (g, per) = plru_groups(ways);
+            let mut seen = std::collections::HashSet::new();
+            for i in 0..g {
+                for j in i + 1..g {
+                    let b = pair_bit(g, per, i, j);
+                    assert!(
+                        (g * (per - 1)..plru_bits(ways)).contains(&b) && seen.insert(b),
+                        "{ways} ways, pair ({i}, {j}): bit {b}"
+                    );
+                }
             }
+            assert_eq!(seen.len(), g * (g - 1) / 2, "{ways} ways");
         }
     }
 
