@@ -588,7 +588,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
 
     // Cache levels from cpuid (leaf 4 or 0x8000001D), latency from the plateau at half of each level.
     let mut levels: Vec<(String, u64, u32, Latency, String)> = Vec::new(); // name, size, ways, latency, source
-                                                                           // The last level's latency footprint, its latency sentence and cycles on the curve.
+                                                                           // The last level's latency footprint, its latency sentence and ns on the curve.
     let mut llc_point: Option<(usize, String, f64)> = None;
     let data_caches: Vec<&CacheLevel> = cpu.caches.iter().take(3).collect();
     let nlev = data_caches.len();
