@@ -43,6 +43,33 @@ fn quick_calibration_writes_a_machine_file_that_runs() {
         assert!((8.0..=256.0).contains(&n), "store buffer {n}");
     }
     assert!((0.5..=6.0).contains(&ghz), "clock {ghz} GHz");
+    // The clock over the whole run (`bench::Clock`), and every cycle count written at it: no
+    // `bench::Cyc` marker left, and DRAM's hop, written in ns and in cycles, agrees with
+    // freq_hz (to the ns' and the cycles' rounding; the first burst's clock alone, which
+    // converted everything until 2026-11-28 17:00, differs from it by 1-4% here: 6-25 cycles).
+    assert!(
+        text.contains("bursts' medians spread over the calibration"),
+        "the clock's source names its bursts"
+    );
+    assert!(
+        !text.contains('\u{E000}') && !text.contains('\u{E001}'),
+        "a cycle marker left in the file"
+    );
+    let hop = text
+        .split("): ")
+        .find_map(|t| {
+            let (ns, rest) = t.split_once(" ns = ")?;
+            let (cycles, _) = rest.split_once(" cycles a hop")?;
+            Some((ns.parse::<f64>().ok()?, cycles.parse::<f64>().ok()?))
+        })
+        .expect("DRAM's hop in ns and cycles in [caches]'s source");
+    assert!(
+        (hop.0 * ghz - hop.1).abs() <= 0.5 + 0.05 * ghz + 0.1,
+        "DRAM's hop {} ns = {} cycles, at {ghz} GHz {:.1}",
+        hop.0,
+        hop.1,
+        hop.0 * ghz
+    );
     let lat = numbers(&text, "latency");
     assert!(lat.len() >= 2, "cache latencies: {lat:?}");
     assert!((2.0..=10.0).contains(&lat[0]), "L1 latency {}", lat[0]);

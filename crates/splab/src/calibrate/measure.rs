@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use super::bench::{self, mib, Region, Rng, Stat, Thp, HUGE, KS, LINE, PAGE};
+use super::bench::{self, mib, Cyc, Region, Rng, Stat, Thp, HUGE, KS, LINE, PAGE};
 use super::CalibrateArgs;
 
 /// Sizes and repeats of one run.
@@ -30,6 +30,9 @@ struct Progress {
     step: usize,
     total: usize,
     t0: Instant,
+    /// The clock of the bursts so far, at which the cycles (`bench::Cyc`) in a progress line
+    /// are shown; the file's are converted at the clock over all of them.
+    ghz: f64,
 }
 
 impl Progress {
@@ -45,6 +48,7 @@ impl Progress {
         }
     }
     fn done(&mut self, what: &str, result: &str) {
+        let result = bench::resolve_cycles(result, self.ghz).unwrap_or_else(|_| result.to_string());
         if !self.quiet {
             if self.tty {
                 eprint!("\r\x1b[K");
@@ -55,6 +59,37 @@ impl Progress {
                 self.total,
                 self.t0.elapsed().as_secs_f64()
             );
+        }
+    }
+}
+
+/// A cache level's latency: in the core's cycles where it was counted against add chains timed
+/// in the same rounds (L1, L2), else in ns, converted at the calibration's clock once it is
+/// known (`bench::Clock`).
+#[derive(Clone, Copy, Debug)]
+enum Latency {
+    Cycles(f64),
+    Ns(f64),
+}
+
+impl Latency {
+    fn cycles(self, ghz: f64) -> f64 {
+        match self {
+            Latency::Cycles(c) => c,
+            Latency::Ns(ns) => ns * ghz,
+        }
+    }
+    fn ns(self, ghz: f64) -> f64 {
+        match self {
+            Latency::Cycles(c) => c / ghz,
+            Latency::Ns(ns) => ns,
+        }
+    }
+    /// The cycles to one decimal (a `Cyc` marker for a time).
+    fn text(self) -> String {
+        match self {
+            Latency::Cycles(c) => format!("{c:.1}"),
+            Latency::Ns(ns) => format!("{:.1}", Cyc(ns)),
         }
     }
 }
@@ -329,6 +364,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         step: 0,
         total: 14,
         t0: started,
+        ghz: f64::NAN,
     };
     let reps = plan.reps;
 
@@ -389,51 +425,37 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     // 2. Clock: dependent add and imul chains.
     pr.start("clock");
     let iters = 20_000;
-    bench::add_chain(iters);
-    // The runs are spread over about a second (10 ms apart, each after a warm-up chain): all
-    // of them back to back took 50 ms, and one burst of another tenant's load in that window
-    // moved the median 10% (2.71 against 2.99 GHz in back-to-back runs of calibrate).
-    let spaced = |f: fn(u64) -> f64| {
-        bench::clean_with(
-            3 * reps,
-            || {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-                f(iters);
-            },
-            || f(iters),
-        )
-    };
-    let (add, add_drop) = spaced(bench::add_chain);
-    let (imul, _) = spaced(bench::imul_chain);
+    // The clock's first burst (`bench::Clock`), and its cross-check, dependent imuls, once.
+    // The others run at the spread sites: every time below is converted to cycles after the
+    // last (`bench::Cyc`), at the median of the bursts' medians. Decisions taken during the run
+    // in cycles (the TLB sweep's knees, the host page test) use the clock of the bursts so far.
+    let mut clock = bench::Clock::new(3 * reps, iters);
+    clock.burst();
+    let first = clock.bursts[0].clone();
+    bench::imul_chain(iters);
+    let (imul, _) = bench::spaced_runs(3 * reps, iters, bench::imul_chain);
     let imul = bench::Stat::new(imul.samples.iter().map(|x| x / 3.0).collect());
-    // The median, not the 10th percentile: preemption only slows a chain, but this guest's
-    // clock also moves between turbo bins (2.99 to 3.49 GHz seen), and the cycles of every
-    // other value are counted at the clock the machine usually runs at.
-    let ghz = 1.0 / add.pct(50.0);
+    let ghz_first = 1.0 / first.pct(50.0);
     let ghz_imul = 1.0 / imul.pct(50.0);
-    let freq_hz = (ghz * 1e9 / 1e6).round() as u64 * 1_000_000;
-    let clock_src = format!(
-        "calibrate: clock, a chain of dependent register adds (1 cycle each), {} ns per add = {:.3} GHz, the \
-         median of {} runs (fastest {:.3} GHz, spread {:.1}%); cross-check: dependent imuls (3 cycles each) give \
-         {:.3} GHz (median of {} runs, spread {:.1}%)",
-        fmt3(add.pct(50.0)),
-        ghz,
-        add.n(),
-        1.0 / add.pct(0.0),
-        add.spread(),
-        ghz_imul,
+    let imul_text = format!(
+        "cross-check at the first burst: dependent imuls (3 cycles each) give {ghz_imul:.3} GHz (median of {} runs, \
+         spread {:.1}%) where its adds gave {ghz_first:.3} (median of {} runs, spread {:.1}%)",
         imul.n(),
-        imul.spread()
+        imul.spread(),
+        first.n(),
+        first.spread()
     );
+    pr.ghz = ghz_first;
     pr.done(
         "clock",
         &format!(
-            "{ghz:.3} GHz from adds, {ghz_imul:.3} GHz from imuls (medians of {} runs, spread {:.1}%; {add_drop} preempted runs discarded)",
-            add.n(),
-            add.spread()
+            "first burst {ghz_first:.3} GHz from adds, {ghz_imul:.3} GHz from imuls (medians of {} runs, spread {:.1}%; {} preempted runs discarded); \
+             the clock is the median over this and one burst at each spread site",
+            first.n(),
+            first.spread(),
+            clock.dropped
         ),
     );
-    let cyc = |ns: f64| ns * ghz;
     // The 4KB faults (benchmark 10) run in FAULT_BURSTS bursts, here and between the
     // benchmarks up to 10 (`spread_site`), so that a slow phase of the machine (about a second
     // of other tenants' faults and memory traffic) cannot cover them all. Three bursts until
@@ -447,7 +469,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     let mut zc = ZeroCopyRuns::new(zlen)?;
     // The LLC's latency and the read stream get bursts at the same points once their memory is
     // set up (`Spread`); the line lifetime's passes too (3b).
-    let mut spread = Spread::new(reps.div_ceil(3), plan.ms);
+    let mut spread = Spread::new(reps.div_ceil(3), plan.ms, clock);
     let mut life_runs: Option<LifetimeRuns> = None;
     // One spread site between two benchmarks: every burst above takes its turn (the same
     // five states each time; the last site, at benchmark 11, has no fault burst).
@@ -459,7 +481,8 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
                 &mut zc,
                 &mut spread,
                 fault_reps,
-            )?
+            )?;
+            pr.ghz = spread.clock.ghz();
         };
     }
     spread_site!();
@@ -551,7 +574,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     };
     let curve_text = curve
         .iter()
-        .map(|(f, s)| format!("{} {:.0}", mib(*f), cyc(s.low())))
+        .map(|(f, s)| format!("{} {:.0}", mib(*f), Cyc(s.low())))
         .collect::<Vec<_>>()
         .join(", ");
     pr.done(
@@ -564,8 +587,8 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     );
 
     // Cache levels from cpuid (leaf 4 or 0x8000001D), latency from the plateau at half of each level.
-    let mut levels: Vec<(String, u64, u32, u64, String)> = Vec::new(); // name, size, ways, latency, source
-                                                                       // The last level's latency footprint, its latency sentence and cycles on the curve.
+    let mut levels: Vec<(String, u64, u32, Latency, String)> = Vec::new(); // name, size, ways, latency, source
+                                                                           // The last level's latency footprint, its latency sentence and ns on the curve.
     let mut llc_point: Option<(usize, String, f64)> = None;
     let data_caches: Vec<&CacheLevel> = cpu.caches.iter().take(3).collect();
     let nlev = data_caches.len();
@@ -625,11 +648,11 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         };
         // L1 and L2 (not the last level) run at the core's clock: their cycles are the chase's
         // p10 over the p10 of the add chains timed in the same rounds. The last level and
-        // DRAM are not core-clocked: their ns at the median clock.
+        // DRAM are not core-clocked: their ns at the calibration's clock (`freq_hz`).
         let core_clocked = i < 2 && i + 1 < nlev && f <= small.last().copied().unwrap_or(0);
-        let (cycles, how_counted) = if core_clocked {
+        let (lat, how_counted) = if core_clocked {
             (
-                s.low() / local_add.low(),
+                Latency::Cycles(s.low() / local_add.low()),
                 format!(
                     "counted in the core's cycles: over the p10 of the add chains timed in the same rounds ({} ns an add, {})",
                     fmt3(local_add.low()),
@@ -637,14 +660,17 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
                 ),
             )
         } else {
-            (cyc(s.low()), "at the median clock".to_string())
+            (
+                Latency::Ns(s.low()),
+                "at the calibration's clock (freq_hz)".to_string(),
+            )
         };
         let lat_text = format!(
             "Latency: calibrate: chase over {} (one line of each 128 B pair, random order, THP memory), \
-             {:.2} ns = {:.1} cycles {how_counted}, {}.",
+             {:.2} ns = {} cycles {how_counted}, {}.",
             mib(f),
             s.low(),
-            cycles,
+            lat.text(),
             s.how()
         );
         let src =
@@ -652,9 +678,9 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         if i + 1 == nlev && i > 0 {
             // The last level's latency is measured again in bursts over the calibration
             // (`Spread`), and this sentence replaced at the end.
-            llc_point = Some((f, lat_text, cycles));
+            llc_point = Some((f, lat_text, s.low()));
         }
-        levels.push((name, msize, c.ways, cycles.round().max(1.0) as u64, src));
+        levels.push((name, msize, c.ways, lat, src));
     }
     // DRAM: the plateau from 4x to 32x the LLC's capacity (further on, the latency grows with
     // the translations: the model adds its own walks).
@@ -699,23 +725,24 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
                 *f >= 16 * (b.ways * b.sets * b.line) as usize && *f <= plan.dram_footprint / 4
             })
             .collect();
+        // In ns: the same decisions as in cycles at any one clock.
         let mut dram_guess = if far.is_empty() {
-            cyc(at(plan.dram_footprint).low())
+            at(plan.dram_footprint).low()
         } else {
-            cyc(median_low(&far).0)
+            median_low(&far).0
         };
         let mut eff = from;
         let mut half = 0.0;
         for _pass in 0..2 {
-            half = (levels[li].3 as f64 + dram_guess) / 2.0;
+            half = (levels[li].3.ns(spread.clock.ghz()) + dram_guess) / 2.0;
             eff = curve
                 .iter()
                 .filter(|(f, _)| *f >= from)
-                .take_while(|(_, s)| cyc(s.low()) <= half)
+                .take_while(|(_, s)| s.low() <= half)
                 .map(|(f, _)| *f)
                 .last()
                 .unwrap_or(from);
-            dram_guess = cyc(median_low(&plateau_of(eff)).0);
+            dram_guess = median_low(&plateau_of(eff)).0;
         }
         llc_eff = eff;
         // The share: where the latency crosses half way, between the last footprint within
@@ -741,11 +768,11 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
                 let starts = bench::link(&big, &nodes, 1);
                 let s =
                     bench::time_chase(starts[0], bench::warm_hops(f, nodes.len()), reps, plan.ms);
-                fine.push((f as f64, cyc(s.low())));
+                fine.push((f as f64, s.low()));
             }
             fine_text = fine
                 .iter()
-                .map(|(f, c)| format!("{} {:.0}", mib(*f as usize), c))
+                .map(|(f, c)| format!("{} {:.0}", mib(*f as usize), Cyc(*c)))
                 .collect::<Vec<_>>()
                 .join(", ");
             share = first_crossing(&fine, half);
@@ -768,8 +795,9 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             }
         }
         share_note = format!(
-            "{} (half way to DRAM, {half:.0} cycles, on the footprint curve)",
-            mib(share as usize)
+            "{} (half way to DRAM, {:.0} cycles, on the footprint curve)",
+            mib(share as usize),
+            Cyc(half)
         );
         if share * 2.0 <= cpuid_size as f64 {
             let (sets, ways) = share_geometry(share, c.ways);
@@ -784,7 +812,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
                  power-of-two sets whose {} ways hold it, and the share in ways of those sets, so that a share \
                  between two sizes is not rounded to a power of two), not cpuid's {}: the share of the LLC this \
                  machine gets.",
-                half,
+                Cyc(half),
                 mib(share as usize),
                 mib(lo),
                 REFINE_STEPS + 1,
@@ -805,12 +833,12 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         .iter()
         .find(|p| std::ptr::eq(&p.1, dram_stat))
         .map_or(plan.dram_footprint, |p| p.0);
-    // The measured hop in cycles; the file's `dram_latency` is fitted to it at the end, once
-    // the TLBs, walk and [nested] tables the model's prediction needs are written.
-    let dram_cycles = cyc(dram_ns).round() as u64;
+    // The measured hop; in cycles (`dram_cycles`) once the clock is known, and the file's
+    // `dram_latency` is fitted to it at the end, once the TLBs, walk and [nested] tables the
+    // model's prediction needs are written.
     let caches_src = format!(
         "calibrate: DRAM latency, the median of the chases' p10 over footprints {} to {} (4x to 32x the LLC's \
-         capacity; one line of each 128 B pair, random order, THP memory: AnonHugePages {} of {}): {:.1} ns = {} cycles \
+         capacity; one line of each 128 B pair, random order, THP memory: AnonHugePages {} of {}): {:.1} ns = {:.0} cycles \
          a hop (that point's {}). {DRAM_FIT_MARK} The latency curve (cycles per hop by footprint; \
          every point beyond the STLB's reach also carries that chase's translations): {curve_text}",
         mib(plateau[0].0),
@@ -818,7 +846,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         mib(big_thp as usize),
         mib(big.len),
         dram_ns,
-        dram_cycles,
+        Cyc(dram_ns),
         dram_stat.how()
     );
 
@@ -833,7 +861,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     // 3b. The LLC's line lifetime: how long an untouched line stays in it on this host. Its
     // first pass here, the others between the benchmarks below (`LifetimeRuns`), the fit after
     // the last.
-    let llc_lat_ns = levels.last().map_or(0.0, |l| l.3 as f64 / ghz);
+    let llc_lat_ns = levels.last().map_or(0.0, |l| l.3.ns(spread.clock.ghz()));
     if nlev >= 2 {
         pr.start("LLC line lifetime");
         let li = nlev - 1;
@@ -858,7 +886,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
                 first
                     .curve
                     .iter()
-                    .map(|(t, h, _)| format!("{:.1} ms {:.0}", t / 1e6, cyc(*h)))
+                    .map(|(t, h, _)| format!("{:.1} ms {:.0}", t / 1e6, Cyc(*h)))
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
@@ -892,9 +920,14 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     }
     let tlb_stats: Vec<Stat> = tlb_s.into_iter().map(Stat::new).collect();
     let ctl_stats: Vec<Stat> = ctl_s.into_iter().map(Stat::new).collect();
-    let over: Vec<f64> = (0..points.len())
-        .map(|i| cyc(tlb_stats[i].low() - ctl_stats[i].low()))
+    // The extra time by pages, ns (the file's cycles are converted at the end, `bench::Cyc`);
+    // the knees below are found in cycles at the clock of the bursts so far (`g`), as their
+    // thresholds are in cycles.
+    let g = spread.clock.ghz();
+    let over_ns: Vec<f64> = (0..points.len())
+        .map(|i| tlb_stats[i].low() - ctl_stats[i].low())
         .collect();
+    let over: Vec<f64> = over_ns.iter().map(|o| o * g).collect();
     let base = over[..points.iter().filter(|&&p| p <= 32).count().max(1)]
         .iter()
         .cloned()
@@ -922,7 +955,6 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             .collect(),
     )
     .max(0.0);
-    let walk_over = *over.last().unwrap();
     // The walk level just past the STLB: the first point well above the hit level, with the
     // two after it (further on, the page tables themselves fall out of the caches).
     let walk_at = (stlb_probe..points.len())
@@ -936,17 +968,22 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         (stlb_hit + walk_level) / 2.0,
     )
     .unwrap_or(tlb_max);
+    // The values the file gets, in ns until the clock is known.
+    let (stlb_hit_ns, walk_level_ns) = (stlb_hit / g, walk_level / g);
+    let walk_over = Cyc(*over_ns.last().unwrap());
     let sweep_text = points
         .iter()
-        .zip(&over)
-        .map(|(p, o)| format!("{p} {o:.1}"))
+        .zip(&over_ns)
+        .map(|(p, o)| format!("{p} {:.1}", Cyc(*o)))
         .collect::<Vec<_>>()
         .join(", ");
     pr.done(
         "TLB sweep (4KB pages)",
         &format!(
-            "L1 reach {l1_reach} pages, STLB hit +{stlb_hit:.1} cycles, STLB reach {stlb_reach} pages, \
-             walks beyond it +{walk_level:.1} cycles (+{walk_over:.1} at {tlb_max} pages). Extra cycles by pages: {sweep_text}"
+            "L1 reach {l1_reach} pages, STLB hit +{:.1} cycles, STLB reach {stlb_reach} pages, \
+             walks beyond it +{:.1} cycles (+{walk_over:.1} at {tlb_max} pages). Extra cycles by pages: {sweep_text}",
+            Cyc(stlb_hit_ns),
+            Cyc(walk_level_ns)
         ),
     );
     let tlb_spread = tlb_stats.iter().map(|s| s.spread()).fold(0.0, f64::max);
@@ -979,20 +1016,23 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         }
     }
     let s2: Vec<Stat> = s2.into_iter().map(Stat::new).collect();
-    let over2: Vec<f64> = points2
+    let over2_ns: Vec<f64> = points2
         .iter()
         .enumerate()
         .map(|(i, p)| {
             let j = points.iter().position(|x| x == p).unwrap_or(0);
-            cyc(s2[i].low() - ctl_stats[j].low())
+            s2[i].low() - ctl_stats[j].low()
         })
         .collect();
+    // The knee in cycles at the clock so far, as the 4KB sweep's.
+    let g = spread.clock.ghz();
+    let over2: Vec<f64> = over2_ns.iter().map(|o| o * g).collect();
     let base2 = over2[0];
     let l1_reach_2m = knee(&points2, &over2, 0, base2 + 2.0);
     let sweep2_text = points2
         .iter()
-        .zip(&over2)
-        .map(|(p, o)| format!("{p} {o:.1}"))
+        .zip(&over2_ns)
+        .map(|(p, o)| format!("{p} {:.1}", Cyc(*o)))
         .collect::<Vec<_>>()
         .join(", ");
     pr.done(
@@ -1033,8 +1073,12 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         ac.push(bench::time_chase(st[0], 2 * probe_pages, 1, plan.ms).samples[0]);
     }
     let (a4, a2, ac) = (Stat::new(a4), Stat::new(a2), Stat::new(ac));
-    let o4 = cyc(a4.low() - ac.low());
-    let o2 = cyc(a2.low() - ac.low());
+    // Decided in cycles at the clock so far (`g`, as the TLB sweep's knees); written in ns
+    // until the clock is known.
+    let g = spread.clock.ghz();
+    let (o4_ns, o2_ns) = (a4.low() - ac.low(), a2.low() - ac.low());
+    let (o4, o2) = (o4_ns * g, o2_ns * g);
+    let stlb_hit = stlb_hit_ns * g;
     let thp_ok = r2m_thp as usize >= probe_pages * PAGE;
     // With 2MB (or larger) host pages the THP chase needs one TLB entry per 2MB guest page (8
     // here): at most an STLB hit a hop over its control. With 4KB host pages its entries are
@@ -1054,10 +1098,12 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     };
     let host_evidence = format!(
         "a chase with one line per 4KB page over {} ({probe_pages} pages, beyond the 4KB STLB reach) costs \
-         +{o4:.1} cycles per hop over its packed control on 4KB pages ({}) and +{o2:.1} on THP memory \
+         +{:.1} cycles per hop over its packed control on 4KB pages ({}) and +{:.1} on THP memory \
          (AnonHugePages {} of {}, {}); the 2MB-stride chase's extra cycles by pages: {sweep2_text}",
         mib(probe_pages * PAGE),
+        Cyc(o4_ns),
         a4.how(),
+        Cyc(o2_ns),
         mib(r2m_thp as usize),
         mib(r2m.len),
         a2.how()
@@ -1248,9 +1294,9 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         &format!(
             "a lone hop {:.0} cycles of which the walk {:.0}% (against as many lines packed side by side), fastest {:.1} cycles a hop \
              (best speedup {walk_best:.1}x, knee at K={walk_knee:.1}): {walkers_est:.2} walks in flight, {walkers} walkers; speedup by K: {walk_text}",
-            cyc(wlat1),
+            Cyc(wlat1),
             100.0 * walk_share,
-            cyc(we.sat)
+            Cyc(we.sat)
         ),
     );
     drop(r4k);
@@ -1286,6 +1332,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     let f4_one = Stat::new(std::mem::take(&mut fault_runs.each));
     let f2 = HugeFaults::new(std::mem::take(&mut fault_runs.huge));
     let f2_granted = fault_runs.huge_granted;
+    fault_runs.ev = None;
     pr.done(
         "faults",
         &format!(
@@ -1310,6 +1357,24 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     // taken), then the values.
     pr.start("zero and copy");
     spread_site(&mut life_runs, None, &mut zc, &mut spread, fault_reps)?;
+    // The clock, now that its last burst ran: every time from here on, and every `Cyc` in the
+    // file (`bench::resolve_cycles`), is converted at it.
+    let clock = spread.clock.clone();
+    let ghz = clock.ghz();
+    pr.ghz = ghz;
+    let cyc = |ns: f64| ns * ghz;
+    let freq_hz = (ghz * 1e9 / 1e6).round() as u64 * 1_000_000;
+    let clock_src = format!(
+        "calibrate: clock, a chain of dependent register adds (1 cycle each), {} ns per add = {ghz:.3} GHz, {}; {imul_text}",
+        fmt3(clock.ns_per_cycle()),
+        clock.how()
+    );
+    if !args.quiet {
+        eprintln!("calibrate: clock {ghz:.3} GHz, {}", clock.how());
+    }
+    let dram_cycles = cyc(dram_ns).round() as u64;
+    let stlb_cycles = cyc(stlb_hit_ns).round().max(1.0) as u64;
+    let (stlb_hit, walk_level) = (Cyc(stlb_hit_ns), Cyc(walk_level_ns));
     let [z4t, z2t, z2n, z4n, c4t, c2n] = zc.stats();
     let per4 = |s: &bench::Bursts| cyc(s.pooled().low());
     let per4_how = |s: &bench::Bursts| {
@@ -1351,27 +1416,28 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     // the note). The hop of a chase is a best case per burst (noise only adds time); the
     // median over the bursts is the typical phase's, which validate's LLC row, timed at another
     // moment, meets.
-    if let Some((f, old_text, curve_cycles)) = llc_point.take() {
+    if let Some((f, old_text, curve_ns)) = llc_point.take() {
         if spread.llc.n() > 0 {
             let li = nlev - 1;
             let ns = spread.llc.low();
             let cycles = cyc(ns);
             let text = format!(
                 "Latency: calibrate: chase over {} (one line of each 128 B pair, random order, THP memory, its own \
-                 region), {ns:.2} ns = {cycles:.1} cycles at the median clock, {}, cycles per hop at the median clock \
-                 (the latency curve's point, interleaved with the smaller footprints: {curve_cycles:.1} cycles).",
+                 region), {ns:.2} ns = {cycles:.1} cycles at the calibration's clock (freq_hz), {}, cycles per hop \
+                 (the latency curve's point, interleaved with the smaller footprints: {:.1} cycles).",
                 mib(f),
-                spread.llc.how(|ns| format!("{:.1}", cyc(ns)))
+                spread.llc.how(|ns| format!("{:.1}", cyc(ns))),
+                cyc(curve_ns)
             );
             anyhow::ensure!(
                 levels[li].4.matches(&old_text).count() == 1,
                 "calibrate: the LLC's source no longer holds its latency sentence to replace"
             );
             levels[li].4 = levels[li].4.replacen(&old_text, &text, 1);
-            levels[li].3 = cycles.round().max(1.0) as u64;
+            levels[li].3 = Latency::Ns(ns);
         }
     }
-    let llc_lat_ns = levels.last().map_or(0.0, |l| l.3 as f64 / ghz);
+    let llc_lat_ns = levels.last().map_or(0.0, |l| l.3.ns(ghz));
 
     // 3b, the end: the line lifetime over every pass (`LifetimeRuns`).
     let mut lifetime_ns: Option<u64> = None;
@@ -1633,7 +1699,6 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
                 )
             }
         };
-    let stlb_cycles = stlb_hit.round().max(1.0) as u64;
     let guest_desc = if cpu.guest {
         format!(
             "a {} guest, host page {}",
@@ -1794,6 +1859,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         q(&caches_src)
     );
     for (name, size, ways, lat, src) in &levels {
+        let lat = lat.cycles(ghz).round().max(1.0) as u64;
         let life = match lifetime_ns {
             Some(ns) if name == "LLC" => format!("lifetime_ns = {ns}\n"),
             _ => String::new(),
@@ -2022,6 +2088,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     // model adds its own walks to `dram_latency`. Written raw (until 2026-11-28), the walk was
     // counted twice (docs/validation.md, "DRAM latency: fitted through the model").
     pr.start("DRAM latency fit (the model's prediction of the chase)");
+    let t = bench::resolve_cycles(&t, ghz)?;
     let parsed = splab_sim::hw::machine_file::parse(&t, "the calibrated machine file")?;
     let m0 = parsed.machine;
     let hz = m0.freq_hz as f64;
@@ -2074,7 +2141,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         ghz,
         levels
             .iter()
-            .map(|l| format!("{} {} {}", l.0, sz(l.1), l.3))
+            .map(|l| format!("{} {} {:.0}", l.0, sz(l.1), l.3.cycles(ghz).round().max(1.0)))
             .collect::<Vec<_>>()
             .join(", "),
         stlb_arrays[0].1,
@@ -2120,6 +2187,11 @@ fn concurrency_knee(rows: &[(usize, Stat)]) -> f64 {
 /// every 4KB cost, taken in bursts, stayed within 4.7%.)
 #[derive(Default)]
 struct FaultRuns {
+    /// The eviction buffer read before every run (`fault_burst`): made once, on the first
+    /// burst, and kept to the end of the faults (until 2026-11-28 17:00 each of the eight bursts
+    /// made its own: 960 MiB here, allocated, written and freed eight times). Mapped, it is
+    /// this process's memory through benchmarks 3 to 10, dropped after the last fault burst.
+    ev: Option<crate::validate::heldout::Evictor>,
     means: Vec<f64>,
     each: Vec<f64>,
     huge: Vec<Stat>,
@@ -2179,7 +2251,9 @@ fn fault_burst(runs: usize, acc: &mut FaultRuns) -> Result<()> {
     // touch of cached frames costs a third of one of cold frames (a THP 81-90 against 252-275
     // us; a 4KB page 0.93 against 1.33-1.53 us: docs/validation.md, "seq 16 MiB: warm frames").
     // The model's faults are a program's first touches of fresh memory: cold frames.
-    let ev = crate::validate::heldout::Evictor::native();
+    let ev = acc
+        .ev
+        .get_or_insert_with(crate::validate::heldout::Evictor::native);
     let mut fail = None;
     let (st2, _) = bench::clean_with(
         runs,
@@ -2344,7 +2418,8 @@ fn zero_copy_op(kind: usize, p: *mut u8, s: *const u8) {
 const FAULT_BURSTS: usize = 8;
 
 /// The benchmarks that run in bursts at the spread sites besides the faults, the zeroing and
-/// the line lifetime (`bench::Bursts` says why): the LLC's latency and the read stream.
+/// the line lifetime (`bench::Bursts` says why): the LLC's latency, the read stream and the
+/// clock (`bench::Clock`).
 struct Spread {
     /// Clean runs per burst, and milliseconds per timed chase run.
     runs: usize,
@@ -2358,6 +2433,8 @@ struct Spread {
     stream_next: usize,
     /// ns per byte.
     stream: bench::Bursts,
+    /// The core's clock: its first burst at benchmark 2, one more at every site.
+    clock: bench::Clock,
 }
 
 /// The read stream's piece: 32 MiB, read from a rotation over the DRAM footprint so that each
@@ -2365,8 +2442,9 @@ struct Spread {
 const STREAM_PIECE: usize = 32 << 20;
 
 impl Spread {
-    fn new(runs: usize, ms: f64) -> Spread {
+    fn new(runs: usize, ms: f64, clock: bench::Clock) -> Spread {
         Spread {
+            clock,
             runs: runs.max(3),
             ms,
             llc_chase: None,
@@ -2430,8 +2508,8 @@ impl Spread {
 }
 
 /// A spread site: the line lifetime's next pass, a burst of the faults (`None` once their
-/// values are taken), of the zeroing and copying (`runs` rounds), of the LLC's latency and of
-/// the read stream. The sites lie between the benchmarks, so that each of these quantities is
+/// values are taken), of the zeroing and copying (`runs` rounds), of the LLC's latency, of
+/// the read stream and of the clock. The sites lie between the benchmarks, so that each of these quantities is
 /// sampled over the whole calibration and no slow phase of the host falls on one of them only.
 fn spread_site(
     life: &mut Option<LifetimeRuns>,
@@ -2449,6 +2527,7 @@ fn spread_site(
     zc.burst(runs);
     sp.llc_burst();
     sp.stream_burst();
+    sp.clock.burst();
     Ok(())
 }
 
