@@ -1249,6 +1249,11 @@ struct Level {
     stats: LevelStats,
     /// For each size class, the first array holding it and its page shift (255 = none).
     insert_to: [(u8, u8); 16],
+    /// Bit a set once array a has been filled (never cleared): a superset of the arrays with
+    /// valid entries, so a lookup skips the others without visiting them (on skylake under
+    /// base pages, two of the L1 DTLB's three arrays and one of the STLB's two are empty: the
+    /// loop over every array was about 30 host instructions per GUPS update).
+    filled: u64,
 }
 
 impl Level {
@@ -1264,8 +1269,10 @@ impl Level {
                 *slot = (a as u8, shift);
             }
         }
+        assert!(arrays.len() <= 64, "a TLB level has at most 64 arrays");
         Level {
             arrays,
+            filled: 0,
             hit_cycles: cfg.hit_cycles,
             stats: LevelStats {
                 name: cfg.name.clone(),
@@ -1278,8 +1285,14 @@ impl Level {
 
     #[inline(always)]
     fn lookup(&mut self, asid: u32, va: u64) -> Option<Translation> {
-        for a in &mut self.arrays {
-            if let Some(t) = a.lookup(asid, va) {
+        // The arrays ever filled, in order (the others are empty).
+        let mut m = self.filled;
+        while m != 0 {
+            let a = m.trailing_zeros() as usize;
+            m &= m - 1;
+            debug_assert!(a < self.arrays.len());
+            // SAFETY: `insert` and `insert_absent` set only bits of indexes of `arrays`.
+            if let Some(t) = unsafe { self.arrays.get_unchecked_mut(a) }.lookup(asid, va) {
                 return Some(t);
             }
         }
@@ -1291,6 +1304,7 @@ impl Level {
         if let Some(&(a, shift)) = self.insert_to.get(t.size.0 as usize) {
             if a != u8::MAX {
                 debug_assert!((a as usize) < self.arrays.len());
+                self.filled |= 1 << a;
                 // SAFETY: `new` puts in `insert_to` only indexes of `arrays` (or `u8::MAX`).
                 unsafe { self.arrays.get_unchecked_mut(a as usize) }
                     .insert(asid, va, shift, t, absent);
@@ -1305,6 +1319,7 @@ impl Level {
         if let Some(&(a, shift)) = self.insert_to.get(t.size.0 as usize) {
             if a != u8::MAX {
                 debug_assert!((a as usize) < self.arrays.len());
+                self.filled |= 1 << a;
                 // SAFETY: as in `insert`.
                 unsafe { self.arrays.get_unchecked_mut(a as usize) }
                     .insert_absent(asid, va, shift, t, vpn, tag, h);
@@ -1448,6 +1463,27 @@ impl Tlb {
             };
         }
         first.stats.misses += 1;
+        if let [lvl] = self.lower.as_mut_slice() {
+            // The presets' one lower level (the STLB): the loop below without its control and
+            // the fill of the levels between (none), which were a dozen host instructions.
+            if let Some(t) = lvl.lookup(asid, va) {
+                lvl.stats.hits += 1;
+                let cycles = lvl.hit_cycles;
+                self.first_mut(ifetch).insert(asid, va, t, true);
+                if !ifetch {
+                    self.set_last(asid, va, t);
+                }
+                return Lookup::Hit {
+                    level: 1,
+                    t,
+                    cycles,
+                };
+            }
+            lvl.stats.misses += 1;
+            return Lookup::Miss {
+                cycles: lvl.hit_cycles,
+            };
+        }
         for i in 0..self.lower.len() {
             let lvl = &mut self.lower[i];
             if let Some(t) = lvl.lookup(asid, va) {
@@ -1503,8 +1539,13 @@ impl Tlb {
             let vpn = va >> shift;
             let tag = make_tag(asid, vpn, t.size);
             let h = hint(tag);
-            for l in &mut self.lower {
+            if let [l] = self.lower.as_mut_slice() {
+                // The presets' one lower level, without the loop.
                 l.insert_absent(asid, va, t, vpn, tag, h);
+            } else {
+                for l in &mut self.lower {
+                    l.insert_absent(asid, va, t, vpn, tag, h);
+                }
             }
             self.first_mut(ifetch)
                 .insert_absent(asid, va, t, vpn, tag, h);

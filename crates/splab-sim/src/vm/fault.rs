@@ -166,10 +166,10 @@ impl Os {
 
     /// Records the physical offset of the translation just entered in `Tlb::last`: to the
     /// page's host frame on a guest with scattered host placement (the entry's page lies within
-    /// one host page, `host_class`, so one offset holds for all of it).
+    /// one host page, `host_class`, so one offset holds for all of it). `shift`: the page
+    /// shift of `t.size`.
     #[inline]
-    fn note_last(&mut self, va: u64, t: &Translation) {
-        let shift = self.machine.page_shifts[t.size.0 as usize];
+    fn note_last(&mut self, va: u64, t: &Translation, shift: u8) {
         let start = va >> shift << shift;
         let pa = self.host_addr(t.pfn.0 << self.base_shift());
         self.pa_delta = pa.wrapping_sub(start);
@@ -442,7 +442,7 @@ impl Os {
         // the entry it finds) before the fault.
         let leaf = match found {
             Walked::Mapped { entry, .. } | Walked::CleanSuperpageWrite(entry) => {
-                self.machine.page_shifts[entry.size().0 as usize]
+                self.shift_of(entry.size())
             }
             Walked::Unusable => self.unusable_leaf(pid, vpn),
         };
@@ -632,10 +632,10 @@ impl Os {
     /// The access is translated by `t`: its data reference and timing.
     #[inline(always)]
     fn finish_access(&mut self, a: &Access, t: &Translation, trip: &mut Trip) {
-        let shift = self.machine.page_shifts[t.size.0 as usize];
+        let shift = self.shift_of(t.size);
         let pa = (t.pfn.0 << self.base_shift()) + (a.va & ((1u64 << shift) - 1));
         if a.op != MemOp::Ifetch {
-            self.note_last(a.va, t);
+            self.note_last(a.va, t, shift);
             if self.dirty.track {
                 // dirty=hash: the write changes the page's contents (vm/dirty.rs).
                 self.track_access(a.op.kind() == AccessKind::Write, pa);

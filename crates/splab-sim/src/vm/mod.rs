@@ -265,6 +265,10 @@ pub struct Os {
     pub user_top: u64,
     /// Orders of the size classes, cached from the machine.
     pub orders: Vec<u8>,
+    /// The page shift of each size class (`machine.page_shifts`, 0 past them), in a fixed
+    /// array indexed by the class's low four bits: the access path reads it without the
+    /// vector's bounds check (the machine does not change after `new`).
+    shift_of: [u8; 16],
     /// On a guest machine (nested paging), the size class of the host's page: a TLB entry holds
     /// no larger a page (a larger guest page is splintered, `Os::splinter`). `u8::MAX` on a
     /// native machine.
@@ -346,6 +350,9 @@ impl Os {
             user_top >> 8
         };
         let n = machine.page_shifts.len();
+        assert!(n <= 16, "at most 16 page sizes");
+        let mut shift_of = [0u8; 16];
+        shift_of[..n].copy_from_slice(&machine.page_shifts);
         let stats = VmStats {
             promotions: vec![0; n],
             demotions: vec![0; n],
@@ -369,6 +376,7 @@ impl Os {
             user_top,
             reserv: None,
             orders,
+            shift_of,
             host_class,
             host_frames,
             pa_delta: 0,
@@ -416,7 +424,14 @@ impl Os {
 
     #[inline]
     pub fn base_shift(&self) -> u8 {
-        self.machine.page_shifts[0]
+        self.shift_of[0]
+    }
+
+    /// The page shift of size class `c` (`machine.page_shifts[c]`).
+    #[inline(always)]
+    pub(crate) fn shift_of(&self, c: crate::units::SizeClass) -> u8 {
+        debug_assert!((c.0 as usize) < self.machine.page_shifts.len());
+        self.shift_of[c.0 as usize & 15]
     }
 
     fn proc_mut(&mut self, pid: Pid) -> Result<&mut Process> {
