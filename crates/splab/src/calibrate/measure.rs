@@ -949,6 +949,16 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
              walks beyond it +{walk_level:.1} cycles (+{walk_over:.1} at {tlb_max} pages). Extra cycles by pages: {sweep_text}"
         ),
     );
+    // 4b. The walk's fixed cost (calibrate/walkcost.rs): the model's charge is subtracted below.
+    pr.start("walk's fixed cost");
+    let walk_native = super::walkcost::measure(treps.max(9))?;
+    pr.done(
+        "walk's fixed cost",
+        &format!(
+            "{:.1} cycles a hop beyond the control",
+            cyc(walk_native.l1_ns - walk_native.ctl_ns)
+        ),
+    );
     let tlb_spread = tlb_stats.iter().map(|s| s.spread()).fold(0.0, f64::max);
     // The STLB's 4KB capacity the probes below are sized by: cpuid's where AMD lists it, else
     // the sweep's knee. The knee lies below the capacity (random pages overflow some sets
@@ -2021,6 +2031,11 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     // 4KB host pages, 2MB guest pages get 4KB TLB entries and two-dimensional walks), and the
     // model adds its own walks to `dram_latency`. Written raw (until 2026-11-28), the walk was
     // counted twice (docs/validation.md, "DRAM latency: fitted through the model").
+    // The walk's fixed cost, before the DRAM fit (whose chase walks): benchmark 4b less the
+    // model's charge on this file (calibrate/walkcost.rs).
+    let m_walk = splab_sim::hw::machine_file::parse(&t, "the calibrated machine file")?.machine;
+    let (walk_fixed, walk_note) = super::walkcost::fixed_cycles(&walk_native, &m_walk, ghz);
+    let t = super::walkcost::patch(&t, walk_fixed, &walk_note)?;
     pr.start("DRAM latency fit (the model's prediction of the chase)");
     let parsed = splab_sim::hw::machine_file::parse(&t, "the calibrated machine file")?;
     let m0 = parsed.machine;
