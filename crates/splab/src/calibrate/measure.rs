@@ -949,16 +949,9 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
              walks beyond it +{walk_level:.1} cycles (+{walk_over:.1} at {tlb_max} pages). Extra cycles by pages: {sweep_text}"
         ),
     );
-    // 4b. The walk's fixed cost (calibrate/walkcost.rs): the model's charge is subtracted below.
-    pr.start("walk's fixed cost");
+    // 4b. The walk's fixed cost, within the sweep's step (calibrate/walkcost.rs; the model's
+    // charge is subtracted once the file is written).
     let walk_native = super::walkcost::measure(treps.max(9))?;
-    pr.done(
-        "walk's fixed cost",
-        &format!(
-            "{:.1} cycles a hop beyond the control",
-            cyc(walk_native.l1_ns - walk_native.ctl_ns)
-        ),
-    );
     let tlb_spread = tlb_stats.iter().map(|s| s.spread()).fold(0.0, f64::max);
     // The STLB's 4KB capacity the probes below are sized by: cpuid's where AMD lists it, else
     // the sweep's knee. The knee lies below the capacity (random pages overflow some sets
