@@ -209,6 +209,8 @@ struct FileWalk {
     pte_bytes: u32,
     /// `radix` only.
     pwc_entries: Option<Vec<u32>>,
+    /// `radix` only: core cycles a walk costs beyond its references (absent = 0).
+    fixed_cycles: Option<u64>,
     /// `software` only.
     handler_cycles: Option<u64>,
     /// `software` only.
@@ -748,6 +750,11 @@ pub fn check_swap_pages(path: &str, bytes: u64, base: u64) -> std::result::Resul
     Ok(bytes)
 }
 
+/// The largest `walk.fixed_cycles` a file may give: far above any walker's measured part
+/// (8-14 cycles on the Intel guest of docs/validation.md), so that a typo (a value in ns x1000,
+/// ticks) is an error and not a machine whose every TLB miss costs a millisecond.
+const MAX_WALK_FIXED_CYCLES: u64 = 10_000;
+
 fn build_walk(w: &FileWalk, shifts: &[u8], va_bits: u8) -> std::result::Result<WalkConfig, Bad> {
     need_text("walk.source", &w.source)?;
     let base = shifts[0];
@@ -872,14 +879,25 @@ fn build_walk(w: &FileWalk, shifts: &[u8], va_bits: u8) -> std::result::Result<W
                     );
                 }
             }
+            let fixed_cycles = w.fixed_cycles.unwrap_or(0);
+            if fixed_cycles > MAX_WALK_FIXED_CYCLES {
+                return bad(
+                    "walk.fixed_cycles",
+                    format!(
+                        "{fixed_cycles}: at most {MAX_WALK_FIXED_CYCLES} cycles (the walker's own part of a walk, beyond its references)"
+                    ),
+                );
+            }
             WalkConfig::Radix {
                 level_shifts,
                 pwc_entries: pwc,
                 pte_bytes: w.pte_bytes,
+                fixed_cycles,
             }
         }
         WalkKind::Software => {
             only("pwc_entries", w.pwc_entries.is_some(), "radix")?;
+            only("fixed_cycles", w.fixed_cycles.is_some(), "radix")?;
             WalkConfig::Software {
                 handler_cycles: w
                     .handler_cycles
@@ -1688,6 +1706,44 @@ mod tests {
         .to_string();
         assert!(
             e.contains("key walk.pwc_entries: only for kind = \"radix\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn walk_fixed_cycles_parse_default_and_errors() {
+        let with = |v: &str| {
+            SKYLAKE.replace(
+                "pte_bytes = 8\n",
+                &format!("pte_bytes = 8\nfixed_cycles = {v}\n"),
+            )
+        };
+        // Absent: 0 (the presets).
+        assert_eq!(parse(SKYLAKE, "t").unwrap().machine.walk.fixed_cycles(), 0);
+        assert_eq!(
+            parse(&with("11"), "t").unwrap().machine.walk.fixed_cycles(),
+            11
+        );
+        for (v, want) in [
+            ("-3", "key walk.fixed_cycles"),
+            ("\"ten\"", "key walk.fixed_cycles"),
+            (
+                "10001",
+                "key walk.fixed_cycles: 10001: at most 10000 cycles",
+            ),
+        ] {
+            let e = parse(&with(v), "t").unwrap_err().to_string();
+            assert!(e.contains(want), "{v}: {e}");
+        }
+        let alpha = built_in("alpha21264").unwrap();
+        let e = parse(
+            &alpha.replace("pte_refs = 1\n", "pte_refs = 1\nfixed_cycles = 5\n"),
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("key walk.fixed_cycles: only for kind = \"radix\""),
             "{e}"
         );
     }

@@ -18,11 +18,15 @@ pub enum WalkConfig {
     /// A hardware radix walker. `level_shifts` are the VA shifts of each level's entries, root
     /// first (x86-64: 39, 30, 21, 12). A page size is mapped by the level whose shift equals its
     /// own. `pwc_entries[i]` is the size of the page-walk cache for non-leaf entries of level i
-    /// (0 = none). `pte_bytes`: size of one entry.
+    /// (0 = none). `pte_bytes`: size of one entry. `fixed_cycles`: what a walk costs beyond its
+    /// references and the last TLB level's lookup (the walker's start, the TLB fill, the load's
+    /// replay: not published by Intel or AMD; a machine file's `walk.fixed_cycles`, measured by
+    /// `splab calibrate`'s walk-cost benchmark; 0 in the presets).
     Radix {
         level_shifts: Vec<u8>,
         pwc_entries: Vec<u32>,
         pte_bytes: u32,
+        fixed_cycles: u64,
     },
     /// A software refill handler: `handler_cycles` per miss (the trap drains the window), plus
     /// `pte_refs` loads of the leaf entry of the base page (a linear, virtually mapped table with
@@ -43,6 +47,14 @@ impl WalkConfig {
             WalkConfig::Radix { level_shifts, .. } | WalkConfig::Software { level_shifts, .. } => {
                 level_shifts
             }
+        }
+    }
+    /// A hardware walk's fixed cycles beyond its references (0 for a software refill, whose
+    /// `handler_cycles` are its fixed part).
+    pub fn fixed_cycles(&self) -> u64 {
+        match self {
+            WalkConfig::Radix { fixed_cycles, .. } => *fixed_cycles,
+            WalkConfig::Software { .. } => 0,
         }
     }
     pub fn pte_bytes(&self) -> u32 {
@@ -249,13 +261,15 @@ pub struct WalkCost {
     pub refs_by_level: [u32; 4],
     /// Software refill handler cycles (0 for a hardware walker).
     pub handler: u64,
+    /// A hardware walk's fixed cycles beyond its references (`WalkConfig::fixed_cycles`).
+    pub fixed: u32,
     /// Of `refs`, the references to the host's tables (nested paging; 0 otherwise).
     pub refs_host: u32,
 }
 
 impl WalkCost {
     pub fn cycles(&self) -> u64 {
-        self.handler + self.by_level.iter().map(|&c| c as u64).sum::<u64>()
+        self.handler + self.fixed as u64 + self.by_level.iter().map(|&c| c as u64).sum::<u64>()
     }
 }
 
@@ -273,6 +287,8 @@ pub struct Walker {
     leaf_of: [u8; 64],
     pte_bytes: u64,
     software: Option<(u64, u32)>,
+    /// A hardware walk's fixed cycles (`WalkConfig::fixed_cycles`).
+    fixed: u32,
     pwcs: Vec<Pwc>,
     /// Walks answered by a page-walk cache at some level.
     pub pwc_hits: u64,
@@ -353,6 +369,7 @@ impl Walker {
                 } => Some((*handler_cycles, *pte_refs)),
                 WalkConfig::Radix { .. } => None,
             },
+            fixed: u32::try_from(cfg.fixed_cycles()).unwrap_or(u32::MAX),
             pwcs,
             pwc_hits: 0,
             refs_by_level: [0; 4],
@@ -433,6 +450,13 @@ impl Walker {
         self.nested.is_some()
     }
 
+    /// What every hardware walk costs beyond its references, charged once per walk (a walk that
+    /// finds no mapping included: it started and ran to the entry that was not present).
+    #[inline(always)]
+    pub fn fixed_cycles(&self) -> u32 {
+        self.fixed
+    }
+
     /// Whether misses trap to software (which drains the core's window).
     pub fn is_software(&self) -> bool {
         self.software.is_some()
@@ -505,6 +529,7 @@ impl Walker {
         }
         let counts = self.radix_refs(asid, va, leaf_shift, path, caches);
         self.tally(caches, counts, &mut cost);
+        cost.fixed = self.fixed;
         cost
     }
 
@@ -639,6 +664,8 @@ impl Walker {
         }
         counts += hcounts;
         self.tally(caches, counts, &mut cost);
+        // One walk, one fixed cost: the host's walks inside it are its references.
+        cost.fixed = self.fixed;
         cost.refs_host = host;
         nested.stats.walk_refs_host += host as u64;
         nested.stats.walk_refs_max = nested.stats.walk_refs_max.max(cost.refs);
@@ -742,6 +769,7 @@ mod tests {
                 level_shifts: vec![39, 30, 21, 12],
                 pwc_entries: vec![2, 4, 32],
                 pte_bytes: 8,
+                fixed_cycles: 0,
             },
             12,
         )
@@ -914,6 +942,58 @@ mod tests {
         assert_eq!(c.access(f.line(leaf)), 0, "the placed line is in L1");
         // A native walker's lines are its own.
         assert_eq!(radix().host_line(64 * 9), 64 * 9);
+    }
+
+    /// A hardware walk costs exactly its references at their places' latencies plus the
+    /// walker's fixed cycles, once a walk: native (4 DRAM references, then 1 L1 reference below
+    /// the PWC hit) and two-dimensional (24 references, one fixed cost).
+    #[test]
+    fn a_walk_costs_its_references_and_the_fixed_cycles_once() {
+        let cfg = |fixed| WalkConfig::Radix {
+            level_shifts: vec![39, 30, 21, 12],
+            pwc_entries: vec![2, 4, 32],
+            pte_bytes: 8,
+            fixed_cycles: fixed,
+        };
+        let mut w = Walker::new(&cfg(13), 12);
+        assert_eq!(w.fixed_cycles(), 13);
+        let mut c = caches();
+        let path = [1, 2, 3, 4];
+        let r = w.walk(1, 0x1000, 12, &path, &mut c);
+        assert_eq!((r.refs, r.fixed, r.cycles()), (4, 13, 413));
+        let r = w.walk(1, 0x2000, 12, &path, &mut c);
+        assert_eq!((r.refs, r.cycles()), (1, 10 + 13));
+        // Without the key: the references alone.
+        let mut w0 = Walker::new(&cfg(0), 12);
+        let r = w0.walk(1, 0x1000, 12, &path, &mut caches());
+        assert_eq!(r.cycles(), 400);
+        // A software refill's fixed part is its handler.
+        let sw = WalkConfig::Software {
+            handler_cycles: 70,
+            level_shifts: vec![],
+            pte_refs: 1,
+            pte_bytes: 8,
+        };
+        assert_eq!(sw.fixed_cycles(), 0);
+        // Two-dimensional: 24 uncached references (fresh caches: the same walk with and without
+        // the key), one fixed cost.
+        let walk_2d = |fixed| {
+            let mut n = Walker::new(&cfg(fixed), 12);
+            n.set_nested(
+                &NestedConfig {
+                    page_shift: 12,
+                    level_shifts: vec![39, 30, 21, 12],
+                    pwc_entries: vec![0, 0, 0],
+                    ntlb_entries: 0,
+                    placement: HostPlacement::Identity,
+                },
+                1 << 30,
+            );
+            n.walk_nested(1, 0x1000, 12, &path, Some(0x5000), &mut caches())
+        };
+        let (r0, r) = (walk_2d(0), walk_2d(13));
+        assert_eq!((r0.refs, r.refs, r0.fixed, r.fixed), (24, 24, 0, 13));
+        assert_eq!(r.cycles(), r0.cycles() + 13);
     }
 
     #[test]

@@ -467,6 +467,7 @@ impl Os {
                 refs += n;
             }
             self.acc.walk_refs += refs as u64;
+            trip.walk_fixed += self.hw.walker.fixed_cycles();
             trip.walked = true;
         }
         match found {
@@ -588,6 +589,7 @@ impl Os {
         if self.hw.walker.is_software() {
             trip.refill_cycles += w.handler;
         } else {
+            trip.walk_fixed += w.fixed;
             trip.walked = true;
         }
     }

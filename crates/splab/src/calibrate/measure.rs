@@ -986,6 +986,9 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             Cyc(walk_level_ns)
         ),
     );
+    // 4b. The walk's fixed cost, within the sweep's step (calibrate/walkcost.rs; the model's
+    // charge is subtracted once the file is written).
+    let walk_native = super::walkcost::measure(treps.max(9))?;
     let tlb_spread = tlb_stats.iter().map(|s| s.spread()).fold(0.0, f64::max);
     // The STLB's 4KB capacity the probes below are sized by: cpuid's where AMD lists it, else
     // the sweep's knee. The knee lies below the capacity (random pages overflow some sets
@@ -2087,6 +2090,11 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     // 4KB host pages, 2MB guest pages get 4KB TLB entries and two-dimensional walks), and the
     // model adds its own walks to `dram_latency`. Written raw (until 2026-11-28), the walk was
     // counted twice (docs/validation.md, "DRAM latency: fitted through the model").
+    // The walk's fixed cost, before the DRAM fit (whose chase walks): benchmark 4b less the
+    // model's charge on this file (calibrate/walkcost.rs).
+    let m_walk = splab_sim::hw::machine_file::parse(&t, "the calibrated machine file")?.machine;
+    let (walk_fixed, walk_note) = super::walkcost::fixed_cycles(&walk_native, &m_walk, ghz);
+    let t = super::walkcost::patch(&t, walk_fixed, &walk_note)?;
     pr.start("DRAM latency fit (the model's prediction of the chase)");
     let t = bench::resolve_cycles(&t, ghz)?;
     let parsed = splab_sim::hw::machine_file::parse(&t, "the calibrated machine file")?;

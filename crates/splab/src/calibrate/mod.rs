@@ -18,6 +18,8 @@ pub(crate) mod reporting;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod storebuf;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod walkcost;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 pub use measure::l2_footprint;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 pub(crate) use measure::HugeFaults;
