@@ -1824,6 +1824,66 @@ mod tests {
         );
     }
 
+    /// Split first-level arrays (4KB and 2MB apart, as skylake's L1 DTLB) and an L1 ITLB: a
+    /// lookup visits only the arrays ever filled (`Level::filled`), so every way into an array
+    /// must mark it: a walk's fill (`insert_absent`), and an STLB hit's refill (`insert`) of a
+    /// 2MB page whose first translation came by an instruction fetch (the L1 ITLB and the STLB
+    /// only). The one-lower-level path counts the STLB's misses and keeps the data side's
+    /// last hit (`Tlb::last`) to data translations.
+    #[test]
+    fn every_fill_of_a_split_first_level_is_found_again() {
+        let arr = |sizes: Vec<u8>, entries, ways| ArrayConfig {
+            sizes,
+            entries,
+            ways,
+            replacement: TlbReplacement::Lru,
+        };
+        let level = |name: &str, arrays, hit_cycles| LevelConfig {
+            name: name.into(),
+            arrays,
+            hit_cycles,
+        };
+        let c = TlbConfig {
+            l1d: level("L1D", vec![arr(vec![0], 16, 4), arr(vec![1], 8, 4)], 0),
+            l1i: Some(level("L1I", vec![arr(vec![0, 1], 16, 4)], 0)),
+            lower: vec![level("L2", vec![arr(vec![0, 1], 64, 4)], 7)],
+        };
+        let mut tlb = Tlb::new(&c, &[12, 21]);
+        let lvl = |l: Lookup| match l {
+            Lookup::Hit { level, .. } => Some(level),
+            Lookup::Miss { .. } => None,
+        };
+        // A 4KB data page: its walk's fill marks the L1D's 4KB array (index 0).
+        assert_eq!(lvl(tlb.lookup(1, 0x1000, false)), None);
+        tlb.fill(1, 0x1000, t(1, 0), false);
+        assert_eq!(lvl(tlb.lookup(1, 0x1000, false)), Some(0));
+        // Another 4KB data page, then an instruction fetch from the first: an STLB hit, which
+        // leaves the data side's last hit where it was.
+        tlb.lookup(1, 0x5000, false);
+        tlb.fill(1, 0x5000, t(5, 0), false);
+        assert_eq!(lvl(tlb.lookup(1, 0x5000, false)), Some(0));
+        assert_eq!((tlb.last.start, tlb.last.end), (0x5000, 0x6000));
+        assert_eq!(lvl(tlb.lookup(1, 0x1000, true)), Some(1));
+        assert_eq!((tlb.last.start, tlb.last.end), (0x5000, 0x6000));
+        // A 2MB page first fetched as code: in the L1 ITLB and the STLB, not the L1 DTLB.
+        assert_eq!(lvl(tlb.lookup(1, 0x40_0000, true)), None);
+        tlb.fill(1, 0x40_0000, t(0x200, 1), true);
+        assert_eq!(lvl(tlb.lookup(1, 0x40_0000, true)), Some(0));
+        // Data on the code's 2MB page: an STLB hit, whose refill (`insert`) marks the L1D's
+        // 2MB array (index 1); the next data access finds it there.
+        assert_eq!(lvl(tlb.lookup(1, 0x40_1000, false)), Some(1));
+        assert_eq!((tlb.last.start, tlb.last.end), (0x40_0000, 0x60_0000));
+        assert_eq!(lvl(tlb.lookup(1, 0x40_2000, false)), Some(0));
+        // A 2MB data page walked and filled: found in the L1D's 2MB array.
+        assert_eq!(lvl(tlb.lookup(1, 0x80_0000, false)), None);
+        tlb.fill(1, 0x80_0000, t(0x400, 1), false);
+        assert_eq!(lvl(tlb.lookup(1, 0x80_0000, false)), Some(0));
+        // The STLB: misses of 0x1000, 0x5000, 0x40_0000 (ifetch) and 0x80_0000; hits of
+        // 0x1000 (ifetch) and 0x40_1000 (data).
+        let s = tlb.stats();
+        assert_eq!((s[2].hits, s[2].misses), (2, 4));
+    }
+
     #[test]
     fn hint_collisions_are_not_hits() {
         // Two pages of one set whose tags have the same 16-bit hint: only the one filled hits.
