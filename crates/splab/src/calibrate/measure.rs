@@ -1825,7 +1825,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         q(&format!(
             "{va_bits}-bit {}-level radix, 8-byte entries (Intel SDM vol. 3 4.5). Page-walk cache sizes: assumed (not \
              measurable here), skylake's. The TLB sweep's chases just beyond the STLB's reach walk for +{walk_level:.1} \
-             cycles per hop, +{walk_over:.1} at {tlb_max} pages (p10 of {treps} runs){}.",
+             cycles per hop, +{walk_over:.1} at {tlb_max} pages (p10 of {treps} runs){}. {WALK_FIXED_MARK}",
             if va_bits == 57 { 5 } else { 4 },
             if cpu.guest && thp_ok {
                 ", a two-dimensional walk in this guest: the host's part is the [nested] table below"
@@ -1848,7 +1848,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     let _ = pwc;
     let _ = writeln!(
         w,
-        "pwc_entries = [{}]\npte_bytes = 8\n",
+        "pwc_entries = [{}]\npte_bytes = 8\n{WALK_FIXED_RAW}\n",
         if va_bits == 57 {
             "2, 2, 4, 32"
         } else {
@@ -2094,7 +2094,14 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     // model's charge on this file (calibrate/walkcost.rs).
     let m_walk = splab_sim::hw::machine_file::parse(&t, "the calibrated machine file")?.machine;
     let (walk_fixed, walk_note) = super::walkcost::fixed_cycles(&walk_native, &m_walk, ghz);
-    let t = super::walkcost::patch(&t, walk_fixed, &walk_note)?;
+    let t = fill_in(
+        &t,
+        "[walk]",
+        WALK_FIXED_RAW,
+        &format!("fixed_cycles = {walk_fixed}"),
+        WALK_FIXED_MARK,
+        &walk_note.replace('\\', "\\\\").replace('"', "\\\""),
+    )?;
     pr.start("DRAM latency fit (the model's prediction of the chase)");
     let t = bench::resolve_cycles(&t, ghz)?;
     let parsed = splab_sim::hw::machine_file::parse(&t, "the calibrated machine file")?;
@@ -2132,16 +2139,14 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    // The file is patched in place: a format change that lost either spot would otherwise
-    // write the raw hop (or the mark) without a word.
-    let raw_line = format!("\ndram_latency = {dram_cycles}\n");
-    anyhow::ensure!(
-        t.matches(&raw_line).count() == 1 && t.matches(DRAM_FIT_MARK).count() == 1,
-        "calibrate: the machine file's [caches] no longer has one `dram_latency = {dram_cycles}` line and one fit mark to patch"
-    );
-    let t = t
-        .replacen(&raw_line, &format!("\ndram_latency = {dram_fitted}\n"), 1)
-        .replacen(DRAM_FIT_MARK, &fit_note, 1);
+    let t = fill_in(
+        &t,
+        "[caches]",
+        &format!("dram_latency = {dram_cycles}"),
+        &format!("dram_latency = {dram_fitted}"),
+        DRAM_FIT_MARK,
+        &fit_note,
+    )?;
     eprintln!(
         "calibrate: {guest_line}\ncalibrate: {:.3} GHz; {}; DRAM {dram_fitted} (hop {dram_cycles}); TLB L1 {l1_entries}, STLB {} \
          (+{stlb_cycles}; {}); mshrs {mshrs}, walkers {walkers}; fault {fault}, zero {zero_page}/{zero_bulk}, copy {copy_page}; \
@@ -2541,6 +2546,28 @@ fn spread_site(
 
 /// Where `calibrate` puts the DRAM fit's sentence in `[caches]`'s source, until the fit is done.
 const DRAM_FIT_MARK: &str = "@DRAM_FIT@";
+
+/// Where `calibrate` puts the walk cost's sentence in `[walk]`'s source, and the key's line it
+/// writes, until benchmark 4b's value is known (it needs the model on the file written so far,
+/// calibrate/walkcost.rs); 0 is what the model charges without the key, and `model_charge`
+/// leaves the fixed cost out anyway.
+const WALK_FIXED_MARK: &str = "@WALK_FIXED@";
+const WALK_FIXED_RAW: &str = "fixed_cycles = 0";
+
+/// The calibrated file `t` with its one line `raw` (of `table`) replaced by `line` and its one
+/// `mark` by `note`: a value and its source's sentence known only once the file is written.
+/// Patched in place, so a format change that lost either spot is an error here; otherwise the
+/// file would keep the raw value (or the mark) without a word.
+fn fill_in(t: &str, table: &str, raw: &str, line: &str, mark: &str, note: &str) -> Result<String> {
+    let raw = format!("\n{raw}\n");
+    anyhow::ensure!(
+        t.matches(&raw).count() == 1 && t.matches(mark).count() == 1,
+        "calibrate: the machine file's {table} no longer has one `{}` line and one {mark} mark to patch",
+        raw.trim()
+    );
+    Ok(t.replacen(&raw, &format!("\n{line}\n"), 1)
+        .replacen(mark, note, 1))
+}
 
 /// `fit_dram_latency`'s result, in core cycles.
 struct DramFit {
@@ -3248,10 +3275,10 @@ pub fn fixed_age_curve(
 #[cfg(test)]
 mod tests {
     use super::{
-        amd_l2_array, amd_tlb_decode, decay_points, fault_estimate, first_crossing,
+        amd_l2_array, amd_tlb_decode, decay_points, fault_estimate, fill_in, first_crossing,
         fit_dram_latency, fixed_age_curve, isotonic, isotonic_median, l2_footprint,
         lifetime_crossing, median_crossing, mser_cut, share_geometry, share_resolution,
-        sweep_footprints, walkers_estimate, AmdTlb, TlbArray,
+        sweep_footprints, walkers_estimate, AmdTlb, TlbArray, WALK_FIXED_MARK, WALK_FIXED_RAW,
     };
     use crate::calibrate::bench::{Rng, Stat};
 
@@ -3372,6 +3399,40 @@ mod tests {
     /// A synthetic model hop: a walk share that itself pays part of the DRAM latency (slope
     /// 1.3) plus a fixed 90 cycles; the measured hop 444 must come back within one latency
     /// cycle's worth (1.3 cycles), and the latency must be the root, not the raw hop.
+    /// The walk's key and sentence, filled in once benchmark 4b's value is known: the raw line
+    /// replaced in place, the mark by the (escaped) note; a file without either is an error.
+    #[test]
+    fn fill_in_writes_the_walks_key_and_note() {
+        let text = format!(
+            "a = 1\n\n[walk]\nkind = \"radix\"\nsource = \"4-level. {WALK_FIXED_MARK}\"\nlevel_sizes = []\npwc_entries = [2, 4, 32]\npte_bytes = 8\n{WALK_FIXED_RAW}\n\n[caches]\n"
+        );
+        let p = fill_in(
+            &text,
+            "[walk]",
+            WALK_FIXED_RAW,
+            "fixed_cycles = 11",
+            WALK_FIXED_MARK,
+            "fixed: \\\"x\\\".",
+        )
+        .unwrap();
+        assert_eq!(
+            p,
+            "a = 1\n\n[walk]\nkind = \"radix\"\nsource = \"4-level. fixed: \\\"x\\\".\"\nlevel_sizes = []\npwc_entries = [2, 4, 32]\npte_bytes = 8\nfixed_cycles = 11\n\n[caches]\n"
+        );
+        assert!(fill_in(
+            "[caches]\n",
+            "[walk]",
+            WALK_FIXED_RAW,
+            "x",
+            WALK_FIXED_MARK,
+            ""
+        )
+        .is_err());
+        // Twice the raw line: which to replace is not known.
+        let twice = format!("{text}{WALK_FIXED_RAW}\n");
+        assert!(fill_in(&twice, "[walk]", WALK_FIXED_RAW, "x", WALK_FIXED_MARK, "").is_err());
+    }
+
     #[test]
     fn the_dram_fit_reproduces_the_measured_hop() {
         let model = |d: u64| 1.3 * d as f64 + 90.0;

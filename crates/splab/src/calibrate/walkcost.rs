@@ -191,49 +191,9 @@ pub fn fixed_cycles(native: &Native, m: &Machine, ghz: f64) -> (u64, String) {
     (fixed, note)
 }
 
-/// Writes `fixed_cycles = N` into the `[walk]` table of the calibrated file `text` (after its
-/// `pte_bytes` line) and the note at the end of the walk's source.
-pub fn patch(text: &str, fixed: u64, note: &str) -> Result<String> {
-    let start = text.find("\n[walk]\n").ok_or_else(|| {
-        anyhow::anyhow!("calibrate: the machine file has no [walk] table to patch")
-    })?;
-    let rest = &text[start..];
-    let pte = rest
-        .find("\npte_bytes = 8\n")
-        .ok_or_else(|| anyhow::anyhow!("calibrate: [walk] has no `pte_bytes = 8` line to patch"))?;
-    let at = start + pte + "\npte_bytes = 8\n".len();
-    let src = rest
-        .find("\nsource = \"")
-        .filter(|&s| s < pte)
-        .ok_or_else(|| anyhow::anyhow!("calibrate: [walk] has no one-line source to patch"))?;
-    let src_end = start + src + 1 + rest[src + 1..].find('\n').unwrap_or(0);
-    anyhow::ensure!(
-        text[..src_end].ends_with('"'),
-        "calibrate: [walk]'s source is not one quoted line"
-    );
-    let escaped = note.replace('\\', "\\\\").replace('"', "\\\"");
-    Ok(format!(
-        "{} {escaped}\"{}fixed_cycles = {fixed}\n{}",
-        &text[..src_end - 1],
-        &text[src_end..at],
-        &text[at..]
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn patch_adds_the_key_and_the_note() {
-        let text = "a = 1\n\n[walk]\nkind = \"radix\"\nsource = \"4-level.\"\nlevel_sizes = []\npwc_entries = [2, 4, 32]\npte_bytes = 8\n\n[caches]\n";
-        let p = patch(text, 11, "fixed: \"x\".").unwrap();
-        assert_eq!(
-            p,
-            "a = 1\n\n[walk]\nkind = \"radix\"\nsource = \"4-level. fixed: \\\"x\\\".\"\nlevel_sizes = []\npwc_entries = [2, 4, 32]\npte_bytes = 8\nfixed_cycles = 11\n\n[caches]\n"
-        );
-        assert!(patch("[caches]\n", 1, "").is_err());
-    }
 
     /// The model's charge for the walk chase on skylake (native, L1 4 cycles, STLB 9): the
     /// lookup, then one leaf reference a walk below the PWC's 2MB-level hit (32 entries: the
