@@ -67,6 +67,8 @@ pub fn clean_with(
 pub struct Interleaved {
     clean: Vec<Vec<f64>>,
     all: Vec<Vec<f64>>,
+    /// Per quantity, per round: whether that run was context-switched.
+    switched: Vec<Vec<bool>>,
 }
 
 impl Interleaved {
@@ -74,6 +76,7 @@ impl Interleaved {
         Interleaved {
             clean: vec![Vec::new(); n],
             all: vec![Vec::new(); n],
+            switched: vec![Vec::new(); n],
         }
     }
 
@@ -83,10 +86,41 @@ impl Interleaved {
             let s0 = switches();
             let v = f(i);
             self.all[i].push(v);
-            if switches() == s0 {
+            let sw = switches() != s0;
+            self.switched[i].push(sw);
+            if !sw {
                 self.clean[i].push(v);
             }
         }
+    }
+
+    /// Quantity `i` over quantity `j`, round by round, for the rounds in which neither run was
+    /// context-switched (all rounds if fewer than 3 were): the median, its p10 and p90, and the
+    /// rounds counted. Two quantities of one round run within milliseconds of each other, at one
+    /// clock; their p10s, each the fastest of its own runs, may come from different moments of a
+    /// clock that moves between turbo bins (docs/validation.md, "The L2 row and the pair line").
+    pub fn ratio(&self, i: usize, j: usize) -> Option<(f64, f64, f64, usize)> {
+        let (a, b) = (&self.all[i], &self.all[j]);
+        let pairs = |clean: bool| -> Vec<f64> {
+            (0..a.len().min(b.len()))
+                .filter(|&r| {
+                    !clean
+                        || (self.switched[i].get(r) == Some(&false)
+                            && self.switched[j].get(r) == Some(&false))
+                })
+                .filter(|&r| b[r] > 0.0)
+                .map(|r| a[r] / b[r])
+                .collect()
+        };
+        let mut v = pairs(true);
+        if v.len() < 3 {
+            v = pairs(false);
+        }
+        if v.is_empty() {
+            return None;
+        }
+        let st = Stat::new(v);
+        Some((st.pct(50.0), st.pct(10.0), st.pct(90.0), st.n()))
     }
 
     pub fn stats(self) -> Vec<Stat> {
@@ -959,7 +993,26 @@ pub fn warm_hops(foot: usize, nodes: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{resolve_cycles, Bursts, Clock, Cyc, Stat};
+    use super::{resolve_cycles, Bursts, Clock, Cyc, Interleaved, Stat};
+
+    #[test]
+    fn interleaved_ratio_pairs_rounds_and_skips_switched_ones() {
+        // Round by round 10/10, 40/10, 30/10, and a switched round 100/10: the median of the
+        // clean rounds' ratios is 3 (1, 3, 4), where counting the switched one would give 4,
+        // and the ratio of the p10s 1.
+        let mut il = Interleaved {
+            clean: vec![vec![10.0, 40.0, 30.0], vec![10.0; 3]],
+            all: vec![vec![10.0, 40.0, 30.0, 100.0], vec![10.0; 4]],
+            switched: vec![vec![false, false, false, true], vec![false; 4]],
+        };
+        assert_eq!(il.ratio(0, 1), Some((3.0, 1.0, 4.0, 3)));
+        assert_eq!(il.ratio(1, 0).map(|r| r.3), Some(3));
+        // Fewer than 3 clean rounds: every round counts.
+        il.switched[1] = vec![true, true, false, false];
+        assert_eq!(il.ratio(0, 1), Some((4.0, 1.0, 10.0, 4)));
+        // No rounds: none.
+        assert_eq!(Interleaved::new(2).ratio(0, 1), None);
+    }
 
     fn burst(v: &[f64]) -> Stat {
         Stat::new(v.to_vec())
