@@ -665,7 +665,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         // each from its own fastest moment of a clock that moves up to 11% within a run (the
         // L1 hop's p10 1.26-1.33 ns against a median of 1.40): it read L2 at 14.2-16.3 cycles
         // in 46 calibrations, where the same chase's median is 3.2 L1 hops, 16 cycles, in every
-        // run of scripts/l2-interleaved.c and scripts/pair-fill.c (docs/validation.md, "The L2
+        // run of scripts/l2-interleaved.c and scripts/pair-knee.c (docs/validation.md, "The L2
         // row and the pair line").
         let in_l1_hits = match (i, levels.first().map(|l| l.3)) {
             (1, Some(Latency::Cycles(l1c))) if core_clocked && l1c.round() >= 1.0 => placed

@@ -1,12 +1,12 @@
-/* pair-fill.c: does this machine's L2 hold the other line of each 128-byte pair it misses on
+/* pair-knee.c: does this machine's L2 hold the other line of each 128-byte pair it misses on
  * (Intel's L2 "spatial" / adjacent-line prefetcher, Intel 64 and IA-32 Architectures
  * Optimization Reference Manual, data prefetching: it completes a line fetched to L2 with the
  * line that pairs it to a 128-byte aligned chunk)? If it always did, a chase over one line of
  * each pair (what calibrate's latency curve and validate's rows use) would fill L2 with twice
  * its bytes and overflow at half the footprint of a chase over every line.
  *
- *   cc -O2 -o /tmp/pair-fill scripts/pair-fill.c
- *   flock -x /tmp/splab-quiet.lock /tmp/pair-fill
+ *   cc -O2 -o /tmp/pair-knee scripts/pair-knee.c
+ *   flock -x /tmp/splab-quiet.lock /tmp/pair-knee
  *
  * For each data footprint F (bytes of lines the chase touches): a dependent random chase over
  * one line of each 128-byte pair of a 2F region (which line at random), and one over every
