@@ -1010,8 +1010,14 @@ mod tests {
         // Fewer than 3 clean rounds: every round counts.
         il.switched[1] = vec![true, true, false, false];
         assert_eq!(il.ratio(0, 1), Some((4.0, 1.0, 10.0, 4)));
-        // No rounds: none.
+        // No rounds, or none with a positive denominator: none.
         assert_eq!(Interleaved::new(2).ratio(0, 1), None);
+        let zero = Interleaved {
+            clean: vec![vec![1.0; 3], vec![0.0; 3]],
+            all: vec![vec![1.0; 3], vec![0.0; 3]],
+            switched: vec![vec![false; 3]; 2],
+        };
+        assert_eq!(zero.ratio(0, 1), None);
     }
 
     fn burst(v: &[f64]) -> Stat {
