@@ -1018,6 +1018,19 @@ mod tests {
             switched: vec![vec![false; 3]; 2],
         };
         assert_eq!(zero.ratio(0, 1), None);
+        // Rounds of two instant quantities: each run is marked as switched or not (at most a
+        // preemption or two in ten rounds), and the clean ones are the runs not switched.
+        let mut il = Interleaved::new(2);
+        for r in 0..10 {
+            il.round(|i| (r * 2 + i) as f64 + 1.0);
+        }
+        assert_eq!(il.switched[0].len(), 10);
+        let unswitched = il.switched[0].iter().filter(|&&s| !s).count();
+        assert!(
+            unswitched >= 8,
+            "{unswitched} of 10 instant runs not switched"
+        );
+        assert_eq!(il.clean[0].len(), unswitched);
     }
 
     fn burst(v: &[f64]) -> Stat {
