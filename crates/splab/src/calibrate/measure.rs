@@ -656,9 +656,10 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
                 mib(msize as usize)
             )
         };
-        // L1 and L2 (not the last level) run at the core's clock: their cycles are the chase's
-        // p10 over the p10 of the add chains timed in the same rounds. The last level and
-        // DRAM are not core-clocked: their ns at the calibration's clock (`freq_hz`).
+        // L1 and L2 (not the last level) run at the core's clock: L1's cycles are its chase's
+        // p10 over the p10 of the add chains timed in the same rounds, L2's are counted in L1
+        // hits (below; the add chains only when no ratio is at hand). The last level and DRAM
+        // are not core-clocked: their ns at the calibration's clock (`freq_hz`).
         let core_clocked = i < 2 && i + 1 < nlev && f <= small.last().copied().unwrap_or(0);
         // L2 in L1 hits: its hop over the L1 point's in the same round (a median), times L1's
         // cycles, a whole number. The p10 of L2's hops over the p10 of the add chains took
