@@ -65,16 +65,15 @@ pub fn clean_with(
 /// whether this thread was context-switched during the sample. `stats` follows `clean`'s rule:
 /// the clean samples, or all of them if fewer than 3 were clean.
 pub struct Interleaved {
-    clean: Vec<Vec<f64>>,
     all: Vec<Vec<f64>>,
-    /// Per quantity, per round: whether that run was context-switched.
+    /// Per quantity, per round: whether that run was context-switched (a sample is clean when
+    /// it was not).
     switched: Vec<Vec<bool>>,
 }
 
 impl Interleaved {
     pub fn new(n: usize) -> Interleaved {
         Interleaved {
-            clean: vec![Vec::new(); n],
             all: vec![Vec::new(); n],
             switched: vec![Vec::new(); n],
         }
@@ -86,11 +85,7 @@ impl Interleaved {
             let s0 = switches();
             let v = f(i);
             self.all[i].push(v);
-            let sw = switches() != s0;
-            self.switched[i].push(sw);
-            if !sw {
-                self.clean[i].push(v);
-            }
+            self.switched[i].push(switches() != s0);
         }
     }
 
@@ -124,10 +119,18 @@ impl Interleaved {
     }
 
     pub fn stats(self) -> Vec<Stat> {
-        self.clean
+        self.all
             .into_iter()
-            .zip(self.all)
-            .map(|(c, a)| Stat::new(if c.len() >= 3 { c } else { a }))
+            .zip(self.switched)
+            .map(|(a, sw)| {
+                let c: Vec<f64> = a
+                    .iter()
+                    .zip(&sw)
+                    .filter(|(_, &w)| !w)
+                    .map(|(&v, _)| v)
+                    .collect();
+                Stat::new(if c.len() >= 3 { c } else { a })
+            })
             .collect()
     }
 }
@@ -1001,7 +1004,6 @@ mod tests {
         // clean rounds' ratios is 3 (1, 3, 4), where counting the switched one would give 4,
         // and the ratio of the p10s 1.
         let mut il = Interleaved {
-            clean: vec![vec![10.0, 40.0, 30.0], vec![10.0; 3]],
             all: vec![vec![10.0, 40.0, 30.0, 100.0], vec![10.0; 4]],
             switched: vec![vec![false, false, false, true], vec![false; 4]],
         };
@@ -1013,7 +1015,6 @@ mod tests {
         // No rounds, or none with a positive denominator: none.
         assert_eq!(Interleaved::new(2).ratio(0, 1), None);
         let zero = Interleaved {
-            clean: vec![vec![1.0; 3], vec![0.0; 3]],
             all: vec![vec![1.0; 3], vec![0.0; 3]],
             switched: vec![vec![false; 3]; 2],
         };
@@ -1030,7 +1031,19 @@ mod tests {
             unswitched >= 8,
             "{unswitched} of 10 instant runs not switched"
         );
-        assert_eq!(il.clean[0].len(), unswitched);
+        assert_eq!(il.stats()[0].n(), unswitched);
+        // `stats` keeps the clean samples (the switched 100 left out), or every sample when
+        // fewer than 3 are clean.
+        let il = Interleaved {
+            all: vec![vec![10.0, 40.0, 30.0, 100.0], vec![5.0, 6.0, 7.0, 8.0]],
+            switched: vec![
+                vec![false, false, false, true],
+                vec![true, true, false, false],
+            ],
+        };
+        let st = il.stats();
+        assert_eq!(st[0].samples, vec![10.0, 30.0, 40.0]);
+        assert_eq!(st[1].samples, vec![5.0, 6.0, 7.0, 8.0]);
     }
 
     fn burst(v: &[f64]) -> Stat {

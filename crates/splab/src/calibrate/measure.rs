@@ -1879,8 +1879,6 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     } else {
         let _ = writeln!(w, "level_sizes = [\"512G\", \"1G\", \"2M\", \"4K\"]");
     }
-    let pwc = &skylake.walk;
-    let _ = pwc;
     let _ = writeln!(
         w,
         "pwc_entries = [{}]\npte_bytes = 8\n{WALK_FIXED_RAW}\n",
