@@ -1511,7 +1511,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         // spin-free round, 1.7 to 2.2 ms on the Intel guest) takes that round's share, and a
         // grid cut at the shortest round would drop or keep the 2 ms point from run to run.
         let ages: Vec<f64> = DECAY_ROUNDS_MS.iter().map(|ms| ms * 1e6).collect();
-        let life_fixed = fixed_age_curve(&lt.pass_fits, &ages, lt.llc_ns, dram_ns);
+        let life_fixed = fixed_age_curve(&lt.pass_fits, &ages, lt.base_age, dram_ns);
         let fixed_text = life_fixed
             .iter()
             .map(|p| {
@@ -1547,7 +1547,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             .collect::<Vec<_>>()
             .join(", ");
         let how = format!(
-            "calibrate: line lifetime, one chase over {} of lines ({} lines, one of each 128 B pair, THP memory, one fixed random cycle) with a dependent spin after every hop (scripts/cache-decay.c's method, the spin's result in the next load's address), spins aimed at round times from 0.5 to 64 ms, each less a one-line chase with the same spin just before it, hops timed in this thread's CPU time and round times (the lines' ages) in wall time; {} passes spread over the calibration (after the latency curve, then one between each two benchmarks after it, at the spread sites), each running every spin as one block of {} consecutive rounds, spins in rising order, the block's first rounds (the way from the state the benchmark or block before left, up to {} here) cut by MSER and {} or more kept per spin over the passes (round times' spread up to {:.1}%). Every kept round of a pass is a point (its wall time, its hop) of one non-decreasing median fit by age (a round's time is its spin's and its misses', so the rounds of one spin do not share an age); over every pass's rounds, by spin, median round time, median fitted cycles per hop and [median measured]: {curve_text}. The lifetime is the median of the passes' own crossings (each pass's rounds alone, fitted so, crossing half way ({:.0} cycles) from the LLC's latency ({:.0} cycles) to DRAM's ({} cycles) linearly between its spins' points: {by_pass}; their spread is the neighbours' eviction moving within the calibration, and each pass's own noise): {}; one fit over every pass's rounds crosses at {} (a pass is one sample of the neighbours' eviction, its rounds share one phase of theirs, so the median over passes, which one unusual pass does not move) (medians, not the 10th percentile of the hops: they are differences of a round and a spin timed apart, whose noise at 25 ms rounds, 90% spin, reached minus 1,000 cycles a hop in the p10; and the neighbours' evictions are what is measured here)",
+            "calibrate: line lifetime, one chase over {} of lines ({} lines, one of each 128 B pair, THP memory, one fixed random cycle) with a dependent spin after every hop (scripts/cache-decay.c's method, the spin's result in the next load's address), spins aimed at round times from 0.5 to 64 ms, each less a one-line chase with the same spin just before it, hops timed in this thread's CPU time and round times (the lines' ages) in wall time; {} passes spread over the calibration (after the latency curve, then one between each two benchmarks after it, at the spread sites), each running every spin as one block of {} consecutive rounds, spins in rising order, the block's first rounds (the way from the state the benchmark or block before left, up to {} here) cut by MSER and {} or more kept per spin over the passes (round times' spread up to {:.1}%). Every kept round of a pass is a point (its wall time, its hop) of one non-decreasing median fit by age (a round's time is its spin's and its misses', so the rounds of one spin do not share an age); over every pass's rounds, by spin, median round time, median fitted cycles per hop and [median measured]: {curve_text}. The lifetime is the median of the passes' own crossings (each pass's rounds alone, fitted so, crossing half way from its own fitted hop at the age of the LLC latency chase's lines ({:.2} ms: its {} lines at the LLC's latency, {:.0} cycles; by pass {}; the shares below are measured from it too, `pass_base`) to DRAM's ({} cycles) linearly between its spins' points: {by_pass}; their spread is the neighbours' eviction moving within the calibration, and each pass's own noise): {}; one fit over every pass's rounds crosses at {} (a pass is one sample of the neighbours' eviction, its rounds share one phase of theirs, so the median over passes, which one unusual pass does not move) (medians, not the 10th percentile of the hops: they are differences of a round and a spin timed apart, whose noise at 25 ms rounds, 90% spin, reached minus 1,000 cycles a hop in the p10; and the neighbours' evictions are what is measured here)",
             mib(lt.lines * LINE),
             lt.lines,
             lt.passes,
@@ -1555,8 +1555,14 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             lt.cut,
             lt.reps,
             lt.spread,
-            cyc(lt.half),
+            lt.base_age / 1e6,
+            lt.lines,
             cyc(lt.llc_ns),
+            lt.bases
+                .iter()
+                .map(|&b| format!("{:.0}", cyc(b)))
+                .collect::<Vec<_>>()
+                .join(", "),
             dram_cycles,
             ms(lt.ns),
             ms(lt.pooled)
@@ -1578,7 +1584,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             // With the lifetime modelled, the LLC is cpuid's size: the footprint knee is where a
             // one-chain chase's round reaches the lifetime (docs/calibrate.md), not a capacity.
             let curve_note = format!(
-                "lifetime_curve_ns is the curve at fixed ages, the aimed round times (0.5 to 64 ms; an age below a pass's shortest round takes that round's share, as one beyond its longest takes the longest's): at each, the median over the passes of each pass's fit's share of the way from the LLC's latency to DRAM's (clamped to [0, 1]; a pass's fit read linearly between its spins' points, its first value below them and its last beyond), written to the decimal unit the passes' spread there (p90 - p10 of their shares) reaches, from 0.001 to 0.1, and never below the share at a younger age; the model reads it as the share of lines of that age the neighbours evicted, in place of lifetime_ns's threshold (docs/calibrate.md). By age: share (median, spread, unit): {fixed_text}."
+                "lifetime_curve_ns is the curve at fixed ages, the aimed round times (0.5 to 64 ms; an age below a pass's shortest round takes that round's share, as one beyond its longest takes the longest's): at each, the median over the passes of each pass's fit's share of the way from its own hop at the LLC latency chase's age (above) to DRAM's (clamped to [0, 1]; a pass's fit read linearly between its spins' points, its first value below them and its last beyond), written to the decimal unit the passes' spread there (p90 - p10 of their shares) reaches, from 0.001 to 0.1, and never below the share at a younger age; the model reads it as the share of lines of that age the neighbours evicted, in place of lifetime_ns's threshold (docs/calibrate.md). By age: share (median, spread, unit): {fixed_text}."
             );
             let (size, ways) = cpuid_geometry[li];
             levels[li].1 = size;
@@ -2948,7 +2954,11 @@ struct Lifetime {
     raw: Vec<f64>,
     lines: usize,
     llc_ns: f64,
-    half: f64,
+    /// The age of the LLC latency chase's lines (its round: `lines` hops at `llc_ns`), ns: where
+    /// each pass's own hop is the base of its shares and its half way (`pass_base`).
+    base_age: f64,
+    /// Each pass's base: its fit read at `base_age`, ns.
+    bases: Vec<f64>,
     /// The fewest rounds a point kept.
     reps: usize,
     /// The rounds each point ran in each pass.
@@ -3112,10 +3122,10 @@ impl LifetimeRuns {
     }
 
     /// The fit over every pass's kept rounds, and each pass's own crossing: where the fit by
-    /// age crosses half way from `llc_ns` to `dram_ns`, the model's two latencies (the latency
-    /// curve's), not the spin-free round's own hop.
+    /// age crosses half way from its own hop at the LLC latency chase's age (`pass_base`) to
+    /// `dram_ns`.
     fn finish(&self, llc_ns: f64, dram_ns: f64) -> Result<Lifetime> {
-        let half = (llc_ns + dram_ns) / 2.0;
+        let base_age = self.lines as f64 * llc_ns;
         let obs: Vec<(f64, f64, usize)> = self
             .kept
             .iter()
@@ -3129,6 +3139,7 @@ impl LifetimeRuns {
             "the line-lifetime chase has fewer than two points"
         );
         let mut pass_fits = Vec::new();
+        let mut bases = Vec::new();
         let by_pass: Vec<Option<f64>> = (0..self.passes)
             .map(|pass| {
                 let o: Vec<(f64, f64, usize)> = self
@@ -3143,9 +3154,13 @@ impl LifetimeRuns {
                     .collect();
                 let pts = decay_points(&o);
                 let med: Vec<(f64, f64)> = pts.iter().map(|p| (p.1, p.2)).collect();
-                let c = lifetime_crossing(&med, half);
+                let c = (!med.is_empty()).then(|| {
+                    let base = pass_base(&med, base_age);
+                    bases.push(base);
+                    lifetime_crossing(&med, (base + dram_ns) / 2.0)
+                });
                 pass_fits.push(med);
-                c
+                c.flatten()
             })
             .collect();
         let mut spread: f64 = 0.0;
@@ -3155,15 +3170,17 @@ impl LifetimeRuns {
             }
         }
         let med: Vec<(f64, f64)> = points.iter().map(|p| (p.1, p.2)).collect();
+        let pooled_half = (pass_base(&med, base_age) + dram_ns) / 2.0;
         Ok(Lifetime {
             ns: median_crossing(&by_pass),
-            pooled: lifetime_crossing(&med, half),
+            pooled: lifetime_crossing(&med, pooled_half),
             pass_fits,
             curve: points.iter().map(|p| (p.1, p.2, self.spins[p.0])).collect(),
             raw: points.iter().map(|p| p.3).collect(),
             lines: self.lines,
             llc_ns,
-            half,
+            base_age,
+            bases,
             reps: self.kept.iter().map(Vec::len).min().unwrap_or(0),
             rounds: self.block,
             passes: self.passes,
@@ -3276,58 +3293,89 @@ pub struct AgePoint {
     pub share: f64,
 }
 
+/// A pass's points (round time ns, hop ns) sorted by age and made non-decreasing (`isotonic`: a
+/// line only gets older with the round).
+fn pass_fit(p: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut p = p.to_vec();
+    p.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let fit = isotonic(&p.iter().map(|q| q.1).collect::<Vec<_>>());
+    p.iter().zip(fit).map(|(q, h)| (q.0, h)).collect()
+}
+
+/// A fitted pass (`pass_fit`) read at age `t`: linearly between its points, its first value
+/// below them and its last beyond (as the model reads a curve beyond its last point).
+fn fit_at(p: &[(f64, f64)], t: f64) -> f64 {
+    let i = p.partition_point(|q| q.0 <= t);
+    if i == 0 {
+        return p[0].1;
+    }
+    if i == p.len() {
+        return p[i - 1].1;
+    }
+    let ((ta, ha), (tb, hb)) = (p[i - 1], p[i]);
+    if tb > ta {
+        ha + (hb - ha) * (t - ta) / (tb - ta)
+    } else {
+        hb
+    }
+}
+
+/// A pass's base: its own fitted hop at `base_age`, the age of the LLC latency chase's lines
+/// (that chase's round: its lines at the LLC's latency, ~1.8 ms on the Intel guest, where the
+/// passes' spin-free round is 1.7-2.2 ms). The shares and the half way of a pass are measured
+/// from it, not from the LLC's latency itself, because the latency is the p10 of a tight chase
+/// of lines of that same age: whatever the neighbours evict by then is in it already, and a
+/// share measured from it would count again the gap between two statistics (the passes keep
+/// medians) of two regions timed at other moments. Until 2026-11-29 the shares were measured
+/// from the LLC's latency: in a1 (2026-11-28 21:21) the passes' spin-free rounds read 140
+/// cycles against the bursts' 127, the shares up to 2 ms read 0.027 (13 cycles of DRAM a hop)
+/// and validate's LLC row was predicted +11.8% over a measured hop equal to the latency; in a2,
+/// whose bursts read 158, the same shares read 0: the pair's ten near-zero shares apart
+/// (docs/validation.md, "The LLC's latency moves with the LLC's state"). Empty: NaN.
+pub fn pass_base(points: &[(f64, f64)], base_age: f64) -> f64 {
+    if points.is_empty() {
+        return f64::NAN;
+    }
+    fit_at(&pass_fit(points), base_age)
+}
+
 /// The lifetime curve the model reads, at fixed `ages` (ns, rising): each pass's curve
 /// (`passes`: (median round time ns, median fitted hop ns) by spin, as `decay_points` gives for
-/// that pass's rounds alone) made non-decreasing (`isotonic`) and read at each age linearly
-/// between its points (below its first point its first value, beyond its last its last value,
-/// as the model reads a curve beyond its last point), as a share of the way from `llc` to
-/// `dram` clamped to [0, 1]; the median over the passes at each age, written to the resolution
-/// of the passes' spread there (`AgePoint`). Why fixed ages: each point's age was the median
+/// that pass's rounds alone) made non-decreasing (`pass_fit`) and read at each age (`fit_at`),
+/// as a share of the way from the pass's own hop at `base_age` (`pass_base`) to `dram`,
+/// clamped to [0, 1]; the median over the passes at each age, written to the resolution of
+/// the passes' spread there (`AgePoint`). Why fixed ages: each point's age was the median
 /// round time of a spin, which moves with the LLC's latency and the misses (1.85 against 1.70
 /// ms for the spin-free round, 72.8 against 63.8 ms for the longest, in a quiet pair), so two
 /// calibrations' curves were compared at different ages and their ages differed by up to 12%;
 /// at the same ages only the shares can differ. Why the median over passes: see
-/// `median_crossing`. Empty when `dram` is not above `llc` or there is no pass.
+/// `median_crossing`. A pass whose base is not below `dram` has no way to go and is left out;
+/// empty when no pass is left.
 pub fn fixed_age_curve(
     passes: &[Vec<(f64, f64)>],
     ages: &[f64],
-    llc: f64,
+    base_age: f64,
     dram: f64,
 ) -> Vec<AgePoint> {
-    let passes: Vec<Vec<(f64, f64)>> = passes
+    let passes: Vec<(Vec<(f64, f64)>, f64)> = passes
         .iter()
         .filter(|p| !p.is_empty())
         .map(|p| {
-            let mut p = p.clone();
-            p.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let fit = isotonic(&p.iter().map(|q| q.1).collect::<Vec<_>>());
-            p.iter().zip(fit).map(|(q, h)| (q.0, h)).collect()
+            let f = pass_fit(p);
+            let base = fit_at(&f, base_age);
+            (f, base)
         })
+        .filter(|(_, base)| dram > *base)
         .collect();
-    if dram <= llc || passes.is_empty() {
+    if passes.is_empty() {
         return Vec::new();
     }
-    let at = |p: &[(f64, f64)], t: f64| -> f64 {
-        let i = p.partition_point(|q| q.0 <= t);
-        if i == 0 {
-            return p[0].1;
-        }
-        if i == p.len() {
-            return p[i - 1].1;
-        }
-        let ((ta, ha), (tb, hb)) = (p[i - 1], p[i]);
-        if tb > ta {
-            ha + (hb - ha) * (t - ta) / (tb - ta)
-        } else {
-            hb
-        }
-    };
     let mut out: Vec<AgePoint> = Vec::new();
     for &age in ages {
         let shares = Stat::new(
             passes
                 .iter()
-                .map(|p| ((at(p, age) - llc) / (dram - llc)).clamp(0.0, 1.0))
+                .map(|(p, base)| ((fit_at(p, age) - base) / (dram - base)).clamp(0.0, 1.0))
                 .collect(),
         );
         let median = shares.pct(50.0);
@@ -3353,7 +3401,7 @@ mod tests {
     use super::{
         amd_l2_array, amd_tlb_decode, decay_points, fault_estimate, fill_in, first_crossing,
         fit_dram_latency, fixed_age_curve, isotonic, isotonic_median, l2_footprint,
-        lifetime_crossing, median_crossing, mser_cut, share_geometry, share_resolution,
+        lifetime_crossing, median_crossing, mser_cut, pass_base, share_geometry, share_resolution,
         sweep_footprints, walkers_estimate, AmdTlb, TlbArray, WALK_FIXED_MARK, WALK_FIXED_RAW,
     };
     use crate::calibrate::bench::{Rng, Stat};
@@ -3658,9 +3706,11 @@ mod tests {
     }
 
     #[test]
-    fn the_lifetime_curve_is_the_fits_share_of_the_way_to_dram() {
-        // The 2026-11-27 20:04 run's curve (ms, cycles at 1 cycle a ns): LLC 51, DRAM 470, as
-        // one pass read at its own ages (one pass: no spread, so three decimals).
+    fn the_lifetime_curve_is_the_fits_share_of_the_way_to_dram_from_its_own_base() {
+        // The 2026-11-27 20:04 run's curve (ms, cycles at 1 cycle a ns): DRAM 470, as one pass
+        // read at its own ages (one pass: no spread, so three decimals); the LLC latency
+        // chase's lines 0.1 ms old, younger than the pass's first point, so its base is that
+        // point's fitted hop.
         let c: Vec<(f64, f64)> = [
             (0.22, 88.0),
             (0.47, 59.0),
@@ -3679,25 +3729,66 @@ mod tests {
         .map(|&(t, h)| (t * 1e6, h))
         .collect();
         let ages: Vec<f64> = c.iter().map(|p| p.0).collect();
-        let f = fixed_age_curve(std::slice::from_ref(&c), &ages, 51.0, 470.0);
-        // The first four pool to 61 (0.024); 462 and 454 pool to 458 (0.971); 498 clamps to 1.
+        let f = fixed_age_curve(std::slice::from_ref(&c), &ages, 0.1e6, 470.0);
+        // The first four pool to 61, the base (0); then (h - 61) / 409: 66 0.012, 85 0.059,
+        // 158 0.237, 253 0.469, 331 0.66; 462 and 454 pool to 458 (0.971); 498 clamps to 1.
+        // (From the LLC's latency, 51, as until 2026-11-29, the first four read 0.024.)
         let want = [
-            0.024, 0.024, 0.024, 0.024, 0.036, 0.081, 0.255, 0.482, 0.668, 0.971, 0.971, 1.0,
+            0.0, 0.0, 0.0, 0.0, 0.012, 0.059, 0.237, 0.469, 0.66, 0.971, 0.971, 1.0,
         ];
         assert_eq!(f.iter().map(|p| p.share).collect::<Vec<_>>(), want);
         assert!(f.iter().all(|p| p.spread == 0.0 && p.resolution == 0.001));
         assert_eq!(f.iter().map(|p| p.age).collect::<Vec<_>>(), ages);
         // Between its points a pass is read linearly, beyond them flat: half way from 4.32 ms
-        // (158) to 6.58 ms (253) is 205.5 = 0.369; before the first, the first's value; after
+        // (158) to 6.58 ms (253) is 205.5 = 0.353; before the first, the first's value; after
         // the last, the last's.
-        let g = fixed_age_curve(&[c.clone()], &[0.1e6, 5.45e6, 40e6], 51.0, 470.0);
+        let g = fixed_age_curve(&[c.clone()], &[0.1e6, 5.45e6, 40e6], 0.1e6, 470.0);
         assert_eq!(
             g.iter().map(|p| p.share).collect::<Vec<_>>(),
-            [0.024, 0.369, 1.0]
+            [0.0, 0.353, 1.0]
         );
+        // The base is read at the chase's age: at 4.32 ms it is 158, every younger age reads
+        // 0, and 6.58 ms (253) reads 95 / 312 = 0.304.
+        let h = fixed_age_curve(&[c.clone()], &[2.04e6, 4.32e6, 6.58e6], 4.32e6, 470.0);
+        assert_eq!(
+            h.iter().map(|p| p.share).collect::<Vec<_>>(),
+            [0.0, 0.0, 0.304]
+        );
+        assert_eq!(pass_base(&c, 4.32e6), 158.0);
+        assert_eq!(pass_base(&c, 0.1e6), 61.0);
+        assert!(pass_base(&[], 0.1e6).is_nan());
         // No curve without a gap to DRAM, nor without a pass.
-        assert!(fixed_age_curve(&[c], &ages, 470.0, 470.0).is_empty());
-        assert!(fixed_age_curve(&[], &ages, 51.0, 470.0).is_empty());
+        assert!(fixed_age_curve(&[c], &ages, 0.1e6, 61.0).is_empty());
+        assert!(fixed_age_curve(&[], &ages, 0.1e6, 470.0).is_empty());
+    }
+
+    #[test]
+    fn a_pass_whose_young_hop_sits_above_the_llc_latency_reads_no_young_share() {
+        // a1 (2026-11-28 21:21, cycles at 1 a ns): the bursts put the LLC at 127, the passes'
+        // spin-free rounds read 140, DRAM 619. Two passes, one offset by 10 cycles at every age
+        // (the LLC's state in its phase): both read 0 up to the chase's age and the same share
+        // at its rising part within the offset's scaling.
+        let pass = |off: f64| -> Vec<(f64, f64)> {
+            [
+                (1.88, 140.0),
+                (2.91, 143.0),
+                (7.78, 155.0),
+                (17.12, 293.0),
+                (67.26, 617.0),
+            ]
+            .iter()
+            .map(|&(t, h)| (t * 1e6, h + off))
+            .collect()
+        };
+        let ages = [1.0e6, 2.0e6, 17.12e6];
+        let f = fixed_age_curve(&[pass(0.0)], &ages, 1.7e6, 619.0);
+        assert_eq!(f[0].share, 0.0);
+        assert_eq!(f[0].median, 0.0);
+        // (293 - 140) / 479 = 0.319.
+        assert!((f[2].median - 153.0 / 479.0).abs() < 1e-12, "{f:?}");
+        let g = fixed_age_curve(&[pass(10.0)], &ages, 1.7e6, 619.0);
+        assert_eq!(g[0].median, 0.0);
+        assert!((g[2].median - 153.0 / 469.0).abs() < 1e-12, "{g:?}");
     }
 
     /// Nine passes of one eviction curve (LLC 100 ns, DRAM 500 ns: share (h - 100) / 400),
@@ -3766,7 +3857,8 @@ mod tests {
         passes.push(pass_curve(40.0, 60.0, 0.0));
         passes.push(pass_curve(8.0, 28.0, 0.0));
         passes.push(pass_curve(10.0, 30.0, 0.0));
-        let f = fixed_age_curve(&passes, &ages, 100.0, 500.0);
+        // The LLC latency chase's lines 1.7 ms old: every pass's base is its young 100.
+        let f = fixed_age_curve(&passes, &ages, 1.7e6, 500.0);
         assert_eq!(f.iter().map(|p| p.age).collect::<Vec<_>>(), ages);
         // At 32 ms the typical passes read 0.57-0.63: the median is one of them, whatever the
         // odd passes read (0.0 late, 1.0 and 1.0 early).
@@ -3785,7 +3877,7 @@ mod tests {
         let crossings: Vec<Option<f64>> =
             passes.iter().map(|p| lifetime_crossing(p, 300.0)).collect();
         let m = median_crossing(&crossings).unwrap();
-        let at = |t: f64| fixed_age_curve(&passes, &[t], 100.0, 500.0)[0].median;
+        let at = |t: f64| fixed_age_curve(&passes, &[t], 1.7e6, 500.0)[0].median;
         assert!(
             at(m * 0.97) < 0.5 && at(m * 1.03) > 0.5,
             "median crossing {m}"
