@@ -3154,10 +3154,9 @@ impl LifetimeRuns {
                     .collect();
                 let pts = decay_points(&o);
                 let med: Vec<(f64, f64)> = pts.iter().map(|p| (p.1, p.2)).collect();
-                let c = (!med.is_empty()).then(|| {
-                    let base = pass_base(&med, base_age);
+                let c = pass_crossing(&med, base_age, dram_ns).map(|(base, c)| {
                     bases.push(base);
-                    lifetime_crossing(&med, (base + dram_ns) / 2.0)
+                    c
                 });
                 pass_fits.push(med);
                 c.flatten()
@@ -3170,10 +3169,9 @@ impl LifetimeRuns {
             }
         }
         let med: Vec<(f64, f64)> = points.iter().map(|p| (p.1, p.2)).collect();
-        let pooled_half = (pass_base(&med, base_age) + dram_ns) / 2.0;
         Ok(Lifetime {
             ns: median_crossing(&by_pass),
-            pooled: lifetime_crossing(&med, pooled_half),
+            pooled: pass_crossing(&med, base_age, dram_ns).and_then(|(_, c)| c),
             pass_fits,
             curve: points.iter().map(|p| (p.1, p.2, self.spins[p.0])).collect(),
             raw: points.iter().map(|p| p.3).collect(),
@@ -3339,6 +3337,20 @@ pub fn pass_base(points: &[(f64, f64)], base_age: f64) -> f64 {
     fit_at(&pass_fit(points), base_age)
 }
 
+/// A pass's (or the pooled fit's) base (`pass_base`) and its crossing (`lifetime_crossing`) of
+/// half way from that base to `dram`; None without points.
+pub fn pass_crossing(
+    points: &[(f64, f64)],
+    base_age: f64,
+    dram: f64,
+) -> Option<(f64, Option<f64>)> {
+    if points.is_empty() {
+        return None;
+    }
+    let base = pass_base(points, base_age);
+    Some((base, lifetime_crossing(points, (base + dram) / 2.0)))
+}
+
 /// The lifetime curve the model reads, at fixed `ages` (ns, rising): each pass's curve
 /// (`passes`: (median round time ns, median fitted hop ns) by spin, as `decay_points` gives for
 /// that pass's rounds alone) made non-decreasing (`pass_fit`) and read at each age (`fit_at`),
@@ -3401,8 +3413,9 @@ mod tests {
     use super::{
         amd_l2_array, amd_tlb_decode, decay_points, fault_estimate, fill_in, first_crossing,
         fit_dram_latency, fixed_age_curve, isotonic, isotonic_median, l2_footprint,
-        lifetime_crossing, median_crossing, mser_cut, pass_base, share_geometry, share_resolution,
-        sweep_footprints, walkers_estimate, AmdTlb, TlbArray, WALK_FIXED_MARK, WALK_FIXED_RAW,
+        lifetime_crossing, median_crossing, mser_cut, pass_base, pass_crossing, share_geometry,
+        share_resolution, sweep_footprints, walkers_estimate, AmdTlb, TlbArray, WALK_FIXED_MARK,
+        WALK_FIXED_RAW,
     };
     use crate::calibrate::bench::{Rng, Stat};
 
@@ -3789,6 +3802,18 @@ mod tests {
         let g = fixed_age_curve(&[pass(10.0)], &ages, 1.7e6, 619.0);
         assert_eq!(g[0].median, 0.0);
         assert!((g[2].median - 153.0 / 469.0).abs() < 1e-12, "{g:?}");
+        // Its half way is (140 + 619) / 2 = 379.5, between 17.12 ms (293) and 67.26 ms (617):
+        // 17.12 + 50.14 * 86.5 / 324 ms; from the LLC's latency (127) it was 373.
+        let (base, c) = pass_crossing(&pass(0.0), 1.7e6, 619.0).unwrap();
+        assert_eq!(base, 140.0);
+        let want = 17.12e6 + 50.14e6 * 86.5 / 324.0;
+        assert!((c.unwrap() - want).abs() < 1.0, "{c:?} against {want}");
+        assert_eq!(pass_crossing(&[], 1.7e6, 619.0), None);
+        // A pass that never gets half way has a base and no crossing.
+        assert_eq!(
+            pass_crossing(&pass(0.0)[..3], 1.7e6, 619.0),
+            Some((140.0, None))
+        );
     }
 
     /// Nine passes of one eviction curve (LLC 100 ns, DRAM 500 ns: share (h - 100) / 400),
