@@ -3310,12 +3310,9 @@ fn fit_at(p: &[(f64, f64)], t: f64) -> f64 {
     if i == p.len() {
         return p[i - 1].1;
     }
+    // p[i - 1].0 <= t < p[i].0 (`partition_point`), so tb > ta.
     let ((ta, ha), (tb, hb)) = (p[i - 1], p[i]);
-    if tb > ta {
-        ha + (hb - ha) * (t - ta) / (tb - ta)
-    } else {
-        hb
-    }
+    ha + (hb - ha) * (t - ta) / (tb - ta)
 }
 
 /// A pass's base: its own fitted hop at `base_age`, the age of the LLC latency chase's lines
