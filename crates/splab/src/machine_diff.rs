@@ -164,9 +164,25 @@ pub fn table(a: &str, b: &str, tolerance: f64) -> Result<(String, usize)> {
     } else {
         String::new()
     };
+    // Of those beyond, the lifetime-curve shares and how far apart they are as shares of the
+    // lines (`share_gap`): the relative difference of two shares near none says little.
+    let gaps: Vec<f64> = d
+        .iter()
+        .filter(|r| r.pct.is_some_and(|p| p > tolerance))
+        .filter_map(|r| share_gap(&r.key, &r.a, &r.b))
+        .collect();
+    let shares = if gaps.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", {} of them lifetime-curve shares at most {:.3} of the lines apart",
+            gaps.len(),
+            gaps.iter().copied().fold(0.0, f64::max)
+        )
+    };
     let _ = writeln!(
         s,
-        "\n{} of {n} parameters differ; {} by more than {tolerance}%{words} (the difference is |a - b| / max(|a|, |b|)).",
+        "\n{} of {n} parameters differ; {} by more than {tolerance}%{shares}{words} (the difference is |a - b| / max(|a|, |b|)).",
         d.len(),
         d.iter().filter(|r| r.pct.is_some_and(|p| p > tolerance)).count()
     );
@@ -239,6 +255,34 @@ mod tests {
         );
         assert_eq!(share_gap(k, "1.5", "0.2"), None);
         assert_eq!(share_gap(k, "-", "0.2"), None);
+        // The summary counts the shares among the values beyond and their largest gap.
+        let dir = std::env::temp_dir().join(format!("splab-diff-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let base = splab_sim::hw::Machine::show("skylake").unwrap();
+        let with = |curve: &str| {
+            let t = base.replacen(
+                "[[caches.levels]]\nname = \"LLC\"",
+                &format!("[[caches.levels]]\nname = \"LLC\"\nlifetime_curve_ns = {curve}"),
+                1,
+            );
+            assert_ne!(t, base, "the LLC table was found");
+            t
+        };
+        let (a, b) = (dir.join("a.toml"), dir.join("b.toml"));
+        std::fs::write(&a, with("[[1000000, 0.002], [8000000, 0.2]]")).unwrap();
+        std::fs::write(&b, with("[[1000000, 0.001], [8000000, 0.25]]")).unwrap();
+        let (t, beyond) = table(
+            &format!("file:{}", a.display()),
+            &format!("file:{}", b.display()),
+            10.0,
+        )
+        .unwrap();
+        assert_eq!(beyond, 2, "{t}");
+        assert!(
+            t.contains("; 2 by more than 10%, 2 of them lifetime-curve shares at most 0.050 of the lines apart ("),
+            "{t}"
+        );
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
