@@ -269,8 +269,17 @@ mod tests {
             t
         };
         let (a, b) = (dir.join("a.toml"), dir.join("b.toml"));
-        std::fs::write(&a, with("[[1000000, 0.002], [8000000, 0.2]]")).unwrap();
-        std::fs::write(&b, with("[[1000000, 0.001], [8000000, 0.25]]")).unwrap();
+        // Two shares beyond 10% (50% and 20%), one exactly at it (0.0625 / 0.625), not counted.
+        std::fs::write(
+            &a,
+            with("[[1000000, 0.002], [8000000, 0.2], [16000000, 0.625]]"),
+        )
+        .unwrap();
+        std::fs::write(
+            &b,
+            with("[[1000000, 0.001], [8000000, 0.25], [16000000, 0.5625]]"),
+        )
+        .unwrap();
         let (t, beyond) = table(
             &format!("file:{}", a.display()),
             &format!("file:{}", b.display()),
