@@ -16,7 +16,16 @@ fn main() {
     // `4ks`: 4KB pages on scattered frames, each in its own 2MB guest-physical range (as a
     // long-running guest's free lists scatter a fresh region: docs/validation.md, "Walks").
     let scattered = mode == "4ks";
-    let huge = mode != "4k" && !scattered;
+    // `frames=FILE`: 4KB pages on the frames listed in FILE (one pfn a line, in the region's
+    // address order), as scripts/walk-ranges.c writes them for its native region.
+    let listed: Option<Vec<u64>> = mode.strip_prefix("frames=").map(|f| {
+        std::fs::read_to_string(f)
+            .expect("frames file")
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    });
+    let huge = mode != "4k" && !scattered && listed.is_none();
     let packed = mode == "packed";
     let k: usize = a.get(4).map(|s| s.parse().unwrap()).unwrap_or(1).max(1);
     const PAGE: usize = 4096;
@@ -54,6 +63,9 @@ fn main() {
             r ^= r >> 7;
             (1 << 18) + 512 * r + 64 * (i % 8) + h(i) % 64
         }));
+    }
+    if let Some(f) = &listed {
+        e.place_frames(f.iter().copied());
     }
     e.access_run(pid, base, PAGE as i64, (len / PAGE) as u64, MemOp::Store, 1)
         .unwrap();
@@ -124,6 +136,15 @@ fn main() {
         "  walk refs per hop by level L1/L2/LLC/DRAM: {:?}",
         (0..4)
             .map(|k| format!("{:.3}", (w1[k] - w0[k]) as f64 / h))
+            .collect::<Vec<_>>()
+    );
+    println!(
+        "  host refs per hop by level L1/L2/LLC/DRAM: {:?}",
+        (0..4)
+            .map(|k| format!(
+                "{:.3}",
+                (n1.walk_refs_host_by_level[k] - n0.walk_refs_host_by_level[k]) as f64 / h
+            ))
             .collect::<Vec<_>>()
     );
     println!("  host refs/hop {:.3} ntlb hits/hop {:.3} host pwc hits/hop {:.3} guest pwc hits/hop {:.3}",

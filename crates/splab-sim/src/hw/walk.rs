@@ -612,8 +612,9 @@ impl Walker {
     /// guest-physical address `data_gpa` by one more host walk. When every walk-cache lookup
     /// misses, 4 guest and 4 host levels make 4 x (4 + 1) + 4 = 24 references (cold caches alone
     /// do not: the host's first walk fills caches its later ones in the same walk hit). A guest page-walk-cache hit skips
-    /// the guest levels above it and their host walks (Intel's combined paging-structure-cache
-    /// entries hold the next table's host-physical address: SDM vol. 3 ch. 29, combined mappings).
+    /// the guest levels above it and their host walks, and the host's translation of the next
+    /// guest table too (Intel's combined paging-structure-cache entries hold that table's
+    /// host-physical address: SDM vol. 3C 28.3.1, combined mappings).
     pub fn walk_nested(
         &mut self,
         asid: u32,
@@ -637,15 +638,21 @@ impl Walker {
             if frame == NO_TABLE {
                 break;
             }
-            // The guest table's guest-physical page, translated by the host.
-            let gpa = frame << self.base_shift;
-            let gpage = gpa >> nested.page_shift;
-            let key = pwc_key(0, 0, gpage);
-            if nested.ntlb.lookup(gpage, key) {
-                nested.stats.ntlb_hits += 1;
-            } else {
-                host += self.host_walk(&mut nested, gpa, caches, &mut hcounts);
-                nested.ntlb.insert_absent(gpage, key);
+            // The guest table's guest-physical page, translated by the host; except the first
+            // table after a guest page-walk-cache hit, whose host-physical address the hit
+            // entry holds (a combined paging-structure-cache entry maps the upper portion of
+            // a linear address to the physical address of the paging structure that
+            // translates it: Intel SDM vol. 3C 28.3.1, "combined mappings").
+            if lvl > start || start == 0 {
+                let gpa = frame << self.base_shift;
+                let gpage = gpa >> nested.page_shift;
+                let key = pwc_key(0, 0, gpage);
+                if nested.ntlb.lookup(gpage, key) {
+                    nested.stats.ntlb_hits += 1;
+                } else {
+                    host += self.host_walk(&mut nested, gpa, caches, &mut hcounts);
+                    nested.ntlb.insert_absent(gpage, key);
+                }
             }
             // The guest entry's line is guest-physical: the caches see its host frame.
             let line = self.entry_line(frame, shifts[lvl], va);
@@ -860,11 +867,12 @@ mod tests {
         assert_eq!((r.refs, r.refs_host), (12, 8));
         assert_eq!(w.nested_stats().host_pwc_hits, 4);
         // The next page of the same 2MB region: the guest PDE cache skips three guest levels
-        // (and their host walks), the nested TLB has the leaf table's page, and the host's PDE
-        // cache the data's 2MB: one guest and one host reference.
+        // (and their host walks), and its entry holds the leaf table's host-physical address
+        // (a combined mapping), so the nested TLB is not asked for that table's page; the host's
+        // PDE cache has the data's 2MB: one guest and one host reference.
         let r = w.walk_nested(1, 0x4000_1000, 12, &path, Some(0x6000), &mut c);
         assert_eq!((r.refs, r.refs_host), (2, 1));
-        assert_eq!(w.nested_stats().ntlb_hits, 1);
+        assert_eq!(w.nested_stats().ntlb_hits, 0);
         // A walk that finds nothing mapped makes no host walk for data.
         let r = w.walk_nested(
             2,
@@ -877,6 +885,25 @@ mod tests {
         assert_eq!((r.refs, r.refs_host), (2, 1));
         assert_eq!(w.nested_stats().walk_refs_host, 10);
         assert_eq!(w.nested_stats().walk_refs_max, 12);
+    }
+
+    /// A guest page-walk-cache hit gives the next guest table's host-physical address (SDM vol.
+    /// 3C 28.3.1, combined paging-structure-cache entries): with no nested TLB at all, the walk
+    /// of the next page of a 2MB region makes no host walk for its leaf table, only the data's.
+    #[test]
+    fn a_guest_pwc_hit_skips_the_next_tables_host_walk() {
+        let mut w = nested(12, vec![2, 4, 32], 0);
+        let mut c = caches();
+        let path = [1, 2, 3, 4];
+        w.walk_nested(1, 0x4000_0000, 12, &path, Some(0x5000), &mut c);
+        let before = w.nested_stats().walk_refs_host;
+        // The data 1 GiB away: its host walk hits only the root's cache (3 references); the
+        // leaf table's host walk, were it made, would add one (its 2MB in the host's PDE cache).
+        let r = w.walk_nested(1, 0x4000_1000, 12, &path, Some(0x4000_0000), &mut c);
+        assert_eq!(r.refs, 1 + r.refs_host);
+        assert_eq!(r.refs_host, 3);
+        assert_eq!(w.nested_stats().walk_refs_host, before + 3);
+        assert_eq!(w.nested_stats().ntlb_hits, 0);
     }
 
     /// Host and guest superpages shorten their own dimension: a 2MB host page ends each host
