@@ -887,6 +887,23 @@ mod tests {
         assert_eq!(w.nested_stats().walk_refs_max, 12);
     }
 
+    /// A hit one level higher (the guest PDPTE cache: another 2MB of the same 1GB) skips the
+    /// host's translation of the table it names (the PD, a combined mapping) but not of the
+    /// table below it: the leaf table's page comes from the nested TLB, which the first walk
+    /// filled, and the data's from the host's PDE cache.
+    #[test]
+    fn a_higher_guest_pwc_hit_still_translates_the_tables_below_it() {
+        let mut w = nested(12, vec![2, 4, 32], 16);
+        let mut c = caches();
+        let path = [1, 2, 3, 4];
+        w.walk_nested(1, 0x4000_0000, 12, &path, Some(0x5000), &mut c);
+        assert_eq!(w.nested_stats().ntlb_hits, 0);
+        let r = w.walk_nested(1, 0x4020_0000, 12, &path, Some(0x5000), &mut c);
+        // Guest: the PD's and the PT's entries; host: the data's leaf entry only.
+        assert_eq!((r.refs, r.refs_host), (3, 1));
+        assert_eq!(w.nested_stats().ntlb_hits, 1);
+    }
+
     /// A guest page-walk-cache hit gives the next guest table's host-physical address (SDM vol.
     /// 3C 28.3.1, combined paging-structure-cache entries): with no nested TLB at all, the walk
     /// of the next page of a 2MB region makes no host walk for its leaf table, only the data's.
