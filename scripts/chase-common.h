@@ -2,7 +2,8 @@
  * l2-latency-pages.c, thp-tlb-reach.c, walk-isolation.c, walk-chains.c): a xorshift generator,
  * a monotonic clock in ns, this thread's context switches (a run that was switched is not a
  * measurement of the machine), a dependent chase, a comparison for qsort, a shuffle and a timed
- * cycle (`chase_p10_cycles`); stream-lines.c uses its clock.
+ * cycle (`chase_p10_cycles`), and an add chain's ns per add (`add_ns`, the clock of a round); stream-lines.c
+ * uses its clock; l2-interleaved.c, pair-knee.c and the llc-*.c probes use the rest.
  * Not part of the build. */
 #ifndef CHASE_COMMON_H
 #define CHASE_COMMON_H
@@ -38,10 +39,14 @@ __attribute__((unused)) static long sw(void)
     getrusage(RUSAGE_THREAD, &r);
     return r.ru_nvcsw + r.ru_nivcsw;
 }
+/* The empty asm makes each hop opaque to the compiler, so a chase whose end is never read (a
+ * warm-up, or a timed run whose result only feeds the next) is not dropped as a pure call. */
 __attribute__((unused, noinline)) static void *chase(void *p, size_t hops)
 {
-    for (size_t i = 0; i < hops; i++)
+    for (size_t i = 0; i < hops; i++) {
         p = *(void **)p;
+        __asm__ volatile("" : "+r"(p));
+    }
     return p;
 }
 __attribute__((unused)) static int cmpd(const void *a, const void *b)
@@ -57,6 +62,18 @@ __attribute__((unused)) static void shuffle(size_t *v, size_t n)
         v[i] = v[j];
         v[j] = t;
     }
+}
+/* ns per add of a chain of `n` x 8 dependent register adds (one cycle each): the clock of the
+ * moment it runs. */
+__attribute__((unused)) static double add_ns(uint64_t n)
+{
+    uint64_t x = 1;
+    double t = now();
+    for (uint64_t i = 0; i < n; i++)
+        __asm__ volatile("add %0,%0\n add %0,%0\n add %0,%0\n add %0,%0\n"
+                         "add %0,%0\n add %0,%0\n add %0,%0\n add %0,%0"
+                         : "+r"(x));
+    return (now() - t) / (n * 8.0);
 }
 /* Links the nodes at base + o[0..n) into one cycle in that order, chases it `warm` hops, then
  * times 31 chases of `hops` hops that were not context-switched; returns the 4th fastest

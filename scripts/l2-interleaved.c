@@ -12,33 +12,21 @@
  * Prints each footprint's p10 ns a hop and that over the add chain's p10 ("cyc"; this probe's
  * 8-add loop reads the L1 hop as 4.6-5.0 of them: compare footprints by their ratio to the
  * 16 KiB hop, an L1 hit of 5 cycles on Golden Cove). */
-#define _GNU_SOURCE
-#include <sched.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <stdint.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <time.h>
-static double now(){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec*1e9+t.tv_nsec;}
-static uint64_t rng=88172645463325252ull; static uint64_t xr(){rng^=rng<<13;rng^=rng>>7;rng^=rng<<17;return rng;}
-static double addns(){ uint64_t x=1,n=2000000; double t=now(); for(uint64_t i=0;i<n;i++){__asm__ volatile("add %0,%0\n add %0,%0\n add %0,%0\n add %0,%0\n add %0,%0\n add %0,%0\n add %0,%0\n add %0,%0":"+r"(x));} return (now()-t)/(n*8.0);}
-static __attribute__((noinline)) void** chase(void**p,size_t h){for(size_t i=0;i<h;i++){p=(void**)*p;__asm__ volatile("":"+r"(p));}return p;}
-static int cmp(const void*x,const void*y){double d=*(double*)x-*(double*)y;return d<0?-1:d>0;}
+#include "chase-common.h"
 int main(int argc,char**argv){
   int inter=atoi(argv[1]); size_t foots[11]={16,32,64,128,256,512,1024,1536,2048,3072,4096}; int nf=argc>2?atoi(argv[2]):4; size_t offs[12]; offs[0]=0; for(int f=0;f<11;f++){size_t b=2*foots[f]*1024; offs[f+1]=offs[f]+((b+(2<<20)-1)&~((size_t)(2<<20)-1));}
   size_t tot=offs[nf]; size_t len=tot+(2<<20); char*r=mmap(0,len,PROT_READ|PROT_WRITE,MAP_PRIVATE|MAP_ANONYMOUS,-1,0);
   char*a=(char*)(((uintptr_t)r+(2<<20)-1)&~((uintptr_t)(2<<20)-1)); madvise(a,tot,MADV_HUGEPAGE); memset(a,0,tot);
   void**st[11]; size_t nn[11];
   for(int f=0;f<nf;f++){ char*b=a+offs[f]; size_t n=foots[f]*1024/64; nn[f]=n; size_t*idx=malloc(n*sizeof*idx);
-    for(size_t i=0;i<n;i++) idx[i]=i*128+(xr()&1)*64;
-    for(size_t i=n-1;i>0;i--){size_t j=xr()%(i+1);size_t t=idx[i];idx[i]=idx[j];idx[j]=t;}
+    for(size_t i=0;i<n;i++) idx[i]=i*128+(rnd()&1)*64;
+    shuffle(idx,n);
     for(size_t i=0;i<n;i++) *(void**)(b+idx[i])=b+idx[(i+1)%n]; st[f]=(void**)(b+idx[0]); }
   double s[12][21];
   for(int rd=0;rd<21;rd++){ for(int f=0;f<nf;f++){ if(!inter && f!=3) {s[f][rd]=0;continue;}
       void**p=chase(st[f],2*nn[f]); double per=1e9; for(int k=0;k<3;k++){double t=now();p=chase(p,4096);double x=(now()-t)/4096;if(x<per)per=x;}
       size_t h=((size_t)(3e6/per))&~7ul; double t=now(); p=chase(p,h); s[f][rd]=(now()-t)/h; st[f]=p; }
-    s[11][rd]=addns(); }
-  for(int f=0;f<12;f++) qsort(s[f],21,sizeof(double),cmp);
+    s[11][rd]=add_ns(2000000); }
+  for(int f=0;f<12;f++) qsort(s[f],21,sizeof(double),cmpd);
   printf("inter %d: ",inter); for(int f=0;f<nf;f++) printf("%zuK %.3f ns (%.1f cyc)  ",foots[f],s[f][2],s[f][2]/s[11][2]); printf("add %.4f\n",s[11][2]);
 }

@@ -7,22 +7,13 @@
  *   cc -O2 -o /tmp/llc-burst scripts/llc-burst.c
  *   flock -x /tmp/splab-quiet.lock /tmp/llc-burst 512 12     # T = 512 MiB, 12 runs a round
  */
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <stdlib.h>
-#include <stdint.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <time.h>
-static double now(){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec*1e9+t.tv_nsec;}
-static uint64_t rng=88172645463325252ull; static uint64_t xr(){rng^=rng<<13;rng^=rng>>7;rng^=rng<<17;return rng;}
-static __attribute__((noinline)) void** chase(void**p,size_t h){for(size_t i=0;i<h;i++){p=(void**)*p;__asm__ volatile("":"+r"(p));}return p;}
+#include "chase-common.h"
 int main(int argc,char**argv){
   size_t T=(size_t)atoi(argv[1])<<20; int runs=atoi(argv[2]); size_t foot=3<<20, span=2*foot, n=foot/64;
   char*m=mmap(0,span+(2<<20),PROT_READ|PROT_WRITE,MAP_PRIVATE|MAP_ANONYMOUS,-1,0);
   char*b=(char*)(((uintptr_t)m+(2<<20)-1)&~((uintptr_t)(2<<20)-1)); madvise(b,span,MADV_HUGEPAGE); memset(b,0,span);
-  size_t*idx=malloc(n*sizeof*idx); for(size_t i=0;i<n;i++) idx[i]=i*128+(xr()&1)*64;
-  for(size_t i=n-1;i>0;i--){size_t j=xr()%(i+1);size_t t=idx[i];idx[i]=idx[j];idx[j]=t;}
+  size_t*idx=malloc(n*sizeof*idx); for(size_t i=0;i<n;i++) idx[i]=i*128+(rnd()&1)*64;
+  shuffle(idx,n);
   for(size_t i=0;i<n;i++) *(void**)(b+idx[i])=b+idx[(i+1)%n]; void**p=(void**)(b+idx[0]);
   uint64_t*th=mmap(0,T,PROT_READ|PROT_WRITE,MAP_PRIVATE|MAP_ANONYMOUS,-1,0); madvise(th,T,MADV_HUGEPAGE); memset(th,1,T); volatile uint64_t sink=0;
   for(int rd=0;rd<8;rd++){ uint64_t a=0; for(size_t i=0;i<T/8;i+=8)a+=th[i]; sink+=a;

@@ -14,21 +14,10 @@
  * Prints, per region, its first 2MB page's guest-physical address (/proc/self/pagemap, root),
  * the p10 / median / p90 ns a hop over the rounds and the median in add-chain cycles; then per
  * round the median over regions (the moment's drift). */
-#define _GNU_SOURCE
+#include "chase-common.h"
 #include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <stdint.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
-static double now(){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec*1e9+t.tv_nsec;}
-static uint64_t rng=88172645463325252ull; static uint64_t xr(){rng^=rng<<13;rng^=rng>>7;rng^=rng<<17;return rng;}
-static double addns(){ uint64_t x=1,n=200000; double t=now(); for(uint64_t i=0;i<n;i++){__asm__ volatile("add %0,%0\n add %0,%0\n add %0,%0\n add %0,%0\n add %0,%0\n add %0,%0\n add %0,%0\n add %0,%0":"+r"(x));} return (now()-t)/(n*8.0);}
-static __attribute__((noinline)) void** chase(void**p,size_t h){for(size_t i=0;i<h;i++){p=(void**)*p;__asm__ volatile("":"+r"(p));}return p;}
-static int cmp(const void*x,const void*y){double d=*(double*)x-*(double*)y;return d<0?-1:d>0;}
-static double pct(double*v,int n,double q){double*c=malloc(n*sizeof*c);memcpy(c,v,n*sizeof*c);qsort(c,n,sizeof*c,cmp);double r=c[(int)(q*(n-1)+0.5)];free(c);return r;}
+static double pct(double*v,int n,double q){double*c=malloc(n*sizeof*c);memcpy(c,v,n*sizeof*c);qsort(c,n,sizeof*c,cmpd);double r=c[(int)(q*(n-1)+0.5)];free(c);return r;}
 static uint64_t gpa(void*va){int fd=open("/proc/self/pagemap",O_RDONLY);if(fd<0)return 0;uint64_t e=0;pread(fd,&e,8,((uintptr_t)va/4096)*8);close(fd);return (e&(1ull<<63))?(e&((1ull<<55)-1))*4096:0;}
 int main(int argc,char**argv){
   int R=argc>1?atoi(argv[1]):12, NR=argc>2?atoi(argv[2]):31; size_t foot=3<<20, span=2*foot, n=foot/64;
@@ -37,12 +26,12 @@ int main(int argc,char**argv){
   void***st=malloc(R*sizeof*st); uint64_t*pa=malloc(R*8);
   for(int r=0;r<R;r++){ char*m=mmap(0,span+(2<<20),PROT_READ|PROT_WRITE,MAP_PRIVATE|MAP_ANONYMOUS,-1,0);
     char*b=(char*)(((uintptr_t)m+(2<<20)-1)&~((uintptr_t)(2<<20)-1)); madvise(b,span,MADV_HUGEPAGE); memset(b,0,span); pa[r]=gpa(b);
-    size_t*idx=malloc(n*sizeof*idx); for(size_t i=0;i<n;i++) idx[i]=i*128+(xr()&1)*64;
-    for(size_t i=n-1;i>0;i--){size_t j=xr()%(i+1);size_t t=idx[i];idx[i]=idx[j];idx[j]=t;}
+    size_t*idx=malloc(n*sizeof*idx); for(size_t i=0;i<n;i++) idx[i]=i*128+(rnd()&1)*64;
+    shuffle(idx,n);
     for(size_t i=0;i<n;i++) *(void**)(b+idx[i])=b+idx[(i+1)%n]; st[r]=(void**)(b+idx[0]); free(idx); }
   double*s=malloc(sizeof(double)*R*NR), *ad=malloc(sizeof(double)*NR);
   for(int rd=0;rd<NR;rd++){ for(int k=0;k<R;k++){ int r=(k+rd)%R; if(T){uint64_t a=0;for(size_t i=0;i<T/8;i+=8)a+=th[i];sink+=a;} void**p=chase(st[r],n); double t=now(); p=chase(p,n); s[r*NR+rd]=(now()-t)/n; st[r]=p; }
-    ad[rd]=addns(); }
+    ad[rd]=add_ns(200000); }
   double addm=pct(ad,NR,0.5); printf("add chain median %.4f ns (%.3f GHz)\n",addm,1/addm);
   for(int r=0;r<R;r++) printf("region %2d gpa %#12llx  p10 %.2f  med %.2f  p90 %.2f ns  med %.1f cyc\n",r,(unsigned long long)pa[r],pct(s+r*NR,NR,0.1),pct(s+r*NR,NR,0.5),pct(s+r*NR,NR,0.9),pct(s+r*NR,NR,0.5)/addm);
   printf("per round, median over regions (ns):"); for(int rd=0;rd<NR;rd++){double*c=malloc(R*8);for(int r=0;r<R;r++)c[r]=s[r*NR+rd];printf(" %.1f",pct(c,R,0.5));free(c);} printf("\n");

@@ -12,17 +12,7 @@
  * one line of each 128-byte pair of a 2F region (which line at random), and one over every
  * line of an F region; THP memory, each chase in its own 8 MiB slot; 15 interleaved rounds of
  * 3 laps of warm-up and 400,000 timed hops. Prints the 2nd fastest (p10) and median ns a hop. */
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <stdlib.h>
-#include <stdint.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <time.h>
-static double now(){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec*1e9+t.tv_nsec;}
-static uint64_t rng=88172645463325252ull; static uint64_t xr(){rng^=rng<<13;rng^=rng>>7;rng^=rng<<17;return rng;}
-static __attribute__((noinline)) void** chase(void**p,size_t h){for(size_t i=0;i<h;i++){p=(void**)*p;__asm__ volatile("":"+r"(p));}return p;}
-static int cmp(const void*x,const void*y){double d=*(double*)x-*(double*)y;return d<0?-1:d>0;}
+#include "chase-common.h"
 int main(){
   size_t kib[]={16,512,768,1024,1280,1536,2048,3072}; int nk=8;
   size_t len=(128<<20); char*r=mmap(0,len+(2<<20),PROT_READ|PROT_WRITE,MAP_PRIVATE|MAP_ANONYMOUS,-1,0);
@@ -30,12 +20,12 @@ int main(){
   /* m = 0: one line of each 128-byte pair over 2F; m = 1: every line over F; each in its own 8 MiB slot */
   void**st[8][2]; size_t nn[8][2];
   for(int k=0;k<nk;k++) for(int m=0;m<2;m++){ char*b=a+((size_t)(k*2+m)<<23); size_t n=kib[k]*1024/64; nn[k][m]=n; size_t*idx=malloc(n*sizeof*idx);
-    for(size_t i=0;i<n;i++) idx[i]= m? i*64 : i*128+(xr()&1)*64;
-    for(size_t i=n-1;i>0;i--){size_t j=xr()%(i+1);size_t t=idx[i];idx[i]=idx[j];idx[j]=t;}
+    for(size_t i=0;i<n;i++) idx[i]= m? i*64 : i*128+(rnd()&1)*64;
+    shuffle(idx,n);
     for(size_t i=0;i<n;i++) *(void**)(b+idx[i])=b+idx[(i+1)%n];
     st[k][m]=(void**)(b+idx[0]); free(idx);}
   double s[8][2][15];
   for(int rd=0;rd<15;rd++) for(int k=0;k<nk;k++) for(int m=0;m<2;m++){ void**p=chase(st[k][m],3*nn[k][m]); size_t h=400000; double t=now(); p=chase(p,h); s[k][m][rd]=(now()-t)/h; st[k][m]=p; }
-  for(int k=0;k<nk;k++){ for(int m=0;m<2;m++) qsort(s[k][m],15,sizeof(double),cmp);
+  for(int k=0;k<nk;k++){ for(int m=0;m<2;m++) qsort(s[k][m],15,sizeof(double),cmpd);
     printf("%5zu KiB of lines: one-of-pair %6.2f ns (med %6.2f)   every-line %6.2f ns (med %6.2f)\n",kib[k],s[k][0][1],s[k][0][7],s[k][1][1],s[k][1][7]); }
 }
