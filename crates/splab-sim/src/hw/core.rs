@@ -53,6 +53,11 @@ pub struct CoreConfig {
     pub stream_bytes_per_cycle: f64,
     /// Store buffer (store queue) entries; 0: unbounded (stores never stall dispatch).
     pub store_buffer: u32,
+    /// Loaded latency: cycles a demand miss served beyond L2 waits for each other such miss of
+    /// this core in flight when it starts (the memory system's queueing under the core's own
+    /// misses; `splab calibrate` measures it as the slope of the per-miss latency over the
+    /// number of interleaved chases). 0: a miss's latency is the same however many are in flight.
+    pub loaded_cycles_per_miss: f64,
 }
 
 /// Where time went. Indices into `Breakdown::cycles` (ticks until `finish`).
@@ -238,6 +243,8 @@ pub struct Core {
     sb: Box<[(u64, u8)]>,
     sb_head: usize,
     sb_last: u64,
+    /// `CoreConfig::loaded_cycles_per_miss` in ticks (0: none).
+    loaded_ticks_per_miss: u64,
     /// The latest completion of any load, read-modify-write or instruction fetch so far.
     load_done: u64,
     /// Where the dispatch clock (`now`, ticks) is published for the caches' line lifetimes
@@ -292,6 +299,8 @@ impl Core {
             sb_head: 0,
             sb_last: 0,
             load_done: 0,
+            loaded_ticks_per_miss: (cfg.loaded_cycles_per_miss.max(0.0) * cfg.width.max(1) as f64)
+                .round() as u64,
         }
     }
 
@@ -513,6 +522,9 @@ impl Core {
             } else {
                 data_start = data_start.max(free);
                 done = data_start + trip.latency * w;
+                if self.loaded_ticks_per_miss > 0 && trip.served >= 2 {
+                    done += self.loaded_ticks_per_miss * self.misses_beyond_l2_at(data_start);
+                }
                 self.set_mshr_done(slot, done);
                 let old = self.mshr_line[slot];
                 if old != u64::MAX {
@@ -613,6 +625,16 @@ impl Core {
             None
         };
         (same, (min & 31) as usize, min >> 5)
+    }
+
+    /// Fill buffers holding a miss served beyond L2 that is still in flight at `t` (loaded
+    /// latency: `CoreConfig::loaded_cycles_per_miss`).
+    #[cold]
+    #[inline(never)]
+    fn misses_beyond_l2_at(&self, t: u64) -> u64 {
+        (0..self.mshrs)
+            .filter(|&j| self.mshr_done[j] > t && self.mshr_served[j] >= 2)
+            .count() as u64
     }
 
     /// Fill buffer `i` completes at `done` (`mshr_done` and its key).
@@ -995,6 +1017,7 @@ mod tests {
             walkers: 2,
             stream_bytes_per_cycle: 16.0,
             store_buffer,
+            loaded_cycles_per_miss: 0.0,
         })
     }
 
@@ -1137,6 +1160,62 @@ mod tests {
             line,
             ..Trip::default()
         }
+    }
+
+    /// Loaded latency (`loaded_cycles_per_miss` 10, width 4: 40 ticks a miss in flight): three
+    /// independent DRAM misses of 100 cycles dispatched at ticks 1, 2, 3 start with 0, 1 and 2
+    /// others in flight and complete at 401, 442 and 483 ticks (121 cycles; 101 without it).
+    /// A miss served by L2 neither waits nor counts: the DRAM miss after one DRAM miss and one
+    /// L2 miss starts with one other (443), and the L2 miss completes at its own 2 + 64.
+    #[test]
+    fn a_miss_beyond_l2_waits_for_each_other_one_in_flight() {
+        let loaded = |cycles: f64| {
+            Core::new(&CoreConfig {
+                window: 64,
+                width: 4,
+                mshrs: 4,
+                walkers: 2,
+                stream_bytes_per_cycle: 16.0,
+                store_buffer: 0,
+                loaded_cycles_per_miss: cycles,
+            })
+        };
+        let mut c = loaded(10.0);
+        let mut done = Vec::new();
+        for line in 0..3 {
+            c.access(MemOp::Load, 1, 0, &miss(100, line));
+            done.push(c.horizon);
+        }
+        assert_eq!(done, [401, 442, 483]);
+        assert_eq!(c.cycles(), 121);
+        let mut plain = loaded(0.0);
+        for line in 0..3 {
+            plain.access(MemOp::Load, 1, 0, &miss(100, line));
+        }
+        assert_eq!(plain.cycles(), 101);
+
+        let mut m = loaded(10.0);
+        m.access(MemOp::Load, 1, 0, &miss(100, 1));
+        let l2 = Trip {
+            served: 1,
+            latency: 16,
+            line: 2,
+            ..Trip::default()
+        };
+        m.access(MemOp::Load, 1, 0, &l2);
+        assert_eq!(m.mshr_done[..2], [401, 66]);
+        m.access(MemOp::Load, 1, 0, &miss(100, 3));
+        assert_eq!(m.horizon, 443);
+        // An LLC hit (served 2) waits too.
+        let mut h = loaded(10.0);
+        h.access(MemOp::Load, 1, 0, &miss(100, 1));
+        let llc = Trip {
+            served: 2,
+            ..miss(30, 2)
+        };
+        h.access(MemOp::Load, 1, 0, &llc);
+        assert_eq!(h.horizon, 401);
+        assert_eq!(h.mshr_done[1], 2 + 120 + 40);
     }
 
     #[test]

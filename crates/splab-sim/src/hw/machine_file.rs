@@ -256,6 +256,9 @@ struct FileCore {
     /// Store buffer entries. Absent: unbounded, stores never stall dispatch (machine files
     /// written before 2026-11-28 have none).
     store_buffer: Option<u32>,
+    /// Cycles a miss served beyond L2 waits per other such miss in flight (loaded latency).
+    /// Absent: 0 (the presets, and machine files written before 2026-11-29).
+    loaded_cycles_per_miss: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -561,6 +564,13 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
             format!("{}: must be more than 0", c.stream_bytes_per_cycle),
         );
     }
+    let loaded = c.loaded_cycles_per_miss.unwrap_or(0.0);
+    if !(loaded.is_finite() && (0.0..=10_000.0).contains(&loaded)) {
+        return bad(
+            "core.loaded_cycles_per_miss",
+            format!("{loaded}: must be from 0 to 10000 cycles (leave the key out for none)"),
+        );
+    }
     let core = CoreConfig {
         window: c.window,
         width: c.width,
@@ -568,6 +578,7 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
         walkers: c.walkers,
         stream_bytes_per_cycle: c.stream_bytes_per_cycle,
         store_buffer: c.store_buffer.unwrap_or(0),
+        loaded_cycles_per_miss: loaded,
     };
 
     let prefetch = match &f.prefetch {
@@ -1372,6 +1383,24 @@ mod tests {
         assert_eq!(c.store_buffer, 56);
     }
 
+    /// No preset has a loaded latency (none is published for them; calibrate measures it):
+    /// the key's absence is 0, and a file's value is read as written.
+    #[test]
+    fn loaded_latency_is_absent_in_the_presets_and_read_from_a_file() {
+        for (name, text) in BUILT_IN {
+            assert!(!text.contains("loaded_cycles_per_miss"), "{name}");
+            let c = parse(text, name).unwrap().machine.core;
+            assert_eq!(c.loaded_cycles_per_miss, 0.0, "{name}");
+        }
+        let text = SKYLAKE.replacen(
+            "store_buffer = 56\n",
+            "store_buffer = 56\nloaded_cycles_per_miss = 5.9\n",
+            1,
+        );
+        let c = parse(&text, "t.toml").unwrap().machine.core;
+        assert_eq!(c.loaded_cycles_per_miss, 5.9);
+    }
+
     #[test]
     fn a_lifetime_is_per_level_in_cycles() {
         let text = SKYLAKE.replacen(
@@ -1558,6 +1587,12 @@ mod tests {
                 "stream_bytes_per_cycle = -1",
                 "core.stream_bytes_per_cycle",
                 "more than 0",
+            ),
+            (
+                "store_buffer = 56",
+                "loaded_cycles_per_miss = -2.5\nstore_buffer = 56",
+                "core.loaded_cycles_per_miss",
+                "from 0 to 10000 cycles",
             ),
             (
                 "replacement = \"nru\"",

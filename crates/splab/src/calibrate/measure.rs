@@ -1189,10 +1189,21 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         .collect::<Vec<_>>()
         .join(", ");
     let mlp_spread = mlp_rows.iter().map(|(_, s)| s.spread()).fold(0.0, f64::max);
+    let per_miss: Vec<(usize, f64)> = mlp_rows
+        .iter()
+        .map(|(k, s)| (*k, *k as f64 * s.low()))
+        .collect();
+    let loaded_ns = loaded_latency_slope(&per_miss, mlp_knee);
+    let per_miss_text = per_miss
+        .iter()
+        .map(|(k, ns)| format!("K={k} {ns:.0}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     pr.done(
         "memory-level parallelism",
         &format!(
-            "best speedup {mlp_best:.1}x K=1's, knee at K={mlp_knee:.1}; speedup by K: {mlp_text}"
+            "best speedup {mlp_best:.1}x K=1's, knee at K={mlp_knee:.1}; speedup by K: {mlp_text}; \
+             loaded latency {loaded_ns:.2} ns a miss per other miss in flight (ns a miss by K: {per_miss_text})"
         ),
     );
 
@@ -1979,7 +1990,10 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
              {:.0}% of the hop) over the fastest time per hop of any K ({:.1} cycles; best speedup {walk_best:.1}x, knee at K={walk_knee:.1}) \
              = {walkers_est:.2} walks in flight on average, which no fewer than {walkers} walkers can carry (the smallest whole \
              number at least that; a walk under load takes no less than alone, so this is a lower bound, at most 8); \
-             speedup by K: {walk_text}. stream_bytes_per_cycle: calibrate: read stream, a \
+             speedup by K: {walk_text}. loaded_cycles_per_miss: calibrate: the same memory-level-parallelism chases, \
+             the least-squares slope of the time a miss takes (K x the hop) over K, for the K up to the knee \
+             (each miss starts with K - 1 others in flight): {loaded_ns:.2} ns = {:.1} cycles per other miss in flight; \
+             ns a miss by K: {per_miss_text}. stream_bytes_per_cycle: calibrate: read stream, a \
              sequential sum of 32 MiB pieces of {}, {:.1} GB/s, {}. store_buffer: calibrate: {}. window and width: assumed (not measurable here), skylake's.",
             mib(plan.dram_footprint),
             mib(walk_pages * PAGE),
@@ -1998,6 +2012,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             cyc(wlat1),
             100.0 * walk_share,
             cyc(we.sat),
+            cyc(loaded_ns),
             mib(plan.dram_footprint),
             1.0 / stream.low(),
             stream_how,
@@ -2024,10 +2039,11 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     );
     let _ = writeln!(
         w,
-        "window = {}\nwidth = {}\nmshrs = {mshrs}\nwalkers = {walkers}\nstream_bytes_per_cycle = {:.2}\n{}",
+        "window = {}\nwidth = {}\nmshrs = {mshrs}\nwalkers = {walkers}\nstream_bytes_per_cycle = {:.2}\nloaded_cycles_per_miss = {:.1}\n{}",
         sc.window,
         sc.width,
         bpc,
+        cyc(loaded_ns),
         sbuf.entries
             .map(|n| format!("store_buffer = {n}\n"))
             .unwrap_or_default()
@@ -2825,6 +2841,35 @@ pub fn sweep_footprints(max: usize, l2: Option<usize>) -> Vec<usize> {
 /// over, are kept.
 const MLP_KS: [usize; 8] = [1, 2, 4, 8, 12, 16, 24, 32];
 
+/// Loaded latency from the memory-level-parallelism benchmark: `per_miss` holds (K, the time a
+/// miss takes with K interleaved chases, K x the hop); below the fill buffers' limit every
+/// chase has one miss in flight, so a miss starts with K - 1 others in flight, and the
+/// least-squares slope of that time over K is what each of them adds (Little's law; the
+/// memory system's queueing under this core's own misses). Fitted over the K at most `knee`
+/// (beyond it the misses wait for a fill buffer, which `mshrs` models); 0 when the time does
+/// not rise, or with fewer than two such K.
+pub fn loaded_latency_slope(per_miss: &[(usize, f64)], knee: f64) -> f64 {
+    let pts: Vec<(f64, f64)> = per_miss
+        .iter()
+        .filter(|(k, _)| *k as f64 <= knee)
+        .map(|&(k, t)| (k as f64, t))
+        .collect();
+    if pts.len() < 2 {
+        return 0.0;
+    }
+    let n = pts.len() as f64;
+    let (mx, my) = (
+        pts.iter().map(|p| p.0).sum::<f64>() / n,
+        pts.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    if sxx <= 0.0 {
+        return 0.0;
+    }
+    (sxy / sxx).max(0.0)
+}
+
 /// Intervals the LLC share's bracket is split into when it is measured again.
 const REFINE_STEPS: usize = 8;
 
@@ -3411,9 +3456,9 @@ mod tests {
     use super::{
         amd_l2_array, amd_tlb_decode, decay_points, fault_estimate, fill_in, first_crossing,
         fit_dram_latency, fixed_age_curve, isotonic, isotonic_median, l2_footprint,
-        lifetime_crossing, median_crossing, mser_cut, pass_base, pass_crossing, share_geometry,
-        share_resolution, sweep_footprints, walkers_estimate, AmdTlb, TlbArray, WALK_FIXED_MARK,
-        WALK_FIXED_RAW,
+        lifetime_crossing, loaded_latency_slope, median_crossing, mser_cut, pass_base,
+        pass_crossing, share_geometry, share_resolution, sweep_footprints, walkers_estimate,
+        AmdTlb, TlbArray, WALK_FIXED_MARK, WALK_FIXED_RAW,
     };
     use crate::calibrate::bench::{Rng, Stat};
 
@@ -3714,6 +3759,34 @@ mod tests {
             Some(0.5e6)
         );
         assert_eq!(lifetime_crossing(&[], 82.5), None);
+    }
+
+    /// The loaded latency is the slope of a miss's time over K up to the knee: a line of slope
+    /// 10 ns over K = 1, 2, 4, 8 reads 10 whatever lies beyond the knee; a falling time reads 0;
+    /// one point below the knee gives no slope. And d1's curve (2026-11-29 02:25, this guest:
+    /// speedups 1.86, 3.68, 7.44, 10.76 at K = 2..12 of a 226 ns hop, knee 15.1) reads 1.57 ns.
+    #[test]
+    fn the_loaded_latency_is_the_slope_of_a_misss_time_over_k_below_the_knee() {
+        let line = [(1, 100.0), (2, 110.0), (4, 130.0), (8, 170.0), (16, 900.0)];
+        assert!((loaded_latency_slope(&line, 10.0) - 10.0).abs() < 1e-9);
+        assert!((loaded_latency_slope(&line, 20.0) - 10.0).abs() > 1.0);
+        let falling = [(1, 100.0), (2, 90.0), (4, 80.0)];
+        assert_eq!(loaded_latency_slope(&falling, 16.0), 0.0);
+        assert_eq!(loaded_latency_slope(&line, 1.5), 0.0);
+        let hop1 = 226.0;
+        let d1: Vec<(usize, f64)> = [
+            (1, 1.0),
+            (2, 1.86),
+            (4, 3.68),
+            (8, 7.44),
+            (12, 10.76),
+            (16, 13.51),
+        ]
+        .iter()
+        .map(|&(k, sp)| (k, k as f64 * hop1 / sp))
+        .collect();
+        let s = loaded_latency_slope(&d1, 15.1);
+        assert!((s - 1.57).abs() < 0.01, "{s}");
     }
 
     #[test]
