@@ -996,13 +996,26 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         .find(|&i| over[i] > 4.0 * stlb_hit + 16.0)
         .unwrap_or(points.len() - 1);
     let walk_level = median(&mut over[walk_at..(walk_at + 3).min(points.len())].to_vec());
-    let stlb_reach = knee(
+    let stlb_halfway = knee(
         &points,
         &over,
         points[stlb_probe],
         (stlb_hit + walk_level) / 2.0,
     )
     .unwrap_or(tlb_max);
+    // The capacity: the set-overflow fit (`stlb_capacity_fit`) over the points from 2x the L1
+    // reach to two past the walk level's first; the halfway knee when no candidate fits.
+    let fit_hi = points[(walk_at + 2).min(points.len() - 1)];
+    let (stlb_reach, stlb_fit_sse) = stlb_capacity_fit(
+        &points,
+        &over,
+        stlb_hit,
+        walk_level,
+        2 * l1_reach,
+        fit_hi,
+        points[stlb_probe],
+    )
+    .unwrap_or((stlb_halfway, f64::NAN));
     // The values the file gets, in ns until the clock is known.
     let (stlb_hit_ns, walk_level_ns) = (stlb_hit / g, walk_level / g);
     let walk_over = Cyc(*over_ns.last().unwrap());
@@ -1739,8 +1752,11 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         ),
     };
     let measured_stlb = format!(
-        "the sweep's last page count before the extra cycles rise halfway to the walk level just past it: {stlb_reach} \
-         (+{walk_level:.1} cycles; +{walk_over:.1} at {tlb_max} pages)"
+        "the sweep's capacity fit: {stlb_reach} entries, of the sweep's page counts the one whose set-associative \
+         LRU array (ways as below) makes the share of a random cyclic chase's pages that miss (those whose set holds \
+         more pages than ways) closest to the measured share, (extra - hit) / (walk level - hit), least squares, \
+         {stlb_fit_sse:.3}; the last page count before the extra cycles rise halfway to the walk level, the rule \
+         until 2026-11-29, {stlb_halfway} (+{walk_level:.1} cycles; +{walk_over:.1} at {tlb_max} pages)"
     );
     // The STLB's arrays: (sizes, entries, ways).
     let (stlb_arrays, stlb_geo_src): (Vec<(&str, u32, u32)>, String) =
@@ -2841,6 +2857,82 @@ pub fn sweep_footprints(max: usize, l2: Option<usize>) -> Vec<usize> {
 /// over, are kept.
 const MLP_KS: [usize; 8] = [1, 2, 4, 8, 12, 16, 24, 32];
 
+/// The ways `calibrate` assumes for a TLB array of `entries` found by the sweep: the first of
+/// 16, 12, 8, 4, 2 that divides them.
+pub fn stlb_ways(entries: usize) -> usize {
+    [16, 12, 8, 4, 2]
+        .into_iter()
+        .find(|w| entries.is_multiple_of(*w))
+        .unwrap_or(1)
+}
+
+/// The share of the pages of a random cyclic chase over `pages` pages that miss a
+/// set-associative LRU array of `entries` entries and `ways` ways: a page misses on every lap
+/// when its set holds more pages than ways (each of those pages is evicted before its turn
+/// comes again), so the share is the chance that at least `ways` of the other pages fall in its
+/// set: Binomial(pages - 1, ways / entries) >= ways.
+pub fn set_overflow_share(pages: usize, entries: usize, ways: usize) -> f64 {
+    if pages <= ways {
+        return 0.0;
+    }
+    let sets = (entries / ways.max(1)).max(1);
+    if sets == 1 {
+        return if pages > entries { 1.0 } else { 0.0 };
+    }
+    let n = (pages - 1) as f64;
+    let p = 1.0 / sets as f64;
+    // P(X < ways) by the pmf's recurrence from P(X = 0) = (1 - p)^n.
+    let mut pmf = (n * (1.0 - p).ln()).exp();
+    let mut below = 0.0;
+    for k in 0..ways {
+        below += pmf;
+        pmf *= (n - k as f64) / (k as f64 + 1.0) * p / (1.0 - p);
+    }
+    (1.0 - below).clamp(0.0, 1.0)
+}
+
+/// The STLB's capacity from the 4KB sweep (`points` page counts, `over` extra cycles a hop over
+/// the packed control): each page count from `from` to `hi` is a candidate capacity, with the
+/// ways `stlb_ways` assumes, and the one whose `set_overflow_share` curve is closest (least
+/// squares) to the measured share of missing pages, (over - `hit`) / (`walk` - `hit`) clamped
+/// to 0..1, at the points from `lo` to `hi`, wins; returns it and its sum of squares. A TLB of
+/// random pages misses on about half of them at its capacity (a page's set then holds on
+/// average ways - 1 others), so the rule it replaces, the last point below half way, flipped
+/// between the capacity and the point before it: 2048 and 1536 on this guest (2026-11-29 e1 and
+/// e2), 1024 to 2048 on the AMD guest. None when the plateaus are not apart.
+pub fn stlb_capacity_fit(
+    points: &[usize],
+    over: &[f64],
+    hit: f64,
+    walk: f64,
+    lo: usize,
+    hi: usize,
+    from: usize,
+) -> Option<(usize, f64)> {
+    if !(walk - hit > 1.0) {
+        return None;
+    }
+    let measured: Vec<(usize, f64)> = points
+        .iter()
+        .zip(over)
+        .filter(|(p, _)| (lo..=hi).contains(*p))
+        .map(|(&p, &o)| (p, ((o - hit) / (walk - hit)).clamp(0.0, 1.0)))
+        .collect();
+    points
+        .iter()
+        .copied()
+        .filter(|&c| c >= from && c <= hi)
+        .map(|c| {
+            let w = stlb_ways(c);
+            let sse: f64 = measured
+                .iter()
+                .map(|&(p, m)| (set_overflow_share(p, c, w) - m).powi(2))
+                .sum();
+            (c, sse)
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
 /// Loaded latency from the memory-level-parallelism benchmark: `per_miss` holds (K, the time a
 /// miss takes with K interleaved chases, K x the hop); below the fill buffers' limit every
 /// chase has one miss in flight, so a miss starts with K - 1 others in flight, and the
@@ -3457,8 +3549,9 @@ mod tests {
         amd_l2_array, amd_tlb_decode, decay_points, fault_estimate, fill_in, first_crossing,
         fit_dram_latency, fixed_age_curve, isotonic, isotonic_median, l2_footprint,
         lifetime_crossing, loaded_latency_slope, median_crossing, mser_cut, pass_base,
-        pass_crossing, share_geometry, share_resolution, sweep_footprints, walkers_estimate,
-        AmdTlb, TlbArray, WALK_FIXED_MARK, WALK_FIXED_RAW,
+        pass_crossing, set_overflow_share, share_geometry, share_resolution, stlb_capacity_fit,
+        stlb_ways, sweep_footprints, walkers_estimate, AmdTlb, TlbArray, WALK_FIXED_MARK,
+        WALK_FIXED_RAW,
     };
     use crate::calibrate::bench::{Rng, Stat};
 
@@ -3706,6 +3799,45 @@ mod tests {
         let ramp: Vec<f64> = (0..20).map(f64::from).collect();
         assert!(mser_cut(&ramp) <= 10);
         assert_eq!(mser_cut(&[]), 0);
+    }
+
+    /// The STLB's capacity is the set-overflow fit, not the halfway knee: e1's and e2's sweeps
+    /// (2026-11-29 02:33 and 02:53, this guest; the halfway rule read 2048 and 1536) both fit
+    /// 2048 entries (16 ways); a curve made from a 1536-entry, 16-way array fits 1536; the share
+    /// at capacity is about half, and a one-set array is a step.
+    #[test]
+    fn the_stlb_capacity_is_the_set_overflow_fit_of_the_sweep() {
+        let points = [
+            8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072,
+            4096, 6144, 8192,
+        ];
+        let e1 = [
+            0.0, -0.0, 0.1, -0.0, -0.0, 0.0, 0.0, 0.0, 7.0, 7.1, 7.0, 7.0, -2.6, 2.0, 6.2, 12.1,
+            27.6, 49.9, 51.9, 52.7, 53.4,
+        ];
+        let e2 = [
+            0.1, 0.1, 0.1, 0.1, 0.1, 0.2, -0.0, 0.2, 6.9, 6.9, 7.6, 8.0, -1.4, 4.5, 9.6, 15.6,
+            39.4, 59.6, 59.4, 58.7, 59.5,
+        ];
+        for (over, hit, walk) in [(&e1, 7.0, 51.9), (&e2, 6.9, 59.4)] {
+            let (c, sse) = stlb_capacity_fit(&points, over, hit, walk, 192, 6144, 384).unwrap();
+            assert_eq!(c, 2048, "sse {sse}");
+        }
+        let made: Vec<f64> = points
+            .iter()
+            .map(|&p| 5.0 + 40.0 * set_overflow_share(p, 1536, 16))
+            .collect();
+        let (c, sse) = stlb_capacity_fit(&points, &made, 5.0, 45.0, 192, 6144, 384).unwrap();
+        assert_eq!(c, 1536);
+        assert!(sse < 1e-12, "{sse}");
+        let half = set_overflow_share(2048, 2048, 16);
+        assert!((0.45..0.6).contains(&half), "{half}");
+        assert!(set_overflow_share(1024, 2048, 16) < 0.02);
+        assert!(set_overflow_share(4096, 2048, 16) > 0.99);
+        assert_eq!(set_overflow_share(64, 64, 64), 0.0);
+        assert_eq!(set_overflow_share(65, 64, 64), 1.0);
+        assert_eq!((stlb_ways(1536), stlb_ways(1000), stlb_ways(6)), (16, 8, 2));
+        assert!(stlb_capacity_fit(&points, &e1, 7.0, 7.5, 192, 6144, 384).is_none());
     }
 
     #[test]
