@@ -2949,13 +2949,10 @@ pub fn loaded_latency_slope(per_miss: &[(usize, f64)], knee: f64) -> f64 {
     if pts.len() < 2 {
         return 0.0;
     }
-    let n = pts.len() as f64;
-    let (mx, my) = (
-        pts.iter().map(|p| p.0).sum::<f64>() / n,
-        pts.iter().map(|p| p.1).sum::<f64>() / n,
-    );
-    let sxx: f64 = pts.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
-    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    // The slope sum((x - mean x) y) / sum((x - mean x) x): the same as with both centred.
+    let mx = pts.iter().map(|p| p.0).sum::<f64>() / pts.len() as f64;
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx) * p.0).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * p.1).sum();
     if sxx <= 0.0 {
         return 0.0;
     }
@@ -3838,6 +3835,13 @@ mod tests {
         assert_eq!(set_overflow_share(65, 64, 64), 1.0);
         assert_eq!((stlb_ways(1536), stlb_ways(1000), stlb_ways(6)), (16, 8, 2));
         assert!(stlb_capacity_fit(&points, &e1, 7.0, 7.5, 192, 6144, 384).is_none());
+        // Only the counts from `from` to `hi` are candidates.
+        let only = stlb_capacity_fit(&points, &e1, 7.0, 51.9, 192, 6144, 3072).unwrap();
+        assert_eq!(only.0, 3072);
+        let below = stlb_capacity_fit(&points, &e1, 7.0, 51.9, 192, 1536, 384).unwrap();
+        assert_eq!(below.0, 1536);
+        // Plateaus one cycle apart are not apart.
+        assert!(stlb_capacity_fit(&points, &e1, 7.0, 8.0, 192, 6144, 384).is_none());
     }
 
     #[test]
@@ -3905,6 +3909,8 @@ mod tests {
         let falling = [(1, 100.0), (2, 90.0), (4, 80.0)];
         assert_eq!(loaded_latency_slope(&falling, 16.0), 0.0);
         assert_eq!(loaded_latency_slope(&line, 1.5), 0.0);
+        // Two K are enough for a slope.
+        assert!((loaded_latency_slope(&line, 2.0) - 10.0).abs() < 1e-9);
         let hop1 = 226.0;
         let d1: Vec<(usize, f64)> = [
             (1, 1.0),
