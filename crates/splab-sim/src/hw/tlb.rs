@@ -754,6 +754,17 @@ impl Array {
 
     /// The store of a `small_pow2` array.
     #[inline(always)]
+    fn small(&self) -> &Small {
+        debug_assert!(self.small_pow2);
+        match &self.store {
+            Store::Small(s) => s,
+            // SAFETY: `small_pow2` implies `Store::Small` (`Array::new`).
+            Store::Big(_) => unsafe { std::hint::unreachable_unchecked() },
+        }
+    }
+
+    /// As `small`, mutably.
+    #[inline(always)]
     fn small_mut(&mut self) -> &mut Small {
         debug_assert!(self.small_pow2);
         match &mut self.store {
@@ -839,13 +850,12 @@ impl Array {
     fn prefetch(&self, asid: u32, va: u64) {
         let mut live = self.sizes.live;
         if self.small_pow2 {
-            if let Store::Small(s) = &self.store {
-                while live != 0 {
-                    let i = live.trailing_zeros() as usize & 15;
-                    live &= live - 1;
-                    let set = (va >> self.sizes.shift[i]) & self.set_mask;
-                    super::prefetch_ptr(s.sets.as_ptr().wrapping_add(set as usize));
-                }
+            let s = self.small();
+            while live != 0 {
+                let i = live.trailing_zeros() as usize & 15;
+                live &= live - 1;
+                let set = (va >> self.sizes.shift[i]) & self.set_mask;
+                super::prefetch_ptr(s.sets.as_ptr().wrapping_add(set as usize));
             }
             return;
         }
@@ -1252,8 +1262,9 @@ struct Level {
     arrays: Vec<Array>,
     hit_cycles: u64,
     stats: LevelStats,
-    /// For each size class, the first array holding it and its page shift (255 = none).
-    insert_to: [(u8, u8); 16],
+    /// For each size class, the first array holding it and its page shift (255 = none). One
+    /// entry per `u8` (classes from 16 on are held by none), so a fill indexes it unchecked.
+    insert_to: [(u8, u8); 256],
     /// Bit a set once array a has been filled (never cleared): a superset of the arrays with
     /// valid entries, so a lookup skips the others without visiting them (on skylake under
     /// base pages, two of the L1 DTLB's three arrays and one of the STLB's two are empty: the
@@ -1264,8 +1275,8 @@ struct Level {
 impl Level {
     fn new(cfg: &LevelConfig, shifts: &[u8]) -> Level {
         let arrays: Vec<Array> = cfg.arrays.iter().map(|a| Array::new(a, shifts)).collect();
-        let mut insert_to = [(u8::MAX, 0); 16];
-        for (c, slot) in insert_to.iter_mut().enumerate() {
+        let mut insert_to = [(u8::MAX, 0); 256];
+        for (c, slot) in insert_to.iter_mut().enumerate().take(16) {
             if let Some((a, shift)) = arrays
                 .iter()
                 .enumerate()
@@ -1306,7 +1317,8 @@ impl Level {
 
     #[inline(always)]
     fn insert(&mut self, asid: u32, va: u64, t: Translation, absent: bool) {
-        if let Some(&(a, shift)) = self.insert_to.get(t.size.0 as usize) {
+        let (a, shift) = self.insert_to[t.size.0 as usize];
+        {
             if a != u8::MAX {
                 debug_assert!((a as usize) < self.arrays.len());
                 self.filled |= 1 << a;
@@ -1321,7 +1333,8 @@ impl Level {
     /// (`Array::insert_absent`).
     #[inline(always)]
     fn insert_absent(&mut self, asid: u32, va: u64, t: Translation, vpn: u64, tag: u64, h: u16) {
-        if let Some(&(a, shift)) = self.insert_to.get(t.size.0 as usize) {
+        let (a, shift) = self.insert_to[t.size.0 as usize];
+        {
             if a != u8::MAX {
                 debug_assert!((a as usize) < self.arrays.len());
                 self.filled |= 1 << a;
