@@ -1270,6 +1270,8 @@ struct Level {
     /// base pages, two of the L1 DTLB's three arrays and one of the STLB's two are empty: the
     /// loop over every array was about 30 host instructions per GUPS update).
     filled: u64,
+    /// The index of the one array filled when `filled` has one bit, else `u8::MAX`.
+    single: u8,
 }
 
 impl Level {
@@ -1289,6 +1291,7 @@ impl Level {
         Level {
             arrays,
             filled: 0,
+            single: u8::MAX,
             hit_cycles: cfg.hit_cycles,
             stats: LevelStats {
                 name: cfg.name.clone(),
@@ -1301,6 +1304,14 @@ impl Level {
 
     #[inline(always)]
     fn lookup(&mut self, asid: u32, va: u64) -> Option<Translation> {
+        // One array ever filled (on skylake under base pages, the L1 DTLB's 4KB array and the
+        // STLB's 4K/2M one): the loop below visits it alone, without the loop.
+        let a = self.single;
+        if a != u8::MAX {
+            debug_assert_eq!(self.filled, 1 << a);
+            // SAFETY: as below; `single` is a bit of `filled` (`mark_filled`).
+            return unsafe { self.arrays.get_unchecked_mut(a as usize) }.lookup(asid, va);
+        }
         // The arrays ever filled, in order (the others are empty).
         let mut m = self.filled;
         while m != 0 {
@@ -1315,17 +1326,24 @@ impl Level {
         None
     }
 
+    /// Marks array `a` filled (and `single`).
+    #[inline(always)]
+    fn mark_filled(&mut self, a: u8) {
+        if self.filled >> a & 1 == 0 {
+            self.filled |= 1 << a;
+            self.single = if self.filled.is_power_of_two() { a } else { u8::MAX };
+        }
+    }
+
     #[inline(always)]
     fn insert(&mut self, asid: u32, va: u64, t: Translation, absent: bool) {
         let (a, shift) = self.insert_to[t.size.0 as usize];
-        {
-            if a != u8::MAX {
-                debug_assert!((a as usize) < self.arrays.len());
-                self.filled |= 1 << a;
-                // SAFETY: `new` puts in `insert_to` only indexes of `arrays` (or `u8::MAX`).
-                unsafe { self.arrays.get_unchecked_mut(a as usize) }
-                    .insert(asid, va, shift, t, absent);
-            }
+        if a != u8::MAX {
+            debug_assert!((a as usize) < self.arrays.len());
+            self.mark_filled(a);
+            // SAFETY: `new` puts in `insert_to` only indexes of `arrays` (or `u8::MAX`).
+            unsafe { self.arrays.get_unchecked_mut(a as usize) }
+                .insert(asid, va, shift, t, absent);
         }
     }
 
@@ -1334,14 +1352,12 @@ impl Level {
     #[inline(always)]
     fn insert_absent(&mut self, asid: u32, va: u64, t: Translation, vpn: u64, tag: u64, h: u16) {
         let (a, shift) = self.insert_to[t.size.0 as usize];
-        {
-            if a != u8::MAX {
-                debug_assert!((a as usize) < self.arrays.len());
-                self.filled |= 1 << a;
-                // SAFETY: as in `insert`.
-                unsafe { self.arrays.get_unchecked_mut(a as usize) }
-                    .insert_absent(asid, va, shift, t, vpn, tag, h);
-            }
+        if a != u8::MAX {
+            debug_assert!((a as usize) < self.arrays.len());
+            self.mark_filled(a);
+            // SAFETY: as in `insert`.
+            unsafe { self.arrays.get_unchecked_mut(a as usize) }
+                .insert_absent(asid, va, shift, t, vpn, tag, h);
         }
     }
 }
@@ -1638,6 +1654,20 @@ impl Tlb {
             for (ai, a) in l.arrays.iter().enumerate() {
                 a.check()
                     .map_err(|e| format!("tlb {} array {ai}: {e}", l.stats.name))?;
+                if a.valid > 0 && l.filled >> ai & 1 == 0 {
+                    return Err(format!("tlb {} array {ai}: entries but not filled", l.stats.name));
+                }
+            }
+            let single = if l.filled.is_power_of_two() {
+                l.filled.trailing_zeros() as u8
+            } else {
+                u8::MAX
+            };
+            if l.single != single {
+                return Err(format!(
+                    "tlb {}: single array {} but filled {:#x}",
+                    l.stats.name, l.single, l.filled
+                ));
             }
         }
         Ok(())
