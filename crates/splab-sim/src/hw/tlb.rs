@@ -132,6 +132,8 @@ struct Sizes {
     index: [u8; 16],
     /// Bit i set iff `valid[i] > 0`: the sizes a lookup probes.
     live: u32,
+    /// The index of the one size with entries when `live` has one bit, else `u8::MAX`.
+    one: u8,
     /// The bits of a tag of size index i other than its asid and page number (`make_tag`).
     tag_hi: [u64; 16],
 }
@@ -146,6 +148,7 @@ impl Sizes {
             valid: [0; 16],
             index: [u8::MAX; 16],
             live: 0,
+            one: u8::MAX,
             tag_hi: [0; 16],
         };
         for (i, &c) in sizes.iter().enumerate() {
@@ -161,7 +164,10 @@ impl Sizes {
     #[inline(always)]
     fn inc(&mut self, i: usize) {
         self.valid[i & 15] += 1;
-        self.live |= 1 << (i & 15);
+        if self.valid[i & 15] == 1 {
+            self.live |= 1 << (i & 15);
+            self.one = Sizes::one_of(self.live);
+        }
     }
 
     /// One valid entry of size index `i` fewer.
@@ -170,6 +176,17 @@ impl Sizes {
         self.valid[i & 15] -= 1;
         if self.valid[i & 15] == 0 {
             self.live &= !(1 << (i & 15));
+            self.one = Sizes::one_of(self.live);
+        }
+    }
+
+    /// `one` for these `live` sizes.
+    #[inline(always)]
+    fn one_of(live: u32) -> u8 {
+        if live.is_power_of_two() {
+            live.trailing_zeros() as u8
+        } else {
+            u8::MAX
         }
     }
 
@@ -777,6 +794,25 @@ impl Array {
     /// Looks `va` up at every size this array holds; on a hit makes the entry MRU.
     #[inline(always)]
     fn lookup(&mut self, asid: u32, va: u64) -> Option<Translation> {
+        if self.small_pow2 && self.sizes.one != u8::MAX {
+            // One size with entries (the 4KB one under base pages): the probe of the loop
+            // below, once.
+            let i = self.sizes.one as usize & 15;
+            let (mask, touch, sizes) = (self.set_mask, self.touch_on_hit, &self.sizes);
+            let vpn = va >> sizes.shift[i];
+            let tag = sizes.tag_hi[i] | asid_bits(asid) | (vpn & VPN_MASK);
+            let set = (vpn & mask) as usize;
+            let s = match &mut self.store {
+                Store::Small(s) => s,
+                // SAFETY: `small_pow2` implies `Store::Small` (`Array::new`).
+                Store::Big(_) => unsafe { std::hint::unreachable_unchecked() },
+            };
+            let w = s.find(set, tag)?;
+            if touch {
+                s.touch(set, w);
+            }
+            return Some(s.translation(set, w, sizes.class[i]));
+        }
         // The sizes with valid entries, in order.
         let mut live = self.sizes.live;
         if live == 0 {
@@ -1221,6 +1257,9 @@ impl Array {
                 "live sizes {:#x}, counted {live:#x}",
                 self.sizes.live
             ));
+        }
+        if self.sizes.one != Sizes::one_of(live) {
+            return Err(format!("one size {} of live {live:#x}", self.sizes.one));
         }
         if by_size[..self.sizes.n] != self.sizes.valid[..self.sizes.n]
             || self.sizes.valid[self.sizes.n..].iter().any(|&v| v != 0)
