@@ -887,6 +887,13 @@ impl Array {
         let mut live = self.sizes.live;
         if self.small_pow2 {
             let s = self.small();
+            if self.sizes.one != u8::MAX {
+                // One size with entries: the loop below, once.
+                let i = self.sizes.one as usize & 15;
+                let set = (va >> self.sizes.shift[i]) & self.set_mask;
+                super::prefetch_ptr(s.sets.as_ptr().wrapping_add(set as usize));
+                return;
+            }
             while live != 0 {
                 let i = live.trailing_zeros() as usize & 15;
                 live &= live - 1;
