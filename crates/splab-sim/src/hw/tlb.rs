@@ -132,14 +132,17 @@ struct Sizes {
     index: [u8; 16],
     /// Bit i set iff `valid[i] > 0`: the sizes a lookup probes.
     live: u32,
-    /// The index of the one size with entries when `live` has one bit, else `u8::MAX`.
+    /// In an LRU array that takes the specialised path (`Array::small_pow2`), the index of the
+    /// one size with entries when `live` has one bit; else `u8::MAX`.
     one: u8,
+    /// The array is LRU and `small_pow2`: `one` is kept.
+    keep_one: bool,
     /// The bits of a tag of size index i other than its asid and page number (`make_tag`).
     tag_hi: [u64; 16],
 }
 
 impl Sizes {
-    fn new(sizes: &[u8], shifts: &[u8]) -> Sizes {
+    fn new(sizes: &[u8], shifts: &[u8], keep_one: bool) -> Sizes {
         assert!(sizes.len() <= 16, "a TLB array holds at most 16 page sizes");
         let mut s = Sizes {
             n: sizes.len(),
@@ -149,6 +152,7 @@ impl Sizes {
             index: [u8::MAX; 16],
             live: 0,
             one: u8::MAX,
+            keep_one,
             tag_hi: [0; 16],
         };
         for (i, &c) in sizes.iter().enumerate() {
@@ -166,7 +170,7 @@ impl Sizes {
         self.valid[i & 15] += 1;
         if self.valid[i & 15] == 1 {
             self.live |= 1 << (i & 15);
-            self.one = Sizes::one_of(self.live);
+            self.one = self.one_of(self.live);
         }
     }
 
@@ -176,14 +180,14 @@ impl Sizes {
         self.valid[i & 15] -= 1;
         if self.valid[i & 15] == 0 {
             self.live &= !(1 << (i & 15));
-            self.one = Sizes::one_of(self.live);
+            self.one = self.one_of(self.live);
         }
     }
 
     /// `one` for these `live` sizes.
     #[inline(always)]
-    fn one_of(live: u32) -> u8 {
-        if live.is_power_of_two() {
+    fn one_of(&self, live: u32) -> u8 {
+        if self.keep_one && live.is_power_of_two() {
             live.trailing_zeros() as u8
         } else {
             u8::MAX
@@ -733,7 +737,11 @@ impl Array {
         let ways = cfg.ways.max(1) as usize;
         let sets = (cfg.entries as u64 / ways as u64).max(1);
         Array {
-            sizes: Sizes::new(&cfg.sizes, shifts),
+            sizes: Sizes::new(
+                &cfg.sizes,
+                shifts,
+                ways <= 16 && sets.is_power_of_two() && cfg.replacement == TlbReplacement::Lru,
+            ),
             touch_on_hit: cfg.replacement == TlbReplacement::Lru,
             sets,
             set_mask: if sets.is_power_of_two() { sets - 1 } else { 0 },
@@ -794,23 +802,22 @@ impl Array {
     /// Looks `va` up at every size this array holds; on a hit makes the entry MRU.
     #[inline(always)]
     fn lookup(&mut self, asid: u32, va: u64) -> Option<Translation> {
-        if self.small_pow2 && self.sizes.one != u8::MAX {
-            // One size with entries (the 4KB one under base pages): the probe of the loop
-            // below, once.
+        if self.sizes.one != u8::MAX {
+            // One size with entries (the 4KB one under base pages) of an LRU `small_pow2` array
+            // (the only ones keeping `one`): the probe of the loop below, once.
             let i = self.sizes.one as usize & 15;
-            let (mask, touch, sizes) = (self.set_mask, self.touch_on_hit, &self.sizes);
+            let (mask, sizes) = (self.set_mask, &self.sizes);
             let vpn = va >> sizes.shift[i];
             let tag = sizes.tag_hi[i] | asid_bits(asid) | (vpn & VPN_MASK);
             let set = (vpn & mask) as usize;
             let s = match &mut self.store {
                 Store::Small(s) => s,
-                // SAFETY: `small_pow2` implies `Store::Small` (`Array::new`).
+                // SAFETY: `one` is kept only under `small_pow2`, which implies `Store::Small`
+                // (`Array::new`).
                 Store::Big(_) => unsafe { std::hint::unreachable_unchecked() },
             };
             let w = s.find(set, tag)?;
-            if touch {
-                s.touch(set, w);
-            }
+            s.touch(set, w);
             return Some(s.translation(set, w, sizes.class[i]));
         }
         // The sizes with valid entries, in order.
@@ -884,16 +891,17 @@ impl Array {
     /// header line, or a hash bucket.
     #[inline]
     fn prefetch(&self, asid: u32, va: u64) {
+        if self.sizes.one != u8::MAX {
+            // One size with entries in a `small_pow2` array (the only ones keeping `one`):
+            // the loop below, once.
+            let i = self.sizes.one as usize & 15;
+            let set = (va >> self.sizes.shift[i]) & self.set_mask;
+            super::prefetch_ptr(self.small().sets.as_ptr().wrapping_add(set as usize));
+            return;
+        }
         let mut live = self.sizes.live;
         if self.small_pow2 {
             let s = self.small();
-            if self.sizes.one != u8::MAX {
-                // One size with entries: the loop below, once.
-                let i = self.sizes.one as usize & 15;
-                let set = (va >> self.sizes.shift[i]) & self.set_mask;
-                super::prefetch_ptr(s.sets.as_ptr().wrapping_add(set as usize));
-                return;
-            }
             while live != 0 {
                 let i = live.trailing_zeros() as usize & 15;
                 live &= live - 1;
@@ -1265,7 +1273,7 @@ impl Array {
                 self.sizes.live
             ));
         }
-        if self.sizes.one != Sizes::one_of(live) {
+        if self.sizes.one != self.sizes.one_of(live) {
             return Err(format!("one size {} of live {live:#x}", self.sizes.one));
         }
         if by_size[..self.sizes.n] != self.sizes.valid[..self.sizes.n]
