@@ -132,12 +132,17 @@ struct Sizes {
     index: [u8; 16],
     /// Bit i set iff `valid[i] > 0`: the sizes a lookup probes.
     live: u32,
+    /// In an LRU array that takes the specialised path (`Array::small_pow2`), the index of the
+    /// one size with entries when `live` has one bit; else `u8::MAX`.
+    one: u8,
+    /// The array is LRU and `small_pow2`: `one` is kept.
+    keep_one: bool,
     /// The bits of a tag of size index i other than its asid and page number (`make_tag`).
     tag_hi: [u64; 16],
 }
 
 impl Sizes {
-    fn new(sizes: &[u8], shifts: &[u8]) -> Sizes {
+    fn new(sizes: &[u8], shifts: &[u8], keep_one: bool) -> Sizes {
         assert!(sizes.len() <= 16, "a TLB array holds at most 16 page sizes");
         let mut s = Sizes {
             n: sizes.len(),
@@ -146,6 +151,8 @@ impl Sizes {
             valid: [0; 16],
             index: [u8::MAX; 16],
             live: 0,
+            one: u8::MAX,
+            keep_one,
             tag_hi: [0; 16],
         };
         for (i, &c) in sizes.iter().enumerate() {
@@ -161,7 +168,10 @@ impl Sizes {
     #[inline(always)]
     fn inc(&mut self, i: usize) {
         self.valid[i & 15] += 1;
-        self.live |= 1 << (i & 15);
+        if self.valid[i & 15] == 1 {
+            self.live |= 1 << (i & 15);
+            self.one = self.one_of(self.live);
+        }
     }
 
     /// One valid entry of size index `i` fewer.
@@ -170,6 +180,17 @@ impl Sizes {
         self.valid[i & 15] -= 1;
         if self.valid[i & 15] == 0 {
             self.live &= !(1 << (i & 15));
+            self.one = self.one_of(self.live);
+        }
+    }
+
+    /// `one` for these `live` sizes.
+    #[inline(always)]
+    fn one_of(&self, live: u32) -> u8 {
+        if self.keep_one && live.is_power_of_two() {
+            live.trailing_zeros() as u8
+        } else {
+            u8::MAX
         }
     }
 
@@ -228,10 +249,15 @@ fn flags_of(t: &Translation, size: usize) -> u8 {
     VALID | (t.writable as u8) * WRITABLE | (t.dirty as u8) * DIRTY | (size as u8) << SIZE_SHIFT
 }
 
-/// A 16-bit digest of a tag, kept per way so that one vector compare finds the candidate ways.
+/// A 16-bit digest of a tag, kept per way so that one vector compare finds the candidate ways:
+/// page-number bits 4..20. The ways of a set share their page numbers' low bits (the set index,
+/// at most 7 bits on the presets), so two pages of a set less than 2^20 pages apart never share
+/// a hint; pages further apart, or of other asids or sizes, may, which costs a tag compare and
+/// changes nothing else (speed only). Two host instructions where a multiplicative hash took
+/// five, computed two or three times per GUPS update.
 #[inline(always)]
 fn hint(tag: u64) -> u16 {
-    (((tag ^ (tag >> 32)) as u32).wrapping_mul(0x9E37_79B9) >> 16) as u16
+    (tag >> 4) as u16
 }
 
 /// Ways whose hint equals `x`, as a bit mask (ways 0..16).
@@ -711,7 +737,11 @@ impl Array {
         let ways = cfg.ways.max(1) as usize;
         let sets = (cfg.entries as u64 / ways as u64).max(1);
         Array {
-            sizes: Sizes::new(&cfg.sizes, shifts),
+            sizes: Sizes::new(
+                &cfg.sizes,
+                shifts,
+                ways <= 16 && sets.is_power_of_two() && cfg.replacement == TlbReplacement::Lru,
+            ),
             touch_on_hit: cfg.replacement == TlbReplacement::Lru,
             sets,
             set_mask: if sets.is_power_of_two() { sets - 1 } else { 0 },
@@ -749,6 +779,17 @@ impl Array {
 
     /// The store of a `small_pow2` array.
     #[inline(always)]
+    fn small(&self) -> &Small {
+        debug_assert!(self.small_pow2);
+        match &self.store {
+            Store::Small(s) => s,
+            // SAFETY: `small_pow2` implies `Store::Small` (`Array::new`).
+            Store::Big(_) => unsafe { std::hint::unreachable_unchecked() },
+        }
+    }
+
+    /// As `small`, mutably.
+    #[inline(always)]
     fn small_mut(&mut self) -> &mut Small {
         debug_assert!(self.small_pow2);
         match &mut self.store {
@@ -761,6 +802,24 @@ impl Array {
     /// Looks `va` up at every size this array holds; on a hit makes the entry MRU.
     #[inline(always)]
     fn lookup(&mut self, asid: u32, va: u64) -> Option<Translation> {
+        if self.sizes.one != u8::MAX {
+            // One size with entries (the 4KB one under base pages) of an LRU `small_pow2` array
+            // (the only ones keeping `one`): the probe of the loop below, once.
+            let i = self.sizes.one as usize & 15;
+            let (mask, sizes) = (self.set_mask, &self.sizes);
+            let vpn = va >> sizes.shift[i];
+            let tag = sizes.tag_hi[i] | asid_bits(asid) | (vpn & VPN_MASK);
+            let set = (vpn & mask) as usize;
+            let s = match &mut self.store {
+                Store::Small(s) => s,
+                // SAFETY: `one` is kept only under `small_pow2`, which implies `Store::Small`
+                // (`Array::new`).
+                Store::Big(_) => unsafe { std::hint::unreachable_unchecked() },
+            };
+            let w = s.find(set, tag)?;
+            s.touch(set, w);
+            return Some(s.translation(set, w, sizes.class[i]));
+        }
         // The sizes with valid entries, in order.
         let mut live = self.sizes.live;
         if live == 0 {
@@ -832,15 +891,22 @@ impl Array {
     /// header line, or a hash bucket.
     #[inline]
     fn prefetch(&self, asid: u32, va: u64) {
+        if self.sizes.one != u8::MAX {
+            // One size with entries in a `small_pow2` array (the only ones keeping `one`):
+            // the loop below, once.
+            let i = self.sizes.one as usize & 15;
+            let set = (va >> self.sizes.shift[i]) & self.set_mask;
+            super::prefetch_ptr(self.small().sets.as_ptr().wrapping_add(set as usize));
+            return;
+        }
         let mut live = self.sizes.live;
         if self.small_pow2 {
-            if let Store::Small(s) = &self.store {
-                while live != 0 {
-                    let i = live.trailing_zeros() as usize & 15;
-                    live &= live - 1;
-                    let set = (va >> self.sizes.shift[i]) & self.set_mask;
-                    super::prefetch_ptr(s.sets.as_ptr().wrapping_add(set as usize));
-                }
+            let s = self.small();
+            while live != 0 {
+                let i = live.trailing_zeros() as usize & 15;
+                live &= live - 1;
+                let set = (va >> self.sizes.shift[i]) & self.set_mask;
+                super::prefetch_ptr(s.sets.as_ptr().wrapping_add(set as usize));
             }
             return;
         }
@@ -1207,6 +1273,9 @@ impl Array {
                 self.sizes.live
             ));
         }
+        if self.sizes.one != self.sizes.one_of(live) {
+            return Err(format!("one size {} of live {live:#x}", self.sizes.one));
+        }
         if by_size[..self.sizes.n] != self.sizes.valid[..self.sizes.n]
             || self.sizes.valid[self.sizes.n..].iter().any(|&v| v != 0)
         {
@@ -1247,20 +1316,23 @@ struct Level {
     arrays: Vec<Array>,
     hit_cycles: u64,
     stats: LevelStats,
-    /// For each size class, the first array holding it and its page shift (255 = none).
-    insert_to: [(u8, u8); 16],
+    /// For each size class, the first array holding it and its page shift (255 = none). One
+    /// entry per `u8` (classes from 16 on are held by none), so a fill indexes it unchecked.
+    insert_to: [(u8, u8); 256],
     /// Bit a set once array a has been filled (never cleared): a superset of the arrays with
     /// valid entries, so a lookup skips the others without visiting them (on skylake under
     /// base pages, two of the L1 DTLB's three arrays and one of the STLB's two are empty: the
     /// loop over every array was about 30 host instructions per GUPS update).
     filled: u64,
+    /// The index of the one array filled when `filled` has one bit, else `u8::MAX`.
+    single: u8,
 }
 
 impl Level {
     fn new(cfg: &LevelConfig, shifts: &[u8]) -> Level {
         let arrays: Vec<Array> = cfg.arrays.iter().map(|a| Array::new(a, shifts)).collect();
-        let mut insert_to = [(u8::MAX, 0); 16];
-        for (c, slot) in insert_to.iter_mut().enumerate() {
+        let mut insert_to = [(u8::MAX, 0); 256];
+        for (c, slot) in insert_to.iter_mut().enumerate().take(16) {
             if let Some((a, shift)) = arrays
                 .iter()
                 .enumerate()
@@ -1273,6 +1345,7 @@ impl Level {
         Level {
             arrays,
             filled: 0,
+            single: u8::MAX,
             hit_cycles: cfg.hit_cycles,
             stats: LevelStats {
                 name: cfg.name.clone(),
@@ -1285,6 +1358,14 @@ impl Level {
 
     #[inline(always)]
     fn lookup(&mut self, asid: u32, va: u64) -> Option<Translation> {
+        // One array ever filled (on skylake under base pages, the L1 DTLB's 4KB array and the
+        // STLB's 4K/2M one): the loop below visits it alone, without the loop.
+        let a = self.single;
+        if a != u8::MAX {
+            debug_assert_eq!(self.filled, 1 << a);
+            // SAFETY: as below; `single` is a bit of `filled` (`mark_filled`).
+            return unsafe { self.arrays.get_unchecked_mut(a as usize) }.lookup(asid, va);
+        }
         // The arrays ever filled, in order (the others are empty).
         let mut m = self.filled;
         while m != 0 {
@@ -1299,16 +1380,24 @@ impl Level {
         None
     }
 
+    /// Marks array `a` filled (and `single`).
+    #[inline(always)]
+    fn mark_filled(&mut self, a: u8) {
+        if self.filled >> a & 1 == 0 {
+            self.filled |= 1 << a;
+            self.single = if self.filled.is_power_of_two() { a } else { u8::MAX };
+        }
+    }
+
     #[inline(always)]
     fn insert(&mut self, asid: u32, va: u64, t: Translation, absent: bool) {
-        if let Some(&(a, shift)) = self.insert_to.get(t.size.0 as usize) {
-            if a != u8::MAX {
-                debug_assert!((a as usize) < self.arrays.len());
-                self.filled |= 1 << a;
-                // SAFETY: `new` puts in `insert_to` only indexes of `arrays` (or `u8::MAX`).
-                unsafe { self.arrays.get_unchecked_mut(a as usize) }
-                    .insert(asid, va, shift, t, absent);
-            }
+        let (a, shift) = self.insert_to[t.size.0 as usize];
+        if a != u8::MAX {
+            debug_assert!((a as usize) < self.arrays.len());
+            self.mark_filled(a);
+            // SAFETY: `new` puts in `insert_to` only indexes of `arrays` (or `u8::MAX`).
+            unsafe { self.arrays.get_unchecked_mut(a as usize) }
+                .insert(asid, va, shift, t, absent);
         }
     }
 
@@ -1316,14 +1405,13 @@ impl Level {
     /// (`Array::insert_absent`).
     #[inline(always)]
     fn insert_absent(&mut self, asid: u32, va: u64, t: Translation, vpn: u64, tag: u64, h: u16) {
-        if let Some(&(a, shift)) = self.insert_to.get(t.size.0 as usize) {
-            if a != u8::MAX {
-                debug_assert!((a as usize) < self.arrays.len());
-                self.filled |= 1 << a;
-                // SAFETY: as in `insert`.
-                unsafe { self.arrays.get_unchecked_mut(a as usize) }
-                    .insert_absent(asid, va, shift, t, vpn, tag, h);
-            }
+        let (a, shift) = self.insert_to[t.size.0 as usize];
+        if a != u8::MAX {
+            debug_assert!((a as usize) < self.arrays.len());
+            self.mark_filled(a);
+            // SAFETY: as in `insert`.
+            unsafe { self.arrays.get_unchecked_mut(a as usize) }
+                .insert_absent(asid, va, shift, t, vpn, tag, h);
         }
     }
 }
@@ -1620,6 +1708,20 @@ impl Tlb {
             for (ai, a) in l.arrays.iter().enumerate() {
                 a.check()
                     .map_err(|e| format!("tlb {} array {ai}: {e}", l.stats.name))?;
+                if a.valid > 0 && l.filled >> ai & 1 == 0 {
+                    return Err(format!("tlb {} array {ai}: entries but not filled", l.stats.name));
+                }
+            }
+            let single = if l.filled.is_power_of_two() {
+                l.filled.trailing_zeros() as u8
+            } else {
+                u8::MAX
+            };
+            if l.single != single {
+                return Err(format!(
+                    "tlb {}: single array {} but filled {:#x}",
+                    l.stats.name, l.single, l.filled
+                ));
             }
         }
         Ok(())
