@@ -811,10 +811,21 @@ fn charge_own(ticks: &mut [u64; cause::N], life: &Life, amount: u64) {
     }
     if walk > 0 {
         let x = floor(f(walk) * k).min(amount - given);
-        let wt: u64 = life.walk_by_level.iter().map(|&c| c as u64).sum();
-        if wt == 0 {
+        let w = &life.walk_by_level;
+        // The levels that served a reference (bit k: level k).
+        let used = (w[0] > 0) as u32
+            | ((w[1] > 0) as u32) << 1
+            | ((w[2] > 0) as u32) << 2
+            | ((w[3] > 0) as u32) << 3;
+        if used == 0 {
             ticks[cause::WALK_QUEUE] += x;
+        } else if used & (used - 1) == 0 {
+            // One level (GUPS's usual walk: one reference, the page-walk caches held the
+            // rest): the rule below gives it its share, at most `x`, and then the remainder,
+            // `x` in all; without the division (tested: `the_one_level_walk_split_is_the_general_one`).
+            ticks[cause::WALK + used.trailing_zeros() as usize] += x;
         } else {
+            let wt: u64 = w.iter().map(|&c| c as u64).sum();
             let kw = f(x) / f(wt);
             let mut g = 0;
             let mut last = 3;
@@ -1178,6 +1189,107 @@ mod tests {
                 by_low[l as u8 as usize] += 1;
             }
             assert_eq!(c.mshr_by_low, by_low);
+        }
+    }
+
+    /// `charge_own` as it was before its fast paths: every level's share by the general rule.
+    fn charge_own_general(ticks: &mut [u64; cause::N], life: &Life, amount: u64) {
+        if amount == 0 {
+            return;
+        }
+        let data = cause::DATA + life.served.min(3) as usize;
+        let walk = life.walk_end.saturating_sub(life.walk_start);
+        let parts = [
+            (life.tlb_end.saturating_sub(life.issue), cause::TLB_HIT),
+            (life.walk_start.saturating_sub(life.tlb_end), cause::WALK_QUEUE),
+            (life.data_start.saturating_sub(life.walk_end), cause::DATA_QUEUE),
+        ];
+        let total = life.done.saturating_sub(life.issue);
+        if total == 0 {
+            ticks[data] += amount;
+            return;
+        }
+        let k = f(amount) / f(total);
+        let mut given = 0;
+        for (len, c) in parts {
+            if len > 0 {
+                let x = floor(f(len) * k).min(amount - given);
+                ticks[c] += x;
+                given += x;
+            }
+        }
+        if walk > 0 {
+            let x = floor(f(walk) * k).min(amount - given);
+            let wt: u64 = life.walk_by_level.iter().map(|&c| c as u64).sum();
+            if wt == 0 {
+                ticks[cause::WALK_QUEUE] += x;
+            } else {
+                let kw = f(x) / f(wt);
+                let mut g = 0;
+                let mut last = 3;
+                for k in 0..4 {
+                    let c = life.walk_by_level[k];
+                    if c > 0 {
+                        let part = floor(f(c as u64) * kw).min(x - g);
+                        ticks[cause::WALK + k] += part;
+                        g += part;
+                        last = k;
+                    }
+                }
+                ticks[cause::WALK + last] += x - g;
+            }
+            given += x;
+        }
+        ticks[data] += amount - given;
+    }
+
+    /// Random lives (walks by zero to four levels, empty and long parts, stalls shorter and
+    /// longer than the life) through `charge_own` and the general rule: the same ticks.
+    #[test]
+    fn the_one_level_walk_split_is_the_general_one() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for _ in 0..200_000 {
+            let issue = next(1 << 40);
+            let tlb_end = issue + [0, 1, 28, next(1000)][next(4) as usize];
+            let walk_start = tlb_end + [0, 0, next(50), next(5000)][next(4) as usize];
+            let mut walk_by_level = [0u32; 4];
+            for c in walk_by_level.iter_mut() {
+                if next(3) == 0 {
+                    *c = [1, 4, 12, 40, 200, next(1 << 20) as u32][next(6) as usize];
+                }
+            }
+            let walk = if next(4) == 0 {
+                next(3000)
+            } else {
+                walk_by_level.iter().map(|&c| c as u64).sum::<u64>() * 4 + next(50)
+            };
+            let walk_end = walk_start + walk;
+            let data_start = walk_end + [0, next(10), next(2000)][next(3) as usize];
+            let done = data_start + [0, 16, next(1000)][next(3) as usize];
+            let life = Life {
+                dispatch: issue,
+                issue,
+                walk_start,
+                walk_end,
+                data_start,
+                done,
+                tlb_end,
+                walk_by_level,
+                served: next(5) as u8,
+                producer: 0,
+            };
+            let amount = [0, 1, next(100), next(1 << 16), next(1 << 40)][next(5) as usize];
+            let (mut a, mut b) = ([0; cause::N], [0; cause::N]);
+            charge_own(&mut a, &life, amount);
+            charge_own_general(&mut b, &life, amount);
+            assert_eq!(a, b, "{life:?} {amount}");
+            assert_eq!(a.iter().sum::<u64>(), amount);
         }
     }
 
