@@ -210,12 +210,14 @@ pub struct Core {
     horizon: u64,
     ticks: [u64; cause::N],
     /// Stalls yet to be charged to `ticks`: the life of the access that ended each and its
-    /// length (`attribute`; those of accesses that walked and waited for no other). Their
-    /// shares are integer sums, so when they are added does not matter; charged one by one,
-    /// each waited on its own chain of two dependent divisions (the walk's share, then its
-    /// split by level: a tenth of skylake GUPS's time, perf), charged in a batch the chains
-    /// overlap. A stall with no walk has one division, and copying its life cost more than
-    /// the wait (GUPS under navarro). Each is kept as the access number whose life (in
+    /// length (`attribute`; those of accesses that waited for no other). Their shares are
+    /// integer sums, so when they are added does not matter; charged one by one, each waited
+    /// on its own chain of two dependent divisions (the walk's share, then its split by level:
+    /// a tenth of skylake GUPS's time, perf), charged in a batch the chains overlap. (When a
+    /// pending stall was a copy of its life, those with no walk were charged at once: the copy
+    /// cost more than their one division's wait. Deferred too since the copy went, the call of
+    /// `attribute_now` they took is gone: 3.9 host instructions fewer per skylake GUPS access,
+    /// 7.4 under navarro.) Each is kept as the access number whose life (in
     /// `lives`) it is charged to, not a copy of the life (a 96-byte copy per stall, a
     /// twentieth of `access` on skylake GUPS): `pending_by` says when the oldest one's slot
     /// is about to be reused, and `access` charges them all before that.
@@ -352,9 +354,9 @@ impl Core {
             return;
         }
         let life = &self.lives[(acc as usize) % RING];
-        // Then `done >= walk_end > walk_start >= issue`: the life's `total` below is not 0.
-        if life.producer == 0 && life.walk_end > life.walk_start {
-            // All of it to the access's own parts, a walk among them: deferred (`pending`).
+        if life.producer == 0 {
+            // All of it to the access's own parts: deferred (`pending`). (`attribute_now` of a
+            // life with no producer is `charge_own` of it.)
             self.pending[self.npending % PENDING] = (acc, amount);
             self.npending += 1;
             self.pending_by = self.pending_by.min(acc + RING as u64);
