@@ -195,11 +195,14 @@ pub struct Core {
     /// instead of a compare and two selects per buffer (the scan was a fifth of `access`), and
     /// as doubles two at a time in SSE2 (`min_key`; as integers, ten loads, compares and
     /// selects with their spills were about 40 host instructions per access). Exact while every
-    /// `done` is below 2^48 (`mshr_wide`): the key is then below 2^53, a double's integers.
+    /// `done` is below 2^48 (`mshr_scan_by`): the key is then below 2^53, a double's integers.
     mshr_key: [f64; MAX_MSHRS],
-    /// A `done` of 2^48 ticks or more was stored (not on any run of today's sizes: 2^48 ticks
-    /// are 7e13 cycles at width 4): scan `mshr_done`.
-    mshr_wide: bool,
+    /// The unrolled scan of the keys `access` takes: the machine's fill buffers when they are
+    /// a preset's (10, 8 or 6), else 0: `mshr_scan` of `mshr_done`. Also 0 once a `done` of
+    /// 2^48 ticks or more was stored (not on any run of today's sizes: 2^48 ticks are 7e13
+    /// cycles at width 4). One byte to test where the count and a flag were two (and six
+    /// host instructions per L1 miss).
+    mshr_scan_by: u8,
     /// How many fill buffers hold a line (not `u64::MAX`) of each value of its low byte: a
     /// filter for `mshr_line`'s matches, a zero proves there is none (one load, where the
     /// 4-wide SSE2 compares of the low 32 bits of every buffer's line were a dozen host
@@ -278,7 +281,10 @@ impl Core {
                     f64::INFINITY
                 }
             }),
-            mshr_wide: false,
+            mshr_scan_by: match cfg.mshrs.clamp(1, MAX_MSHRS as u32) {
+                m @ (10 | 8 | 6) => m as u8,
+                _ => 0,
+            },
             mshr_by_low: [0; 256],
             walker_done: [0; MAX_WALKERS],
             horizon: 0,
@@ -497,11 +503,11 @@ impl Core {
         }
         if trip.served > 0 && op != MemOp::Ifetch {
             let m = self.mshrs;
-            let (same, slot, free) = match (m, self.mshr_wide) {
+            let (same, slot, free) = match self.mshr_scan_by {
                 // The presets' fill buffers, unrolled.
-                (10, false) => self.mshr_scan_n::<10>(trip.line),
-                (8, false) => self.mshr_scan_n::<8>(trip.line),
-                (6, false) => self.mshr_scan_n::<6>(trip.line),
+                10 => self.mshr_scan_n::<10>(trip.line),
+                8 => self.mshr_scan_n::<8>(trip.line),
+                6 => self.mshr_scan_n::<6>(trip.line),
                 _ => mshr_scan(&self.mshr_line[..m], &self.mshr_done[..m], trip.line),
             };
             if let Some(i) = same {
@@ -622,7 +628,9 @@ impl Core {
     fn set_mshr_done(&mut self, i: usize, done: u64) {
         self.mshr_done[i] = done;
         self.mshr_key[i & (MAX_MSHRS - 1)] = f(done << 5 | i as u64);
-        self.mshr_wide |= done >> 48 != 0;
+        if done >> 48 != 0 {
+            self.mshr_scan_by = 0;
+        }
     }
 
     /// The ticks `lines` streamed lines take at the stream bandwidth, the fraction carried.
@@ -1292,6 +1300,27 @@ mod tests {
             charge_own_general(&mut b, &life, amount);
             assert_eq!(a, b, "{life:?} {amount}");
             assert_eq!(a.iter().sum::<u64>(), amount);
+        }
+    }
+
+    /// A fill buffer's completion past 2^48 ticks (a key no longer exact as a double) turns the
+    /// unrolled key scan off for good; the scan of `mshr_done` then finds the same buffers.
+    #[test]
+    fn a_completion_past_2_48_ticks_scans_the_fill_buffers() {
+        for m in [10, 8, 6, 4] {
+            let mut c = core(224, m);
+            assert_eq!(c.mshr_scan_by as u32, if m == 4 { 0 } else { m });
+            c.access(MemOp::Load, 1, 0, &miss(1 << 40, 1));
+            assert_eq!(c.mshr_scan_by as u32, if m == 4 { 0 } else { m });
+            c.access(MemOp::Load, 1, 0, &miss(1 << 47, 2));
+            assert_eq!(c.mshr_scan_by, 0);
+            // The first buffer to free is still the earliest (line 1's): a new line takes
+            // another free one, and a third access to line 2 merges with its fill.
+            c.access(MemOp::Load, 1, 0, &miss(100, 3));
+            let at = c.mshr_done[c.mshr_line[..m as usize].iter().position(|&l| l == 2).unwrap()];
+            c.access(MemOp::Load, 1, 0, &miss(100, 2));
+            assert_eq!(c.lives[3].done, at);
+            assert_eq!(c.breakdown().total(), c.cycles());
         }
     }
 
