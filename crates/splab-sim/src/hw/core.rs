@@ -930,53 +930,61 @@ fn mshr_scan(lines: &[u64], done: &[u64], line: u64) -> (Option<usize>, usize, u
 
 /// The retirement-blocking accesses in order, in a ring of a power-of-two size that doubles when
 /// full (it rarely is: at most `window` accesses with distinct instructions are in flight).
+/// `head` and `tail` count pops and pushes (they never wrap: 2^64 accesses), an entry's slot is
+/// its count masked by `mask` (the length - 1): a pop is one increment, where a masked head
+/// and a length were two updates and a mask derived from the length each time (about four
+/// host instructions per access).
 #[derive(Clone)]
 struct Rob {
     e: Vec<(u64, u64, u64)>,
+    mask: usize,
     head: usize,
-    len: usize,
+    tail: usize,
 }
 
 impl Rob {
     fn new() -> Rob {
         Rob {
             e: vec![(0, 0, 0); RING],
+            mask: RING - 1,
             head: 0,
-            len: 0,
+            tail: 0,
         }
     }
     #[inline(always)]
     fn front(&self) -> Option<(u64, u64, u64)> {
-        debug_assert!(self.e.len().is_power_of_two());
-        // SAFETY: `e`'s length is a power of two (`RING`, doubled by `grow`), so the index,
-        // masked by length - 1, is below it. (The bounds check was a fifth of `retire_to`'s
-        // loop: the compiler cannot see the length is not zero.)
-        (self.len > 0).then(|| unsafe { *self.e.get_unchecked(self.head & (self.e.len() - 1)) })
+        debug_assert!(self.e.len().is_power_of_two() && self.mask == self.e.len() - 1);
+        // SAFETY: `e`'s length is a power of two (`RING`, doubled by `grow`) and `mask` is
+        // that length - 1, so the masked index is below it. (The bounds check was a fifth of
+        // `retire_to`'s loop: the compiler cannot see the length is not zero.)
+        (self.head != self.tail).then(|| unsafe { *self.e.get_unchecked(self.head & self.mask) })
     }
     #[inline(always)]
     fn pop_front(&mut self) {
-        self.head = (self.head + 1) & (self.e.len() - 1);
-        self.len -= 1;
+        debug_assert!(self.head != self.tail);
+        self.head += 1;
     }
     #[inline(always)]
     fn push_back(&mut self, instr: u64, done: u64, acc: u64) {
-        if self.len == self.e.len() {
+        if self.tail - self.head > self.mask {
             self.grow();
         }
-        let n = self.e.len();
-        debug_assert!(n.is_power_of_two());
+        debug_assert!(self.e.len().is_power_of_two() && self.mask == self.e.len() - 1);
         // SAFETY: as in `front`: the index is masked by a power-of-two length - 1.
-        unsafe { *self.e.get_unchecked_mut((self.head + self.len) & (n - 1)) = (instr, done, acc) };
-        self.len += 1;
+        unsafe { *self.e.get_unchecked_mut(self.tail & self.mask) = (instr, done, acc) };
+        self.tail += 1;
     }
     #[cold]
     fn grow(&mut self) {
         let n = self.e.len();
         let mut e = Vec::with_capacity(2 * n);
-        e.extend((0..self.len).map(|k| self.e[(self.head + k) & (n - 1)]));
+        e.extend((self.head..self.tail).map(|k| self.e[k & (n - 1)]));
+        let len = e.len();
         e.resize(2 * n, (0, 0, 0));
         self.e = e;
+        self.mask = 2 * n - 1;
         self.head = 0;
+        self.tail = len;
     }
 }
 
