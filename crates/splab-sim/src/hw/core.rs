@@ -442,7 +442,8 @@ impl Core {
         self.n += 1;
         let mut issue = disp;
         let mut producer = 0;
-        if dep > 0 && dep <= n && (dep as usize) < RING {
+        // `dep` in 1..=n and below RING (one compare: a `dep` of 0 wraps to the largest).
+        if dep.wrapping_sub(1) < n.min(RING as u64 - 1) {
             let p = n - dep;
             let pd = self.lives[(p as usize) % RING].done;
             if pd > issue {
