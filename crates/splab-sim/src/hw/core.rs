@@ -200,11 +200,14 @@ pub struct Core {
     /// instead of a compare and two selects per buffer (the scan was a fifth of `access`), and
     /// as doubles two at a time in SSE2 (`min_key`; as integers, ten loads, compares and
     /// selects with their spills were about 40 host instructions per access). Exact while every
-    /// `done` is below 2^48 (`mshr_wide`): the key is then below 2^53, a double's integers.
+    /// `done` is below 2^48 (`mshr_scan_by`): the key is then below 2^53, a double's integers.
     mshr_key: [f64; MAX_MSHRS],
-    /// A `done` of 2^48 ticks or more was stored (not on any run of today's sizes: 2^48 ticks
-    /// are 7e13 cycles at width 4): scan `mshr_done`.
-    mshr_wide: bool,
+    /// The unrolled scan of the keys `access` takes: the machine's fill buffers when they are
+    /// a preset's (10, 8 or 6), else 0: `mshr_scan` of `mshr_done`. Also 0 once a `done` of
+    /// 2^48 ticks or more was stored (not on any run of today's sizes: 2^48 ticks are 7e13
+    /// cycles at width 4). One byte to test where the count and a flag were two (and six
+    /// host instructions per L1 miss).
+    mshr_scan_by: u8,
     /// How many fill buffers hold a line (not `u64::MAX`) of each value of its low byte: a
     /// filter for `mshr_line`'s matches, a zero proves there is none (one load, where the
     /// 4-wide SSE2 compares of the low 32 bits of every buffer's line were a dozen host
@@ -215,12 +218,14 @@ pub struct Core {
     horizon: u64,
     ticks: [u64; cause::N],
     /// Stalls yet to be charged to `ticks`: the life of the access that ended each and its
-    /// length (`attribute`; those of accesses that walked and waited for no other). Their
-    /// shares are integer sums, so when they are added does not matter; charged one by one,
-    /// each waited on its own chain of two dependent divisions (the walk's share, then its
-    /// split by level: a tenth of skylake GUPS's time, perf), charged in a batch the chains
-    /// overlap. A stall with no walk has one division, and copying its life cost more than
-    /// the wait (GUPS under navarro). Each is kept as the access number whose life (in
+    /// length (`attribute`; those of accesses that waited for no other). Their shares are
+    /// integer sums, so when they are added does not matter; charged one by one, each waited
+    /// on its own chain of two dependent divisions (the walk's share, then its split by level:
+    /// a tenth of skylake GUPS's time, perf), charged in a batch the chains overlap. (When a
+    /// pending stall was a copy of its life, those with no walk were charged at once: the copy
+    /// cost more than their one division's wait. Deferred too since the copy went, the call of
+    /// `attribute_now` they took is gone: 3.9 host instructions fewer per skylake GUPS access,
+    /// 7.4 under navarro.) Each is kept as the access number whose life (in
     /// `lives`) it is charged to, not a copy of the life (a 96-byte copy per stall, a
     /// twentieth of `access` on skylake GUPS): `pending_by` says when the oldest one's slot
     /// is about to be reused, and `access` charges them all before that.
@@ -283,7 +288,10 @@ impl Core {
                     f64::INFINITY
                 }
             }),
-            mshr_wide: false,
+            mshr_scan_by: match cfg.mshrs.clamp(1, MAX_MSHRS as u32) {
+                m @ (10 | 8 | 6) => m as u8,
+                _ => 0,
+            },
             mshr_by_low: [0; 256],
             walker_done: [0; MAX_WALKERS],
             horizon: 0,
@@ -361,9 +369,9 @@ impl Core {
             return;
         }
         let life = &self.lives[(acc as usize) % RING];
-        // Then `done >= walk_end > walk_start >= issue`: the life's `total` below is not 0.
-        if life.producer == 0 && life.walk_end > life.walk_start {
-            // All of it to the access's own parts, a walk among them: deferred (`pending`).
+        if life.producer == 0 {
+            // All of it to the access's own parts: deferred (`pending`). (`attribute_now` of a
+            // life with no producer is `charge_own` of it.)
             self.pending[self.npending % PENDING] = (acc, amount);
             self.npending += 1;
             self.pending_by = self.pending_by.min(acc + RING as u64);
@@ -443,7 +451,8 @@ impl Core {
         self.n += 1;
         let mut issue = disp;
         let mut producer = 0;
-        if dep > 0 && dep <= n && (dep as usize) < RING {
+        // `dep` in 1..=n and below RING (one compare: a `dep` of 0 wraps to the largest).
+        if dep.wrapping_sub(1) < n.min(RING as u64 - 1) {
             let p = n - dep;
             let pd = self.lives[(p as usize) % RING].done;
             if pd > issue {
@@ -504,11 +513,11 @@ impl Core {
         }
         if trip.served > 0 && op != MemOp::Ifetch {
             let m = self.mshrs;
-            let (same, slot, free) = match (m, self.mshr_wide) {
+            let (same, slot, free) = match self.mshr_scan_by {
                 // The presets' fill buffers, unrolled.
-                (10, false) => self.mshr_scan_n::<10>(trip.line),
-                (8, false) => self.mshr_scan_n::<8>(trip.line),
-                (6, false) => self.mshr_scan_n::<6>(trip.line),
+                10 => self.mshr_scan_n::<10>(trip.line),
+                8 => self.mshr_scan_n::<8>(trip.line),
+                6 => self.mshr_scan_n::<6>(trip.line),
                 _ => mshr_scan(&self.mshr_line[..m], &self.mshr_done[..m], trip.line),
             };
             if let Some(i) = same {
@@ -642,7 +651,9 @@ impl Core {
     fn set_mshr_done(&mut self, i: usize, done: u64) {
         self.mshr_done[i] = done;
         self.mshr_key[i & (MAX_MSHRS - 1)] = f(done << 5 | i as u64);
-        self.mshr_wide |= done >> 48 != 0;
+        if done >> 48 != 0 {
+            self.mshr_scan_by = 0;
+        }
     }
 
     /// The ticks `lines` streamed lines take at the stream bandwidth, the fraction carried.
@@ -833,10 +844,17 @@ fn charge_own(ticks: &mut [u64; cause::N], life: &Life, amount: u64) {
     }
     if walk > 0 {
         let x = floor(f(walk) * k).min(amount - given);
-        let wt: u64 = life.walk_by_level.iter().map(|&c| c as u64).sum();
-        if wt == 0 {
+        let w = &life.walk_by_level;
+        let used = levels_used(w);
+        if used == 0 {
             ticks[cause::WALK_QUEUE] += x;
+        } else if used & (used - 1) == 0 {
+            // One level (GUPS's usual walk: one reference, the page-walk caches held the
+            // rest): the rule below gives it its share, at most `x`, and then the remainder,
+            // `x` in all; without the division (tested: `the_one_level_walk_split_is_the_general_one`).
+            ticks[cause::WALK + used.trailing_zeros() as usize] += x;
         } else {
+            let wt: u64 = w.iter().map(|&c| c as u64).sum();
             let kw = f(x) / f(wt);
             let mut g = 0;
             let mut last = 3;
@@ -855,6 +873,24 @@ fn charge_own(ticks: &mut [u64; cause::N], life: &Life, amount: u64) {
         given += x;
     }
     ticks[data] += amount - given;
+}
+
+/// The levels that served a walk's references (bit k: `w[k] > 0`). On x86-64 one SSE2 compare
+/// of the four and its mask (as four compares and shifts, 16 host instructions a stall: the
+/// walks of gups:size=1G use several levels); the same bits either way.
+#[inline(always)]
+fn levels_used(w: &[u32; 4]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of x86_64; the unaligned 16-byte load reads the four `u32`s of `w`.
+    unsafe {
+        use std::arch::x86_64::*;
+        let zero = _mm_cmpeq_epi32(_mm_loadu_si128(w.as_ptr().cast()), _mm_setzero_si128());
+        !(_mm_movemask_ps(_mm_castsi128_ps(zero)) as u32) & 15
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        (w[0] > 0) as u32 | ((w[1] > 0) as u32) << 1 | ((w[2] > 0) as u32) << 2 | ((w[3] > 0) as u32) << 3
+    }
 }
 
 /// `n as f64`, for `n < 2^63` (every tick count and amount): through the signed conversion, one
@@ -931,53 +967,61 @@ fn mshr_scan(lines: &[u64], done: &[u64], line: u64) -> (Option<usize>, usize, u
 
 /// The retirement-blocking accesses in order, in a ring of a power-of-two size that doubles when
 /// full (it rarely is: at most `window` accesses with distinct instructions are in flight).
+/// `head` and `tail` count pops and pushes (they never wrap: 2^64 accesses), an entry's slot is
+/// its count masked by `mask` (the length - 1): a pop is one increment, where a masked head
+/// and a length were two updates and a mask derived from the length each time (about four
+/// host instructions per access).
 #[derive(Clone)]
 struct Rob {
     e: Vec<(u64, u64, u64)>,
+    mask: usize,
     head: usize,
-    len: usize,
+    tail: usize,
 }
 
 impl Rob {
     fn new() -> Rob {
         Rob {
             e: vec![(0, 0, 0); RING],
+            mask: RING - 1,
             head: 0,
-            len: 0,
+            tail: 0,
         }
     }
     #[inline(always)]
     fn front(&self) -> Option<(u64, u64, u64)> {
-        debug_assert!(self.e.len().is_power_of_two());
-        // SAFETY: `e`'s length is a power of two (`RING`, doubled by `grow`), so the index,
-        // masked by length - 1, is below it. (The bounds check was a fifth of `retire_to`'s
-        // loop: the compiler cannot see the length is not zero.)
-        (self.len > 0).then(|| unsafe { *self.e.get_unchecked(self.head & (self.e.len() - 1)) })
+        debug_assert!(self.e.len().is_power_of_two() && self.mask == self.e.len() - 1);
+        // SAFETY: `e`'s length is a power of two (`RING`, doubled by `grow`) and `mask` is
+        // that length - 1, so the masked index is below it. (The bounds check was a fifth of
+        // `retire_to`'s loop: the compiler cannot see the length is not zero.)
+        (self.head != self.tail).then(|| unsafe { *self.e.get_unchecked(self.head & self.mask) })
     }
     #[inline(always)]
     fn pop_front(&mut self) {
-        self.head = (self.head + 1) & (self.e.len() - 1);
-        self.len -= 1;
+        debug_assert!(self.head != self.tail);
+        self.head += 1;
     }
     #[inline(always)]
     fn push_back(&mut self, instr: u64, done: u64, acc: u64) {
-        if self.len == self.e.len() {
+        if self.tail - self.head > self.mask {
             self.grow();
         }
-        let n = self.e.len();
-        debug_assert!(n.is_power_of_two());
+        debug_assert!(self.e.len().is_power_of_two() && self.mask == self.e.len() - 1);
         // SAFETY: as in `front`: the index is masked by a power-of-two length - 1.
-        unsafe { *self.e.get_unchecked_mut((self.head + self.len) & (n - 1)) = (instr, done, acc) };
-        self.len += 1;
+        unsafe { *self.e.get_unchecked_mut(self.tail & self.mask) = (instr, done, acc) };
+        self.tail += 1;
     }
     #[cold]
     fn grow(&mut self) {
         let n = self.e.len();
         let mut e = Vec::with_capacity(2 * n);
-        e.extend((0..self.len).map(|k| self.e[(self.head + k) & (n - 1)]));
+        e.extend((self.head..self.tail).map(|k| self.e[k & (n - 1)]));
+        let len = e.len();
         e.resize(2 * n, (0, 0, 0));
         self.e = e;
+        self.mask = 2 * n - 1;
         self.head = 0;
+        self.tail = len;
     }
 }
 
@@ -1257,6 +1301,138 @@ mod tests {
                 by_low[l as u8 as usize] += 1;
             }
             assert_eq!(c.mshr_by_low, by_low);
+        }
+    }
+
+    /// `charge_own` as it was before its fast paths: every level's share by the general rule.
+    fn charge_own_general(ticks: &mut [u64; cause::N], life: &Life, amount: u64) {
+        if amount == 0 {
+            return;
+        }
+        let data = cause::DATA + life.served.min(3) as usize;
+        let walk = life.walk_end.saturating_sub(life.walk_start);
+        let parts = [
+            (life.tlb_end.saturating_sub(life.issue), cause::TLB_HIT),
+            (life.walk_start.saturating_sub(life.tlb_end), cause::WALK_QUEUE),
+            (life.data_start.saturating_sub(life.walk_end), cause::DATA_QUEUE),
+        ];
+        let total = life.done.saturating_sub(life.issue);
+        if total == 0 {
+            ticks[data] += amount;
+            return;
+        }
+        let k = f(amount) / f(total);
+        let mut given = 0;
+        for (len, c) in parts {
+            if len > 0 {
+                let x = floor(f(len) * k).min(amount - given);
+                ticks[c] += x;
+                given += x;
+            }
+        }
+        if walk > 0 {
+            let x = floor(f(walk) * k).min(amount - given);
+            let wt: u64 = life.walk_by_level.iter().map(|&c| c as u64).sum();
+            if wt == 0 {
+                ticks[cause::WALK_QUEUE] += x;
+            } else {
+                let kw = f(x) / f(wt);
+                let mut g = 0;
+                let mut last = 3;
+                for k in 0..4 {
+                    let c = life.walk_by_level[k];
+                    if c > 0 {
+                        let part = floor(f(c as u64) * kw).min(x - g);
+                        ticks[cause::WALK + k] += part;
+                        g += part;
+                        last = k;
+                    }
+                }
+                ticks[cause::WALK + last] += x - g;
+            }
+            given += x;
+        }
+        ticks[data] += amount - given;
+    }
+
+    #[test]
+    fn levels_used_marks_the_nonzero_levels() {
+        for bits in 0..16u32 {
+            for v in [1u32, 7, 1 << 31, u32::MAX] {
+                let w: [u32; 4] = std::array::from_fn(|k| if bits >> k & 1 == 1 { v } else { 0 });
+                assert_eq!(levels_used(&w), bits, "{w:?}");
+            }
+        }
+    }
+
+    /// Random lives (walks by zero to four levels, empty and long parts, stalls shorter and
+    /// longer than the life) through `charge_own` and the general rule: the same ticks.
+    #[test]
+    fn the_one_level_walk_split_is_the_general_one() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for _ in 0..200_000 {
+            let issue = next(1 << 40);
+            let tlb_end = issue + [0, 1, 28, next(1000)][next(4) as usize];
+            let walk_start = tlb_end + [0, 0, next(50), next(5000)][next(4) as usize];
+            let mut walk_by_level = [0u32; 4];
+            for c in walk_by_level.iter_mut() {
+                if next(3) == 0 {
+                    *c = [1, 4, 12, 40, 200, next(1 << 20) as u32][next(6) as usize];
+                }
+            }
+            let walk = if next(4) == 0 {
+                next(3000)
+            } else {
+                walk_by_level.iter().map(|&c| c as u64).sum::<u64>() * 4 + next(50)
+            };
+            let walk_end = walk_start + walk;
+            let data_start = walk_end + [0, next(10), next(2000)][next(3) as usize];
+            let done = data_start + [0, 16, next(1000)][next(3) as usize];
+            let life = Life {
+                dispatch: issue,
+                issue,
+                walk_start,
+                walk_end,
+                data_start,
+                done,
+                tlb_end,
+                walk_by_level,
+                served: next(5) as u8,
+                producer: 0,
+            };
+            let amount = [0, 1, next(100), next(1 << 16), next(1 << 40)][next(5) as usize];
+            let (mut a, mut b) = ([0; cause::N], [0; cause::N]);
+            charge_own(&mut a, &life, amount);
+            charge_own_general(&mut b, &life, amount);
+            assert_eq!(a, b, "{life:?} {amount}");
+            assert_eq!(a.iter().sum::<u64>(), amount);
+        }
+    }
+
+    /// A fill buffer's completion past 2^48 ticks (a key no longer exact as a double) turns the
+    /// unrolled key scan off for good; the scan of `mshr_done` then finds the same buffers.
+    #[test]
+    fn a_completion_past_2_48_ticks_scans_the_fill_buffers() {
+        for m in [10, 8, 6, 4] {
+            let mut c = core(224, m);
+            assert_eq!(c.mshr_scan_by as u32, if m == 4 { 0 } else { m });
+            c.access(MemOp::Load, 1, 0, &miss(1 << 40, 1));
+            assert_eq!(c.mshr_scan_by as u32, if m == 4 { 0 } else { m });
+            c.access(MemOp::Load, 1, 0, &miss(1 << 47, 2));
+            assert_eq!(c.mshr_scan_by, 0);
+            // The first buffer to free is still the earliest (line 1's): a new line takes
+            // another free one, and a third access to line 2 merges with its fill.
+            c.access(MemOp::Load, 1, 0, &miss(100, 3));
+            let at = c.mshr_done[c.mshr_line[..m as usize].iter().position(|&l| l == 2).unwrap()];
+            c.access(MemOp::Load, 1, 0, &miss(100, 2));
+            assert_eq!(c.lives[3].done, at);
+            assert_eq!(c.breakdown().total(), c.cycles());
         }
     }
 
