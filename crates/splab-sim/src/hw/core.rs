@@ -889,7 +889,10 @@ fn levels_used(w: &[u32; 4]) -> u32 {
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        (w[0] > 0) as u32 | ((w[1] > 0) as u32) << 1 | ((w[2] > 0) as u32) << 2 | ((w[3] > 0) as u32) << 3
+        (w[0] > 0) as u32
+            | ((w[1] > 0) as u32) << 1
+            | ((w[2] > 0) as u32) << 2
+            | ((w[3] > 0) as u32) << 3
     }
 }
 
@@ -1313,8 +1316,14 @@ mod tests {
         let walk = life.walk_end.saturating_sub(life.walk_start);
         let parts = [
             (life.tlb_end.saturating_sub(life.issue), cause::TLB_HIT),
-            (life.walk_start.saturating_sub(life.tlb_end), cause::WALK_QUEUE),
-            (life.data_start.saturating_sub(life.walk_end), cause::DATA_QUEUE),
+            (
+                life.walk_start.saturating_sub(life.tlb_end),
+                cause::WALK_QUEUE,
+            ),
+            (
+                life.data_start.saturating_sub(life.walk_end),
+                cause::DATA_QUEUE,
+            ),
         ];
         let total = life.done.saturating_sub(life.issue);
         if total == 0 {
@@ -1429,7 +1438,10 @@ mod tests {
             // The first buffer to free is still the earliest (line 1's): a new line takes
             // another free one, and a third access to line 2 merges with its fill.
             c.access(MemOp::Load, 1, 0, &miss(100, 3));
-            let at = c.mshr_done[c.mshr_line[..m as usize].iter().position(|&l| l == 2).unwrap()];
+            let at = c.mshr_done[c.mshr_line[..m as usize]
+                .iter()
+                .position(|&l| l == 2)
+                .unwrap()];
             c.access(MemOp::Load, 1, 0, &miss(100, 2));
             assert_eq!(c.lives[3].done, at);
             assert_eq!(c.breakdown().total(), c.cycles());

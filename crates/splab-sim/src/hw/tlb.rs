@@ -1385,7 +1385,11 @@ impl Level {
     fn mark_filled(&mut self, a: u8) {
         if self.filled >> a & 1 == 0 {
             self.filled |= 1 << a;
-            self.single = if self.filled.is_power_of_two() { a } else { u8::MAX };
+            self.single = if self.filled.is_power_of_two() {
+                a
+            } else {
+                u8::MAX
+            };
         }
     }
 
@@ -1396,8 +1400,7 @@ impl Level {
             debug_assert!((a as usize) < self.arrays.len());
             self.mark_filled(a);
             // SAFETY: `new` puts in `insert_to` only indexes of `arrays` (or `u8::MAX`).
-            unsafe { self.arrays.get_unchecked_mut(a as usize) }
-                .insert(asid, va, shift, t, absent);
+            unsafe { self.arrays.get_unchecked_mut(a as usize) }.insert(asid, va, shift, t, absent);
         }
     }
 
@@ -1709,7 +1712,10 @@ impl Tlb {
                 a.check()
                     .map_err(|e| format!("tlb {} array {ai}: {e}", l.stats.name))?;
                 if a.valid > 0 && l.filled >> ai & 1 == 0 {
-                    return Err(format!("tlb {} array {ai}: entries but not filled", l.stats.name));
+                    return Err(format!(
+                        "tlb {} array {ai}: entries but not filled",
+                        l.stats.name
+                    ));
                 }
             }
             let single = if l.filled.is_power_of_two() {
