@@ -809,6 +809,13 @@ impl std::fmt::Debug for Core {
 /// Splits `amount` over the parts of `life` from issue to completion (proportionally; the
 /// rounding remainder to its data), and its wait for a producer to its data too.
 fn charge_own(ticks: &mut [u64; cause::N], life: &Life, amount: u64) {
+    charge_own_with::<true>(ticks, life, amount)
+}
+
+/// `charge_own`; `ONE_LEVEL`: with the one-level walk's shortcut (false: every walk by the
+/// general rule, the oracle `the_one_level_walk_split_is_the_general_one` compares with).
+#[inline(always)]
+fn charge_own_with<const ONE_LEVEL: bool>(ticks: &mut [u64; cause::N], life: &Life, amount: u64) {
     if amount == 0 {
         return;
     }
@@ -848,7 +855,7 @@ fn charge_own(ticks: &mut [u64; cause::N], life: &Life, amount: u64) {
         let used = levels_used(w);
         if used == 0 {
             ticks[cause::WALK_QUEUE] += x;
-        } else if used & (used - 1) == 0 {
+        } else if ONE_LEVEL && used & (used - 1) == 0 {
             // One level (GUPS's usual walk: one reference, the page-walk caches held the
             // rest): the rule below gives it its share, at most `x`, and then the remainder,
             // `x` in all; without the division (tested: `the_one_level_walk_split_is_the_general_one`).
@@ -1307,63 +1314,6 @@ mod tests {
         }
     }
 
-    /// `charge_own` as it was before its fast paths: every level's share by the general rule.
-    fn charge_own_general(ticks: &mut [u64; cause::N], life: &Life, amount: u64) {
-        if amount == 0 {
-            return;
-        }
-        let data = cause::DATA + life.served.min(3) as usize;
-        let walk = life.walk_end.saturating_sub(life.walk_start);
-        let parts = [
-            (life.tlb_end.saturating_sub(life.issue), cause::TLB_HIT),
-            (
-                life.walk_start.saturating_sub(life.tlb_end),
-                cause::WALK_QUEUE,
-            ),
-            (
-                life.data_start.saturating_sub(life.walk_end),
-                cause::DATA_QUEUE,
-            ),
-        ];
-        let total = life.done.saturating_sub(life.issue);
-        if total == 0 {
-            ticks[data] += amount;
-            return;
-        }
-        let k = f(amount) / f(total);
-        let mut given = 0;
-        for (len, c) in parts {
-            if len > 0 {
-                let x = floor(f(len) * k).min(amount - given);
-                ticks[c] += x;
-                given += x;
-            }
-        }
-        if walk > 0 {
-            let x = floor(f(walk) * k).min(amount - given);
-            let wt: u64 = life.walk_by_level.iter().map(|&c| c as u64).sum();
-            if wt == 0 {
-                ticks[cause::WALK_QUEUE] += x;
-            } else {
-                let kw = f(x) / f(wt);
-                let mut g = 0;
-                let mut last = 3;
-                for k in 0..4 {
-                    let c = life.walk_by_level[k];
-                    if c > 0 {
-                        let part = floor(f(c as u64) * kw).min(x - g);
-                        ticks[cause::WALK + k] += part;
-                        g += part;
-                        last = k;
-                    }
-                }
-                ticks[cause::WALK + last] += x - g;
-            }
-            given += x;
-        }
-        ticks[data] += amount - given;
-    }
-
     #[test]
     fn levels_used_marks_the_nonzero_levels() {
         for bits in 0..16u32 {
@@ -1418,7 +1368,7 @@ mod tests {
             let amount = [0, 1, next(100), next(1 << 16), next(1 << 40)][next(5) as usize];
             let (mut a, mut b) = ([0; cause::N], [0; cause::N]);
             charge_own(&mut a, &life, amount);
-            charge_own_general(&mut b, &life, amount);
+            charge_own_with::<false>(&mut b, &life, amount);
             assert_eq!(a, b, "{life:?} {amount}");
             assert_eq!(a.iter().sum::<u64>(), amount);
         }
