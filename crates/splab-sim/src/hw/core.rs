@@ -1270,6 +1270,12 @@ mod tests {
         h.access(MemOp::Load, 1, 0, &llc);
         assert_eq!(h.horizon, 401);
         assert_eq!(h.mshr_done[1], 2 + 120 + 40);
+        // A miss that completes as the next one starts is no longer in flight: the first
+        // completes at 1 + 4 ticks, the second dispatches 4 instructions later, at tick 5.
+        let mut e = loaded(10.0);
+        e.access(MemOp::Load, 1, 0, &miss(1, 1));
+        e.access(MemOp::Load, 4, 0, &miss(100, 2));
+        assert_eq!(e.mshr_done[..2], [5, 405]);
     }
 
     #[test]
