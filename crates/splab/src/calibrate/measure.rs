@@ -1686,12 +1686,6 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             cpu.tlb_leaf
         )
     };
-    let ways_for = |entries: u32, pref: &[u32]| -> u32 {
-        pref.iter()
-            .copied()
-            .find(|w| entries.is_multiple_of(*w))
-            .unwrap_or(1)
-    };
     // The geometry: AMD's TLB leaves where they list the data TLBs (the sweep's knees are then a
     // cross-check), else the sweep's knees with assumed ways. From the sweep alone the STLB's
     // knee moved between page counts 1024, 1536 and 2048 from run to run on the AMD guest of
@@ -1721,7 +1715,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             let e = l1_reach as u32;
             (
                 e,
-                ways_for(e, &[4, 8, 2]),
+                assumed_ways(e, &[4, 8, 2]),
                 format!("4KB: {e} entries, {measured_l1}; ways (the first of 4, 8, 2 dividing the entries): assumed (not measurable here; {tlb_leaf_text})"),
             )
         }
@@ -1742,7 +1736,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         ),
         (None, false, Some(n)) => (
             n as u32,
-            ways_for(n as u32, &[4, 8, 2]),
+            assumed_ways(n as u32, &[4, 8, 2]),
             format!("2MB: {n} entries, the first rise of the 2MB-stride chase ({sweep2_text}); ways assumed as for 4KB"),
         ),
         _ => (
@@ -1788,7 +1782,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             ),
             None => {
                 let e = stlb_reach as u32;
-                let w = ways_for(e, &[16, 12, 8, 4, 2]);
+                let w = stlb_ways(e as usize) as u32;
                 (
                     vec![("\"4K\", \"2M\"", e, w)],
                     format!(
@@ -2857,13 +2851,19 @@ pub fn sweep_footprints(max: usize, l2: Option<usize>) -> Vec<usize> {
 /// over, are kept.
 const MLP_KS: [usize; 8] = [1, 2, 4, 8, 12, 16, 24, 32];
 
-/// The ways `calibrate` assumes for a TLB array of `entries` found by the sweep: the first of
-/// 16, 12, 8, 4, 2 that divides them.
-pub fn stlb_ways(entries: usize) -> usize {
-    [16, 12, 8, 4, 2]
-        .into_iter()
+/// The ways `calibrate` assumes for a TLB array of `entries` found by a sweep: the first of
+/// `pref` that divides them, else 1.
+fn assumed_ways(entries: u32, pref: &[u32]) -> u32 {
+    pref.iter()
+        .copied()
         .find(|w| entries.is_multiple_of(*w))
         .unwrap_or(1)
+}
+
+/// The STLB's assumed ways (`assumed_ways` of 16, 12, 8, 4, 2): the ways the capacity fit
+/// (`stlb_capacity_fit`) tries each candidate with and the file is written with.
+pub fn stlb_ways(entries: usize) -> usize {
+    assumed_ways(entries as u32, &[16, 12, 8, 4, 2]) as usize
 }
 
 /// The share of the pages of a random cyclic chase over `pages` pages that miss a
