@@ -13,12 +13,17 @@
  *   cc -O2 -o /tmp/mlp-step scripts/mlp-step.c
  *   seq     up: each round runs K = 1, 2, ..., 32 (calibrate's); down: 32, ..., 1
  *   gap     microseconds slept before each run (default 0)
- *   flock -x /tmp/splab-quiet.lock /tmp/mlp-step 1024 pair shared 3 up 0  # F MiB, layout, order, P, seq, gap
+ *   R       rounds a pass (default 15, calibrate's); the p10 is the (R/10)-th fastest
+ *   flock -x /tmp/splab-quiet.lock /tmp/mlp-step 1024 pair shared 3 up 0 15  # F MiB, layout, order, P, seq, gap, R
  * ~40 s to link at 1024, ~10 s a pass. 2026-11-29 05:20-05:23, 1024 MiB, ns a miss at K = 1, 2,
  * 4, 8, 12 (three passes): pair shared 183-184, 191-197, 199-201, 200-202, 209-212; pair own
  * 181-183, 194-195, 196-197, 200-202, 211-212; all shared 177-178, 188-191, 191-192, 194-195,
  * 198-202; pair shared down 185, 196-197, 197-198, 199-201, 209-210 (its first pass, right
  * after linking, left out): the step from K=1 to K=2 with every arrangement and order.
+ * 05:40-05:41, pair shared, the slope over K = 2..12 (calibrate's rule) pass by pass: six passes
+ * of 15 rounds 1.29, 1.57, 1.48, 1.56, 1.64, 1.99 ns (K=1 9.2-15.4 below the line); four of 45
+ * rounds 1.11, 1.65, 1.67, 1.81 (8.4-10.3): three times the rounds do not narrow it, the K=12
+ * point itself moves (209-218 ns) with the host's state within a minute.
  * Not part of the build. */
 #include "chase-common.h"
 #include <unistd.h>
@@ -80,7 +85,7 @@ static double time_many(void **s, int k, double ms)
 int main(int argc, char **argv)
 {
     if (argc < 5) {
-        fprintf(stderr, "usage: mlp-step F_MiB pair|all shared|own passes [up|down [gap_us]]\n");
+        fprintf(stderr, "usage: mlp-step F_MiB pair|all shared|own passes [up|down [gap_us [rounds]]]\n");
         return 2;
     }
     size_t F = strtoul(argv[1], 0, 0) << 20;
@@ -89,6 +94,7 @@ int main(int argc, char **argv)
     int passes = atoi(argv[4]);
     int down = argc > 5 && !strcmp(argv[5], "down");
     int gap = argc > 6 ? atoi(argv[6]) : 0;
+    int R = argc > 7 ? atoi(argv[7]) : 15;
     size_t span = pair ? 2 * F : F, n = F / 64;
     char *a = mmap(0, span + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     char *b = (char *)(((uintptr_t)a + HUGE - 1) & ~(HUGE - 1));
@@ -112,11 +118,11 @@ int main(int argc, char **argv)
             s[w][c] = b + v[lo] + 8 * w;
         }
     }
-    printf("F=%zu MiB %s %s %s gap %d us: ns a miss (K x hop), p10 of 15 interleaved rounds\n",
-           F >> 20, argv[2], argv[3], down ? "down" : "up", gap);
+    printf("F=%zu MiB %s %s %s gap %d us: ns a miss (K x hop), p10 of %d interleaved rounds\n",
+           F >> 20, argv[2], argv[3], down ? "down" : "up", gap, R);
     for (int p = 0; p < passes; p++) {
-        double x[NK][15];
-        for (int r = 0; r < 15; r++)
+        double x[NK][R];
+        for (int r = 0; r < R; r++)
             for (int j = 0; j < NK; j++) {
                 int w = down ? NK - 1 - j : j;
                 if (gap)
@@ -125,10 +131,19 @@ int main(int argc, char **argv)
             }
         printf("pass %d:", p);
         for (int w = 0; w < NK; w++) {
-            qsort(x[w], 15, 8, cmpd);
-            printf(" K=%d %.1f", KS[w], x[w][1] * KS[w]);
+            qsort(x[w], R, 8, cmpd);
+            printf(" K=%d %.1f", KS[w], x[w][R / 10] * KS[w]);
         }
-        printf("\n");
+        /* calibrate's rule (loaded_latency_fit): the slope over K = 2, 4, 8, 12. */
+        double mx = 6.5, my = 0, sxx = 0, sxy = 0;
+        for (int w = 1; w <= 4; w++)
+            my += x[w][R / 10] * KS[w] / 4;
+        for (int w = 1; w <= 4; w++) {
+            sxx += (KS[w] - mx) * KS[w];
+            sxy += (KS[w] - mx) * x[w][R / 10] * KS[w];
+        }
+        printf("  slope K=2..12 %.2f, K=1 %.1f below the line\n", sxy / sxx,
+               my + sxy / sxx * (1 - mx) - x[0][R / 10]);
         fflush(stdout);
     }
     return 0;
