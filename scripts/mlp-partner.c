@@ -16,13 +16,17 @@
  * alone. If A's hop rises by calibrate's K=1 -> K=2 step with `walk` and not with `llc`, the
  * step is the walks'; with `llc` and not `walk`, the misses' beyond L2.
  *   cc -O2 -o /tmp/mlp-partner scripts/mlp-partner.c
- *   flock -x /tmp/splab-quiet.lock /tmp/mlp-partner 4 3     # M, passes; ~40 s to link
+ *   flock -x /tmp/splab-quiet.lock /tmp/mlp-partner 4 3 1024   # M, passes, A's F MiB (1024:
+ *                                                              calibrate's); ~40 s to link
  * 2026-11-29 05:24-05:26, three passes each, A's ns a hop: M=4: none 184-186, dram 198-200,
  * walk 206-209, llc 204-207, l1 189-191 (alone: walk 58-63, llc 134-137, l1 5 ns a round);
  * M=1: none 183-185, dram 197-198, walk 202-204, llc 201-202, l1 188-189 (alone: walk 18, llc
  * 30-31, l1 1.4): the lone chase is 13-22 ns faster than with any partner that misses L1, one
  * that takes no miss beyond L2 (walk) included, and the rise hardly depends on the partner's
- * rate. calibrate leaves K=1 out of the loaded latency's slope (loaded_latency_fit).
+ * rate. 05:58, F=256 (M=1): none 169-173, dram 173-181, walk 190-191, llc 183-193, l1 177-178:
+ * the partners' rise as large, the second DRAM chase's smaller and noisier (mlp-load.c 256 at
+ * 05:50-05:58: K=1 163.6-165.3, K=2 166.4-166.6 ns a miss). calibrate leaves K=1 out of the
+ * loaded latency's slope (loaded_latency_fit).
  * Not part of the build. */
 #include "chase-common.h"
 enum { NONE, DRAM, WALK, LLC, L1, NP };
@@ -86,7 +90,7 @@ static void *cycle(char *b, size_t *o, size_t n)
 int main(int argc, char **argv)
 {
     int m = argc > 1 ? atoi(argv[1]) : 4, passes = argc > 2 ? atoi(argv[2]) : 3;
-    size_t F = 1UL << 30, n = F / 64;
+    size_t F = (argc > 3 ? strtoul(argv[3], 0, 0) : 1024) << 20, n = F / 64;
     char *big = thp(2 * F);
     size_t *v = malloc(n * 8);
     for (size_t i = 0; i < n; i++)
@@ -114,8 +118,8 @@ int main(int argc, char **argv)
         v[i] = i * 64;
     shuffle(v, l1n);
     s[L1] = cycle(l1b, v, l1n);
-    printf("M=%d: A's ns a hop with each partner (p10 of 15 interleaved rounds); partner alone, "
-           "ns a round of M hops\n", m);
+    printf("F=%zu MiB M=%d: A's ns a hop with each partner (p10 of 15 interleaved rounds); partner alone, "
+           "ns a round of M hops\n", F >> 20, m);
     for (int pass = 0; pass < passes; pass++) {
         double with[NP][15], alone[NP][15];
         for (int r = 0; r < 15; r++)

@@ -2966,11 +2966,13 @@ pub struct LoadedFit {
 /// hop of 183-186 ns rose to 197-200 with a second such chase beside it (calibrate's K=2), to
 /// 202-209 with a partner chain whose hops walk but hit L2 (no miss beyond L2 at all), to
 /// 201-207 with one served by the LLC without walks, and to 188-191 with one of L1 hits; one
-/// partner hop a round (+18-19 ns) or four (+20-22), about the same rise. From K=2 on, the
-/// time rises by 1.2-1.8 ns a miss for each added chase (scripts/mlp-step.c, calibrate's
-/// arrangement and timing, three passes: 191-197, 199-201, 200-202, 209-212 ns at K = 2, 4, 8,
-/// 12, slopes 1.77, 1.15, 1.40 over those K and 2.25, 1.75, 2.00 with K=1's 183-184 ns), as
-/// mlp-load.c's rise from K=2 to K=12 (1.1-1.6). The slope over K from 1 (until 2026-11-29)
+/// partner hop a round (+18-19 ns) or four (+20-22), about the same rise (at 256 MiB too:
+/// walk +20, LLC +14-19, L1 +5-9, where the second DRAM chase's step is smaller, +4-11, and
+/// mlp-load.c's +1-3). From K=2 on, the time rises by 1.1-2.0 ns a miss for each added chase
+/// (scripts/mlp-step.c, calibrate's arrangement and timing, 1024 MiB, three passes: 191-197,
+/// 199-201, 200-202, 209-212 ns at K = 2, 4, 8, 12, slopes 1.77, 1.15, 1.40 over those K and
+/// 2.25, 1.75, 2.00 with K=1's 183-184 ns; ten more passes 1.11-1.99), as mlp-load.c's rise
+/// from K=2 to K=12 (1.1-1.6). The slope over K from 1 (until 2026-11-29)
 /// spread the step over every miss in flight: it read 5.3 and 6.8 cycles in a pair of
 /// calibrations whose curves differed mostly at K=1.
 pub fn loaded_latency_fit(per_miss: &[(usize, f64)], knee: f64) -> LoadedFit {
