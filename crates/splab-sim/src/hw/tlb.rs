@@ -1575,6 +1575,14 @@ impl Tlb {
                 cycles: lvl.hit_cycles,
             };
         }
+        self.lookup_lower(asid, va, ifetch)
+    }
+
+    /// `lookup` past the first level, with other than one lower level. Out of line: the presets
+    /// have one, and this loop inlined into the access path was register pressure there.
+    #[cold]
+    #[inline(never)]
+    fn lookup_lower(&mut self, asid: u32, va: u64, ifetch: bool) -> Lookup {
         for i in 0..self.lower.len() {
             let lvl = &mut self.lower[i];
             if let Some(t) = lvl.lookup(asid, va) {
@@ -1634,9 +1642,7 @@ impl Tlb {
                 // The presets' one lower level, without the loop.
                 l.insert_absent(asid, va, t, vpn, tag, h);
             } else {
-                for l in &mut self.lower {
-                    l.insert_absent(asid, va, t, vpn, tag, h);
-                }
+                self.fill_lower(asid, va, t, vpn, tag, h);
             }
             self.first_mut(ifetch)
                 .insert_absent(asid, va, t, vpn, tag, h);
@@ -1645,6 +1651,23 @@ impl Tlb {
             }
             return;
         }
+        self.fill_any(asid, va, t, ifetch);
+    }
+
+    /// `fill`'s inserts into the lower levels when there are other than one. Out of line, as
+    /// `lookup_lower`.
+    #[cold]
+    #[inline(never)]
+    fn fill_lower(&mut self, asid: u32, va: u64, t: Translation, vpn: u64, tag: u64, h: u16) {
+        for l in &mut self.lower {
+            l.insert_absent(asid, va, t, vpn, tag, h);
+        }
+    }
+
+    /// `fill` of a size class with no page shift. Out of line: kept out of the access path.
+    #[cold]
+    #[inline(never)]
+    fn fill_any(&mut self, asid: u32, va: u64, t: Translation, ifetch: bool) {
         for l in &mut self.lower {
             l.insert(asid, va, t, true);
         }

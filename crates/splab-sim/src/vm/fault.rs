@@ -131,12 +131,7 @@ impl Os {
     fn data_inline(&mut self, a: &Access, pa: u64, trip: &mut Trip) {
         let line = pa >> LINE_SHIFT;
         if self.streaming {
-            // A sequential run's line comes from the stream prefetcher: bandwidth, no latency.
-            self.hw.caches.stream_fill(line);
-            self.hw.core.stream(0, 1);
-            self.acc.streamed_lines += 1;
-            trip.served = 0;
-            trip.latency = self.hw.caches.latency(0);
+            self.data_streamed(line, trip);
         } else {
             let s = self.hw.caches.access(line);
             let levels = self.hw.caches.levels();
@@ -160,6 +155,19 @@ impl Os {
         trip.line = line;
         // The one call of the core's timing (inlined here).
         self.hw.core.access(a.op, a.ipa as u64, a.dep as u64, trip);
+    }
+
+    /// `data` of a sequential run's first access to a page (`access_run`): its line comes from
+    /// the stream prefetcher: bandwidth, no latency. Out of line: once a page, and kept out of
+    /// the batch loop's register allocation.
+    #[cold]
+    #[inline(never)]
+    fn data_streamed(&mut self, line: u64, trip: &mut Trip) {
+        self.hw.caches.stream_fill(line);
+        self.hw.core.stream(0, 1);
+        self.acc.streamed_lines += 1;
+        trip.served = 0;
+        trip.latency = self.hw.caches.latency(0);
     }
 
     /// An L1 miss at `line` that the caches served at `s` (beyond L2): if the hardware
