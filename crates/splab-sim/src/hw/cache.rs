@@ -815,8 +815,9 @@ impl Caches {
 
     /// Recounts a reference `access` served at `s` (past level 1) as the level-1 hit it is when a
     /// prefetcher had brought the line there (hw/prefetch.rs): the lookups below level 1 were
-    /// the prefetcher's, counted as neither hit nor miss.
-    #[inline]
+    /// the prefetcher's, counted as neither hit nor miss. Out of line: kept off the access
+    /// path of accesses no stream covers (its loop inlined there was register pressure).
+    #[inline(never)]
     pub fn count_prefetched(&mut self, s: Served) {
         let s = s as usize;
         let below = s.min(self.levels.len());

@@ -461,16 +461,7 @@ impl Core {
             }
         }
         if trip.refill_cycles > 0 {
-            // A software refill traps: everything older completes first, then the handler.
-            self.drain();
-            let t = self.now.max(issue);
-            self.ticks[cause::WALK_HANDLER] += trip.refill_cycles * w;
-            let refs: u64 = trip.walk_by_level.iter().map(|&c| c as u64).sum();
-            for k in 0..4 {
-                self.ticks[cause::WALK + k] += trip.walk_by_level[k] as u64 * w;
-            }
-            self.now = t + (trip.refill_cycles + refs) * w;
-            issue = self.now;
+            issue = self.refill(issue, trip);
         }
         let tlb_end = issue + trip.tlb_cycles * w;
         let (mut walk_start, mut walk_end) = (tlb_end, tlb_end);
@@ -583,6 +574,25 @@ impl Core {
             self.rob.push_back(self.instr, blocks_until, n);
         }
         self.publish();
+    }
+
+    /// A software refill (`access` of a trip with `refill_cycles`): it traps: everything older
+    /// completes first, then the handler. Returns the access's issue tick after it. Out of line:
+    /// no preset's hardware walker takes it, and inlined it was register pressure on the
+    /// access path.
+    #[cold]
+    #[inline(never)]
+    fn refill(&mut self, issue: u64, trip: &Trip) -> u64 {
+        let w = self.width;
+        self.drain();
+        let t = self.now.max(issue);
+        self.ticks[cause::WALK_HANDLER] += trip.refill_cycles * w;
+        let refs: u64 = trip.walk_by_level.iter().map(|&c| c as u64).sum();
+        for k in 0..4 {
+            self.ticks[cause::WALK + k] += trip.walk_by_level[k] as u64 * w;
+        }
+        self.now = t + (trip.refill_cycles + refs) * w;
+        self.now
     }
 
     /// A store's store-buffer entry (the oldest one): when it has not committed, dispatch waits

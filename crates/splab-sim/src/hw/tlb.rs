@@ -169,8 +169,7 @@ impl Sizes {
     fn inc(&mut self, i: usize) {
         self.valid[i & 15] += 1;
         if self.valid[i & 15] == 1 {
-            self.live |= 1 << (i & 15);
-            self.one = self.one_of(self.live);
+            self.set_live(self.live | 1 << (i & 15));
         }
     }
 
@@ -179,9 +178,17 @@ impl Sizes {
     fn dec(&mut self, i: usize) {
         self.valid[i & 15] -= 1;
         if self.valid[i & 15] == 0 {
-            self.live &= !(1 << (i & 15));
-            self.one = self.one_of(self.live);
+            self.set_live(self.live & !(1 << (i & 15)));
         }
+    }
+
+    /// A size gained its first entry or lost its last: `live` and `one` anew. Out of line:
+    /// rare, and `inc` and `dec` are inlined into every fill of the access path.
+    #[cold]
+    #[inline(never)]
+    fn set_live(&mut self, live: u32) {
+        self.live = live;
+        self.one = self.one_of(live);
     }
 
     /// `one` for these `live` sizes.
@@ -957,7 +964,7 @@ impl Array {
             (va >> shift, make_tag(asid, va >> shift, t.size), hint(tag))
         );
         if !self.small_pow2 {
-            self.insert(asid, va, shift, t, true);
+            self.insert_general(asid, va, shift, t);
             return;
         }
         debug_assert!(
@@ -969,6 +976,16 @@ impl Array {
         let new = self.sizes.index[t.size.0 as usize & 0xF] as usize;
         let old = self.small_mut().fill(set, tag, h, new, t);
         self.count_fill(old, new);
+    }
+
+    /// `insert` of an absent translation into an array that is not `small_pow2` (more than
+    /// 16 ways, or a set count not a power of two). Out of line: no preset has one, and its
+    /// general paths (the hashed store's) inlined into the access path were register pressure
+    /// there.
+    #[cold]
+    #[inline(never)]
+    fn insert_general(&mut self, asid: u32, va: u64, shift: u8, t: Translation) {
+        self.insert(asid, va, shift, t, true);
     }
 
     /// The counts after a fill of size index `new` that evicted `old` (`NO_EVICTION`: a free
@@ -990,16 +1007,27 @@ impl Array {
     /// caller knows the translation is not in this array (it just missed here).
     #[inline(always)]
     fn insert(&mut self, asid: u32, va: u64, shift: u8, t: Translation, absent: bool) {
+        if absent && self.small_pow2 {
+            let vpn = va >> shift;
+            let tag = make_tag(asid, vpn, t.size);
+            self.insert_absent(asid, va, shift, t, vpn, tag, hint(tag));
+            return;
+        }
+        self.insert_any(asid, va, shift, t, absent);
+    }
+
+    /// `insert` of a translation that may be present, or into an array that is not
+    /// `small_pow2`. Out of line: the access path inserts absent translations into the
+    /// presets' `small_pow2` arrays, and the general paths (the hashed store's) inlined there
+    /// were register pressure.
+    #[inline(never)]
+    fn insert_any(&mut self, asid: u32, va: u64, shift: u8, t: Translation, absent: bool) {
         let vpn = va >> shift;
         let tag = make_tag(asid, vpn, t.size);
         debug_assert!(
             !absent || self.find(tag, vpn).is_none(),
             "Array::insert: translation said absent is present"
         );
-        if absent && self.small_pow2 {
-            self.insert_absent(asid, va, shift, t, vpn, tag, hint(tag));
-            return;
-        }
         let set = self.set_of(vpn);
         let found = if absent { None } else { self.find(tag, vpn) };
         let new = self.sizes.idx(tag);
@@ -1575,6 +1603,14 @@ impl Tlb {
                 cycles: lvl.hit_cycles,
             };
         }
+        self.lookup_lower(asid, va, ifetch)
+    }
+
+    /// `lookup` past the first level, with other than one lower level. Out of line: the presets
+    /// have one, and this loop inlined into the access path was register pressure there.
+    #[cold]
+    #[inline(never)]
+    fn lookup_lower(&mut self, asid: u32, va: u64, ifetch: bool) -> Lookup {
         for i in 0..self.lower.len() {
             let lvl = &mut self.lower[i];
             if let Some(t) = lvl.lookup(asid, va) {
@@ -1634,9 +1670,7 @@ impl Tlb {
                 // The presets' one lower level, without the loop.
                 l.insert_absent(asid, va, t, vpn, tag, h);
             } else {
-                for l in &mut self.lower {
-                    l.insert_absent(asid, va, t, vpn, tag, h);
-                }
+                self.fill_lower(asid, va, t, vpn, tag, h);
             }
             self.first_mut(ifetch)
                 .insert_absent(asid, va, t, vpn, tag, h);
@@ -1645,6 +1679,23 @@ impl Tlb {
             }
             return;
         }
+        self.fill_any(asid, va, t, ifetch);
+    }
+
+    /// `fill`'s inserts into the lower levels when there are other than one. Out of line, as
+    /// `lookup_lower`.
+    #[cold]
+    #[inline(never)]
+    fn fill_lower(&mut self, asid: u32, va: u64, t: Translation, vpn: u64, tag: u64, h: u16) {
+        for l in &mut self.lower {
+            l.insert_absent(asid, va, t, vpn, tag, h);
+        }
+    }
+
+    /// `fill` of a size class with no page shift. Out of line: kept out of the access path.
+    #[cold]
+    #[inline(never)]
+    fn fill_any(&mut self, asid: u32, va: u64, t: Translation, ifetch: bool) {
         for l in &mut self.lower {
             l.insert(asid, va, t, true);
         }

@@ -88,6 +88,19 @@ impl Os {
     /// the MRU entry; counts it and makes its data reference. False: the caller translates.
     #[inline(always)]
     fn last_hit(&mut self, pid: Pid, a: &Access) -> bool {
+        match self.last_hit_pa(pid, a) {
+            Some(pa) => {
+                self.data(a, pa, &mut Trip::default());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `last_hit` without the data reference: the access's (host-)physical address if it is
+    /// a hit on the MRU entry (counted), else None.
+    #[inline(always)]
+    fn last_hit_pa(&mut self, pid: Pid, a: &Access) -> Option<u64> {
         let kind = a.op.kind();
         let last = &self.hw.tlb.last;
         if kind != AccessKind::Ifetch
@@ -98,25 +111,27 @@ impl Os {
         {
             self.hw.tlb.count_last_hits(1);
             self.acc.count(a, 1);
-            let pa = a.va.wrapping_add(self.pa_delta);
-            self.data(a, pa, &mut Trip::default());
-            return true;
+            return Some(a.va.wrapping_add(self.pa_delta));
         }
-        false
+        None
     }
 
     /// The data reference of an access at physical address `pa` (host-physical on a guest:
     /// `host_addr`), then its timing.
     #[inline]
     fn data(&mut self, a: &Access, pa: u64, trip: &mut Trip) {
+        self.data_inline(a, pa, trip)
+    }
+
+    /// `data`, inlined into the batch loop (`access_op_batch`), where its one call serves the
+    /// MRU hit and the miss path alike: as a call (the compiler kept it out of line, with two
+    /// callers there) its saved registers, and the `Trip` it forced into memory, were about
+    /// 25 host instructions per GUPS access.
+    #[inline(always)]
+    fn data_inline(&mut self, a: &Access, pa: u64, trip: &mut Trip) {
         let line = pa >> LINE_SHIFT;
         if self.streaming {
-            // A sequential run's line comes from the stream prefetcher: bandwidth, no latency.
-            self.hw.caches.stream_fill(line);
-            self.hw.core.stream(0, 1);
-            self.acc.streamed_lines += 1;
-            trip.served = 0;
-            trip.latency = self.hw.caches.latency(0);
+            self.data_streamed(line, trip);
         } else {
             let s = self.hw.caches.access(line);
             let levels = self.hw.caches.levels();
@@ -142,12 +157,26 @@ impl Os {
         self.hw.core.access(a.op, a.ipa as u64, a.dep as u64, trip);
     }
 
+    /// `data` of a sequential run's first access to a page (`access_run`): its line comes from
+    /// the stream prefetcher: bandwidth, no latency. Out of line: once a page, and kept out of
+    /// the batch loop's register allocation.
+    #[cold]
+    #[inline(never)]
+    fn data_streamed(&mut self, line: u64, trip: &mut Trip) {
+        self.hw.caches.stream_fill(line);
+        self.hw.core.stream(0, 1);
+        self.acc.streamed_lines += 1;
+        trip.served = 0;
+        trip.latency = self.hw.caches.latency(0);
+    }
+
     /// An L1 miss at `line` that the caches served at `s` (beyond L2): if the hardware
     /// prefetcher (hw/prefetch.rs) had a stream ahead of it, the line is in L2 already: the
     /// access is served there (an L2 hit in the cache counts), and a line from DRAM costs the
     /// stream bandwidth (`Core::prefetched_line`) and counts as streamed. Fills `trip`'s
-    /// `served` and `latency` then.
-    #[inline]
+    /// `served` and `latency` then. Inlined: under GUPS nearly every access comes here, and
+    /// out of line (as the batch loop grew) its call cost a dozen host instructions.
+    #[inline(always)]
     fn prefetched(&mut self, line: u64, s: u8, levels: usize, trip: &mut Trip) -> bool {
         if !self.hw.prefetcher.miss(line) {
             return false;
@@ -213,13 +242,21 @@ impl Os {
         Ok(())
     }
 
-    /// `access_op` for `accesses`, with the TLB-miss path inlined into the batch loop.
+    /// `access_op` for `accesses`, with the TLB-miss path and the data reference inlined into
+    /// the batch loop: the MRU hit and a translation the miss path finds meet at one
+    /// `data_inline`.
     #[inline(always)]
     fn access_op_batch(&mut self, pid: Pid, a: Access) -> Result<()> {
-        if self.last_hit(pid, &a) {
-            return Ok(());
-        }
-        self.access_miss(pid, a)
+        let mut trip = Trip::default();
+        let pa = match self.last_hit_pa(pid, &a) {
+            Some(pa) => pa,
+            None => match self.translate_miss(pid, a, &mut trip)? {
+                Some(pa) => pa,
+                None => return Ok(()),
+            },
+        };
+        self.data_inline(&a, pa, &mut trip);
+        Ok(())
     }
 
     /// `count` independent accesses at `va, va + stride, ...`, each with `ipa` instructions: a
@@ -304,30 +341,42 @@ impl Os {
         self.access_miss(pid, a)
     }
 
-    /// `access_slow`'s body, inlined into the batch loop (`access_op_batch`).
+    /// `access_slow`'s body.
     #[inline(always)]
     fn access_miss(&mut self, pid: Pid, a: Access) -> Result<()> {
+        let mut trip = Trip::default();
+        if let Some(pa) = self.translate_miss(pid, a, &mut trip)? {
+            self.data(&a, pa, &mut trip);
+        }
+        Ok(())
+    }
+
+    /// The translation of an access that is not an MRU hit (`last_hit_pa`), into `trip`: the
+    /// (host-)physical address its data reference is to go to (`data`, the caller's), or None
+    /// if a slow path (a fault, a protection fault, an A/D assist) completed the access.
+    /// Inlined into the batch loop (`access_op_batch`).
+    #[inline(always)]
+    fn translate_miss(&mut self, pid: Pid, a: Access, trip: &mut Trip) -> Result<Option<u64>> {
         self.acc.count(&a, 1);
         let ifetch = a.op == MemOp::Ifetch;
-        let mut trip = Trip::default();
         match self.hw.tlb.lookup(pid.0, a.va, ifetch) {
             Lookup::Hit { t, cycles, .. } => {
                 trip.tlb_cycles += cycles;
                 if a.op.kind() == AccessKind::Write && !(t.writable && t.dirty) {
-                    return self.write_hit_slow(pid, a, t, trip);
+                    self.write_hit_slow(pid, a, t, *trip)?;
+                    return Ok(None);
                 }
-                self.finish_access(&a, &t, &mut trip);
-                Ok(())
+                Ok(Some(self.translated(&a, &t)))
             }
             Lookup::Miss { cycles } => {
                 trip.tlb_cycles += cycles;
                 self.acc.walks += 1;
-                match self.walk_miss(pid, &a, &mut trip)? {
-                    Some(t) => {
-                        self.finish_access(&a, &t, &mut trip);
-                        Ok(())
+                match self.walk_miss(pid, &a, trip)? {
+                    Some(t) => Ok(Some(self.translated(&a, &t))),
+                    None => {
+                        self.access_retry(pid, a, *trip, true, 3)?;
+                        Ok(None)
                     }
-                    None => self.access_retry(pid, a, trip, true, 3),
                 }
             }
         }
@@ -450,7 +499,9 @@ impl Os {
             path = self.pt_partial_path(pid, vpn);
         }
         if self.hw.walker.is_nested() || self.hw.walker.is_software() {
-            self.walk_priced(pid, va, leaf, &path, &found, trip);
+            // By value: a pointer to `trip` passed out of line would keep it in memory on the
+            // native path too.
+            *trip = self.walk_priced(pid, va, leaf, &path, &found, *trip);
         } else {
             // A native hardware walk: its references by the place that served them, each
             // costing that place's latency (what `Walker::walk` prices, without its record).
@@ -566,8 +617,8 @@ impl Os {
         leaf: u8,
         path: &crate::hw::walk::PtPath,
         found: &Walked,
-        trip: &mut Trip,
-    ) {
+        mut trip: Trip,
+    ) -> Trip {
         let bs = self.base_shift();
         let w = if self.hw.walker.is_nested() {
             let data_gpa = match *found {
@@ -592,6 +643,7 @@ impl Os {
             trip.walk_fixed += w.fixed;
             trip.walked = true;
         }
+        trip
     }
 
     /// A guest's walk: two-dimensional, and a mapping found needs the host's translation of the
@@ -634,6 +686,14 @@ impl Os {
     /// The access is translated by `t`: its data reference and timing.
     #[inline(always)]
     fn finish_access(&mut self, a: &Access, t: &Translation, trip: &mut Trip) {
+        let pa = self.translated(a, t);
+        self.data(a, pa, trip);
+    }
+
+    /// The access is translated by `t`: the MRU record and the dirty and filled tracking;
+    /// returns the address the caches see for its data (`finish_access` makes the reference).
+    #[inline(always)]
+    fn translated(&mut self, a: &Access, t: &Translation) -> u64 {
         let shift = self.shift_of(t.size);
         let pa = (t.pfn.0 << self.base_shift()) + (a.va & ((1u64 << shift) - 1));
         if a.op != MemOp::Ifetch {
@@ -648,7 +708,7 @@ impl Os {
             }
         }
         // The caches are indexed by host-physical address.
-        self.data(a, self.host_addr(pa), trip);
+        self.host_addr(pa)
     }
 
     /// The page-fault handler: resolves a fault on `va` or reports a segmentation fault.
