@@ -94,6 +94,27 @@ impl Latency {
     }
 }
 
+/// How a cache level's latency is counted (`latency_rule`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LatencyRule {
+    /// In the core's cycles, over the add chains timed in the same rounds: L1 (a whole number).
+    AddChains,
+    /// The hop's ns, converted at the calibration's clock (`freq_hz`), the one clock the model
+    /// prices a hit at: every other level, L2 included since 2026-11-29 (docs/validation.md,
+    /// "L2 at the file's clock").
+    FileClock,
+}
+
+/// The rule for cache level `i` (0 = L1); `core_clocked`: the level is read on the interleaved
+/// part of the latency curve with add chains in its rounds.
+fn latency_rule(i: usize, core_clocked: bool) -> LatencyRule {
+    if i == 0 && core_clocked {
+        LatencyRule::AddChains
+    } else {
+        LatencyRule::FileClock
+    }
+}
+
 /// A TOML basic string.
 fn q(s: &str) -> String {
     let mut o = String::from("\"");
@@ -678,7 +699,8 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
                 .map(|r| (l1c.round(), r)),
             _ => None,
         };
-        let (lat, how_counted) = if i == 0 && core_clocked {
+        let rule = latency_rule(i, core_clocked);
+        let (lat, how_counted) = if rule == LatencyRule::AddChains {
             (
                 Latency::Cycles(s.low() / local_add.low()),
                 format!(
@@ -3598,10 +3620,11 @@ pub fn fixed_age_curve(
 mod tests {
     use super::{
         amd_l2_array, amd_tlb_decode, decay_points, fault_estimate, fill_in, first_crossing,
-        fit_dram_latency, fixed_age_curve, isotonic, isotonic_median, l2_footprint,
+        fit_dram_latency, fixed_age_curve, isotonic, isotonic_median, l2_footprint, latency_rule,
         lifetime_crossing, loaded_latency_fit, median_crossing, mser_cut, pass_base, pass_crossing,
         set_overflow_share, share_geometry, share_resolution, stlb_capacity_fit, stlb_ways,
-        sweep_footprints, walkers_estimate, AmdTlb, TlbArray, WALK_FIXED_MARK, WALK_FIXED_RAW,
+        sweep_footprints, walkers_estimate, AmdTlb, LatencyRule, TlbArray, WALK_FIXED_MARK,
+        WALK_FIXED_RAW,
     };
     use crate::calibrate::bench::{Rng, Stat};
 
@@ -3948,6 +3971,17 @@ mod tests {
             Some(0.5e6)
         );
         assert_eq!(lifetime_crossing(&[], 82.5), None);
+    }
+
+    /// Only L1 is counted against the add chains; L2 (core-clocked too) is its ns at the file's
+    /// clock, as the last level's: counted in the rounds' own cycles it read 14-15 where
+    /// validate's row measured 16.4-18.2 at `freq_hz`.
+    #[test]
+    fn only_l1_is_counted_in_the_cores_cycles() {
+        assert_eq!(latency_rule(0, true), LatencyRule::AddChains);
+        assert_eq!(latency_rule(1, true), LatencyRule::FileClock);
+        assert_eq!(latency_rule(0, false), LatencyRule::FileClock);
+        assert_eq!(latency_rule(2, false), LatencyRule::FileClock);
     }
 
     /// The loaded latency is the slope of a miss's time over K from 2 up to the knee: a line of
