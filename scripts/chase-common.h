@@ -2,7 +2,8 @@
  * l2-latency-pages.c, thp-tlb-reach.c, walk-isolation.c, walk-chains.c): a xorshift generator,
  * a monotonic clock in ns, this thread's context switches (a run that was switched is not a
  * measurement of the machine), a dependent chase, a comparison for qsort, a shuffle and a timed
- * cycle (`chase_p10_cycles`), and an add chain's ns per add (`add_ns`, the clock of a round); stream-lines.c
+ * cycle (`chase_p10_cycles`), an add chain's ns per add (`add_ns`, the clock of a round), and a
+ * touched, 2MB-aligned MADV_HUGEPAGE region (`thp_region`, the mlp-*.c probes'); stream-lines.c
  * uses its clock; l2-interleaved.c, pair-knee.c and the llc-*.c probes use the rest.
  * Not part of the build. */
 #ifndef CHASE_COMMON_H
@@ -26,6 +27,16 @@ __attribute__((unused)) static uint64_t rnd(void)
     rng ^= rng >> 7;
     rng ^= rng << 17;
     return rng;
+}
+/* `len` bytes of anonymous memory, 2MB-aligned, advised MADV_HUGEPAGE and touched (so THP
+ * faults happen here, not in the timed loops). */
+__attribute__((unused)) static char *thp_region(size_t len)
+{
+    char *a = mmap(0, len + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *b = (char *)(((uintptr_t)a + HUGE - 1) & ~(HUGE - 1));
+    madvise(b, len, MADV_HUGEPAGE);
+    memset(b, 1, len);
+    return b;
 }
 __attribute__((unused)) static double now(void)
 {

@@ -17,8 +17,7 @@ static double run(void **s, int k, size_t hops){
   double d=now()-t; return d/(hops*k); }
 int main(int argc,char**argv){
   size_t F=strtoul(argv[1],0,0)<<20; size_t nl=F/64;
-  char *a=mmap(0,F+HUGE,PROT_READ|PROT_WRITE,MAP_PRIVATE|MAP_ANONYMOUS,-1,0); char *b=(char*)(((uintptr_t)a+HUGE-1)&~(HUGE-1));
-  madvise(b,F,MADV_HUGEPAGE); memset(b,1,F);
+  char *b=thp_region(F);
   size_t use = nl;   /* lines in the chase */
   size_t *l=malloc(nl*8); for(size_t i=0;i<nl;i++) l[i]=i; shuffle(l,nl);
   int ks[]={1,2,4,8,12,14,16};

@@ -31,7 +31,6 @@
 #include "chase-common.h"
 enum { NONE, DRAM, WALK, LLC, L1, NP };
 static const char *NAME[NP] = {"none", "dram", "walk", "llc", "l1"};
-static void *volatile sink;
 /* `rounds` rounds of one hop of *a (if a) and m hops of *p (if p). */
 static __attribute__((noinline)) void run(void **a, void **p, int m, size_t rounds)
 {
@@ -73,14 +72,6 @@ static double timed(void **a, void **p, int m)
             return d / rounds;
     }
 }
-static char *thp(size_t len)
-{
-    char *a = mmap(0, len + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    char *b = (char *)(((uintptr_t)a + HUGE - 1) & ~(HUGE - 1));
-    madvise(b, len, MADV_HUGEPAGE);
-    memset(b, 1, len);
-    return b;
-}
 static void *cycle(char *b, size_t *o, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -91,7 +82,7 @@ int main(int argc, char **argv)
 {
     int m = argc > 1 ? atoi(argv[1]) : 4, passes = argc > 2 ? atoi(argv[2]) : 3;
     size_t F = (argc > 3 ? strtoul(argv[3], 0, 0) : 1024) << 20, n = F / 64;
-    char *big = thp(2 * F);
+    char *big = thp_region(2 * F);
     size_t *v = malloc(n * 8);
     for (size_t i = 0; i < n; i++)
         v[i] = i * 128 + 64 * (rnd() & 1);
@@ -101,19 +92,19 @@ int main(int argc, char **argv)
     void *a = cycle(big, v, n / 2);
     s[DRAM] = cycle(big, v + n / 2, n - n / 2);
     size_t wp = 16384;
-    char *wb = thp(wp * PAGE);
+    char *wb = thp_region(wp * PAGE);
     for (size_t i = 0; i < wp; i++)
         v[i] = i * PAGE + (rnd() % 64) * 64;
     shuffle(v, wp);
     s[WALK] = cycle(wb, v, wp);
     size_t ln = (4UL << 20) / 64;
-    char *lb = thp(4UL << 20);
+    char *lb = thp_region(4UL << 20);
     for (size_t i = 0; i < ln; i++)
         v[i] = i * 64;
     shuffle(v, ln);
     s[LLC] = cycle(lb, v, ln);
     size_t l1n = 256;
-    char *l1b = thp(HUGE);
+    char *l1b = thp_region(HUGE);
     for (size_t i = 0; i < l1n; i++)
         v[i] = i * 64;
     shuffle(v, l1n);
@@ -141,6 +132,6 @@ int main(int argc, char **argv)
         printf("\n");
         fflush(stdout);
     }
-    sink = a;
+    sinkp = a;
     return 0;
 }

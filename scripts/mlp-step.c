@@ -96,10 +96,7 @@ int main(int argc, char **argv)
     int gap = argc > 6 ? atoi(argv[6]) : 0;
     int R = argc > 7 ? atoi(argv[7]) : 15;
     size_t span = pair ? 2 * F : F, n = F / 64;
-    char *a = mmap(0, span + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    char *b = (char *)(((uintptr_t)a + HUGE - 1) & ~(HUGE - 1));
-    madvise(b, span, MADV_HUGEPAGE);
-    memset(b, 1, span);
+    char *b = thp_region(span);
     size_t *v = malloc(n * 8);
     for (size_t i = 0; i < n; i++)
         v[i] = pair ? i * 128 + 64 * (rnd() & 1) : i * 64;
