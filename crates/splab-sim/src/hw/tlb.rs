@@ -964,7 +964,7 @@ impl Array {
             (va >> shift, make_tag(asid, va >> shift, t.size), hint(tag))
         );
         if !self.small_pow2 {
-            self.insert_general(asid, va, shift, t);
+            self.insert_any(asid, va, shift, t, true);
             return;
         }
         debug_assert!(
@@ -976,16 +976,6 @@ impl Array {
         let new = self.sizes.index[t.size.0 as usize & 0xF] as usize;
         let old = self.small_mut().fill(set, tag, h, new, t);
         self.count_fill(old, new);
-    }
-
-    /// `insert` of an absent translation into an array that is not `small_pow2` (more than
-    /// 16 ways, or a set count not a power of two). Out of line: no preset has one, and its
-    /// general paths (the hashed store's) inlined into the access path were register pressure
-    /// there.
-    #[cold]
-    #[inline(never)]
-    fn insert_general(&mut self, asid: u32, va: u64, shift: u8, t: Translation) {
-        self.insert(asid, va, shift, t, true);
     }
 
     /// The counts after a fill of size index `new` that evicted `old` (`NO_EVICTION`: a free
@@ -1017,9 +1007,11 @@ impl Array {
     }
 
     /// `insert` of a translation that may be present, or into an array that is not
-    /// `small_pow2`. Out of line: the access path inserts absent translations into the
-    /// presets' `small_pow2` arrays, and the general paths (the hashed store's) inlined there
-    /// were register pressure.
+    /// `small_pow2` (more than 16 ways, or a set count not a power of two). Out of line and
+    /// cold: the access path inserts absent translations into the presets' `small_pow2`
+    /// arrays, and the general paths (the hashed store's) inlined there were register
+    /// pressure.
+    #[cold]
     #[inline(never)]
     fn insert_any(&mut self, asid: u32, va: u64, shift: u8, t: Translation, absent: bool) {
         let vpn = va >> shift;
