@@ -8,6 +8,8 @@
 //! where a VARIANT changes the machine before the run: `nolife` (no LLC lifetime nor curve),
 //! `nocurve` (the threshold `lifetime_ns` alone), `hostpwc=N` (the host's PDE cache of N
 //! entries), `ntlb=N`, `identity` (host placement), `dram=N` (cycles), `llc=MIB` (the LLC's size).
+mod common;
+
 use splab_sim::engine::{CheckMode, Engine};
 use splab_sim::hw::host_frames::HostPlacement;
 use splab_sim::hw::Machine;
@@ -59,21 +61,8 @@ fn main() {
     e.access_run(pid, base, PAGE as i64, (len / PAGE) as u64, MemOp::Store, 1)
         .unwrap();
     // bench::random_lines(2 * foot): one line of each 128-byte pair, shuffled.
-    let mut s = 0x9E3779B97F4A7C15u64;
-    let mut rnd = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
-    let n = 2 * foot / 128;
-    let mut nodes: Vec<u64> = (0..n)
-        .map(|i| (i * 128) as u64 + 64 * (rnd() & 1))
-        .collect();
-    for i in (1..n).rev() {
-        let j = (rnd() % (i as u64 + 1)) as usize;
-        nodes.swap(i, j);
-    }
+    let nodes = common::random_lines(2 * foot, &mut common::Rng::new());
+    let n = nodes.len();
     let mut pos = 0usize;
     let mut go = |e: &mut Engine, hops: usize, first: bool| {
         let mut buf = Vec::with_capacity(4096);

@@ -3,6 +3,8 @@
 //! 2 x FOOT region of MADV_HUGEPAGE memory, in random order (calibrate's `random_lines`).
 //! `cargo run --release -p splab-sim --example mlp_chase -- MACHINE FOOT_MIB [K,K,...]`
 //! Native counterpart: scripts/mlp-load.c (docs/validation.md, "Loaded latency: the MLP rows").
+mod common;
+
 use splab_sim::engine::{CheckMode, Engine};
 use splab_sim::hw::Machine;
 use splab_sim::policy::Policy;
@@ -21,20 +23,7 @@ fn main() {
     let m = Machine::from_spec(machine).unwrap();
     let ns = 1e9 / m.freq_hz as f64;
     let span = 2 * foot;
-    let mut s = 0x9E3779B97F4A7C15u64;
-    let mut rnd = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
-    let mut nodes: Vec<u64> = (0..span / 128)
-        .map(|i| (i * 128) as u64 + 64 * (rnd() & 1))
-        .collect();
-    for i in (1..nodes.len()).rev() {
-        let j = (rnd() % (i as u64 + 1)) as usize;
-        nodes.swap(i, j);
-    }
+    let nodes = common::random_lines(span, &mut common::Rng::new());
     let n = nodes.len();
     for &k in &ks {
         let mut p = Policy::from_spec("linux-madvise").unwrap();

@@ -2,6 +2,8 @@
 //! breakdown. `cargo run --release -p splab-sim --example walk_chase -- MACHINE PAGES [4k|4ks|huge|packed]
 //! [CHAINS]` (CHAINS interleaved chains, each over its share of the pages, as validate's
 //! "walks: 8 chases" row; default 1).
+mod common;
+
 use splab_sim::engine::{CheckMode, Engine};
 use splab_sim::hw::Machine;
 use splab_sim::policy::Policy;
@@ -70,24 +72,15 @@ fn main() {
     e.access_run(pid, base, PAGE as i64, (len / PAGE) as u64, MemOp::Store, 1)
         .unwrap();
     // per_page_nodes: pages in random order, a random line in each
-    let mut s = 0x9E3779B97F4A7C15u64;
-    let mut rnd = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
+    let mut rng = common::Rng::new();
     let mut order: Vec<usize> = (0..pages).collect();
-    for i in (1..pages).rev() {
-        let j = (rnd() % (i as u64 + 1)) as usize;
-        order.swap(i, j);
-    }
+    rng.shuffle(&mut order);
     let nodes: Vec<u64> = if packed {
         order.iter().map(|&p| (p * 128) as u64).collect()
     } else {
         order
             .iter()
-            .map(|&p| (p * PAGE) as u64 + (rnd() % 64) * 64)
+            .map(|&p| (p * PAGE) as u64 + (rng.next() % 64) * 64)
             .collect()
     };
     // Chain c walks nodes [c * pages / k, (c + 1) * pages / k) in order; hop i is chain i % k's.

@@ -1,0 +1,39 @@
+//! What the chase experiments share: calibrate's node layouts with the same xorshift stream
+//! (seeded as each experiment always was), so that the model runs the patterns validate's rows
+//! and the native probes in scripts/ run. Not an example itself.
+#![allow(dead_code)]
+
+/// A xorshift64 generator (scripts/chase-common.h's `rnd`).
+pub struct Rng(u64);
+
+impl Rng {
+    /// The experiments' seed.
+    pub fn new() -> Rng {
+        Rng(0x9E3779B97F4A7C15)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Fisher-Yates, from the top.
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = (self.next() % (i as u64 + 1)) as usize;
+            v.swap(i, j);
+        }
+    }
+}
+
+/// calibrate's `bench::random_lines(span)`: one line of each 128-byte pair of `span` bytes,
+/// which of the two at random, all in one random order (byte offsets).
+pub fn random_lines(span: usize, rng: &mut Rng) -> Vec<u64> {
+    let mut nodes: Vec<u64> = (0..span / 128)
+        .map(|i| (i * 128) as u64 + 64 * (rng.next() & 1))
+        .collect();
+    rng.shuffle(&mut nodes);
+    nodes
+}
