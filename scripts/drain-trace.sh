@@ -2,7 +2,7 @@
 # drain-trace.sh: the THP faults of scripts/frag-fault.c at --frag 50 traced on this host's own
 # kernel, to time compact_zone's check_drain (the drain of the per-CPU LRU batches and free
 # lists once the migrate scanner leaves a block it migrated from) with the per-CPU free lists
-# at a given size (docs/constants.md section 7, README "Linux THP"). Not part of the build.
+# at a given size (docs/constants.md section 7, docs/linux-thp.md). Not part of the build.
 # Needs root; puts the sysctl and the tracing state back as it found them.
 #
 #   cc -O2 -o /tmp/frag-fault scripts/frag-fault.c

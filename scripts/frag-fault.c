@@ -1,6 +1,6 @@
 /* frag-fault.c: THP fault latency on this machine's own kernel under seed 003's fragmentation
  * levels, the real-hardware check of issue 11's "kv cold at --frag 50: p95 fault latency at
- * least 2x --frag 0" (README "Linux THP", docs/constants.md section 7). Not part of the build.
+ * least 2x --frag 0" (docs/linux-thp.md, docs/constants.md section 7). Not part of the build.
  * Needs root and no swap; it puts the THP knobs back as it found them.
  *
  *   cc -O2 -o /tmp/frag-fault scripts/frag-fault.c
@@ -23,7 +23,7 @@
  * 20 between the fragmenting and the timed part (the timed part keeps it at 20);
  * FRAG_FAULT_SLACK_MB=1024 (default 3072) leaves less memory beside the workload's unfragmented,
  * so that the holder fragments ZONE_DMA32 too, as seed 003's tool does (it matters to
- * kcompactd, whose score weights each zone by its size). README "Linux THP" has the runs.
+ * kcompactd, whose score weights each zone by its size). docs/linux-thp.md has the runs.
  *
  * 1. Fragments memory as seed 003's tool does (Quicksilver Frag/frag/fragment_level.c, as
  *    scripts/compact-cost.c): a holder maps all free memory but 3 GB (the slack) and WORK_MB,

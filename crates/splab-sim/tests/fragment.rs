@@ -247,7 +247,7 @@ fn the_first_steps_page_tables_leave_two_unmovable_pageblocks() {
 /// pages.
 /// At Frag-100 (no free 2MB block) each of eight `linux-4.3` THP faults (`defrag=always`,
 /// asynchronous compaction) compacts once and succeeds: 16 pages migrated a fault, none fails.
-/// That is why the model's Frag rows do not rise as seed 003's (README "Fragmentation").
+/// That is why the model's Frag rows do not rise as seed 003's (docs/linux-thp.md).
 #[test]
 fn after_the_two_step_tool_every_thp_fault_compacts_and_succeeds() {
     let (mut e, _) = fragmented("linux-4.3:kcompactd=off,khugepaged=off,pagedaemon=off", 100);

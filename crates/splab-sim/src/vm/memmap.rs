@@ -25,7 +25,7 @@
 //! frame's line. Translation is not modelled: the kernel reaches the array through its direct
 //! map, large pages.
 //!
-//! Measured on this project's host (README "Linux THP", scripts/kernel-ops.c): the same loops
+//! Measured on this project's host (docs/linux-thp.md, scripts/kernel-ops.c): the same loops
 //! over cold struct pages took 566-1,210 (migrate) and 331-660 (free) host TSC cycles a visit
 //! under KVM, beside 24 and 15 instructions warm; the model's native machines price a cold
 //! visit at their DRAM latency instead.

@@ -17,7 +17,7 @@
 //! nothing of the tool runs during the workload. What the earlier two leave is kernel state
 //! (Linux 4.3: pageblock migratetypes, skip bits, cached scanner positions, deferral); the model
 //! has migratetypes but no skip bits, makes no kernel allocations but page tables, and its
-//! deferral would be reset by their successful compactions (README "Linux THP").
+//! deferral would be reset by their successful compactions (docs/linux-thp.md).
 //!
 //! The block is 2MB (seed 003 is about x86-64), or the machine's smallest superpage above 2MB
 //! (else its largest); 64KB of it stays resident, 16 pages of 4KB.
