@@ -19,54 +19,12 @@
  * at the probe is T plus the time from their store to the probe's start (3/4 of the pass on
  * average: the first half's lines are stored in its first half) plus half the probe.
  * Prints: T_ms mean_age_ms hop_ns (median of REPS) and 1 - h. */
-#define _GNU_SOURCE
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <time.h>
+#include "chase-common.h"
 
-#define HUGE (2UL << 20)
 #define K 16384
 #define EVICT (1UL << 30)
 
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
-}
-
-static char *huge_alloc(size_t len)
-{
-    char *p = mmap(NULL, len + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        perror("mmap");
-        exit(1);
-    }
-    p = (char *)(((uintptr_t)p + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
-    madvise(p, len, MADV_HUGEPAGE);
-    memset(p, 1, len);
-    return p;
-}
-
-static uint64_t rng = 88172645463325252ULL;
-static uint64_t next(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-
 static volatile uint64_t sink;
-
-static int cmpd(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv)
 {
@@ -81,14 +39,14 @@ int main(int argc, char **argv)
         for (char *t = strtok(argv[3], ","); t && nwaits < 16; t = strtok(NULL, ","))
             waits[nwaits++] = atof(t);
     }
-    char *evict = huge_alloc(EVICT);
-    char *r = huge_alloc(len);
+    char *evict = thp_region(EVICT);
+    char *r = thp_region(len);
     uint64_t *pick = malloc(K * sizeof *pick);
     char *used = calloc(lines, 1);
     for (int i = 0; i < K; i++) {
         uint64_t l;
         do
-            l = next() % (lines / 2);
+            l = rnd() % (lines / 2);
         while (used[l] || l % 64 == 63);
         used[l] = 1;
         pick[i] = l;
@@ -106,22 +64,22 @@ int main(int argc, char **argv)
             for (size_t i = 63 * 64; i < len; i += 4096)
                 s += r[i];
             sink += s;
-            uint64_t t0 = now_ns();
+            double t0 = now();
             if (m >= 0) {
                 for (size_t i = 0; i < lines; i++)
                     r[i * 64 + 8]++;
-                uint64_t end = now_ns() + (uint64_t)(waits[m] * 1e6);
-                while (now_ns() < end)
+                double end = now() + waits[m] * 1e6;
+                while (now() < end)
                     ;
             }
-            uint64_t t1 = now_ns();
+            double t1 = now();
             void **p = start;
             for (int i = 0; i < K; i++)
                 p = *p;
-            uint64_t t2 = now_ns();
+            double t2 = now();
             sink += (uintptr_t)p;
-            v[k] = (double)(t2 - t1) / K;
-            pass_ns[k] = 0.75 * ((double)(t1 - t0) - (m >= 0 ? waits[m] * 1e6 : 0)) + (t2 - t1) / 2.0;
+            v[k] = (t2 - t1) / K;
+            pass_ns[k] = 0.75 * ((t1 - t0) - (m >= 0 ? waits[m] * 1e6 : 0)) + (t2 - t1) / 2.0;
         }
         qsort(v, reps, sizeof *v, cmpd);
         qsort(pass_ns, reps, sizeof *pass_ns, cmpd);
