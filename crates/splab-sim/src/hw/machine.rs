@@ -118,6 +118,11 @@ pub struct Machine {
     pub core: CoreConfig,
     /// The hardware data prefetcher for individual accesses (hw/prefetch.rs).
     pub prefetch: PrefetchConfig,
+    /// L2's spatial (adjacent-line) prefetcher: every line fetched into L2 from beyond it brings
+    /// the other line of its 128-byte aligned pair, inserted as its set's next victim
+    /// (`Caches::set_pair_fill`; the machine file's `prefetch.pair_lines`). False: no pair.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub pair_lines: bool,
     /// Superpages are represented by replicating the PTE once per base page (Alpha, PA-RISC):
     /// promoting or demoting rewrites every base PTE (seed 000 6.1; seed 002 4).
     pub replicated_ptes: bool,

@@ -39,6 +39,7 @@ impl Hw {
             walker.set_nested(n, m.mem_bytes);
         }
         let mut caches = Caches::new(&m.caches);
+        caches.set_pair_fill(m.pair_lines);
         let mut core = Core::new(&m.core);
         let curve = |level: usize| {
             m.cache_lifetime_curves
