@@ -2,7 +2,8 @@
 //! data footprint F: one line of each 128-byte pair of 2F bytes (which line at random,
 //! calibrate's pattern) or every line of F bytes; ns a hop and L2's hits and misses a hop.
 //! `cargo run --release -p splab-sim --example pair_knee -- MACHINE KIB... [pair|nopair]`
-//! (`pair`/`nopair`: L2's pair fill on or off, whatever the machine says).
+//! [recent=F]` (`pair`/`nopair`: L2's pair fill on or off, whatever the machine says; F: the
+//! share of pair lines filled as most recent, `Machine::pair_recent`).
 mod common;
 
 use splab_sim::engine::{CheckMode, Engine};
@@ -17,6 +18,9 @@ fn run(machine: &str, kib: usize, every: bool, pair: Option<bool>) -> (f64, f64,
     let mut m = Machine::from_spec(machine).unwrap();
     if let Some(p) = pair {
         m.pair_lines = p;
+    }
+    if let Some(f) = std::env::args().find_map(|s| s.strip_prefix("recent=").map(|f| f.parse::<f64>().unwrap())) {
+        m.pair_recent = f;
     }
     let ns = 1e9 / m.freq_hz as f64;
     let mut p = Policy::from_spec("linux-madvise").unwrap();
@@ -82,7 +86,10 @@ fn main() {
         "nopair" => Some(false),
         _ => None,
     });
-    for k in a[2..].iter().filter(|s| s.as_str() != "pair" && s.as_str() != "nopair") {
+    for k in a[2..]
+        .iter()
+        .filter(|s| s.as_str() != "pair" && s.as_str() != "nopair" && !s.starts_with("recent="))
+    {
         let kib: usize = k.parse().unwrap();
         let (t1, h1, m1) = run(machine, kib, false, pair);
         let (t2, h2, m2) = run(machine, kib, true, pair);

@@ -40,6 +40,10 @@ fn main() {
         Some("nopair") => m.pair_lines = false,
         _ => {}
     }
+    // `recent=F` after that: the share of pair lines filled as most recent.
+    if let Some(f) = a.get(6).and_then(|s| s.strip_prefix("recent=")) {
+        m.pair_recent = f.parse().unwrap();
+    }
     let ns = 1e9 / m.freq_hz as f64;
     let mut p = Policy::from_spec("linux-madvise").unwrap();
     p.resolve(&m).unwrap();

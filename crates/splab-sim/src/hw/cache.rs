@@ -362,6 +362,11 @@ impl Level {
     /// replacement state as it was (an invalid way, else the victim: PLRU's or NRU's; round
     /// robin: nothing), so that the set's next fill evicts it unless a hit comes first and
     /// makes it recent. Counted as neither hit nor miss.
+    fn contains(&self, line: u64) -> bool {
+        let (set, tag) = self.locate(line);
+        self.set(set).contains(&tag)
+    }
+
     fn fill_victim(&mut self, line: u64) {
         let (set, tag) = self.locate(line);
         let ways = self.ways;
@@ -731,6 +736,10 @@ pub struct Caches {
     hier: HierFn,
     /// L2's spatial prefetcher (`set_pair_fill`).
     pair_fill: bool,
+    /// The share of pair lines filled as most recently used (`set_pair_recent`).
+    pair_recent: f64,
+    /// Pair fills so far (each draws its own `unit_hash`).
+    pair_fills: u64,
 }
 
 /// `Caches::prefetch` skips levels whose tags and replacement state take at most this many host
@@ -755,7 +764,17 @@ impl Caches {
             levels,
             latency,
             pair_fill: false,
+            pair_recent: 0.0,
+            pair_fills: 0,
         }
+    }
+
+    /// The share `f` (0 to 1) of the pair fills (`set_pair_fill`) that land as their set's most
+    /// recently used line, as a demand fill does, the rest as its next victim (a bimodal
+    /// insertion: Qureshi et al., "Adaptive insertion policies for high performance caching",
+    /// ISCA 2007). Which fills: a hash of the line and the fill's count (deterministic).
+    pub fn set_pair_recent(&mut self, f: f64) {
+        self.pair_recent = f.clamp(0.0, 1.0);
     }
 
     /// L2's spatial prefetcher: "strives to complete every cache line fetched to the L2 cache
@@ -773,7 +792,16 @@ impl Caches {
     /// `access`'s pair fill, out of line.
     #[inline(never)]
     fn fill_pair(&mut self, line: u64) {
-        self.levels[1].fill_victim(line ^ 1);
+        let pair = line ^ 1;
+        self.pair_fills += 1;
+        let l = &mut self.levels[1];
+        if self.pair_recent > 0.0 && unit_hash(pair, self.pair_fills) < self.pair_recent {
+            if !l.contains(pair) {
+                l.access(pair);
+            }
+        } else {
+            l.fill_victim(pair);
+        }
     }
 
     /// Gives level `level` a line lifetime of `cycles` core cycles on `clock`, the core's clock
@@ -1025,6 +1053,22 @@ mod tests {
             assert_eq!(c.access(13), 2, "{r:?}");
             assert_eq!(c.access(5), 1, "{r:?}: 5, the recent line, stayed in L2");
             assert_eq!(c.access(9), 2, "{r:?}: the pair line went first");
+        }
+    }
+
+    #[test]
+    fn pair_recent_one_fills_the_pair_as_the_most_recent_line() {
+        for r in [Replacement::Plru, Replacement::Nru] {
+            // `a_pair_line_is_its_sets_next_victim`'s references, every pair fill most recent.
+            let mut c = l1_l2(r, true);
+            c.set_pair_recent(1.0);
+            c.access(0);
+            c.access(4);
+            assert_eq!(c.access(8), 2);
+            // 9 came in as most recent: 13 takes the other way, 5's.
+            assert_eq!(c.access(13), 2, "{r:?}");
+            assert_eq!(c.access(9), 1, "{r:?}: the pair line stayed");
+            assert_eq!(c.access(5), 2, "{r:?}: 5 went first");
         }
     }
 

@@ -276,6 +276,9 @@ struct FilePrefetch {
     /// Absent: false (the presets, and machine files written before 2026-11-29).
     #[serde(default)]
     pair_lines: bool,
+    /// The share of pair lines filled as most recently used (`Machine::pair_recent`). Absent: 0.
+    #[serde(default)]
+    pair_recent: f64,
 }
 
 #[derive(Deserialize)]
@@ -592,6 +595,10 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
             "the pair is filled into L2: the machine needs at least two cache levels",
         );
     }
+    let pair_recent = f.prefetch.as_ref().map_or(0.0, |p| p.pair_recent);
+    if !(0.0..=1.0).contains(&pair_recent) {
+        return bad("prefetch.pair_recent", format!("{pair_recent}: must be from 0 to 1"));
+    }
     let prefetch = match &f.prefetch {
         None => PrefetchConfig::default(),
         Some(p) => {
@@ -718,6 +725,7 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
             core,
             prefetch,
             pair_lines,
+            pair_recent,
             replicated_ptes: f.replicated_ptes,
             nested,
             cost,
@@ -1360,6 +1368,11 @@ mod tests {
         // Without a streamer too.
         let text = text.replacen("streams = 32", "streams = 0", 1);
         assert!(parse(&text, "t.toml").unwrap().machine.pair_lines);
+        assert_eq!(parse(&text, "t.toml").unwrap().machine.pair_recent, 0.0, "absent: 0");
+        let t = text.replacen("pair_lines = true\n", "pair_lines = true\npair_recent = 0.25\n", 1);
+        assert_eq!(parse(&t, "t.toml").unwrap().machine.pair_recent, 0.25);
+        let t = text.replacen("pair_lines = true\n", "pair_lines = true\npair_recent = 1.5\n", 1);
+        assert!(parse(&t, "t.toml").is_err(), "beyond 1");
     }
 
     #[test]

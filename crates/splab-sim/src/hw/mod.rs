@@ -40,6 +40,7 @@ impl Hw {
         }
         let mut caches = Caches::new(&m.caches);
         caches.set_pair_fill(m.pair_lines);
+        caches.set_pair_recent(m.pair_recent);
         let mut core = Core::new(&m.core);
         let curve = |level: usize| {
             m.cache_lifetime_curves
