@@ -21,9 +21,18 @@
  * add chain timed before each round; with a prefix, writes each set's frames (one pfn a line,
  * window order) to PREFIX-<set>.txt for the model:
  *   cargo run --release -p splab-sim --example walk_chase -- file:H.toml 16384 frames=PREFIX-R:S.txt 1
+ * Each page moved alone is a mapping of its own: several stride sets in one run need more than
+ * the default vm.max_map_count (65530); raise it for the run (sysctl -w vm.max_map_count=262144)
+ * and restore it after.
  * Build and run (under the lock, as every native timing here):
  *   cc -O2 -o /tmp/tlb-ranges scripts/tlb-ranges.c
  *   flock -x /tmp/splab-quiet.lock /tmp/tlb-ranges -p /tmp/tlbrow/f -n 16384 -r 21 0 32:1 256:1 256:8 2048:1 2048:64
+ *   flock -x /tmp/splab-quiet.lock /tmp/tlb-ranges -p /tmp/tlbrow/f9 -w 2 -h 75000 -r 15 0 32:1 512:8 512:16 2048:8 2048:64
+ * (the second: validate's timing, the one to compare with the model; interleaved rounds after a
+ * few warm passes read 20-30% faster at 16k leaf lines than the steady state, which takes more
+ * than 8 passes to reach, and their p10 picks those). The model on the same frames, with L2's
+ * pair fill off / as next victim / 30% as most recent:
+ *   walk_chase file:H.toml 16384 frames=/tmp/tlbrow/f9-512:16.txt 1 [nopair | pair | pair recent=0.3]
  * Not part of the build. */
 #include "chase-common.h"
 #include <fcntl.h>
