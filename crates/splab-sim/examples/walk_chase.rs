@@ -1,7 +1,7 @@
 //! Experiment: validate's "1 line per 4KB page" chase on the model, with the per-hop time
 //! breakdown. `cargo run --release -p splab-sim --example walk_chase -- MACHINE PAGES [4k|4ks|huge|packed]
-//! [CHAINS]` (CHAINS interleaved chains, each over its share of the pages, as validate's
-//! "walks: 8 chases" row; default 1).
+//! [CHAINS] [pair|nopair]` (CHAINS interleaved chains, each over its share of the pages, as
+//! validate's "walks: 8 chases" row; default 1; `pair`/`nopair`: L2's pair fill on or off).
 mod common;
 
 use splab_sim::engine::{CheckMode, Engine};
@@ -32,7 +32,18 @@ fn main() {
     let k: usize = a.get(4).map(|s| s.parse().unwrap()).unwrap_or(1).max(1);
     const PAGE: usize = 4096;
     const HUGE: usize = 2 << 20;
-    let m = Machine::from_spec(machine).unwrap();
+    let mut m = Machine::from_spec(machine).unwrap();
+    // `pair` after CHAINS: L2's pair fill on (`Machine::pair_lines`), whatever the file says;
+    // `nopair`: off.
+    match a.get(5).map(|s| s.as_str()) {
+        Some("pair") => m.pair_lines = true,
+        Some("nopair") => m.pair_lines = false,
+        _ => {}
+    }
+    // `recent=F` after that: the share of pair lines filled as most recent.
+    if let Some(f) = a.get(6).and_then(|s| s.strip_prefix("recent=")) {
+        m.pair_recent = f.parse().unwrap();
+    }
     let ns = 1e9 / m.freq_hz as f64;
     let mut p = Policy::from_spec("linux-madvise").unwrap();
     p.resolve(&m).unwrap();

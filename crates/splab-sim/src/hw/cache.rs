@@ -358,6 +358,40 @@ impl Level {
         hit
     }
 
+    /// Puts `line` in its set, if absent, where the next miss there would go, leaving the
+    /// replacement state as it was (an invalid way, else the victim: PLRU's or NRU's; round
+    /// robin: nothing), so that the set's next fill evicts it unless a hit comes first and
+    /// makes it recent. Counted as neither hit nor miss.
+    fn contains(&self, line: u64) -> bool {
+        let (set, tag) = self.locate(line);
+        self.set(set).contains(&tag)
+    }
+
+    fn fill_victim(&mut self, line: u64) {
+        let (set, tag) = self.locate(line);
+        let ways = self.ways;
+        let b = set * ways;
+        let r = self.repl[set];
+        let s = &mut flat_mut(&mut self.tags)[b..b + ways];
+        if s.contains(&tag) {
+            return;
+        }
+        let w = match s.iter().position(|&t| t == 0) {
+            Some(w) => {
+                self.valid += 1;
+                self.full = self.valid == self.sets * ways as u64;
+                w
+            }
+            None if self.policy == PLRU => plru_walk(ways, r),
+            None if self.policy == NRU => ((!r).trailing_zeros() as usize).min(ways - 1),
+            None => return,
+        };
+        s[w] = tag;
+        if let Some(c) = &self.clock {
+            self.stamps[b + w] = c.load(Ordering::Relaxed);
+        }
+    }
+
     #[inline(always)]
     fn prefetch(&self, line: u64) {
         let set = (line & self.set_mask) as usize;
@@ -700,6 +734,12 @@ pub struct Caches {
     /// data cache. The sets of the others are hot anyway.
     prefetched: Vec<usize>,
     hier: HierFn,
+    /// L2's spatial prefetcher (`set_pair_fill`).
+    pair_fill: bool,
+    /// The share of pair lines filled as most recently used (`set_pair_recent`).
+    pair_recent: f64,
+    /// Pair fills so far (each draws its own `unit_hash`).
+    pair_fills: u64,
 }
 
 /// `Caches::prefetch` skips levels whose tags and replacement state take at most this many host
@@ -723,6 +763,44 @@ impl Caches {
             names: cfg.levels.iter().map(|l| l.name.clone()).collect(),
             levels,
             latency,
+            pair_fill: false,
+            pair_recent: 0.0,
+            pair_fills: 0,
+        }
+    }
+
+    /// The share `f` (0 to 1) of the pair fills (`set_pair_fill`) that land as their set's most
+    /// recently used line, as a demand fill does, the rest as its next victim (a bimodal
+    /// insertion: Qureshi et al., "Adaptive insertion policies for high performance caching",
+    /// ISCA 2007). Which fills: a hash of the line and the fill's count (deterministic).
+    pub fn set_pair_recent(&mut self, f: f64) {
+        self.pair_recent = f.clamp(0.0, 1.0);
+    }
+
+    /// L2's spatial prefetcher: "strives to complete every cache line fetched to the L2 cache
+    /// with the pair line that completes it to a 128-byte aligned chunk" (Intel 64 and IA-32
+    /// Architectures Optimization Reference Manual, data prefetching, Sandy Bridge onward).
+    /// On: a reference served beyond L2 also brings its pair line into L2, as the set's next
+    /// victim (`Level::fill_victim`): where it lands the manual does not say; scripts/pair-knee.c
+    /// and pair-fill.c measured on this project's Intel guest that filled pairs are there when
+    /// nothing competes and take some L2 capacity, not a line's (docs/validation.md, "Does L2
+    /// fill each missed line's 128-byte pair?").
+    pub fn set_pair_fill(&mut self, on: bool) {
+        self.pair_fill = on && self.levels.len() >= 2;
+    }
+
+    /// `access`'s pair fill, out of line.
+    #[inline(never)]
+    fn fill_pair(&mut self, line: u64) {
+        let pair = line ^ 1;
+        self.pair_fills += 1;
+        let l = &mut self.levels[1];
+        if self.pair_recent > 0.0 && unit_hash(pair, self.pair_fills) < self.pair_recent {
+            if !l.contains(pair) {
+                l.access(pair);
+            }
+        } else {
+            l.fill_victim(pair);
         }
     }
 
@@ -810,7 +888,11 @@ impl Caches {
     /// DRAM). The levels above that place are filled (non-inclusive, fill on miss).
     #[inline]
     pub fn access(&mut self, line: u64) -> Served {
-        (self.hier)(&mut self.levels, line)
+        let s = (self.hier)(&mut self.levels, line);
+        if self.pair_fill && s >= 2 {
+            self.fill_pair(line);
+        }
+        s
     }
 
     /// Recounts a reference `access` served at `s` (past level 1) as the level-1 hit it is when a
@@ -924,6 +1006,70 @@ mod tests {
             levels: vec![level("L1", ways as u64, ways, 4, r)],
             dram_latency: 100,
         })
+    }
+
+    /// Two levels: a 2-line direct-mapped L1 and a 4-set, 2-way L2 (`replacement` `r`).
+    fn l1_l2(r: Replacement, pair: bool) -> Caches {
+        let mut c = Caches::new(&CachesConfig {
+            levels: vec![
+                level("L1", 2, 1, 4, Replacement::Plru),
+                level("L2", 8, 2, 12, r),
+            ],
+            dram_latency: 100,
+        });
+        c.set_pair_fill(pair);
+        c
+    }
+
+    #[test]
+    fn a_miss_beyond_l2_brings_its_pair_line_into_l2() {
+        for r in [Replacement::Plru, Replacement::Nru] {
+            let mut on = l1_l2(r, true);
+            let mut off = l1_l2(r, false);
+            for c in [&mut on, &mut off] {
+                assert_eq!(c.access(10), 2, "cold: DRAM");
+            }
+            // 11 = 10 ^ 1: the other line of its 128-byte pair, never referenced.
+            assert_eq!(on.access(11), 1, "{r:?}: the pair line is in L2");
+            assert_eq!(off.access(11), 2, "{r:?}: without the pair fill it is not");
+            // Counted as neither hit nor miss: L2 saw one miss (10) and one hit (11).
+            let l2 = &on.stats()[1];
+            assert_eq!((l2.hits, l2.misses), (1, 1), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn a_pair_line_is_its_sets_next_victim() {
+        for r in [Replacement::Plru, Replacement::Nru] {
+            let mut c = l1_l2(r, true);
+            // L2 set 0 (lines 0, 4, 8, ...; the pair of 8 is 9, set 1). 0 and 4 fill set 0's
+            // two ways; their pairs 1 and 5 fill set 1's.
+            c.access(0);
+            c.access(4);
+            // 8 misses: evicts 0 (least recent) and brings 9 into set 1 as its victim, in
+            // place of 1 (least recent there).
+            assert_eq!(c.access(8), 2);
+            // 13 (set 1) misses: it takes the victim's way, 9's, not 5's.
+            assert_eq!(c.access(13), 2, "{r:?}");
+            assert_eq!(c.access(5), 1, "{r:?}: 5, the recent line, stayed in L2");
+            assert_eq!(c.access(9), 2, "{r:?}: the pair line went first");
+        }
+    }
+
+    #[test]
+    fn pair_recent_one_fills_the_pair_as_the_most_recent_line() {
+        for r in [Replacement::Plru, Replacement::Nru] {
+            // `a_pair_line_is_its_sets_next_victim`'s references, every pair fill most recent.
+            let mut c = l1_l2(r, true);
+            c.set_pair_recent(1.0);
+            c.access(0);
+            c.access(4);
+            assert_eq!(c.access(8), 2);
+            // 9 came in as most recent: 13 takes the other way, 5's.
+            assert_eq!(c.access(13), 2, "{r:?}");
+            assert_eq!(c.access(9), 1, "{r:?}: the pair line stayed");
+            assert_eq!(c.access(5), 2, "{r:?}: 5 went first");
+        }
     }
 
     #[test]

@@ -118,6 +118,15 @@ pub struct Machine {
     pub core: CoreConfig,
     /// The hardware data prefetcher for individual accesses (hw/prefetch.rs).
     pub prefetch: PrefetchConfig,
+    /// L2's spatial (adjacent-line) prefetcher: every line fetched into L2 from beyond it brings
+    /// the other line of its 128-byte aligned pair, inserted as its set's next victim
+    /// (`Caches::set_pair_fill`; the machine file's `prefetch.pair_lines`). False: no pair.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub pair_lines: bool,
+    /// The share of those pair lines filled as most recently used instead
+    /// (`Caches::set_pair_recent`; the machine file's `prefetch.pair_recent`). 0: none.
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub pair_recent: f64,
     /// Superpages are represented by replicating the PTE once per base page (Alpha, PA-RISC):
     /// promoting or demoting rewrites every base PTE (seed 000 6.1; seed 002 4).
     pub replicated_ptes: bool,
@@ -725,4 +734,8 @@ mod tests {
             4 << 30
         );
     }
+}
+
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
 }

@@ -272,6 +272,13 @@ struct FilePrefetch {
     #[serde(default)]
     trigger: u32,
     region: Option<Size>,
+    /// L2's spatial prefetcher fills each missed line's 128-byte pair (`Machine::pair_lines`).
+    /// Absent: false (the presets, and machine files written before 2026-11-29).
+    #[serde(default)]
+    pair_lines: bool,
+    /// The share of pair lines filled as most recently used (`Machine::pair_recent`). Absent: 0.
+    #[serde(default)]
+    pair_recent: f64,
 }
 
 #[derive(Deserialize)]
@@ -581,6 +588,17 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
         loaded_cycles_per_miss: loaded,
     };
 
+    let pair_lines = f.prefetch.as_ref().is_some_and(|p| p.pair_lines);
+    if pair_lines && caches.levels.len() < 2 {
+        return bad(
+            "prefetch.pair_lines",
+            "the pair is filled into L2: the machine needs at least two cache levels",
+        );
+    }
+    let pair_recent = f.prefetch.as_ref().map_or(0.0, |p| p.pair_recent);
+    if !(0.0..=1.0).contains(&pair_recent) {
+        return bad("prefetch.pair_recent", format!("{pair_recent}: must be from 0 to 1"));
+    }
     let prefetch = match &f.prefetch {
         None => PrefetchConfig::default(),
         Some(p) => {
@@ -706,6 +724,8 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
             cache_lifetime_curves,
             core,
             prefetch,
+            pair_lines,
+            pair_recent,
             replicated_ptes: f.replicated_ptes,
             nested,
             cost,
@@ -1337,6 +1357,22 @@ mod tests {
             assert_eq!(p.machine.name, *name);
             assert_eq!(p.swap, Swap::TimesMem(2), "{name}");
         }
+    }
+
+    #[test]
+    fn prefetch_pair_lines_turns_l2s_pair_fill_on() {
+        let m = parse(SKYLAKE, "skylake").unwrap().machine;
+        assert!(!m.pair_lines, "absent: off");
+        let text = SKYLAKE.replacen("region = \"4K\"\n", "region = \"4K\"\npair_lines = true\n", 1);
+        assert!(parse(&text, "t.toml").unwrap().machine.pair_lines);
+        // Without a streamer too.
+        let text = text.replacen("streams = 32", "streams = 0", 1);
+        assert!(parse(&text, "t.toml").unwrap().machine.pair_lines);
+        assert_eq!(parse(&text, "t.toml").unwrap().machine.pair_recent, 0.0, "absent: 0");
+        let t = text.replacen("pair_lines = true\n", "pair_lines = true\npair_recent = 0.25\n", 1);
+        assert_eq!(parse(&t, "t.toml").unwrap().machine.pair_recent, 0.25);
+        let t = text.replacen("pair_lines = true\n", "pair_lines = true\npair_recent = 1.5\n", 1);
+        assert!(parse(&t, "t.toml").is_err(), "beyond 1");
     }
 
     #[test]

@@ -39,6 +39,8 @@ impl Hw {
             walker.set_nested(n, m.mem_bytes);
         }
         let mut caches = Caches::new(&m.caches);
+        caches.set_pair_fill(m.pair_lines);
+        caches.set_pair_recent(m.pair_recent);
         let mut core = Core::new(&m.core);
         let curve = |level: usize| {
             m.cache_lifetime_curves
