@@ -19,7 +19,9 @@ fn run(machine: &str, kib: usize, every: bool, pair: Option<bool>) -> (f64, f64,
     if let Some(p) = pair {
         m.pair_lines = p;
     }
-    if let Some(f) = std::env::args().find_map(|s| s.strip_prefix("recent=").map(|f| f.parse::<f64>().unwrap())) {
+    if let Some(f) =
+        std::env::args().find_map(|s| s.strip_prefix("recent=").map(|f| f.parse::<f64>().unwrap()))
+    {
         m.pair_recent = f;
     }
     let ns = 1e9 / m.freq_hz as f64;

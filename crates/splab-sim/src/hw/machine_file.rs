@@ -597,7 +597,10 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
     }
     let pair_recent = f.prefetch.as_ref().map_or(0.0, |p| p.pair_recent);
     if !(0.0..=1.0).contains(&pair_recent) {
-        return bad("prefetch.pair_recent", format!("{pair_recent}: must be from 0 to 1"));
+        return bad(
+            "prefetch.pair_recent",
+            format!("{pair_recent}: must be from 0 to 1"),
+        );
     }
     let prefetch = match &f.prefetch {
         None => PrefetchConfig::default(),
@@ -1363,15 +1366,31 @@ mod tests {
     fn prefetch_pair_lines_turns_l2s_pair_fill_on() {
         let m = parse(SKYLAKE, "skylake").unwrap().machine;
         assert!(!m.pair_lines, "absent: off");
-        let text = SKYLAKE.replacen("region = \"4K\"\n", "region = \"4K\"\npair_lines = true\n", 1);
+        let text = SKYLAKE.replacen(
+            "region = \"4K\"\n",
+            "region = \"4K\"\npair_lines = true\n",
+            1,
+        );
         assert!(parse(&text, "t.toml").unwrap().machine.pair_lines);
         // Without a streamer too.
         let text = text.replacen("streams = 32", "streams = 0", 1);
         assert!(parse(&text, "t.toml").unwrap().machine.pair_lines);
-        assert_eq!(parse(&text, "t.toml").unwrap().machine.pair_recent, 0.0, "absent: 0");
-        let t = text.replacen("pair_lines = true\n", "pair_lines = true\npair_recent = 0.25\n", 1);
+        assert_eq!(
+            parse(&text, "t.toml").unwrap().machine.pair_recent,
+            0.0,
+            "absent: 0"
+        );
+        let t = text.replacen(
+            "pair_lines = true\n",
+            "pair_lines = true\npair_recent = 0.25\n",
+            1,
+        );
         assert_eq!(parse(&t, "t.toml").unwrap().machine.pair_recent, 0.25);
-        let t = text.replacen("pair_lines = true\n", "pair_lines = true\npair_recent = 1.5\n", 1);
+        let t = text.replacen(
+            "pair_lines = true\n",
+            "pair_lines = true\npair_recent = 1.5\n",
+            1,
+        );
         assert!(parse(&t, "t.toml").is_err(), "beyond 1");
     }
 

@@ -115,6 +115,16 @@ fn latency_rule(i: usize, core_clocked: bool) -> LatencyRule {
     }
 }
 
+/// Whether a machine file for a processor of cpuid vendor `vendor` fills each line L2 fetches
+/// with its 128-byte pair (`prefetch.pair_lines`): Intel's L2 spatial prefetcher "strives to
+/// complete every cache line fetched to the L2 cache with the pair line that completes it to a
+/// 128-byte aligned chunk" (Intel 64 and IA-32 Architectures Optimization Reference Manual, data
+/// prefetching, Sandy Bridge onward; measured present on this project's Intel guest,
+/// scripts/pair-fill.c). Other vendors: not written (AMD's L2 prefetchers were not measured here).
+fn pair_lines_for(vendor: &str) -> bool {
+    vendor == "GenuineIntel"
+}
+
 /// A TOML basic string.
 fn q(s: &str) -> String {
     let mut o = String::from("\"");
@@ -149,6 +159,8 @@ struct CacheLevel {
 
 struct Cpu {
     brand: String,
+    /// cpuid leaf 0's vendor string ("GenuineIntel", "AuthenticAMD").
+    vendor: String,
     guest: bool,
     hypervisor: String,
     caches: Vec<CacheLevel>,
@@ -243,6 +255,15 @@ fn cpu() -> Cpu {
     // or the highest leaf's values, which are checked against the maximum below.
     unsafe {
         let max = __cpuid(0).eax;
+        let vendor: String = {
+            let r = __cpuid(0);
+            [r.ebx, r.edx, r.ecx]
+                .iter()
+                .flat_map(|w| w.to_le_bytes())
+                .filter(|&b| b != 0)
+                .map(|b| b as char)
+                .collect()
+        };
         let ext = __cpuid(0x8000_0000).eax;
         let mut brand = String::new();
         if ext >= 0x8000_0004 {
@@ -300,6 +321,7 @@ fn cpu() -> Cpu {
         };
         Cpu {
             brand,
+            vendor,
             guest,
             hypervisor,
             caches,
@@ -2104,14 +2126,33 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         q(&format!(
             "assumed (not measurable here): skylake's, from the Intel Optimization Reference Manual's L2 streamer \
              (Sandy Bridge 'Data Prefetching', kept by later cores): {} streams, {} lines ahead, within a {}-byte \
-             (4K) page; trigger {} assumed (the Core microarchitecture's data prefetch logic). See skylake's machine file.",
-            sp.streams, sp.distance, sp.region_bytes, sp.trigger
+             (4K) page; trigger {} assumed (the Core microarchitecture's data prefetch logic). See skylake's machine file.{}",
+            sp.streams, sp.distance, sp.region_bytes, sp.trigger,
+            if pair_lines_for(&cpu.vendor) {
+                " pair_lines: an Intel processor (cpuid vendor), whose L2 spatial prefetcher completes every line fetched to L2 \
+                 with the other line of its 128-byte pair (the same manual, data prefetching); filled as its set's next victim, \
+                 where pair-fill.c and pair-knee.c found it on this project's Intel guest (docs/validation.md, \"The scattered \
+                 TLB row: L2's pair lines\"); pair_recent (a share inserted as recent) not written: not measured stably."
+            } else {
+                ""
+            }
         ))
     );
     let _ = writeln!(
         w,
-        "streams = {}\ndistance = {}\ntrigger = {}\nregion = {}\n",
-        sp.streams, sp.distance, sp.trigger, sp.region_bytes
+        "streams = {}\ndistance = {}\ntrigger = {}\nregion = {}\n{}",
+        sp.streams,
+        sp.distance,
+        sp.trigger,
+        sp.region_bytes,
+        if pair_lines_for(&cpu.vendor) {
+            // L2's spatial prefetcher (docs/validation.md, "The scattered TLB row: L2's pair
+            // lines"); the share of its fills inserted as recent (`pair_recent`) stays 0: its fit
+            // moved 0.25-0.45 within 30 minutes on the Intel guest.
+            "pair_lines = true\n"
+        } else {
+            ""
+        }
     );
 
     let c = &skylake.cost;
@@ -3621,10 +3662,10 @@ mod tests {
     use super::{
         amd_l2_array, amd_tlb_decode, decay_points, fault_estimate, fill_in, first_crossing,
         fit_dram_latency, fixed_age_curve, isotonic, isotonic_median, l2_footprint, latency_rule,
-        lifetime_crossing, loaded_latency_fit, median_crossing, mser_cut, pass_base, pass_crossing,
-        set_overflow_share, share_geometry, share_resolution, stlb_capacity_fit, stlb_ways,
-        sweep_footprints, walkers_estimate, AmdTlb, LatencyRule, TlbArray, WALK_FIXED_MARK,
-        WALK_FIXED_RAW,
+        lifetime_crossing, loaded_latency_fit, median_crossing, mser_cut, pair_lines_for,
+        pass_base, pass_crossing, set_overflow_share, share_geometry, share_resolution,
+        stlb_capacity_fit, stlb_ways, sweep_footprints, walkers_estimate, AmdTlb, LatencyRule,
+        TlbArray, WALK_FIXED_MARK, WALK_FIXED_RAW,
     };
     use crate::calibrate::bench::{Rng, Stat};
 
@@ -3971,6 +4012,14 @@ mod tests {
             Some(0.5e6)
         );
         assert_eq!(lifetime_crossing(&[], 82.5), None);
+    }
+
+    /// Intel's files fill L2's pair lines, other vendors' do not.
+    #[test]
+    fn only_intel_files_fill_l2s_pair_lines() {
+        assert!(pair_lines_for("GenuineIntel"));
+        assert!(!pair_lines_for("AuthenticAMD"));
+        assert!(!pair_lines_for(""));
     }
 
     /// Only L1 is counted against the add chains; L2 (core-clocked too) is its ns at the file's
