@@ -278,6 +278,9 @@ pub struct Walker {
     base_shift: u8,
     /// log2 of entries per page-table page.
     entry_bits: u8,
+    /// `(1 << entry_bits) - 1`, the mask of a table index (kept: three host instructions a
+    /// walk reference).
+    entry_mask: u64,
     /// From `cfg`, for the hot path: level shifts (root first), their number, entry size,
     /// and for a software refill its handler cycles and references.
     shifts: [u8; 4],
@@ -358,6 +361,7 @@ impl Walker {
             leaf_of,
             base_shift,
             entry_bits: entries.trailing_zeros() as u8,
+            entry_mask: (1u64 << entries.trailing_zeros()) - 1,
             shifts,
             levels: cfg.level_shifts().len().min(4),
             pte_bytes: cfg.pte_bytes() as u64,
@@ -465,7 +469,8 @@ impl Walker {
     /// Physical line of the entry for `va` in the table of level `lvl` held in frame `frame`.
     #[inline]
     fn entry_line(&self, frame: u64, lvl_shift: u8, va: u64) -> u64 {
-        let index = (va >> lvl_shift) & ((1u64 << self.entry_bits) - 1);
+        debug_assert_eq!(self.entry_mask, (1u64 << self.entry_bits) - 1);
+        let index = (va >> lvl_shift) & self.entry_mask;
         ((frame << self.base_shift) + index * self.pte_bytes) >> LINE_SHIFT
     }
 
