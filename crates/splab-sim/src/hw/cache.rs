@@ -717,6 +717,8 @@ pub struct Caches {
     names: Vec<String>,
     /// Latency of a reference served at each place (levels, then DRAM).
     latency: [u64; 4],
+    /// The place (0..=3: L1, L2, LLC, DRAM) of each `Served` value (`place`).
+    place: [u8; 4],
     /// The levels `prefetch` hints: those whose state is too large to stay in the host's L1
     /// data cache. The sets of the others are hot anyway.
     prefetched: Vec<usize>,
@@ -738,7 +740,9 @@ impl Caches {
         let prefetched = (0..levels.len())
             .filter(|&i| 4 * (16 * levels[i].tags.len() + levels[i].repl.len()) > PREFETCH_ABOVE)
             .collect();
+        let place = std::array::from_fn(|s| if s >= levels.len() { 3 } else { s as u8 });
         Caches {
+            place,
             prefetched,
             hier: hier_fn(&levels),
             names: cfg.levels.iter().map(|l| l.name.clone()).collect(),
@@ -819,6 +823,24 @@ impl Caches {
     /// Number of cache levels; `Served` value `levels()` means DRAM.
     pub fn levels(&self) -> usize {
         self.levels.len()
+    }
+
+    /// The place a reference `access` served at `s` comes from: its level (0, 1, 2) or 3 for
+    /// DRAM (`s == levels()`), as the reports' by-place counts index it. One load, where the
+    /// compare with `levels()` took four host instructions.
+    #[inline(always)]
+    pub fn place(&self, s: Served) -> u8 {
+        debug_assert!(s as usize <= self.levels.len());
+        let k = self.place[s as usize & 3];
+        debug_assert_eq!(
+            k,
+            if s as usize >= self.levels.len() {
+                3
+            } else {
+                s
+            }
+        );
+        k
     }
 
     /// Latency of a reference served at `s`.
@@ -1048,6 +1070,27 @@ mod tests {
                 assert_eq!((e & 0xff) as usize, v, "{ways} ways, state {r}");
                 assert_eq!((e >> 8) as u32, (r & l.plru_and[v]) | l.plru_or[v]);
             }
+        }
+    }
+
+    #[test]
+    fn places_are_the_levels_then_dram() {
+        for n in 1..=3usize {
+            let mut c = Caches::new(&CachesConfig {
+                levels: (0..n)
+                    .map(|i| level("L", 64 << (2 * i), 4, 4 + i as u64, Replacement::Plru))
+                    .collect(),
+                dram_latency: 100,
+            });
+            for s in 0..=n as u8 {
+                let rule = if s as usize >= c.levels() { 3 } else { s };
+                assert_eq!(c.place(s), rule, "{n} levels, served at {s}");
+            }
+            // What `access` returns maps as the rule says: a cold line from DRAM, then L1.
+            let cold = c.access(9);
+            assert_eq!(c.place(cold), 3);
+            let hit = c.access(9);
+            assert_eq!(c.place(hit), 0);
         }
     }
 

@@ -481,11 +481,7 @@ impl Walker {
     #[inline]
     fn reference(caches: &mut Caches, line: u64, counts: &mut u64) {
         let s = caches.access(line);
-        let k = if (s as usize) >= caches.levels() {
-            3
-        } else {
-            s as u64
-        };
+        let k = caches.place(s) as u64;
         *counts += 1 << (16 * k);
     }
 

@@ -146,7 +146,7 @@ impl Os {
                 }
             }
             if !prefetched {
-                let k = if (s as usize) >= levels { 3 } else { s };
+                let k = self.hw.caches.place(s);
                 self.acc.data_by_level[k as usize] += 1;
                 trip.served = k;
                 trip.latency = self.hw.caches.latency(s);
