@@ -719,6 +719,8 @@ pub struct Caches {
     latency: [u64; 4],
     /// The place (0..=3: L1, L2, LLC, DRAM) of each `Served` value (`place`).
     place: [u8; 4],
+    /// `latency` as 16-bit values, if every one fits (`latencies16`).
+    latency16: Option<[u16; 4]>,
     /// The levels `prefetch` hints: those whose state is too large to stay in the host's L1
     /// data cache. The sets of the others are hot anyway.
     prefetched: Vec<usize>,
@@ -741,7 +743,12 @@ impl Caches {
             .filter(|&i| 4 * (16 * levels[i].tags.len() + levels[i].repl.len()) > PREFETCH_ABOVE)
             .collect();
         let place = std::array::from_fn(|s| if s >= levels.len() { 3 } else { s as u8 });
+        let latency16 = latency
+            .iter()
+            .all(|&l| l <= u16::MAX as u64)
+            .then(|| latency.map(|l| l as u16));
         Caches {
+            latency16,
             place,
             prefetched,
             hier: hier_fn(&levels),
@@ -841,6 +848,13 @@ impl Caches {
             }
         );
         k
+    }
+
+    /// The latencies of the four places (`latency` of 0..=3, DRAM's at 3), if each fits 16
+    /// bits (every preset's): `hw::walk::add_priced` multiplies by them four at once.
+    #[inline(always)]
+    pub fn latencies16(&self) -> Option<&[u16; 4]> {
+        self.latency16.as_ref()
     }
 
     /// Latency of a reference served at `s`.
