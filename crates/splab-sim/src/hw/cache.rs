@@ -653,6 +653,10 @@ fn plru_walk(ways: usize, r: u32) -> usize {
 #[inline(always)]
 fn masks<const W: usize>(s: &[u32], tag: u32) -> u32 {
     #[cfg(target_arch = "x86_64")]
+    if W == 4 {
+        return masks_sse2_4(s, tag);
+    }
+    #[cfg(target_arch = "x86_64")]
     if W % 4 == 0 {
         return masks_sse2::<W>(s, tag);
     }
@@ -697,6 +701,23 @@ fn masks_sse2<const W: usize>(s: &[u32], tag: u32) -> u32 {
     }
 }
 
+/// `masks` of a 4-way set: one compare and the move-mask of its four 32-bit lanes (without
+/// the narrowing `masks_sse2` needs for more ways: three host instructions a lookup).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn masks_sse2_4(s: &[u32], tag: u32) -> u32 {
+    use std::arch::x86_64::*;
+    let s: &[u32; 4] = s.try_into().expect("cache set of 4 ways");
+    // SAFETY: SSE2 is always available on x86_64; the unaligned load reads the 4 u32 of `s`.
+    unsafe {
+        let c = _mm_cmpeq_epi32(
+            _mm_loadu_si128(s.as_ptr() as *const __m128i),
+            _mm_set1_epi32(tag as i32),
+        );
+        _mm_movemask_ps(_mm_castsi128_ps(c)) as u32
+    }
+}
+
 #[inline]
 fn masks_any(s: &[u32], tag: u32) -> u32 {
     let mut hit = 0u32;
@@ -730,6 +751,10 @@ pub struct Caches {
     names: Vec<String>,
     /// Latency of a reference served at each place (levels, then DRAM).
     latency: [u64; 4],
+    /// The place (0..=3: L1, L2, LLC, DRAM) of each `Served` value (`place`).
+    place: [u8; 4],
+    /// `latency` as 16-bit values, if every one fits (`latencies16`).
+    latency16: Option<[u16; 4]>,
     /// The levels `prefetch` hints: those whose state is too large to stay in the host's L1
     /// data cache. The sets of the others are hot anyway.
     prefetched: Vec<usize>,
@@ -757,7 +782,14 @@ impl Caches {
         let prefetched = (0..levels.len())
             .filter(|&i| 4 * (16 * levels[i].tags.len() + levels[i].repl.len()) > PREFETCH_ABOVE)
             .collect();
+        let place = std::array::from_fn(|s| if s >= levels.len() { 3 } else { s as u8 });
+        let latency16 = latency
+            .iter()
+            .all(|&l| l <= u16::MAX as u64)
+            .then(|| latency.map(|l| l as u16));
         Caches {
+            latency16,
+            place,
             prefetched,
             hier: hier_fn(&levels),
             names: cfg.levels.iter().map(|l| l.name.clone()).collect(),
@@ -876,6 +908,31 @@ impl Caches {
     /// Number of cache levels; `Served` value `levels()` means DRAM.
     pub fn levels(&self) -> usize {
         self.levels.len()
+    }
+
+    /// The place a reference `access` served at `s` comes from: its level (0, 1, 2) or 3 for
+    /// DRAM (`s == levels()`), as the reports' by-place counts index it. One load, where the
+    /// compare with `levels()` took four host instructions.
+    #[inline(always)]
+    pub fn place(&self, s: Served) -> u8 {
+        debug_assert!(s as usize <= self.levels.len());
+        let k = self.place[s as usize & 3];
+        debug_assert_eq!(
+            k,
+            if s as usize >= self.levels.len() {
+                3
+            } else {
+                s
+            }
+        );
+        k
+    }
+
+    /// The latencies of the four places (`latency` of 0..=3, DRAM's at 3), if each fits 16
+    /// bits (every preset's): `hw::walk::add_priced` multiplies by them four at once.
+    #[inline(always)]
+    pub fn latencies16(&self) -> Option<&[u16; 4]> {
+        self.latency16.as_ref()
     }
 
     /// Latency of a reference served at `s`.
@@ -1172,6 +1229,45 @@ mod tests {
                 let e = l.plru_fill[r as usize];
                 assert_eq!((e & 0xff) as usize, v, "{ways} ways, state {r}");
                 assert_eq!((e >> 8) as u32, (r & l.plru_and[v]) | l.plru_or[v]);
+            }
+        }
+    }
+
+    #[test]
+    fn places_are_the_levels_then_dram() {
+        for n in 1..=3usize {
+            let mut c = Caches::new(&CachesConfig {
+                levels: (0..n)
+                    .map(|i| level("L", 64 << (2 * i), 4, 4 + i as u64, Replacement::Plru))
+                    .collect(),
+                dram_latency: 100,
+            });
+            for s in 0..=n as u8 {
+                let rule = if s as usize >= c.levels() { 3 } else { s };
+                assert_eq!(c.place(s), rule, "{n} levels, served at {s}");
+            }
+            // What `access` returns maps as the rule says: a cold line from DRAM, then L1.
+            let cold = c.access(9);
+            assert_eq!(c.place(cold), 3);
+            let hit = c.access(9);
+            assert_eq!(c.place(hit), 0);
+        }
+    }
+
+    #[test]
+    fn set_masks_are_the_general_compare() {
+        // Every pattern of matching ways, with the tag, 0 (an invalid way) and others.
+        for tag in [0u32, 1, 7, u32::MAX] {
+            for pat in 0u32..1 << 16 {
+                let s: Vec<u32> = (0..16)
+                    .map(|i| match pat >> i & 1 {
+                        1 => tag,
+                        _ => tag.wrapping_add(1 + i),
+                    })
+                    .collect();
+                assert_eq!(masks::<4>(&s[..4], tag), masks_any(&s[..4], tag));
+                assert_eq!(masks::<8>(&s[..8], tag), masks_any(&s[..8], tag));
+                assert_eq!(masks::<16>(&s, tag), masks_any(&s, tag));
             }
         }
     }

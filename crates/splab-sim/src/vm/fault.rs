@@ -9,7 +9,7 @@ use super::{ObjId, ObjKind, Os, Vma};
 use crate::error::{Result, SimError};
 use crate::hw::cache::LINE_SHIFT;
 use crate::hw::core::{cause, Trip};
-use crate::hw::walk::{priced_counts, NO_TABLE};
+use crate::hw::walk::{add_priced, NO_TABLE};
 use crate::hw::{Lookup, Translation};
 use crate::units::{Access, AccessKind, MemOp, Pfn, Pid, Prot};
 
@@ -146,7 +146,7 @@ impl Os {
                 }
             }
             if !prefetched {
-                let k = if (s as usize) >= levels { 3 } else { s };
+                let k = self.hw.caches.place(s);
                 self.acc.data_by_level[k as usize] += 1;
                 trip.served = k;
                 trip.latency = self.hw.caches.latency(s);
@@ -509,14 +509,7 @@ impl Os {
                 .hw
                 .walker
                 .walk_counts(pid.0, va, leaf, &path, &mut self.hw.caches);
-            let mut refs = 0;
-            for (k, (n, cycles)) in priced_counts(counts, &self.hw.caches)
-                .into_iter()
-                .enumerate()
-            {
-                trip.walk_by_level[k] += cycles;
-                refs += n;
-            }
+            let refs = add_priced(counts, &self.hw.caches, &mut trip.walk_by_level);
             self.acc.walk_refs += refs as u64;
             trip.walk_fixed += self.hw.walker.fixed_cycles();
             trip.walked = true;
