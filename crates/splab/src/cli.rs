@@ -824,9 +824,14 @@ impl Output {
 
 /// Whether `path` is an existing splab trace (it starts with the trace magic). An output flag
 /// naming one would replace a recording, typically the very trace being replayed
-/// (`-w trace:path=t.spt --json t.spt`), and a recording can take minutes to make again.
+/// (`-w trace:path=t.spt --json t.spt`), and a recording can take minutes to make again. Only
+/// a regular file is read: opening a pipe (`--json /dev/stdout` into `| jq`) to read it would
+/// wait for a writer that never comes.
 fn is_splab_trace(path: &Path) -> bool {
     use std::io::Read;
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let mut magic = [0u8; 8];
     std::fs::File::open(path)
         .and_then(|mut f| f.read_exact(&mut magic))

@@ -753,3 +753,50 @@ fn record_output_named_by_the_command_is_bad_input() {
     assert_eq!(std::fs::read_to_string(&input).unwrap(), "3\n1\n2\n");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--json /dev/stdout` into a pipe (`| jq`): the report comes out on the pipe and the run
+/// ends. The output check opened the path to read a trace's magic, which on a pipe waited for a
+/// writer that never came; and the atomic write renamed its temporary file over the path, which
+/// as root replaced /dev/stdout (or /dev/null) with a regular file (crates/splab-trace
+/// atomic.rs now writes such paths in place).
+#[test]
+fn json_to_dev_stdout_through_a_pipe_ends_and_writes_the_report() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_splab"))
+        .args([
+            "run",
+            "-q",
+            "-m",
+            "skylake",
+            "-w",
+            "seq:size=1M",
+            "--json",
+            "/dev/stdout",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("splab starts");
+    let mut out = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        out.read_to_string(&mut s).unwrap();
+        s
+    });
+    let t = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t.elapsed() > Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("splab run --json /dev/stdout did not end in 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    let text = reader.join().unwrap();
+    assert!(text.contains("\"schema\": \"splab.report.v2\""), "{text}");
+}
