@@ -135,6 +135,13 @@ struct Level {
     /// With a lifetime curve (`set_lifetime_curve`): its points in ticks, from a point (0, 0)
     /// on; empty without one (then `lifetime` decides).
     curve: Box<[CurvePoint]>,
+    /// L2 (level 1) with the spatial prefetcher's pair fill (`Caches::set_pair_fill`): the
+    /// hierarchy function is then `hier_pair`.
+    pair: bool,
+    /// The share of pair lines filled as most recently used (`Caches::set_pair_recent`).
+    pair_recent: f64,
+    /// Pair fills so far (each draws its own `unit_hash`).
+    pair_fills: u64,
 }
 
 /// A point of a level's lifetime curve: from `age` (ticks) to the next point's, a line is gone
@@ -224,6 +231,9 @@ impl Level {
             clock: None,
             expired: 0,
             curve: Box::new([]),
+            pair: false,
+            pair_recent: 0.0,
+            pair_fills: 0,
         }
     }
 
@@ -497,6 +507,27 @@ fn hier3<
 }
 
 /// Any hierarchy: a call per level through its `access_fn`.
+/// `hier_any`, and then L2's pair fill for a reference served beyond L2 (`Caches::set_pair_fill`):
+/// the other line of its 128-byte pair comes into L2 as its set's next victim
+/// (`Level::fill_victim`), or, for the share `pair_recent` of the fills (a hash of the line and
+/// the fill's count), as its most recent line. Counted as neither hit nor miss.
+fn hier_pair(levels: &mut [Level], line: u64) -> Served {
+    let s = hier_any(levels, line);
+    if s >= 2 {
+        let pair = line ^ 1;
+        let l = &mut levels[1];
+        l.pair_fills += 1;
+        if l.pair_recent > 0.0 && unit_hash(pair, l.pair_fills) < l.pair_recent {
+            if !l.contains(pair) {
+                l.access(pair);
+            }
+        } else {
+            l.fill_victim(pair);
+        }
+    }
+    s
+}
+
 fn hier_any(levels: &mut [Level], line: u64) -> Served {
     // Each level is independent: looking up and filling on a miss in one pass is the same
     // as filling the levels above after the hit is found.
@@ -513,6 +544,9 @@ fn hier_any(levels: &mut [Level], line: u64) -> Served {
 /// The hierarchy function of `levels`: specialised for the presets' shapes, else `hier_any`
 /// (and always with a lifetime: `hier_any` calls each level's `access_fn`).
 fn hier_fn(levels: &[Level]) -> HierFn {
+    if levels.get(1).is_some_and(|l| l.pair) {
+        return hier_pair;
+    }
     if levels.iter().any(|l| !l.stamps.is_empty()) {
         return hier_any;
     }
@@ -759,12 +793,6 @@ pub struct Caches {
     /// data cache. The sets of the others are hot anyway.
     prefetched: Vec<usize>,
     hier: HierFn,
-    /// L2's spatial prefetcher (`set_pair_fill`).
-    pair_fill: bool,
-    /// The share of pair lines filled as most recently used (`set_pair_recent`).
-    pair_recent: f64,
-    /// Pair fills so far (each draws its own `unit_hash`).
-    pair_fills: u64,
 }
 
 /// `Caches::prefetch` skips levels whose tags and replacement state take at most this many host
@@ -795,9 +823,6 @@ impl Caches {
             names: cfg.levels.iter().map(|l| l.name.clone()).collect(),
             levels,
             latency,
-            pair_fill: false,
-            pair_recent: 0.0,
-            pair_fills: 0,
         }
     }
 
@@ -806,7 +831,9 @@ impl Caches {
     /// insertion: Qureshi et al., "Adaptive insertion policies for high performance caching",
     /// ISCA 2007). Which fills: a hash of the line and the fill's count (deterministic).
     pub fn set_pair_recent(&mut self, f: f64) {
-        self.pair_recent = f.clamp(0.0, 1.0);
+        if let Some(l) = self.levels.get_mut(1) {
+            l.pair_recent = f.clamp(0.0, 1.0);
+        }
     }
 
     /// L2's spatial prefetcher: "strives to complete every cache line fetched to the L2 cache
@@ -817,23 +844,13 @@ impl Caches {
     /// and pair-fill.c measured on this project's Intel guest that filled pairs are there when
     /// nothing competes and take some L2 capacity, not a line's (docs/validation.md, "Does L2
     /// fill each missed line's 128-byte pair?").
+    /// With it off (every preset) the hierarchy function has no pair path at all
+    /// (`hier_fn`).
     pub fn set_pair_fill(&mut self, on: bool) {
-        self.pair_fill = on && self.levels.len() >= 2;
-    }
-
-    /// `access`'s pair fill, out of line.
-    #[inline(never)]
-    fn fill_pair(&mut self, line: u64) {
-        let pair = line ^ 1;
-        self.pair_fills += 1;
-        let l = &mut self.levels[1];
-        if self.pair_recent > 0.0 && unit_hash(pair, self.pair_fills) < self.pair_recent {
-            if !l.contains(pair) {
-                l.access(pair);
-            }
-        } else {
-            l.fill_victim(pair);
+        if let Some(l) = self.levels.get_mut(1) {
+            l.pair = on;
         }
+        self.hier = hier_fn(&self.levels);
     }
 
     /// Gives level `level` a line lifetime of `cycles` core cycles on `clock`, the core's clock
@@ -945,11 +962,7 @@ impl Caches {
     /// DRAM). The levels above that place are filled (non-inclusive, fill on miss).
     #[inline]
     pub fn access(&mut self, line: u64) -> Served {
-        let s = (self.hier)(&mut self.levels, line);
-        if self.pair_fill && s >= 2 {
-            self.fill_pair(line);
-        }
-        s
+        (self.hier)(&mut self.levels, line)
     }
 
     /// Recounts a reference `access` served at `s` (past level 1) as the level-1 hit it is when a
