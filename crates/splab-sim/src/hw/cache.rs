@@ -1126,6 +1126,90 @@ mod tests {
         }
     }
 
+    /// The pair of an odd line is the even one below it (line ^ 1); the level stays consistent
+    /// (`check_invariants`: its count of valid ways) after pair fills into empty ways.
+    #[test]
+    fn an_odd_lines_pair_is_the_even_one_and_the_level_stays_consistent() {
+        let mut c = l1_l2(Replacement::Plru, true);
+        assert_eq!(c.access(11), 2, "cold: DRAM");
+        assert_eq!(c.access(10), 1, "10 = 11 ^ 1 came with it");
+        assert_eq!(c.access(12), 2);
+        c.check_invariants().unwrap();
+        assert_eq!(c.levels[1].valid, 4, "11, 10, 12 and 13");
+    }
+
+    /// A pair line takes the way its set would evict next, which differs by policy: a 4-way
+    /// set filled with 0, 2, 4, 6 and then 0 touched again evicts 4 under tree-PLRU and 2 under
+    /// NRU (whose bits, cleared when 6 set the last one, hold 6 and 0).
+    #[test]
+    fn a_pair_line_takes_the_policys_victim_way() {
+        for (r, gone) in [(Replacement::Plru, 4), (Replacement::Nru, 2)] {
+            let mut c = Caches::new(&CachesConfig {
+                levels: vec![
+                    level("L1", 1, 1, 4, Replacement::Plru),
+                    level("L2", 4, 4, 12, r),
+                ],
+                dram_latency: 100,
+            });
+            for l in [0, 2, 4, 6, 0] {
+                c.access(l);
+            }
+            c.levels[1].fill_victim(9);
+            let there: Vec<u64> = [0, 2, 4, 6, 9]
+                .into_iter()
+                .filter(|&l| c.levels[1].contains(l))
+                .collect();
+            let want: Vec<u64> = [0, 2, 4, 6, 9].into_iter().filter(|&l| l != gone).collect();
+            assert_eq!(there, want, "{r:?}");
+            c.check_invariants().unwrap();
+        }
+    }
+
+    /// On a level with a lifetime, a pair line is stamped when it comes in: touched soon after,
+    /// it is a hit, not a line as old as the clock.
+    #[test]
+    fn a_pair_line_on_a_timed_level_is_stamped_at_its_fill() {
+        let mut c = l1_l2(Replacement::Plru, true);
+        let clock = Arc::new(AtomicU64::new(0));
+        c.set_lifetime(1, 500, clock.clone(), 1);
+        clock.store(10_000, Ordering::Relaxed);
+        assert_eq!(c.access(20), 2, "cold: DRAM, 21 comes as its pair");
+        clock.store(10_100, Ordering::Relaxed);
+        assert_eq!(c.access(21), 1, "100 cycles old: an L2 hit");
+        assert_eq!(c.stats()[1].expired, 0);
+    }
+
+    /// Filled as most recent, a pair line already in L2 is left alone: 0, the least recent of
+    /// its set, stays the one evicted next. With a share of 0.5, about half of 400 pair fills
+    /// land as most recent (`a_pair_line_is_its_sets_next_victim`'s references, moved by 16k
+    /// lines each time so that each draws anew).
+    #[test]
+    fn a_pair_line_already_there_is_left_alone_and_half_land_recent() {
+        let mut c = l1_l2(Replacement::Plru, false);
+        c.access(0);
+        c.access(4); // L2 set 0: 0 (least recent), 4
+        c.set_pair_fill(true);
+        c.set_pair_recent(1.0);
+        assert_eq!(c.access(1), 2, "1 misses; its pair 0 is in L2 already");
+        assert_eq!(c.access(8), 2, "set 0's next fill");
+        assert!(!c.levels[1].contains(0), "0 was still the least recent");
+        assert!(c.levels[1].contains(4));
+        let mut recent = 0;
+        for k in 0..400u64 {
+            let o = 16 * k;
+            let mut c = l1_l2(Replacement::Plru, true);
+            c.set_pair_recent(0.5);
+            c.access(o);
+            c.access(o + 4);
+            c.access(o + 8); // its pair o + 9 into set 1
+            c.access(o + 13); // set 1's next fill
+            if c.levels[1].contains(o + 9) {
+                recent += 1;
+            }
+        }
+        assert!((160..=240).contains(&recent), "{recent} of 400 as recent");
+    }
+
     #[test]
     fn pair_recent_one_fills_the_pair_as_the_most_recent_line() {
         for r in [Replacement::Plru, Replacement::Nru] {
