@@ -14,7 +14,7 @@ use splab_sim::engine::{CheckMode, Engine};
 use splab_sim::hw::host_frames::HostPlacement;
 use splab_sim::hw::Machine;
 use splab_sim::policy::Policy;
-use splab_sim::units::{Access, MemOp};
+use splab_sim::units::MemOp;
 use splab_sim::vm::{Advice, MmapReq};
 
 fn main() {
@@ -63,24 +63,12 @@ fn main() {
     // bench::random_lines(2 * foot): one line of each 128-byte pair, shuffled.
     let nodes = common::random_lines(2 * foot, &mut common::Rng::new());
     let n = nodes.len();
-    let mut pos = 0usize;
-    let mut go = |e: &mut Engine, hops: usize, first: bool| {
-        let mut buf = Vec::with_capacity(4096);
-        for i in 0..hops {
-            buf.push(Access::new(
-                base + nodes[pos],
-                MemOp::Load,
-                if first && i == 0 { 0 } else { 1 },
-                1,
-            ));
-            pos = (pos + 1) % n;
-            if buf.len() == 4096 {
-                e.accesses(pid, &buf).unwrap();
-                buf.clear();
-            }
-        }
-        e.accesses(pid, &buf).unwrap();
+    let mut chase = common::Chase {
+        base,
+        nodes: &nodes,
+        pos: 0,
     };
+    let mut go = |e: &mut Engine, hops: usize, first: bool| chase.go(e, pid, hops, first);
     // patterns::model_rounds(n, 1)
     let warm = (2 * n).clamp(1 << 12, 1 << 18);
     let rounds = n.clamp(1 << 14, 1 << 17);

@@ -9,7 +9,7 @@ mod common;
 use splab_sim::engine::{CheckMode, Engine};
 use splab_sim::hw::Machine;
 use splab_sim::policy::Policy;
-use splab_sim::units::{Access, MemOp};
+use splab_sim::units::MemOp;
 use splab_sim::vm::{Advice, MmapReq};
 
 fn run(machine: &str, kib: usize, every: bool, pair: Option<bool>) -> (f64, f64, f64) {
@@ -46,24 +46,12 @@ fn run(machine: &str, kib: usize, every: bool, pair: Option<bool>) -> (f64, f64,
         common::random_lines(2 * foot, &mut rng)
     };
     let n = nodes.len();
-    let mut pos = 0usize;
-    let mut go = |e: &mut Engine, hops: usize, first: bool| {
-        let mut buf = Vec::with_capacity(4096);
-        for i in 0..hops {
-            buf.push(Access::new(
-                base + nodes[pos],
-                MemOp::Load,
-                if first && i == 0 { 0 } else { 1 },
-                1,
-            ));
-            pos = (pos + 1) % n;
-            if buf.len() == 4096 {
-                e.accesses(pid, &buf).unwrap();
-                buf.clear();
-            }
-        }
-        e.accesses(pid, &buf).unwrap();
+    let mut chase = common::Chase {
+        base,
+        nodes: &nodes,
+        pos: 0,
     };
+    let mut go = |e: &mut Engine, hops: usize, first: bool| chase.go(e, pid, hops, first);
     go(&mut e, 3 * n, true);
     e.start_measuring();
     let s0 = e.os.hw.caches.stats();

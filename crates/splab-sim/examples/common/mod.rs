@@ -37,3 +37,40 @@ pub fn random_lines(span: usize, rng: &mut Rng) -> Vec<u64> {
     rng.shuffle(&mut nodes);
     nodes
 }
+
+/// A dependent chase over `nodes` (byte offsets from `base`) in the model, as calibrate's and
+/// validate's chases: each load depends on the one before (`dep` 1), but the first of the
+/// chase's first call; batches of 4096; `pos` carries on where the last call stopped.
+pub struct Chase<'a> {
+    pub base: u64,
+    pub nodes: &'a [u64],
+    pub pos: usize,
+}
+
+impl Chase<'_> {
+    pub fn go(
+        &mut self,
+        e: &mut splab_sim::engine::Engine,
+        pid: splab_sim::units::Pid,
+        hops: usize,
+        first: bool,
+    ) {
+        use splab_sim::units::{Access, MemOp};
+        let n = self.nodes.len();
+        let mut buf = Vec::with_capacity(4096);
+        for i in 0..hops {
+            buf.push(Access::new(
+                self.base + self.nodes[self.pos],
+                MemOp::Load,
+                if first && i == 0 { 0 } else { 1 },
+                1,
+            ));
+            self.pos = (self.pos + 1) % n;
+            if buf.len() == 4096 {
+                e.accesses(pid, &buf).unwrap();
+                buf.clear();
+            }
+        }
+        e.accesses(pid, &buf).unwrap();
+    }
+}
