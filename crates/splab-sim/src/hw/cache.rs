@@ -1029,6 +1029,14 @@ impl Caches {
                     l.valid
                 ));
             }
+            if l.policy != ROUND_ROBIN && l.full != (l.valid == l.sets * l.ways as u64) {
+                return Err(format!(
+                    "cache {name}: full is {} with {} of {} lines valid",
+                    l.full,
+                    l.valid,
+                    l.sets * l.ways as u64
+                ));
+            }
             for set in 0..l.sets as usize {
                 let s = l.set(set);
                 for (i, &t) in s.iter().enumerate() {
@@ -1136,6 +1144,31 @@ mod tests {
         assert_eq!(c.access(12), 2);
         c.check_invariants().unwrap();
         assert_eq!(c.levels[1].valid, 4, "11, 10, 12 and 13");
+        // Two more: six of the eight ways, not full (a pair fill keeps `full` true to the count).
+        assert_eq!(c.access(14), 2);
+        assert_eq!(c.levels[1].valid, 6);
+        c.check_invariants().unwrap();
+        assert_eq!(c.access(16), 2);
+        assert_eq!(c.levels[1].valid, 8);
+        c.check_invariants().unwrap();
+    }
+
+    /// A round-robin level has no victim a pair line could take without moving its pointer:
+    /// a full set is left as it was.
+    #[test]
+    fn a_round_robin_level_takes_no_pair_line_into_a_full_set() {
+        let mut c = Caches::new(&CachesConfig {
+            levels: vec![
+                level("L1", 1, 1, 4, Replacement::Plru),
+                level("L2", 2, 2, 12, Replacement::RoundRobin),
+            ],
+            dram_latency: 100,
+        });
+        c.access(0);
+        c.access(2);
+        c.levels[1].fill_victim(9);
+        assert!(!c.levels[1].contains(9));
+        assert!(c.levels[1].contains(0) && c.levels[1].contains(2));
     }
 
     /// A pair line takes the way its set would evict next, which differs by policy: a 4-way
