@@ -1206,6 +1206,8 @@ mod tests {
         let clock = Arc::new(AtomicU64::new(0));
         c.set_lifetime(1, 500, clock.clone(), 1);
         clock.store(10_000, Ordering::Relaxed);
+        // 17 (and its pair 16) first, so that 21 lands in the second way of its set.
+        assert_eq!(c.access(17), 2);
         assert_eq!(c.access(20), 2, "cold: DRAM, 21 comes as its pair");
         clock.store(10_100, Ordering::Relaxed);
         assert_eq!(c.access(21), 1, "100 cycles old: an L2 hit");
