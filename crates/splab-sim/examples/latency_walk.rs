@@ -14,8 +14,6 @@ use splab_sim::engine::{CheckMode, Engine};
 use splab_sim::hw::host_frames::HostPlacement;
 use splab_sim::hw::Machine;
 use splab_sim::policy::Policy;
-use splab_sim::units::MemOp;
-use splab_sim::vm::{Advice, MmapReq};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
@@ -45,21 +43,13 @@ fn main() {
             _ => panic!("unknown variant {v}"),
         }
     }
-    const PAGE: usize = 4096;
-    const HUGE: usize = 2 << 20;
     let foot = foot_mib << 20;
     let ns = 1e9 / m.freq_hz as f64;
     let mut p = Policy::from_spec("linux-madvise").unwrap();
     p.resolve(&m).unwrap();
     let mut e = Engine::new(m, p, CheckMode::Off, None);
     let pid = e.spawn().unwrap();
-    let len = (2 * foot).div_ceil(HUGE) * HUGE;
-    let raw_len = (len + HUGE) as u64;
-    let raw = e.mmap(pid, MmapReq::anon(raw_len)).unwrap();
-    e.madvise(pid, raw, raw_len, Advice::HugePage).unwrap();
-    let base = raw.div_ceil(HUGE as u64) * HUGE as u64;
-    e.access_run(pid, base, PAGE as i64, (len / PAGE) as u64, MemOp::Store, 1)
-        .unwrap();
+    let base = common::thp_region(&mut e, pid, 2 * foot);
     // bench::random_lines(2 * foot): one line of each 128-byte pair, shuffled.
     let nodes = common::random_lines(2 * foot, &mut common::Rng::new());
     let n = nodes.len();

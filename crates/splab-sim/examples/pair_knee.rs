@@ -9,12 +9,8 @@ mod common;
 use splab_sim::engine::{CheckMode, Engine};
 use splab_sim::hw::Machine;
 use splab_sim::policy::Policy;
-use splab_sim::units::MemOp;
-use splab_sim::vm::{Advice, MmapReq};
 
 fn run(machine: &str, kib: usize, every: bool, pair: Option<bool>) -> (f64, f64, f64) {
-    const PAGE: usize = 4096;
-    const HUGE: usize = 2 << 20;
     let mut m = Machine::from_spec(machine).unwrap();
     if let Some(p) = pair {
         m.pair_lines = p;
@@ -30,13 +26,7 @@ fn run(machine: &str, kib: usize, every: bool, pair: Option<bool>) -> (f64, f64,
     let mut e = Engine::new(m, p, CheckMode::Off, None);
     let pid = e.spawn().unwrap();
     let foot = kib << 10;
-    let len = (2 * foot).div_ceil(HUGE) * HUGE;
-    let raw_len = (len + HUGE) as u64;
-    let raw = e.mmap(pid, MmapReq::anon(raw_len)).unwrap();
-    e.madvise(pid, raw, raw_len, Advice::HugePage).unwrap();
-    let base = raw.div_ceil(HUGE as u64) * HUGE as u64;
-    e.access_run(pid, base, PAGE as i64, (len / PAGE) as u64, MemOp::Store, 1)
-        .unwrap();
+    let base = common::thp_region(&mut e, pid, 2 * foot);
     let mut rng = common::Rng::new();
     let nodes: Vec<u64> = if every {
         let mut v: Vec<u64> = (0..foot / 64).map(|i| (i * 64) as u64).collect();

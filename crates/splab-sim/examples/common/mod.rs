@@ -74,3 +74,31 @@ impl Chase<'_> {
         e.accesses(pid, &buf).unwrap();
     }
 }
+
+/// `bytes` of anonymous memory (rounded up to 2MB), 2MB-aligned, advised MADV_HUGEPAGE and
+/// faulted in by one store a page, as calibrate's and validate's chase regions (scripts/
+/// chase-common.h's `thp_region`); returns its base address.
+pub fn thp_region(
+    e: &mut splab_sim::engine::Engine,
+    pid: splab_sim::units::Pid,
+    bytes: usize,
+) -> u64 {
+    const PAGE: usize = 4096;
+    const HUGE: usize = 2 << 20;
+    let len = bytes.div_ceil(HUGE) * HUGE;
+    let raw_len = (len + HUGE) as u64;
+    let raw = e.mmap(pid, splab_sim::vm::MmapReq::anon(raw_len)).unwrap();
+    e.madvise(pid, raw, raw_len, splab_sim::vm::Advice::HugePage)
+        .unwrap();
+    let base = raw.div_ceil(HUGE as u64) * HUGE as u64;
+    e.access_run(
+        pid,
+        base,
+        PAGE as i64,
+        (len / PAGE) as u64,
+        splab_sim::units::MemOp::Store,
+        1,
+    )
+    .unwrap();
+    base
+}
