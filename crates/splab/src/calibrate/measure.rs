@@ -2119,6 +2119,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     );
 
     let sp = &skylake.prefetch;
+    let pair_lines = pair_lines_for(&cpu.vendor);
     let _ = writeln!(w, "[prefetch]");
     let _ = writeln!(
         w,
@@ -2128,7 +2129,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
              (Sandy Bridge 'Data Prefetching', kept by later cores): {} streams, {} lines ahead, within a {}-byte \
              (4K) page; trigger {} assumed (the Core microarchitecture's data prefetch logic). See skylake's machine file.{}",
             sp.streams, sp.distance, sp.region_bytes, sp.trigger,
-            if pair_lines_for(&cpu.vendor) {
+            if pair_lines {
                 " pair_lines: an Intel processor (cpuid vendor), whose L2 spatial prefetcher completes every line fetched to L2 \
                  with the other line of its 128-byte pair (the same manual, data prefetching); filled as its set's next victim, \
                  where pair-fill.c and pair-knee.c found it on this project's Intel guest (docs/validation.md, \"The scattered \
@@ -2145,7 +2146,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         sp.distance,
         sp.trigger,
         sp.region_bytes,
-        if pair_lines_for(&cpu.vendor) {
+        if pair_lines {
             // L2's spatial prefetcher (docs/validation.md, "The scattered TLB row: L2's pair
             // lines"); the share of its fills inserted as recent (`pair_recent`) stays 0: its fit
             // moved 0.25-0.45 within 30 minutes on the Intel guest.
