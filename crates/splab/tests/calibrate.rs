@@ -29,7 +29,7 @@ fn quick_calibration_writes_a_machine_file_that_runs() {
     assert_success(&out, "calibrate --quick");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("[14/14]"),
+        err.contains("[15/15]"),
         "one progress line per benchmark: {err}"
     );
     assert!(err.contains("guest"), "the guest finding is printed: {err}");

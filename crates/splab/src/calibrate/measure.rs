@@ -8,6 +8,7 @@ use std::time::Instant;
 use anyhow::Result;
 
 use super::bench::{self, mib, Cyc, Region, Rng, Stat, Thp, HUGE, KS, LINE, PAGE};
+use super::pairfill::FILLS_AT;
 use super::CalibrateArgs;
 
 /// Sizes and repeats of one run.
@@ -113,16 +114,6 @@ fn latency_rule(i: usize, core_clocked: bool) -> LatencyRule {
     } else {
         LatencyRule::FileClock
     }
-}
-
-/// Whether a machine file for a processor of cpuid vendor `vendor` fills each line L2 fetches
-/// with its 128-byte pair (`prefetch.pair_lines`): Intel's L2 spatial prefetcher "strives to
-/// complete every cache line fetched to the L2 cache with the pair line that completes it to a
-/// 128-byte aligned chunk" (Intel 64 and IA-32 Architectures Optimization Reference Manual, data
-/// prefetching, Sandy Bridge onward; measured present on this project's Intel guest,
-/// scripts/pair-fill.c). Other vendors: not written (AMD's L2 prefetchers were not measured here).
-fn pair_lines_for(vendor: &str) -> bool {
-    vendor == "GenuineIntel"
 }
 
 /// A TOML basic string.
@@ -405,7 +396,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         quiet: args.quiet,
         tty: std::io::stderr().is_terminal(),
         step: 0,
-        total: 14,
+        total: 15,
         t0: started,
         ghz: f64::NAN,
     };
@@ -1301,6 +1292,23 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
         },
     );
 
+    // 7c. Whether L2 fills each line's 128-byte pair (calibrate/pairfill.rs): the buddies of a
+    // chase's lines, timed after it, against the same buddies cold and from L2.
+    pr.start("L2 pair lines");
+    let pairs = super::pairfill::measure(if plan.quick { 5 } else { 11 })?;
+    let pairs_text = pairs.text(|ns| format!("{ns:.1} ns"));
+    pr.done(
+        "L2 pair lines",
+        &format!(
+            "{} ({pairs_text})",
+            if pairs.fills() {
+                "filled"
+            } else {
+                "not filled"
+            }
+        ),
+    );
+
     spread_site!();
     // 8. Concurrent page walks: K interleaved chases, one line per 4KB page, beyond the STLB,
     // over few enough pages that their lines (and the leaf entries) stay in L2: each hop
@@ -2117,7 +2125,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     );
 
     let sp = &skylake.prefetch;
-    let pair_lines = pair_lines_for(&cpu.vendor);
+    let pair_lines = pairs.fills();
     let _ = writeln!(w, "[prefetch]");
     let _ = writeln!(
         w,
@@ -2128,12 +2136,30 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
              (4K) page; trigger {} assumed (the Core microarchitecture's data prefetch logic). See skylake's machine file.{}",
             sp.streams, sp.distance, sp.region_bytes, sp.trigger,
             if pair_lines {
-                " pair_lines: an Intel processor (cpuid vendor), whose L2 spatial prefetcher completes every line fetched to L2 \
-                 with the other line of its 128-byte pair (the same manual, data prefetching); filled as its set's next victim, \
-                 where pair-fill.c and pair-knee.c found it on this project's Intel guest (docs/validation.md, \"The scattered \
-                 TLB row: L2's pair lines\"); pair_recent (a share inserted as recent) not written: not measured stably."
+                format!(
+                    " pair_lines: calibrate: L2 pair lines, the buddies (the other line of each 128-byte pair) of a chase's \
+                     lines, timed in one pass after four passes of the chase, against the same buddies cold (after a 16 MiB \
+                     flush) and from L2 (chased twice just before), medians of {} rounds, cpuid vendor {}: {pairs_text}. The largest \
+                     chase's buddies are in L2 at a share of at least {FILLS_AT}, so its L2 completes every line it fetches with \
+                     the other of its 128-byte pair (Intel's L2 spatial prefetcher: the Optimization Reference Manual, data \
+                     prefetching); filled as its set's next victim, where pair-fill.c and pair-knee.c found it on this \
+                     project's first Intel guest (docs/validation.md, \"The scattered TLB row: L2's pair lines\"); \
+                     pair_recent (a share inserted as recent) not written: not measured stably.",
+                    pairs.points[0].warm.n(),
+                    cpu.vendor
+                )
             } else {
-                ""
+                format!(
+                    " pair_lines not written (false): calibrate: L2 pair lines, the buddies (the other line of each \
+                     128-byte pair) of a chase's lines, timed in one pass after four passes of the chase, against the same \
+                     buddies cold (after a 16 MiB flush) and from L2 (chased twice just before), medians of {} rounds, cpuid \
+                     vendor {}: {pairs_text}. The largest chase's buddies are in L2 at a share below {FILLS_AT}: this L2 does not \
+                     complete the lines it fetches with their 128-byte pairs (Intel's L2 spatial prefetcher, the \
+                     Optimization Reference Manual, data prefetching, is off or does not reach L2 here; docs/validation.md, \
+                     \"Pair lines measured, not assumed\").",
+                    pairs.points[0].warm.n(),
+                    cpu.vendor
+                )
             }
         ))
     );
@@ -3695,10 +3721,10 @@ mod tests {
     use super::{
         amd_l2_array, amd_tlb_decode, decay_points, fault_estimate, fill_in, first_crossing,
         fit_dram_latency, fixed_age_curve, isotonic, isotonic_median, l2_footprint, latency_rule,
-        lifetime_crossing, loaded_latency_fit, median_crossing, median_fit, mser_cut,
-        pair_lines_for, pass_base, pass_crossing, set_overflow_share, share_geometry,
-        share_resolution, stlb_capacity_fit, stlb_ways, sweep_footprints, walkers_estimate, AmdTlb,
-        LatencyRule, TlbArray, WALK_FIXED_MARK, WALK_FIXED_RAW,
+        lifetime_crossing, loaded_latency_fit, median_crossing, median_fit, mser_cut, pass_base,
+        pass_crossing, set_overflow_share, share_geometry, share_resolution, stlb_capacity_fit,
+        stlb_ways, sweep_footprints, walkers_estimate, AmdTlb, LatencyRule, TlbArray,
+        WALK_FIXED_MARK, WALK_FIXED_RAW,
     };
     use crate::calibrate::bench::{Rng, Stat};
 
@@ -4062,12 +4088,6 @@ mod tests {
     }
 
     /// Intel's files fill L2's pair lines, other vendors' do not.
-    #[test]
-    fn only_intel_files_fill_l2s_pair_lines() {
-        assert!(pair_lines_for("GenuineIntel"));
-        assert!(!pair_lines_for("AuthenticAMD"));
-        assert!(!pair_lines_for(""));
-    }
 
     /// Only L1 is counted against the add chains; L2 (core-clocked too) is its ns at the file's
     /// clock, as the last level's: counted in the rounds' own cycles it read 14-15 where

@@ -14,6 +14,8 @@ pub(crate) mod bench;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod measure;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod pairfill;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 pub(crate) mod reporting;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod storebuf;
