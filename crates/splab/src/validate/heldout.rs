@@ -286,11 +286,8 @@ const PAIRS_BUDGET_NS: f64 = 250e6;
 /// covering two of five pairs moves the median; 25 pairs cost about a quarter of a second.
 /// The 16 and 128 MiB programs (25-200 ms) keep 5.
 fn pairs_wanted(min: usize, run_ns: f64) -> usize {
-    let fit = if run_ns > 0.0 {
-        (PAIRS_BUDGET_NS / (2.0 * run_ns)).ceil()
-    } else {
-        f64::INFINITY
-    };
+    // A zero time gives infinity (the most pairs); the cast of a negative one, 0 (the least).
+    let fit = (PAIRS_BUDGET_NS / (2.0 * run_ns)).ceil();
     (fit.min((5 * min) as f64) as usize).max(min)
 }
 
@@ -474,6 +471,7 @@ mod tests {
         assert_eq!(pairs_wanted(5, 200e6), 5);
         assert_eq!(pairs_wanted(2, 1e3), 10);
         assert_eq!(pairs_wanted(2, 0.0), 10);
+        assert_eq!(pairs_wanted(2, -1.0), 2);
         assert_eq!(pairs_wanted(3, 50e6), 3);
     }
 
