@@ -2456,6 +2456,16 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             "TLB geometry from the sweep"
         }
     );
+    // A host whose other tenants held the LLC through the bursts (2026-11-29 12:45, the
+    // Firecracker guest: bursts of 144-366 cycles, fitted 342 against DRAM's 309) leaves a file
+    // whose LLC is no faster than DRAM: what was measured, said so.
+    if let Some(l) = llc_fitted.filter(|&l| l >= dram_fitted) {
+        eprintln!(
+            "calibrate: the LLC's latency ({l} cycles) is not below DRAM's ({dram_fitted}): its chase ran at DRAM's \
+             speed, the host's other tenants holding the LLC during this calibration; the file keeps what was measured, \
+             and a calibration in a quieter phase will differ"
+        );
+    }
     if !moved.is_empty() {
         eprintln!(
             "calibrate: moved within this calibration by more than {:.0}% (the host's phases; a second calibration may \
