@@ -89,8 +89,19 @@ fn quick_calibration_writes_a_machine_file_that_runs() {
         text.contains("\nlifetime_ns = "),
         "a curve exactly where a lifetime was found"
     );
+    // DRAM slower than the LLC, or calibrate says the LLC was not: on a host whose other
+    // tenants hold the LLC for a while, its chase runs at DRAM's speed and the file keeps what
+    // was measured (2026-11-29 13:00, the Firecracker guest: LLC 380, DRAM 355), said on
+    // standard error.
     let dram = numbers(&text, "dram_latency")[0];
-    assert!(dram > *lat.last().unwrap(), "DRAM {dram} > LLC {lat:?}");
+    let llc = *lat.last().unwrap();
+    assert!(
+        dram > llc
+            || err.contains(&format!(
+                "the LLC's latency ({llc} cycles) is not below DRAM's ({dram})"
+            )),
+        "DRAM {dram} > LLC {lat:?}, or the warning: {err}"
+    );
     assert!(dram < 5000.0, "DRAM {dram} cycles");
     for (k, lo, hi) in [
         ("mshrs", 1.0, 32.0),
