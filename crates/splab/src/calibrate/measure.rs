@@ -1542,32 +1542,31 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
     let mut llc_fit_foot = None;
     if let Some((f, old_text, curve_ns)) = llc_point.take() {
         llc_fit_foot = Some(f);
-        // The fit's sentence comes after the latency's (`LLC_FIT_MARK`).
-        levels[nlev - 1].4 =
-            levels[nlev - 1]
-                .4
-                .replacen(&old_text, &format!("{old_text} {LLC_FIT_MARK}"), 1);
-        let old_text = format!("{old_text} {LLC_FIT_MARK}");
-        if spread.llc.n() > 0 {
-            let li = nlev - 1;
+        let li = nlev - 1;
+        // The latency's sentence: the bursts', or the curve point's as it was without them.
+        let text = if spread.llc.n() > 0 {
             let ns = spread.llc.low();
-            let cycles = cyc(ns);
-            let text = format!(
+            levels[li].3 = Latency::Ns(ns);
+            format!(
                 "Latency: calibrate: chase over {} (one line of each 128 B pair, random order, THP memory, its own \
-                 region), {ns:.2} ns = {cycles:.1} cycles at the calibration's clock (freq_hz), {}, cycles per hop \
+                 region), {ns:.2} ns = {:.1} cycles at the calibration's clock (freq_hz), {}, cycles per hop \
                  (the latency curve's point, interleaved with the smaller footprints: {:.1} cycles).",
                 mib(f),
+                cyc(ns),
                 spread.llc.how(|ns| format!("{:.1}", cyc(ns))),
                 cyc(curve_ns)
-            );
-            let text = format!("{text} {LLC_FIT_MARK}");
-            anyhow::ensure!(
-                levels[li].4.matches(&old_text).count() == 1,
-                "calibrate: the LLC's source no longer holds its latency sentence to replace"
-            );
-            levels[li].4 = levels[li].4.replacen(&old_text, &text, 1);
-            levels[li].3 = Latency::Ns(ns);
-        }
+            )
+        } else {
+            old_text.clone()
+        };
+        anyhow::ensure!(
+            levels[li].4.matches(&old_text).count() == 1,
+            "calibrate: the LLC's source no longer holds its latency sentence to replace"
+        );
+        // The fit's sentence comes after the latency's (`LLC_FIT_MARK`).
+        levels[li].4 = levels[li]
+            .4
+            .replacen(&old_text, &format!("{text} {LLC_FIT_MARK}"), 1);
     }
     let llc_lat_ns = levels.last().map_or(0.0, |l| l.3.ns(ghz));
     // The LLC's latency is fitted through the model at the end (`fit_latency`), as DRAM's.
@@ -2137,6 +2136,14 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
 
     let sp = &skylake.prefetch;
     let pair_lines = pairs.fills();
+    // What the probe did and read, for the note either way.
+    let pair_method = format!(
+        "calibrate: L2 pair lines, the buddies (the other line of each 128-byte pair) of a chase's lines, timed in one \
+         pass after four passes of the chase, against the same buddies cold (after a 16 MiB flush) and from L2 (chased \
+         twice just before), medians of {} rounds, cpuid vendor {}: {pairs_text}.",
+        pairs.points[0].warm.n(),
+        cpu.vendor
+    );
     let _ = writeln!(w, "[prefetch]");
     let _ = writeln!(
         w,
@@ -2148,28 +2155,19 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             sp.streams, sp.distance, sp.region_bytes, sp.trigger,
             if pair_lines {
                 format!(
-                    " pair_lines: calibrate: L2 pair lines, the buddies (the other line of each 128-byte pair) of a chase's \
-                     lines, timed in one pass after four passes of the chase, against the same buddies cold (after a 16 MiB \
-                     flush) and from L2 (chased twice just before), medians of {} rounds, cpuid vendor {}: {pairs_text}. The largest \
-                     chase's buddies are in L2 at a share of at least {FILLS_AT}, so its L2 completes every line it fetches with \
-                     the other of its 128-byte pair (Intel's L2 spatial prefetcher: the Optimization Reference Manual, data \
-                     prefetching); filled as its set's next victim, where pair-fill.c and pair-knee.c found it on this \
-                     project's first Intel guest (docs/validation.md, \"The scattered TLB row: L2's pair lines\"); \
-                     pair_recent (a share inserted as recent) not written: not measured stably.",
-                    pairs.points[0].warm.n(),
-                    cpu.vendor
+                    " pair_lines: {pair_method} The largest chase's buddies are in L2 at a share of at least {FILLS_AT}, \
+                     so its L2 completes every line it fetches with the other of its 128-byte pair (Intel's L2 spatial \
+                     prefetcher: the Optimization Reference Manual, data prefetching); filled as its set's next victim, \
+                     where pair-fill.c and pair-knee.c found it on this project's first Intel guest (docs/validation.md, \
+                     \"The scattered TLB row: L2's pair lines\"); pair_recent (a share inserted as recent) not written: \
+                     not measured stably."
                 )
             } else {
                 format!(
-                    " pair_lines not written (false): calibrate: L2 pair lines, the buddies (the other line of each \
-                     128-byte pair) of a chase's lines, timed in one pass after four passes of the chase, against the same \
-                     buddies cold (after a 16 MiB flush) and from L2 (chased twice just before), medians of {} rounds, cpuid \
-                     vendor {}: {pairs_text}. The largest chase's buddies are in L2 at a share below {FILLS_AT}: this L2 does not \
-                     complete the lines it fetches with their 128-byte pairs (Intel's L2 spatial prefetcher, the \
-                     Optimization Reference Manual, data prefetching, is off or does not reach L2 here; docs/validation.md, \
-                     \"Pair lines measured, not assumed\").",
-                    pairs.points[0].warm.n(),
-                    cpu.vendor
+                    " pair_lines not written (false): {pair_method} The largest chase's buddies are in L2 at a share below \
+                     {FILLS_AT}: this L2 does not complete the lines it fetches with their 128-byte pairs (Intel's L2 \
+                     spatial prefetcher, the Optimization Reference Manual, data prefetching, is off or does not reach L2 \
+                     here; docs/validation.md, \"Pair lines measured, not assumed\")."
                 )
             }
         ))
@@ -2347,11 +2345,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
                 fit.latency,
                 fit.predicted,
                 fit.at_raw,
-                fit.steps
-                    .iter()
-                    .map(|(d, p)| format!("{d} {p:.1}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                fit.steps_text()
             );
             pr.done(
                 "LLC latency fit",
@@ -2416,11 +2410,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
                 x.predicted,
                 x.at_raw,
                 x.at_raw - x.measured.round(),
-                x.steps
-                    .iter()
-                    .map(|(d, p)| format!("{d} {p:.1}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                x.steps_text()
             ))
             .collect::<Vec<_>>()
             .join("; ")
@@ -2911,6 +2901,17 @@ struct LatencyFit {
     at_raw: f64,
     /// Every (latency, predicted hop) tried, in order.
     steps: Vec<(u64, f64)>,
+}
+
+impl LatencyFit {
+    /// The secant steps for a source note: "355 404.8, 305 353.1, 307 355.2".
+    fn steps_text(&self) -> String {
+        self.steps
+            .iter()
+            .map(|(d, p)| format!("{d} {p:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 /// The latency (`what`: `dram_latency`, or the LLC's) at which the model's hop of the calibration
