@@ -146,55 +146,82 @@ fn out_of_memory_under_free_names_free() {
 }
 
 /// Every workload passes under every policy with every invariant checked after every event.
-#[test]
-fn check_passes_on_every_workload() {
-    let small = [
-        "seq:size=2M,op=rw",
-        "stride:size=4M,stride=12K,op=write,rounds=2",
-        "sparse:size=8M,step=40K",
-        "sparse-touch:size=8M",
-        "gups:size=4M,updates=20K",
-        "matrix:n=200",
-        "tree:nodes=300,ops=400",
-        "chase:size=1M,chains=3,hops=5000",
-        "fftw:n=12",
-        "seeker:size=1M,count=3",
-        "seq(tree:nodes=300,ops=400,seeker:count=2,fftw:n=8)",
-        "par(gups:size=1M,updates=10K,seeker:count=3)",
-        "web:requests=300,files=400,maps=50",
-        "web:requests=100,files=50,mode=read",
-        "filedirty:size=8M,every=7",
-        "kv:phase=del:50,objects=60,size=3K,idle=20",
-    ];
+/// The small workloads `--check` runs on every machine under every policy (`check_on`); every
+/// workload but `trace` is among them (`check_covers_every_workload`).
+const CHECKED: [&str; 16] = [
+    "seq:size=2M,op=rw",
+    "stride:size=4M,stride=12K,op=write,rounds=2",
+    "sparse:size=8M,step=40K",
+    "sparse-touch:size=8M",
+    "gups:size=4M,updates=20K",
+    "matrix:n=200",
+    "tree:nodes=300,ops=400",
+    "chase:size=1M,chains=3,hops=5000",
+    "fftw:n=12",
+    "seeker:size=1M,count=3",
+    "seq(tree:nodes=300,ops=400,seeker:count=2,fftw:n=8)",
+    "par(gups:size=1M,updates=10K,seeker:count=3)",
+    "web:requests=300,files=400,maps=50",
+    "web:requests=100,files=50,mode=read",
+    "filedirty:size=8M,every=7",
+    "kv:phase=del:50,objects=60,size=3K,idle=20",
+];
+
+/// Each of `workloads` under every policy on machine `m`, every invariant checked after every
+/// event. A test per machine (two for skylake, whose 1GB makes each check the longest), so
+/// that the harness runs them side by side.
+fn check_on(m: &str, workloads: &[&str]) {
     let policies: Vec<&str> = splab_sim::policy::POLICIES.iter().map(|p| p.0).collect();
-    for w in small {
-        for m in [
-            "alpha21264:mem=64M",
-            "skylake:mem=1G",
-            "core2:mem=64M",
-            "pa8000:mem=64M",
-        ] {
-            for p in &policies {
-                let spec = RunSpec {
-                    machine: m.into(),
-                    policy: (*p).into(),
-                    workload: w.into(),
-                    seed: 3,
-                    check: true.into(),
-                    free_bytes: None,
-                    page_cache: Default::default(),
-                    dump_reservations: false,
-                };
-                let r = splab_sim::run(&spec);
-                assert!(r.is_ok(), "{w} on {m} under {p}: {}", r.err().unwrap());
-            }
+    for &w in workloads {
+        for p in &policies {
+            let spec = RunSpec {
+                machine: m.into(),
+                policy: (*p).into(),
+                workload: w.into(),
+                seed: 3,
+                check: true.into(),
+                free_bytes: None,
+                page_cache: Default::default(),
+                dump_reservations: false,
+            };
+            let r = splab_sim::run(&spec);
+            assert!(r.is_ok(), "{w} on {m} under {p}: {}", r.err().unwrap());
         }
     }
+}
+
+#[test]
+fn check_passes_on_every_workload_alpha21264() {
+    check_on("alpha21264:mem=64M", &CHECKED);
+}
+
+#[test]
+fn check_passes_on_every_workload_skylake_first_half() {
+    check_on("skylake:mem=1G", &CHECKED[..8]);
+}
+
+#[test]
+fn check_passes_on_every_workload_skylake_second_half() {
+    check_on("skylake:mem=1G", &CHECKED[8..]);
+}
+
+#[test]
+fn check_passes_on_every_workload_core2() {
+    check_on("core2:mem=64M", &CHECKED);
+}
+
+#[test]
+fn check_passes_on_every_workload_pa8000() {
+    check_on("pa8000:mem=64M", &CHECKED);
+}
+
+#[test]
+fn check_covers_every_workload() {
     let names: Vec<&str> = splab_sim::workload::WORKLOADS.iter().map(|w| w.0).collect();
     // `trace` replays a recorded file; its --check run is in the replay tests.
     for n in names.into_iter().filter(|&n| n != "trace") {
         assert!(
-            small.iter().any(|s| s.starts_with(&format!("{n}:"))
+            CHECKED.iter().any(|s| s.starts_with(&format!("{n}:"))
                 || n.split_once('(')
                     .is_some_and(|(c, _)| s.starts_with(&format!("{c}(")))),
             "workload {n} not covered by the --check test"

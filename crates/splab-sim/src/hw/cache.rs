@@ -1020,9 +1020,42 @@ impl Caches {
     /// has no stray bits.
     pub fn check_invariants(&self) -> Result<(), String> {
         for (l, name) in self.levels.iter().zip(&self.names) {
-            let valid = (0..l.sets as usize)
-                .map(|set| l.set(set).iter().filter(|&&t| t != 0).count() as u64)
-                .sum::<u64>();
+            // One pass over the sets (this runs after every event under the tests' full check,
+            // and the LLC is the largest array): it counts the valid ways and keeps the first
+            // set-level fault, which is reported after the counts' faults, as the checks are
+            // ordered.
+            let bits = match l.policy {
+                ROUND_ROBIN => 0,
+                PLRU => plru_bits(l.ways),
+                _ => l.ways,
+            };
+            let mut valid = 0u64;
+            let mut fault: Option<String> = None;
+            for set in 0..l.sets as usize {
+                let s = l.set(set);
+                let mut held = 0u64;
+                for (i, &t) in s.iter().enumerate() {
+                    if t != 0 {
+                        held += 1;
+                        // An OR of compares, which vectorises (`contains` on u32 does not).
+                        let twice = s[i + 1..].iter().fold(false, |a, &u| a | (u == t));
+                        if fault.is_none() && twice {
+                            fault = Some(format!("cache {name}: set {set} holds a line twice"));
+                        }
+                    }
+                }
+                valid += held;
+                let bad = if l.policy == ROUND_ROBIN {
+                    l.repl[set] as usize >= l.ways
+                } else {
+                    bits < 32 && l.repl[set] >> bits != 0
+                };
+                if bad && fault.is_none() {
+                    fault = Some(format!(
+                        "cache {name}: set {set} has stray replacement bits"
+                    ));
+                }
+            }
             if l.policy != ROUND_ROBIN && valid != l.valid {
                 return Err(format!(
                     "cache {name}: {valid} valid lines, counted {}",
@@ -1037,28 +1070,8 @@ impl Caches {
                     l.sets * l.ways as u64
                 ));
             }
-            for set in 0..l.sets as usize {
-                let s = l.set(set);
-                for (i, &t) in s.iter().enumerate() {
-                    if t != 0 && s[i + 1..].contains(&t) {
-                        return Err(format!("cache {name}: set {set} holds a line twice"));
-                    }
-                }
-                let bad = if l.policy == ROUND_ROBIN {
-                    l.repl[set] as usize >= l.ways
-                } else {
-                    let bits = if l.policy == PLRU {
-                        plru_bits(l.ways)
-                    } else {
-                        l.ways
-                    };
-                    bits < 32 && l.repl[set] >> bits != 0
-                };
-                if bad {
-                    return Err(format!(
-                        "cache {name}: set {set} has stray replacement bits"
-                    ));
-                }
+            if let Some(f) = fault {
+                return Err(f);
             }
         }
         Ok(())

@@ -543,6 +543,18 @@ impl Buddy {
         self.free_block_of(pfn).is_some()
     }
 
+    /// Whether any of the `n` frames from `pfn` is free: a free block overlapping them either
+    /// holds `pfn` or has its head among them (blocks are contiguous). One lookup and a scan
+    /// of `n` bytes, where `is_free` on each frame walks the orders `n` times (the invariant
+    /// check of the huge zero page runs after every event of the tests' full check).
+    pub fn any_free(&self, pfn: Pfn, n: u64) -> bool {
+        let end = (pfn.0 + n).min(self.frames);
+        self.is_free(pfn)
+            || self.head_order[pfn.0.min(end) as usize..end as usize]
+                .iter()
+                .any(|&h| h != NOT_HEAD)
+    }
+
     /// Allocates the specific aligned block `[pfn, pfn + 2^order)`, which must lie inside one
     /// free block; returns false (and changes nothing) otherwise. O(max_order).
     pub fn alloc_at(&mut self, pfn: Pfn, order: Order) -> bool {
@@ -780,12 +792,12 @@ impl Buddy {
                             "buddy: block {pfn} of order {o} misaligned or out of range"
                         ));
                     }
-                    for f in pfn..pfn + (1 << o) {
-                        if seen[f as usize] {
-                            return Err(format!("buddy: frame {f} in two free blocks"));
-                        }
-                        seen[f as usize] = true;
+                    let block = &mut seen[pfn as usize..(pfn + (1 << o)) as usize];
+                    if let Some(i) = block.iter().position(|&s| s) {
+                        let f = pfn + i as u64;
+                        return Err(format!("buddy: frame {f} in two free blocks"));
                     }
+                    block.fill(true);
                     if o < self.max_order {
                         let buddy = pfn ^ (1 << o);
                         if self.head_order[buddy as usize] == o {
@@ -832,7 +844,7 @@ impl Buddy {
                 b &= b - 1;
             }
         }
-        let heads = self.head_order.iter().filter(|&&h| h != NOT_HEAD).count() as u64;
+        let heads = super::count_unlike(&self.head_order, NOT_HEAD);
         let listed: u64 = self.free_blocks.iter().sum();
         if heads != listed {
             return Err(format!(
@@ -970,6 +982,29 @@ mod tests {
         b.free(a, Order(0));
         assert_eq!((b.free_blocks[0], b.free_blocks[3]), (0, 2));
         b.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn any_free_agrees_with_is_free_on_every_range() {
+        // 64 frames, max order 4: a whole free block before a range, blocks inside it, and a
+        // range with no free frame; every range compared with a frame-by-frame answer.
+        let mut b = Buddy::new(64, 4);
+        for (p, o) in [(0, 3), (9, 0), (12, 2), (16, 4), (40, 1), (48, 3)] {
+            assert!(b.alloc_at(Pfn(p), Order(o)));
+        }
+        let mut seen = (0, 0);
+        for p in 0..64 {
+            for n in 1..=64 - p {
+                let want = (p..p + n).any(|f| b.is_free(Pfn(f)));
+                assert_eq!(b.any_free(Pfn(p), n), want, "frames {p}..{}", p + n);
+                if want {
+                    seen.0 += 1;
+                } else {
+                    seen.1 += 1;
+                }
+            }
+        }
+        assert!(seen.0 > 0 && seen.1 > 0, "both answers reached: {seen:?}");
     }
 
     #[test]

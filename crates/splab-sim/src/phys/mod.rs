@@ -96,8 +96,11 @@ impl PhysMem {
         let mut bad = None;
         self.buddy.for_each_free_block(|p, o| {
             if bad.is_none() {
-                if let Some(f) = (p.0..p.0 + o.pages()).find(|&f| self.refs[f as usize] != 0) {
-                    bad = Some(f);
+                let block = &self.refs[p.0 as usize..(p.0 + o.pages()) as usize];
+                // An OR over the block (it vectorises; this runs after every event under the
+                // tests' full check), then the frame itself only when one is held.
+                if block.iter().fold(0, |a, &r| a | r) != 0 {
+                    bad = block.iter().position(|&r| r != 0).map(|i| p.0 + i as u64);
                 }
             }
         });
@@ -106,7 +109,7 @@ impl PhysMem {
                 "phys: frame {f} is both free and held by an object"
             ));
         }
-        let used = self.refs.iter().filter(|&&r| r > 0).count() as u64;
+        let used = count_unlike(&self.refs, 0);
         if used != self.used_frames {
             return Err(format!(
                 "phys: {used} frames held but used_frames = {}",
@@ -114,5 +117,33 @@ impl PhysMem {
             ));
         }
         Ok(())
+    }
+}
+
+/// The elements of `v` unlike `x`. The invariant checks count whole per-frame arrays with it
+/// after every event of the tests' full check: counted in byte lanes, chunks of 255 (at most
+/// 255 in a lane, wrapping adds: no overflow check stops the vectorising), it runs several
+/// times faster than a filtered count in the test profile.
+pub fn count_unlike<T: Copy + PartialEq>(v: &[T], x: T) -> u64 {
+    v.chunks(255)
+        .map(|c| c.iter().fold(0u8, |a, &e| a.wrapping_add((e != x) as u8)) as u64)
+        .fold(0u64, u64::wrapping_add)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_unlike;
+
+    #[test]
+    fn count_unlike_counts_across_its_chunks() {
+        // 700 elements: chunks of 255, 255 and 190; every third unlike 0, and a run of 300
+        // unlike elements that fills a whole chunk's byte lanes.
+        let mut v: Vec<u32> = (0..700).map(|i| u32::from(i % 3 == 0)).collect();
+        assert_eq!(count_unlike(&v, 0), 234);
+        assert_eq!(count_unlike(&v, 1), 466);
+        v[200..500].fill(7);
+        let expect = v.iter().filter(|&&e| e != 0).count() as u64;
+        assert_eq!(count_unlike(&v, 0), expect);
+        assert_eq!(count_unlike::<u8>(&[], 0), 0);
     }
 }

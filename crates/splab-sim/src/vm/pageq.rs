@@ -337,7 +337,7 @@ impl PageQueues {
             }
             on += n;
         }
-        let marked = self.queue.iter().filter(|&&q| q != 0).count() as u64;
+        let marked = crate::phys::count_unlike(&self.queue, 0);
         if marked != on {
             return Err(format!(
                 "pageq: {marked} frames marked on a queue but {on} linked"
