@@ -748,13 +748,25 @@ impl Walker {
     /// Hints the host to fetch the cache sets of the leaf entry of `va` (no effect on the model).
     #[inline]
     pub fn prefetch(&self, va: u64, path: &PtPath, caches: &Caches) {
-        if self.levels > 0 {
-            let leaf = path[self.levels - 1];
+        if let Some(line) = self.leaf_line(va, path) {
+            caches.prefetch(line);
+        }
+    }
+
+    /// The line the caches see for the leaf (base-page) entry of `va` in the tables of `path`,
+    /// if there is one: what `prefetch` hints.
+    #[inline(always)]
+    pub fn leaf_line(&self, va: u64, path: &PtPath) -> Option<u64> {
+        // `levels` is at most 4 (`new`); with none, the wrapped index fails the one test.
+        let i = self.levels.wrapping_sub(1);
+        if i < path.len() {
+            let leaf = path[i];
             if leaf != NO_TABLE {
-                let line = self.entry_line(leaf, self.shifts[self.levels - 1], va);
-                caches.prefetch(self.host_line(line));
+                let line = self.entry_line(leaf, self.shifts[i], va);
+                return Some(self.host_line(line));
             }
         }
+        None
     }
 
     /// The line the caches see for guest-physical line `line`: its host frame's on a guest

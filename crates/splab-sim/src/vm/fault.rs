@@ -147,7 +147,8 @@ impl Os {
             }
             if !prefetched {
                 let k = self.hw.caches.place(s);
-                self.acc.data_by_level[k as usize] += 1;
+                // `place` is 0..=3: the mask drops the bounds check.
+                self.acc.data_by_level[k as usize & 3] += 1;
                 trip.served = k;
                 trip.latency = self.hw.caches.latency(s);
             }
@@ -232,8 +233,11 @@ impl Os {
                 if let Some(n) = batch.get(i + NEAR) {
                     if let Some((pte, path)) = p.pmap.peek(n.va >> bs) {
                         let pa = (pte.pfn().0 << bs) | (n.va & ((1u64 << bs) - 1));
-                        self.hw.caches.prefetch(self.host_addr(pa) >> LINE_SHIFT);
-                        self.hw.walker.prefetch(n.va, path, &self.hw.caches);
+                        let data = self.host_addr(pa) >> LINE_SHIFT;
+                        // The data line's sets and the leaf entry's (if it has a table), in one
+                        // pass over the cache levels.
+                        let leaf = self.hw.walker.leaf_line(n.va, path).unwrap_or(data);
+                        self.hw.caches.prefetch_pair(data, leaf);
                     }
                 }
             }
