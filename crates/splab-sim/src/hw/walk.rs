@@ -600,16 +600,18 @@ impl Walker {
         let shifts = self.shifts;
         let (leaf, start) = self.guest_start(asid, va, leaf_shift);
         let mut counts = 0;
+        debug_assert!(leaf < 4);
         for lvl in start..=leaf {
-            let frame = path[lvl];
+            // `leaf` is at most 3 (`guest_start`): `lvl & 3` is `lvl`, without bounds checks.
+            let frame = path[lvl & 3];
             if frame == NO_TABLE {
                 break; // no table here: the entry above was not present
             }
-            let line = self.entry_line(frame, shifts[lvl], va);
+            let line = self.entry_line(frame, shifts[lvl & 3], va);
             Self::reference(caches, line, &mut counts);
             if lvl < leaf && lvl < self.pwcs.len() {
                 // Levels below the PWC hit missed their caches above: insert them.
-                let index = va >> shifts[lvl];
+                let index = va >> shifts[lvl & 3];
                 self.pwcs[lvl].insert_absent(index, pwc_key(asid, lvl, index));
             }
         }
@@ -626,8 +628,10 @@ impl Walker {
         } else {
             self.levels - 1
         };
+        // `leaf` is below `levels`, at most 4 (`new`): `lvl & 3` is `lvl` (no bounds check).
+        debug_assert!(leaf < 4);
         for lvl in (0..leaf.min(self.pwcs.len())).rev() {
-            let index = va >> self.shifts[lvl];
+            let index = va >> self.shifts[lvl & 3];
             if self.pwcs[lvl].lookup(index, pwc_key(asid, lvl, index)) {
                 self.pwc_hits += 1;
                 return (leaf, lvl + 1);
@@ -690,7 +694,7 @@ impl Walker {
             let line = nested.frames.map_or(line, |f| f.line(line));
             Self::reference(caches, line, &mut counts);
             if lvl < leaf && lvl < self.pwcs.len() {
-                let index = va >> shifts[lvl];
+                let index = va >> shifts[lvl & 3];
                 self.pwcs[lvl].insert_absent(index, pwc_key(asid, lvl, index));
             }
         }
