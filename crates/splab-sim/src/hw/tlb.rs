@@ -896,7 +896,7 @@ impl Array {
 
     /// Hints the host to fetch the first line a lookup of `va` reads at each size: a set's
     /// header line, or a hash bucket.
-    #[inline]
+    #[inline(always)]
     fn prefetch(&self, asid: u32, va: u64) {
         if self.sizes.one != u8::MAX {
             // One size with entries in a `small_pow2` array (the only ones keeping `one`):
