@@ -659,7 +659,10 @@ impl Core {
     /// Fill buffer `i` completes at `done` (`mshr_done` and its key).
     #[inline(always)]
     fn set_mshr_done(&mut self, i: usize, done: u64) {
-        self.mshr_done[i] = done;
+        // `i` is a fill buffer's index, below `mshrs` (at most `MAX_MSHRS`, a power of two):
+        // the masks drop the bounds checks.
+        debug_assert!(i < self.mshrs);
+        self.mshr_done[i & (MAX_MSHRS - 1)] = done;
         self.mshr_key[i & (MAX_MSHRS - 1)] = f(done << 5 | i as u64);
         if done >> 48 != 0 {
             self.mshr_scan_by = 0;

@@ -600,16 +600,18 @@ impl Walker {
         let shifts = self.shifts;
         let (leaf, start) = self.guest_start(asid, va, leaf_shift);
         let mut counts = 0;
+        debug_assert!(leaf < 4);
         for lvl in start..=leaf {
-            let frame = path[lvl];
+            // `leaf` is at most 3 (`guest_start`): `lvl & 3` is `lvl`, without bounds checks.
+            let frame = path[lvl & 3];
             if frame == NO_TABLE {
                 break; // no table here: the entry above was not present
             }
-            let line = self.entry_line(frame, shifts[lvl], va);
+            let line = self.entry_line(frame, shifts[lvl & 3], va);
             Self::reference(caches, line, &mut counts);
             if lvl < leaf && lvl < self.pwcs.len() {
                 // Levels below the PWC hit missed their caches above: insert them.
-                let index = va >> shifts[lvl];
+                let index = va >> shifts[lvl & 3];
                 self.pwcs[lvl].insert_absent(index, pwc_key(asid, lvl, index));
             }
         }
@@ -626,8 +628,10 @@ impl Walker {
         } else {
             self.levels - 1
         };
+        // `leaf` is below `levels`, at most 4 (`new`): `lvl & 3` is `lvl` (no bounds check).
+        debug_assert!(leaf < 4);
         for lvl in (0..leaf.min(self.pwcs.len())).rev() {
-            let index = va >> self.shifts[lvl];
+            let index = va >> self.shifts[lvl & 3];
             if self.pwcs[lvl].lookup(index, pwc_key(asid, lvl, index)) {
                 self.pwc_hits += 1;
                 return (leaf, lvl + 1);
@@ -690,7 +694,7 @@ impl Walker {
             let line = nested.frames.map_or(line, |f| f.line(line));
             Self::reference(caches, line, &mut counts);
             if lvl < leaf && lvl < self.pwcs.len() {
-                let index = va >> shifts[lvl];
+                let index = va >> shifts[lvl & 3];
                 self.pwcs[lvl].insert_absent(index, pwc_key(asid, lvl, index));
             }
         }
@@ -748,13 +752,25 @@ impl Walker {
     /// Hints the host to fetch the cache sets of the leaf entry of `va` (no effect on the model).
     #[inline]
     pub fn prefetch(&self, va: u64, path: &PtPath, caches: &Caches) {
-        if self.levels > 0 {
-            let leaf = path[self.levels - 1];
+        if let Some(line) = self.leaf_line(va, path) {
+            caches.prefetch(line);
+        }
+    }
+
+    /// The line the caches see for the leaf (base-page) entry of `va` in the tables of `path`,
+    /// if there is one: what `prefetch` hints.
+    #[inline(always)]
+    pub fn leaf_line(&self, va: u64, path: &PtPath) -> Option<u64> {
+        // `levels` is at most 4 (`new`); with none, the wrapped index fails the one test.
+        let i = self.levels.wrapping_sub(1);
+        if i < path.len() {
+            let leaf = path[i];
             if leaf != NO_TABLE {
-                let line = self.entry_line(leaf, self.shifts[self.levels - 1], va);
-                caches.prefetch(self.host_line(line));
+                let line = self.entry_line(leaf, self.shifts[i], va);
+                return Some(self.host_line(line));
             }
         }
+        None
     }
 
     /// The line the caches see for guest-physical line `line`: its host frame's on a guest
