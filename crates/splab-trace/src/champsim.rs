@@ -32,7 +32,6 @@
 //! the load of rax; `push [mem]` loses the dependence of its load on the registers of `mem`);
 //! otherwise (`leave`: rsp = rbp, then rbp = [rsp]) it takes its sources' tag.
 
-use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
 
