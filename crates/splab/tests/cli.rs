@@ -849,3 +849,25 @@ fn a_long_khugepaged_sleep_on_a_fast_clock_does_not_overflow() {
     assert_eq!(thp["pages_scanned"], 0, "{thp}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--frag` on a machine whose address space cannot hold the fragmenter's region (core2: 32
+/// bits for 2G of memory) is a configuration that cannot be run, said as such (exit 2); it was
+/// "out of memory: mmap: no 0x80000000-byte gap left in the address space of pid 1", exit 1,
+/// as if the run had failed.
+#[test]
+fn frag_on_a_32_bit_machine_is_bad_input() {
+    for pct in ["0", "50", "100"] {
+        let args = [
+            "run",
+            "-q",
+            "-m",
+            "core2",
+            "-w",
+            "gups:size=16M,updates=1K",
+            "--frag",
+            pct,
+        ];
+        let out = splab().args(args).output().unwrap();
+        common::assert_error_line(&out, 2, args, &["--frag", "core2", "32-bit address space"]);
+    }
+}
