@@ -195,7 +195,7 @@ impl Engine {
             ));
         }
         if let Some(k) = &e.os.policy.khugepaged {
-            let first = k.scan_sleep_ms * e.os.machine.freq_hz / 1000;
+            let first = e.os.machine.ms_to_cycles(k.scan_sleep_ms);
             e.daemons
                 .push((Box::new(crate::daemon::khugepaged::Khugepaged), first));
         }

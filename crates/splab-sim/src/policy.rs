@@ -874,6 +874,13 @@ impl Policy {
                 k.proactiveness =
                     spec.take_count("compaction_proactiveness", k.proactiveness, 0, 100)?;
             } else {
+                // Taken so that a value given with kcompactd off is refused as that, not as
+                // "unknown parameter" with a list of valid ones that leaves it out.
+                if spec.take_str("compaction_proactiveness").is_some() {
+                    return Err(SimError::BadInput(format!(
+                        "policy '{name}': compaction_proactiveness is kcompactd's, and kcompactd is off: give kcompactd=true with it, or leave it out"
+                    )));
+                }
                 p.kcompactd = None;
             }
         }
@@ -882,6 +889,20 @@ impl Policy {
         if !matches!(p.alloc, AllocPolicy::BasePage) {
             let on = spec.take_bool("khugepaged", p.khugepaged.is_some())?;
             if !on {
+                for key in [
+                    "scan_sleep_millisecs",
+                    "alloc_sleep_millisecs",
+                    "pages_to_scan",
+                    "max_ptes_none",
+                    "max_ptes_swap",
+                    "max_ptes_shared",
+                ] {
+                    if spec.take_str(key).is_some() {
+                        return Err(SimError::BadInput(format!(
+                            "policy '{name}': {key} is khugepaged's, and khugepaged is off: give khugepaged=true with it, or leave it out"
+                        )));
+                    }
+                }
                 p.khugepaged = None;
             } else {
                 let k = p.khugepaged.get_or_insert_with(Khugepaged::linux);
@@ -1307,5 +1328,32 @@ mod tests {
             "{e}"
         );
         assert!(Policy::from_spec("base:dirty=whole").is_err());
+        // A daemon's parameter with the daemon turned off: said so, where it was reported as
+        // an unknown parameter, listed as valid nowhere in the message.
+        for (spec, key, daemon) in [
+            (
+                "linux:kcompactd=false,compaction_proactiveness=50",
+                "compaction_proactiveness",
+                "kcompactd",
+            ),
+            (
+                "linux:khugepaged=false,max_ptes_none=5",
+                "max_ptes_none",
+                "khugepaged",
+            ),
+            (
+                "navarro:scan_sleep_millisecs=100",
+                "scan_sleep_millisecs",
+                "khugepaged",
+            ),
+        ] {
+            let e = Policy::from_spec(spec).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("{key} is {daemon}'s, and {daemon} is off"))
+                    && !e.contains("unknown parameter"),
+                "{spec}: {e}"
+            );
+        }
+        Policy::from_spec("navarro:khugepaged=true,scan_sleep_millisecs=100").unwrap();
     }
 }

@@ -32,7 +32,6 @@
 //! the load of rax; `push [mem]` loses the dependence of its load on the registers of `mem`);
 //! otherwise (`leave`: rsp = rbp, then rbp = [rsp]) it takes its sources' tag.
 
-use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
 
@@ -271,7 +270,9 @@ pub fn import_champsim(
     out: &Path,
     opts: &ChampSimOptions,
 ) -> Result<ImportSummary, ImportError> {
-    let f = File::open(input).map_err(|e| ImportError::Open {
+    // A directory opens on Linux, and only its first read fails: refused here as the input
+    // that cannot be read it is (exit status 2), not as a trace that broke while read.
+    let f = crate::reader::open_file(input).map_err(|e| ImportError::Open {
         path: input.display().to_string(),
         source: e,
     })?;

@@ -43,7 +43,7 @@ impl TraceReader<BufReader<File>> {
     /// Opens a trace file and reads its header.
     pub fn open(path: &Path) -> Result<Self, TraceError> {
         check_seekable(path)?;
-        let f = File::open(path).map_err(|e| TraceError::Open {
+        let f = open_file(path).map_err(|e| TraceError::Open {
             path: path.to_owned(),
             source: e,
         })?;
@@ -390,6 +390,21 @@ fn check_seekable(path: &Path) -> Result<(), TraceError> {
     }
 }
 
+/// Opens a file to read, refusing a directory: Linux opens one, and only the first read
+/// fails ("I/O error at byte offset 0: Is a directory", exit status 1, as a trace that broke
+/// while read), where a directory is an input that cannot be read (exit status 2, as a
+/// missing file).
+pub(crate) fn open_file(path: &Path) -> std::io::Result<File> {
+    let f = File::open(path)?;
+    if f.metadata()?.is_dir() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::IsADirectory,
+            "it is a directory, not a file",
+        ));
+    }
+    Ok(f)
+}
+
 /// Reads only the header and trailer of a trace file, using the footer to jump to the trailer
 /// (no decoding of blocks). Fails when the file has no valid footer (a cut-short recording):
 /// read it with `TraceReader` then, which reports where it ends.
@@ -400,13 +415,13 @@ pub fn read_header_and_trailer(path: &Path) -> Result<(TraceHeader, Trailer), Tr
 /// [`read_header_and_trailer`], and the trace's format version.
 pub(crate) fn read_summary(path: &Path) -> Result<(TraceHeader, Trailer, u16), TraceError> {
     check_seekable(path)?;
-    let f = File::open(path).map_err(|e| TraceError::Open {
+    let f = open_file(path).map_err(|e| TraceError::Open {
         path: path.to_owned(),
         source: e,
     })?;
     let mut reader = TraceReader::new(BufReader::new(f)).map_err(|e| e.in_file(path))?;
     let header = reader.header.clone();
-    let mut f = File::open(path).map_err(|e| TraceError::Open {
+    let mut f = open_file(path).map_err(|e| TraceError::Open {
         path: path.to_owned(),
         source: e,
     })?;

@@ -800,3 +800,74 @@ fn json_to_dev_stdout_through_a_pipe_ends_and_writes_the_report() {
     let text = reader.join().unwrap();
     assert!(text.contains("\"schema\": \"splab.report.v2\""), "{text}");
 }
+
+/// khugepaged's longest sleep (`scan_sleep_millisecs`, up to 2^32 ms) on a machine faster
+/// than 4.29 GHz is more cycles than 64 bits hold: ms x freq_hz overflowed (a panic in a
+/// debug build; in a release build the sleep wrapped to about a millisecond, so khugepaged
+/// woke every millisecond instead of once in 43 days, and the run took minutes). Now the
+/// sleep saturates: khugepaged never wakes in the run.
+#[test]
+fn a_long_khugepaged_sleep_on_a_fast_clock_does_not_overflow() {
+    let dir = std::env::temp_dir().join(format!("splab-cli-sleep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = splab()
+        .args(["machine", "show", "skylake"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("\nfreq_hz = 3_700_000_000\n"));
+    let file = dir.join("fast.toml");
+    std::fs::write(
+        &file,
+        text.replace("\nfreq_hz = 3_700_000_000\n", "\nfreq_hz = 5_000_000_000\n"),
+    )
+    .unwrap();
+    let m = format!("file:{}", file.display());
+    // 3689348815 ms x 5e9 Hz is 2^64 + 1.3e9: wrapped, 1.3 million cycles.
+    let out = splab()
+        .args([
+            "run",
+            "-q",
+            "-m",
+            &m,
+            "-p",
+            "linux:scan_sleep_millisecs=3689348815",
+            "-w",
+            "gups:size=16M,updates=20K",
+            "--json",
+            "-",
+        ])
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let thp = &r["memory"]["thp"];
+    assert_eq!(thp["full_scans"], 0, "{thp}");
+    assert_eq!(thp["pages_scanned"], 0, "{thp}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--frag` on a machine whose address space cannot hold the fragmenter's region (core2: 32
+/// bits for 2G of memory) is a configuration that cannot be run, said as such (exit 2); it was
+/// "out of memory: mmap: no 0x80000000-byte gap left in the address space of pid 1", exit 1,
+/// as if the run had failed.
+#[test]
+fn frag_on_a_32_bit_machine_is_bad_input() {
+    for pct in ["0", "50", "100"] {
+        let args = [
+            "run",
+            "-q",
+            "-m",
+            "core2",
+            "-w",
+            "gups:size=16M,updates=1K",
+            "--frag",
+            pct,
+        ];
+        let out = splab().args(args).output().unwrap();
+        common::assert_error_line(&out, 2, args, &["--frag", "core2", "32-bit address space"]);
+    }
+}

@@ -220,3 +220,86 @@ fn bad_machine_files_are_bad_input_naming_line_and_key() {
     assert_error_line(&out, 2, "vax", &["'vax'", "skylake"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Values the model allocates by, loops over, or adds into 64-bit cycle counts have upper
+/// bounds: unbounded, a TLB of 4 billion entries or a 1T cache asked the host for terabytes
+/// (an abort), a software walk loading its leaf entry 4 billion times hung at the first TLB
+/// miss, and a fault of 2^64 - 1 cycles wrapped the run's cycle count into a plausible report
+/// faster than the machine's own. Each is now bad input naming the line and the key.
+#[test]
+fn huge_values_in_machine_files_are_bad_input_naming_line_and_key() {
+    let dir = scratch("huge");
+    let cases = [
+        (
+            "skylake",
+            "{ sizes = [\"4K\", \"2M\"], entries = 1536, ways = 12",
+            "{ sizes = [\"4K\", \"2M\"], entries = 4000000000, ways = 1",
+            "key tlb.lower[0].arrays[0].entries",
+            "must be from 1 to 65536",
+        ),
+        (
+            "skylake",
+            "\nsize = \"8M\"",
+            "\nsize = \"1T\"",
+            "key caches.levels[2].size",
+            "at most 4G",
+        ),
+        (
+            "skylake",
+            "\nfault_cycles = 3850",
+            "\nfault_cycles = 18446744073709551615",
+            "key cost.fault_cycles",
+            "at most 100000000 cycles",
+        ),
+        (
+            "skylake",
+            "\nread_latency_ns = 71_000",
+            "\nread_latency_ns = 18446744073709551615",
+            "key storage.read_latency_ns",
+            "at most 1000000000 ns",
+        ),
+        (
+            "skylake",
+            "\nfreq_hz = 3_700_000_000",
+            "\nfreq_hz = 3700",
+            "key freq_hz",
+            "from 1000000 (1 MHz)",
+        ),
+        (
+            "skylake:nested=4K",
+            "\nntlb_entries = 16",
+            "\nntlb_entries = 2147483648",
+            "key nested.ntlb_entries",
+            "at most 65536",
+        ),
+        (
+            "alpha21264",
+            "\npte_refs = 1",
+            "\npte_refs = 4000000000",
+            "key walk.pte_refs",
+            "at most 16 loads",
+        ),
+    ];
+    for (i, (preset, from, to, key, what)) in cases.into_iter().enumerate() {
+        let good = dir.join(format!("good-{i}.toml"));
+        show_to(preset, &good);
+        let text = std::fs::read_to_string(&good).unwrap();
+        // A key at the start of a line ("\n" in `from`: not in a source note), or in an array.
+        let at = text
+            .find(from)
+            .unwrap_or_else(|| panic!("{from} not in {preset}'s file"))
+            + usize::from(from.starts_with('\n'));
+        let line = format!("line {}", text[..at].matches('\n').count() + 1);
+        let bad = dir.join(format!("bad-{i}.toml"));
+        std::fs::write(&bad, text.replacen(from, to, 1)).unwrap();
+        let m = format!("file:{}", bad.display());
+        let args = ["run", "-q", "-m", &m, "-w", "gups:size=16M,updates=10K"];
+        let out = splab()
+            .args(args)
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        assert_error_line(&out, 2, (preset, to), &[&line, key, what]);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

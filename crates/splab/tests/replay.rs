@@ -1191,6 +1191,40 @@ fn issue9_trace_from_a_pipe_is_refused_clearly() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A directory where a trace (or a ChampSim trace) is expected is an input that cannot be
+/// read, exit status 2 as a missing file, for every command that reads one. Linux opens a
+/// directory and fails its first read: it was reported as "I/O error at byte offset 0: Is a
+/// directory", exit status 1, as a trace that broke while read.
+#[test]
+fn a_directory_as_a_trace_is_bad_input() {
+    let dir = workdir("dirtrace");
+    let d = dir.display().to_string();
+    let spt = dir.join("out.spt").display().to_string();
+    for args in [
+        vec!["run".to_string(), "-w".into(), format!("trace:path={d}")],
+        vec!["trace".into(), "info".into(), d.clone()],
+        vec!["trace".into(), "info".into(), "--verify".into(), d.clone()],
+        vec!["trace".into(), "cat".into(), d.clone()],
+        vec!["advise".into(), "-w".into(), format!("trace:path={d}")],
+        vec![
+            "trace".into(),
+            "import-champsim".into(),
+            d.clone(),
+            "-o".into(),
+            spt.clone(),
+        ],
+    ] {
+        let out = splab()
+            .args(&args)
+            .timeout(std::time::Duration::from_secs(30))
+            .output()
+            .unwrap();
+        assert_error_line(&out, 2, &args, &[&d, "is a directory"]);
+    }
+    assert!(!dir.join("out.spt").exists(), "the import wrote a trace");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A failed import leaves no partial trace (and keeps the file that was there).
 #[test]
 fn issue9_failed_import_leaves_no_partial_trace() {

@@ -26,6 +26,6 @@ impl Daemon for Khugepaged {
             k.scan_sleep_ms
         };
         // 0 ms: after the next event (the engine runs a daemon at most once per event).
-        (cycles, now + ms * os.machine.freq_hz / 1000)
+        (cycles, now.saturating_add(os.machine.ms_to_cycles(ms)))
     }
 }

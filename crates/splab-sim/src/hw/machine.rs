@@ -410,7 +410,14 @@ impl Machine {
         self.mem_bytes >> self.base_shift()
     }
     pub fn ns_to_cycles(&self, ns: u64) -> u64 {
-        (ns as u128 * self.freq_hz as u128 / 1_000_000_000) as u64
+        u64::try_from(ns as u128 * self.freq_hz as u128 / 1_000_000_000).unwrap_or(u64::MAX)
+    }
+    /// Cycles of `ms` milliseconds at the clock, saturating: a policy's sleep may be up to
+    /// 2^32 ms (khugepaged's `scan_sleep_millisecs`), which at more than 4.29 GHz is beyond
+    /// 64 bits (it overflowed: a panic in a debug build, and in a release build a wrapped
+    /// sleep of a millisecond where 43 days were asked).
+    pub fn ms_to_cycles(&self, ms: u64) -> u64 {
+        u64::try_from(ms as u128 * self.freq_hz as u128 / 1000).unwrap_or(u64::MAX)
     }
     /// Cycles to read `bytes` from the storage device in one request.
     pub fn io_cycles(&self, bytes: u64) -> u64 {

@@ -47,6 +47,33 @@ pub const MAX_MEM: u64 = 1 << 40;
 /// At most 4TB of swap.
 pub const MAX_SWAP: u64 = 1 << 42;
 
+/// The clock, from 1 MHz to 100 GHz: beyond any machine modelled or measured (the PA-8000's
+/// 180 MHz to a few GHz), so that a clock in the wrong unit (`freq_hz = 3700`, MHz) is an
+/// error and not a report in seconds a million times too long, and the model's conversions of
+/// milliseconds and seconds to cycles stay within 64 bits.
+pub const MIN_FREQ_HZ: u64 = 1_000_000;
+pub const MAX_FREQ_HZ: u64 = 100_000_000_000;
+/// The latency of one hit or reference (`hit_cycles`, `latency`, `dram_latency`, a software
+/// walk's `handler_cycles`): at most a million cycles, far above any memory (DRAM: a few
+/// hundred). The model adds one per access in 64-bit cycle counts, which a larger value
+/// silently wrapped around: a machine whose TLB hit cost 2^64 - 1 cycles ran faster.
+pub const MAX_LATENCY_CYCLES: u64 = 1_000_000;
+/// The cycles of one OS operation (`[cost]`): at most 10^8 (27 ms at 3.7 GHz; a fault is a
+/// few thousand), for the same reason.
+pub const MAX_COST_CYCLES: u64 = 100_000_000;
+/// A time of one operation in nanoseconds (`storage.read_latency_ns`,
+/// `cost.migrate_page_kernel_ns`): at most one second (a disk seek is 10 ms).
+pub const MAX_OP_NS: u64 = 1_000_000_000;
+/// Entries of one TLB array: at most 65,536 (the largest TLBs built hold a few thousand). The
+/// model keeps a set of tags per set, so an unbounded count asked for terabytes of memory.
+pub const MAX_TLB_ENTRIES: u32 = 1 << 16;
+/// The size of one cache level: at most 4G (the largest caches built are about 1G). The model
+/// keeps a tag per line: a 1T cache asked for 64G of memory.
+pub const MAX_CACHE_BYTES: u64 = 4 << 30;
+/// A software walk's loads of the leaf entry (`pte_refs`): at most 16 (the presets load 0 or
+/// 1). Each is simulated, so 4 billion hung every TLB miss.
+pub const MAX_PTE_REFS: u32 = 16;
+
 /// The swap area as a file gives it: a size, or a multiple of the memory (`"2x"`), which
 /// follows the memory when `mem=` changes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -398,8 +425,14 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
     need_text("name", &f.name)?;
     need_text("description", &f.description)?;
     need_text("source", &f.source)?;
-    if f.freq_hz == 0 {
-        return bad("freq_hz", "must be at least 1");
+    if !(MIN_FREQ_HZ..=MAX_FREQ_HZ).contains(&f.freq_hz) {
+        return bad(
+            "freq_hz",
+            format!(
+                "{}: the clock in Hz, from {MIN_FREQ_HZ} (1 MHz) to {MAX_FREQ_HZ} (100 GHz), e.g. 3_700_000_000",
+                f.freq_hz
+            ),
+        );
     }
 
     // Page sizes: powers of two, increasing, base first.
@@ -471,6 +504,12 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
     let level = |path: &str, l: &FileLevel| -> std::result::Result<LevelConfig, Bad> {
         need_text(&format!("{path}.name"), &l.name)?;
         need_text(&format!("{path}.source"), &l.source)?;
+        at_most(
+            &format!("{path}.hit_cycles"),
+            l.hit_cycles,
+            MAX_LATENCY_CYCLES,
+            "cycles",
+        )?;
         if l.arrays.is_empty() {
             return bad(format!("{path}.arrays"), "a level needs at least one array");
         }
@@ -494,8 +533,11 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
                 }
                 sizes.push(c);
             }
-            if a.entries == 0 {
-                return bad(format!("{ap}.entries"), "must be at least 1");
+            if a.entries == 0 || a.entries > MAX_TLB_ENTRIES {
+                return bad(
+                    format!("{ap}.entries"),
+                    format!("{}: must be from 1 to {MAX_TLB_ENTRIES}", a.entries),
+                );
             }
             if a.ways == 0 {
                 return bad(format!("{ap}.ways"), "must be at least 1");
@@ -649,6 +691,29 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
 
     let k = &f.cost;
     need_text("cost.source", &k.source)?;
+    for (key, v) in [
+        ("access_cycles", Some(k.access_cycles)),
+        ("fault_cycles", Some(k.fault_cycles)),
+        ("zero_page_cycles", Some(k.zero_page_cycles)),
+        ("zero_bulk_page_cycles", Some(k.zero_bulk_page_cycles)),
+        ("huge_zero_page_cycles", k.huge_zero_page_cycles),
+        ("copy_page_cycles", Some(k.copy_page_cycles)),
+        ("pte_write_cycles", Some(k.pte_write_cycles)),
+        ("tlb_invalidate_cycles", Some(k.tlb_invalidate_cycles)),
+        ("popmap_level_cycles", Some(k.popmap_level_cycles)),
+        ("reserv_populate_cycles", Some(k.reserv_populate_cycles)),
+        ("reserv_depopulate_cycles", Some(k.reserv_depopulate_cycles)),
+        ("reserv_create_cycles", Some(k.reserv_create_cycles)),
+        ("reserv_piece_cycles", Some(k.reserv_piece_cycles)),
+        ("sha1_block_cycles", Some(k.sha1_block_cycles)),
+    ] {
+        if let Some(v) = v {
+            at_most(&format!("cost.{key}"), v, MAX_COST_CYCLES, "cycles")?;
+        }
+    }
+    if let Some(ns) = k.migrate_page_kernel_ns {
+        at_most("cost.migrate_page_kernel_ns", ns, MAX_OP_NS, "ns")?;
+    }
     let cost = CostConfig {
         access_cycles: k.access_cycles,
         fault_cycles: k.fault_cycles,
@@ -675,6 +740,12 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
     if s.bytes_per_sec == 0 {
         return bad("storage.bytes_per_sec", "must be at least 1");
     }
+    at_most(
+        "storage.read_latency_ns",
+        s.read_latency_ns,
+        MAX_OP_NS,
+        "ns",
+    )?;
     let swap_bytes = check_swap("storage.swap", s.swap, f.mem.0, 1u64 << shifts[0])?;
 
     let nested = match &f.nested {
@@ -741,6 +812,14 @@ fn build(f: File) -> std::result::Result<Parsed, Bad> {
         },
         swap: s.swap,
     })
+}
+
+/// `v` at most `max` (of `unit`), named by `path`.
+fn at_most(path: &str, v: u64, max: u64, unit: &str) -> std::result::Result<(), Bad> {
+    if v > max {
+        return bad(path, format!("{v}: at most {max} {unit}"));
+    }
+    Ok(())
 }
 
 /// The memory size's rules, for the file's `mem` and the `mem=` option alike.
@@ -906,10 +985,10 @@ fn build_walk(w: &FileWalk, shifts: &[u8], va_bits: u8) -> std::result::Result<W
             for (i, &e) in pwc.iter().enumerate() {
                 // Sets of up to 4 ways: up to 4 entries are one fully associative set, more must
                 // be a power-of-two number of 4-way sets (hw/walk.rs, Pwc).
-                if e > 4 && !(e.is_multiple_of(4) && (e / 4).is_power_of_two()) {
+                if !pwc_size_ok(e) {
                     return bad(
                         format!("walk.pwc_entries[{i}]"),
-                        format!("{e}: give 0 to 4 entries, or 4 ways times a power of two"),
+                        format!("{e}: give 0 to 4 entries, or 4 ways times a power of two, at most {MAX_TLB_ENTRIES}"),
                     );
                 }
             }
@@ -932,12 +1011,26 @@ fn build_walk(w: &FileWalk, shifts: &[u8], va_bits: u8) -> std::result::Result<W
         WalkKind::Software => {
             only("pwc_entries", w.pwc_entries.is_some(), "radix")?;
             only("fixed_cycles", w.fixed_cycles.is_some(), "radix")?;
+            let handler_cycles = w
+                .handler_cycles
+                .ok_or_else(|| need("handler_cycles", "software"))?;
+            at_most(
+                "walk.handler_cycles",
+                handler_cycles,
+                MAX_LATENCY_CYCLES,
+                "cycles",
+            )?;
+            let pte_refs = w.pte_refs.ok_or_else(|| need("pte_refs", "software"))?;
+            at_most(
+                "walk.pte_refs",
+                u64::from(pte_refs),
+                u64::from(MAX_PTE_REFS),
+                "loads",
+            )?;
             WalkConfig::Software {
-                handler_cycles: w
-                    .handler_cycles
-                    .ok_or_else(|| need("handler_cycles", "software"))?,
+                handler_cycles,
                 level_shifts,
-                pte_refs: w.pte_refs.ok_or_else(|| need("pte_refs", "software"))?,
+                pte_refs,
                 pte_bytes: w.pte_bytes,
             }
         }
@@ -966,9 +1059,10 @@ fn build_walk(w: &FileWalk, shifts: &[u8], va_bits: u8) -> std::result::Result<W
 }
 
 /// A page-walk cache's entries: up to 4 are one fully associative set, more must be a
-/// power-of-two number of 4-way sets (hw/walk.rs, `Pwc`).
+/// power-of-two number of 4-way sets (hw/walk.rs, `Pwc`), at most `MAX_TLB_ENTRIES` (the
+/// model keeps every entry: 2^31 asked for 20G of memory).
 fn pwc_size_ok(e: u32) -> bool {
-    e <= 4 || (e.is_multiple_of(4) && (e / 4).is_power_of_two())
+    e <= 4 || (e.is_multiple_of(4) && (e / 4).is_power_of_two() && e <= MAX_TLB_ENTRIES)
 }
 
 /// The checks of a guest's host translation, for a file's `[nested]` table and the `nested=`
@@ -1060,7 +1154,7 @@ pub fn check_nested(
         if !pwc_size_ok(e) {
             return bad(
                 format!("pwc_entries[{i}]"),
-                format!("{e}: give 0 to 4 entries, or 4 ways times a power of two"),
+                format!("{e}: give 0 to 4 entries, or 4 ways times a power of two, at most {MAX_TLB_ENTRIES}"),
             );
         }
     }
@@ -1068,7 +1162,7 @@ pub fn check_nested(
         return bad(
             "ntlb_entries",
             format!(
-                "{}: give 0 to 4 entries, or 4 ways times a power of two",
+                "{}: give 0 to 4 entries, or 4 ways times a power of two, at most {MAX_TLB_ENTRIES}",
                 n.ntlb_entries
             ),
         );
@@ -1078,6 +1172,12 @@ pub fn check_nested(
 
 fn build_caches(c: &FileCaches) -> std::result::Result<CachesConfig, Bad> {
     need_text("caches.source", &c.source)?;
+    at_most(
+        "caches.dram_latency",
+        c.dram_latency,
+        MAX_LATENCY_CYCLES,
+        "cycles",
+    )?;
     if !(1..=3).contains(&c.levels.len()) {
         return bad(
             "caches.levels",
@@ -1095,6 +1195,22 @@ fn build_caches(c: &FileCaches) -> std::result::Result<CachesConfig, Bad> {
                 format!("{}: must be from 1 to 32", l.ways),
             );
         }
+        if l.size.0 > MAX_CACHE_BYTES {
+            return bad(
+                format!("{path}.size"),
+                format!(
+                    "{}: at most {} (a level's size)",
+                    fmt_size(l.size.0),
+                    fmt_size(MAX_CACHE_BYTES)
+                ),
+            );
+        }
+        at_most(
+            &format!("{path}.latency"),
+            l.latency,
+            MAX_LATENCY_CYCLES,
+            "cycles",
+        )?;
         let line_ways = 64 * u64::from(l.ways);
         let sets = l.size.0 / line_ways;
         if !l.size.0.is_multiple_of(line_ways) || !sets.is_power_of_two() || l.size.0 > MAX_MEM {
@@ -1137,7 +1253,11 @@ fn build_lifetimes(c: &FileCaches, freq_hz: u64) -> std::result::Result<Vec<Opti
                     ),
                 )
             }
-            Some(ns) => Some(((ns as u128 * freq_hz as u128 / 1_000_000_000) as u64).max(1)),
+            Some(ns) => Some(
+                u64::try_from(ns as u128 * freq_hz as u128 / 1_000_000_000)
+                    .unwrap_or(u64::MAX)
+                    .max(1),
+            ),
         });
     }
     if out.iter().all(Option::is_none) {
@@ -1733,6 +1853,68 @@ mod tests {
                 "va_bits",
                 "more than the largest page's 30",
             ),
+            // Values the model adds into 64-bit cycle counts or allocates by: unbounded, a
+            // huge one wrapped the counts around (a faster machine) or asked for terabytes.
+            (
+                "freq_hz = 3_700_000_000",
+                "freq_hz = 3700",
+                "freq_hz",
+                "3700: the clock in Hz, from 1000000 (1 MHz) to 100000000000 (100 GHz)",
+            ),
+            (
+                "freq_hz = 3_700_000_000",
+                "freq_hz = 18446744073709551615",
+                "freq_hz",
+                "the clock in Hz",
+            ),
+            (
+                "hit_cycles = 9",
+                "hit_cycles = 18446744073709551615",
+                "tlb.lower[0].hit_cycles",
+                "18446744073709551615: at most 1000000 cycles",
+            ),
+            (
+                "entries = 1536, ways = 12",
+                "entries = 4000000000, ways = 1",
+                "tlb.lower[0].arrays[0].entries",
+                "4000000000: must be from 1 to 65536",
+            ),
+            (
+                "dram_latency = 231",
+                "dram_latency = 1000001",
+                "caches.dram_latency",
+                "1000001: at most 1000000 cycles",
+            ),
+            (
+                "size = \"8M\"",
+                "size = \"1T\"",
+                "caches.levels[2].size",
+                "1T: at most 4G",
+            ),
+            (
+                "latency = 42",
+                "latency = 18446744073709551615",
+                "caches.levels[2].latency",
+                "at most 1000000 cycles",
+            ),
+            (
+                "fault_cycles = 3850",
+                "fault_cycles = 18446744073709551615",
+                "cost.fault_cycles",
+                "at most 100000000 cycles",
+            ),
+            (
+                "migrate_page_kernel_ns = 765",
+                "migrate_page_kernel_ns = 18446744073709551615",
+                "cost.migrate_page_kernel_ns",
+                "at most 1000000000 ns",
+            ),
+            (
+                "read_latency_ns = 71_000",
+                "read_latency_ns = 18446744073709551615",
+                "storage.read_latency_ns",
+                "at most 1000000000 ns",
+            ),
         ];
         for (from, to, key, what) in cases {
             let (e, line) = error_of(from, to);
@@ -1788,6 +1970,30 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("key walk: missing key `pte_refs`"), "{e}");
+        // Each load is simulated: 4 billion of them hung every TLB miss.
+        let e = parse(
+            &alpha.replace("pte_refs = 1\n", "pte_refs = 4000000000\n"),
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("key walk.pte_refs: 4000000000: at most 16 loads"),
+            "{e}"
+        );
+        let e = parse(
+            &alpha.replace(
+                "handler_cycles = 23\n",
+                "handler_cycles = 18446744073709551615\n",
+            ),
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("key walk.handler_cycles: 18446744073709551615: at most 1000000 cycles"),
+            "{e}"
+        );
         let e = parse(
             &alpha.replace("pte_refs = 1\n", "pte_refs = 1\npwc_entries = [4, 4]\n"),
             "t",

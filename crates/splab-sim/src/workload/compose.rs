@@ -86,7 +86,11 @@ pub fn is_composition(text: &str) -> bool {
 /// Parses a composition.
 pub fn parse(text: &str) -> Result<Compose> {
     let chars: Vec<char> = text.chars().collect();
-    let mut p = Parser { s: &chars, i: 0 };
+    let mut p = Parser {
+        s: &chars,
+        i: 0,
+        depth: 0,
+    };
     p.skip_ws();
     let Some(c) = p.node()? else {
         p.i = chars.iter().position(|&c| c == ')').unwrap_or(0);
@@ -102,9 +106,16 @@ pub fn parse(text: &str) -> Result<Compose> {
     Ok(c)
 }
 
+/// How deep compositions may nest: far beyond any experiment (seed 000 6.5 nests two), and
+/// shallow enough for the recursion of parsing, describing and running them. Unbounded,
+/// `seq(` 5000 times overflowed the stack (an abort, not an error).
+pub const MAX_DEPTH: usize = 32;
+
 struct Parser<'a> {
     s: &'a [char],
     i: usize,
+    /// Compositions open around `i`.
+    depth: usize,
 }
 
 impl Parser<'_> {
@@ -142,6 +153,11 @@ impl Parser<'_> {
                 return Err(self.err(&format!("unknown composition '{other}' (valid: seq, par)")));
             }
         };
+        if self.depth == MAX_DEPTH {
+            self.i = start;
+            return Err(self.err(&format!("compositions nested more than {MAX_DEPTH} deep")));
+        }
+        self.depth += 1;
         self.i += 1; // '('
         let mut children: Vec<Child> = Vec::new();
         loop {
@@ -207,6 +223,7 @@ impl Parser<'_> {
                 c => return Err(self.err(&format!("unexpected '{c}'"))),
             }
         }
+        self.depth -= 1;
         Ok(Some(Compose {
             mode,
             children,
@@ -693,5 +710,22 @@ mod tests {
         assert!(m.contains("'n=3' with no workload"), "{m}");
         let m = e("gups)");
         assert!(m.contains("position"), "{m}");
+        // Nesting is bounded: 5000 levels overflowed the stack (an abort) before.
+        let nest = |n: usize| {
+            format!(
+                "{}gups:size=1M,updates=10{}",
+                "seq(".repeat(n),
+                ")".repeat(n)
+            )
+        };
+        super::super::parse(&nest(MAX_DEPTH)).unwrap();
+        let m = e(&nest(MAX_DEPTH + 1));
+        assert!(
+            m.contains("nested more than 32 deep")
+                && m.contains(&format!("position {}", 4 * MAX_DEPTH + 1)),
+            "{m}"
+        );
+        let m = e(&nest(5000));
+        assert!(m.contains("nested more than 32 deep"), "{m}");
     }
 }

@@ -177,7 +177,22 @@ fn fragment_to(e: &mut Engine, pid: crate::units::Pid, order: u8, target: u64) -
     }
     // The region: one block per free block to fragment, and one to align it.
     let len = (wanted + 1) * block;
-    let start = e.mmap(pid, MmapReq::anon(len))?;
+    // On a machine whose address space is not much larger than its memory (core2's 32 bits
+    // for 2G) the region does not fit: that is the configuration's, said as such (bad input),
+    // where it was "out of memory: mmap: no 0x80000000-byte gap left ... of pid 1" (exit 1).
+    let start = e.mmap(pid, MmapReq::anon(len)).map_err(|err| match err {
+        SimError::OutOfMemory(_) => SimError::BadInput(format!(
+            "--frag: the fragmenter maps one {} block per free block, {} in one process, and \
+             machine '{}' has a {}-bit address space, too small for it (--frag needs an \
+             address space well above the machine's memory: a 64-bit machine, or a smaller \
+             mem=)",
+            fmt_size(block),
+            fmt_size(len),
+            e.os.machine.name,
+            e.os.machine.va_bits
+        )),
+        other => other,
+    })?;
     let obj =
         e.os.proc(pid)?
             .vma_at(start)
