@@ -1965,43 +1965,34 @@ mod tests {
             )),
             "{e}"
         );
+        // alpha21264's file with its `from` line replaced by `to`: the error it gives.
         let alpha = built_in("alpha21264").unwrap();
-        let e = parse(&alpha.replace("pte_refs = 1\n", ""), "t")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("key walk: missing key `pte_refs`"), "{e}");
-        // Each load is simulated: 4 billion of them hung every TLB miss.
-        let e = parse(
-            &alpha.replace("pte_refs = 1\n", "pte_refs = 4000000000\n"),
-            "t",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains("key walk.pte_refs: 4000000000: at most 16 loads"),
-            "{e}"
-        );
-        let e = parse(
-            &alpha.replace(
-                "handler_cycles = 23\n",
-                "handler_cycles = 18446744073709551615\n",
+        let alpha_err = |from: &str, to: &str| {
+            parse(&alpha.replace(from, to), "t")
+                .unwrap_err()
+                .to_string()
+        };
+        for (to, want) in [
+            ("", "key walk: missing key `pte_refs`"),
+            // Each load is simulated: 4 billion of them hung every TLB miss.
+            (
+                "pte_refs = 4000000000\n",
+                "key walk.pte_refs: 4000000000: at most 16 loads",
             ),
-            "t",
-        )
-        .unwrap_err()
-        .to_string();
+            (
+                "pte_refs = 1\npwc_entries = [4, 4]\n",
+                "key walk.pwc_entries: only for kind = \"radix\"",
+            ),
+        ] {
+            let e = alpha_err("pte_refs = 1\n", to);
+            assert!(e.contains(want), "{e}");
+        }
+        let e = alpha_err(
+            "handler_cycles = 23\n",
+            "handler_cycles = 18446744073709551615\n",
+        );
         assert!(
             e.contains("key walk.handler_cycles: 18446744073709551615: at most 1000000 cycles"),
-            "{e}"
-        );
-        let e = parse(
-            &alpha.replace("pte_refs = 1\n", "pte_refs = 1\npwc_entries = [4, 4]\n"),
-            "t",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains("key walk.pwc_entries: only for kind = \"radix\""),
             "{e}"
         );
     }
