@@ -1123,6 +1123,74 @@ mod tests {
         })
     }
 
+    /// `check_invariants` finds each fault it looks for, names it as it should, and passes
+    /// the states just inside its bounds: one set of four ways holding three lines (then
+    /// four), under each replacement policy.
+    #[test]
+    fn check_invariants_names_each_fault_of_a_level() {
+        for r in [Replacement::Plru, Replacement::Nru, Replacement::RoundRobin] {
+            let mut c = one(4, r);
+            for line in 0..3 {
+                c.access(line);
+            }
+            c.check_invariants().unwrap();
+            let err = |d: &Caches| d.check_invariants().unwrap_err();
+            let first = c.levels[0].tags[0].0[0];
+            // A line held twice (ways 0 and 1 both valid: the count is unchanged).
+            let mut d = c.clone();
+            d.levels[0].tags[0].0[1] = first;
+            assert_eq!(err(&d), "cache L1: set 0 holds a line twice", "{r:?}");
+            // Replacement state: the last value the policy can hold passes, the next does not.
+            let bound = match r {
+                Replacement::Plru => 1 << plru_bits(4),
+                Replacement::Nru => 1 << 4,
+                Replacement::RoundRobin => 4,
+            };
+            let mut d = c.clone();
+            d.levels[0].repl[0] = bound - 1;
+            d.check_invariants().unwrap();
+            d.levels[0].repl[0] = bound;
+            assert_eq!(
+                err(&d),
+                "cache L1: set 0 has stray replacement bits",
+                "{r:?}"
+            );
+            if r == Replacement::RoundRobin {
+                // Round robin keeps no count of valid lines (its fills need none).
+                let mut d = c.clone();
+                d.levels[0].valid += 1;
+                d.check_invariants().unwrap();
+                continue;
+            }
+            let mut d = c.clone();
+            d.levels[0].valid += 1;
+            assert_eq!(err(&d), "cache L1: 3 valid lines, counted 4", "{r:?}");
+            let mut d = c.clone();
+            d.levels[0].full = true;
+            assert_eq!(
+                err(&d),
+                "cache L1: full is true with 3 of 4 lines valid",
+                "{r:?}"
+            );
+            // The counts' faults come before a set's, as the checks are ordered.
+            let mut d = c.clone();
+            d.levels[0].valid += 1;
+            d.levels[0].tags[0].0[1] = first;
+            assert_eq!(err(&d), "cache L1: 3 valid lines, counted 4", "{r:?}");
+            // The fourth line fills the set: full, and the check agrees.
+            c.access(3);
+            assert!(c.levels[0].full, "{r:?}");
+            c.check_invariants().unwrap();
+            let mut d = c.clone();
+            d.levels[0].full = false;
+            assert_eq!(
+                err(&d),
+                "cache L1: full is false with 4 of 4 lines valid",
+                "{r:?}"
+            );
+        }
+    }
+
     /// Two levels: a 2-line direct-mapped L1 and a 4-set, 2-way L2 (`replacement` `r`).
     fn l1_l2(r: Replacement, pair: bool) -> Caches {
         let mut c = Caches::new(&CachesConfig {
