@@ -1048,10 +1048,11 @@ impl Caches {
             // and the LLC is the largest array): it counts the valid ways and keeps the first
             // set-level fault, which is reported after the counts' faults, as the checks are
             // ordered.
-            let bits = match l.policy {
-                ROUND_ROBIN => 0,
-                PLRU => plru_bits(l.ways),
-                _ => l.ways,
+            // The replacement state's bits (round robin keeps a way number instead).
+            let bits = if l.policy == PLRU {
+                plru_bits(l.ways)
+            } else {
+                l.ways
             };
             let mut valid = 0u64;
             let mut fault: Option<String> = None;
@@ -1189,6 +1190,14 @@ mod tests {
                 "{r:?}"
             );
         }
+        // 32 ways of NRU: a reference bit per way fills the state's 32 bits, none is stray
+        // (and no shift by 32 is tried).
+        let mut c = one(32, Replacement::Nru);
+        for line in 0..40 {
+            c.access(line);
+        }
+        c.levels[0].repl[0] = u32::MAX;
+        c.check_invariants().unwrap();
     }
 
     /// Two levels: a 2-line direct-mapped L1 and a 4-set, 2-way L2 (`replacement` `r`).
