@@ -1166,13 +1166,14 @@ mod tests {
             let mut d = c.clone();
             d.levels[0].valid += 1;
             assert_eq!(err(&d), "cache L1: 3 valid lines, counted 4", "{r:?}");
-            let mut d = c.clone();
-            d.levels[0].full = true;
-            assert_eq!(
-                err(&d),
-                "cache L1: full is true with 3 of 4 lines valid",
-                "{r:?}"
-            );
+            // The error of `c` with its full flag set to `full`.
+            let full_err = |c: &Caches, full: bool| {
+                let mut d = c.clone();
+                d.levels[0].full = full;
+                err(&d)
+            };
+            let want = "cache L1: full is true with 3 of 4 lines valid";
+            assert_eq!(full_err(&c, true), want, "{r:?}");
             // The counts' faults come before a set's, as the checks are ordered.
             let mut d = c.clone();
             d.levels[0].valid += 1;
@@ -1182,13 +1183,8 @@ mod tests {
             c.access(3);
             assert!(c.levels[0].full, "{r:?}");
             c.check_invariants().unwrap();
-            let mut d = c.clone();
-            d.levels[0].full = false;
-            assert_eq!(
-                err(&d),
-                "cache L1: full is false with 4 of 4 lines valid",
-                "{r:?}"
-            );
+            let want = "cache L1: full is false with 4 of 4 lines valid";
+            assert_eq!(full_err(&c, false), want, "{r:?}");
         }
         // 32 ways of NRU: a reference bit per way fills the state's 32 bits, none is stray
         // (and no shift by 32 is tried).
