@@ -983,14 +983,7 @@ fn build_walk(w: &FileWalk, shifts: &[u8], va_bits: u8) -> std::result::Result<W
                 );
             }
             for (i, &e) in pwc.iter().enumerate() {
-                // Sets of up to 4 ways: up to 4 entries are one fully associative set, more must
-                // be a power-of-two number of 4-way sets (hw/walk.rs, Pwc).
-                if !pwc_size_ok(e) {
-                    return bad(
-                        format!("walk.pwc_entries[{i}]"),
-                        format!("{e}: give 0 to 4 entries, or 4 ways times a power of two, at most {MAX_TLB_ENTRIES}"),
-                    );
-                }
+                check_pwc_size(&format!("walk.pwc_entries[{i}]"), e)?;
             }
             let fixed_cycles = w.fixed_cycles.unwrap_or(0);
             if fixed_cycles > MAX_WALK_FIXED_CYCLES {
@@ -1060,9 +1053,17 @@ fn build_walk(w: &FileWalk, shifts: &[u8], va_bits: u8) -> std::result::Result<W
 
 /// A page-walk cache's entries: up to 4 are one fully associative set, more must be a
 /// power-of-two number of 4-way sets (hw/walk.rs, `Pwc`), at most `MAX_TLB_ENTRIES` (the
-/// model keeps every entry: 2^31 asked for 20G of memory).
-fn pwc_size_ok(e: u32) -> bool {
-    e <= 4 || (e.is_multiple_of(4) && (e / 4).is_power_of_two() && e <= MAX_TLB_ENTRIES)
+/// model keeps every entry: 2^31 asked for 20G of memory). The error names `path`.
+fn check_pwc_size(path: &str, e: u32) -> std::result::Result<(), Bad> {
+    if e <= 4 || (e.is_multiple_of(4) && (e / 4).is_power_of_two() && e <= MAX_TLB_ENTRIES) {
+        return Ok(());
+    }
+    bad(
+        path,
+        format!(
+            "{e}: give 0 to 4 entries, or 4 ways times a power of two, at most {MAX_TLB_ENTRIES}"
+        ),
+    )
 }
 
 /// The checks of a guest's host translation, for a file's `[nested]` table and the `nested=`
@@ -1151,23 +1152,9 @@ pub fn check_nested(
         );
     }
     for (i, &e) in n.pwc_entries.iter().enumerate() {
-        if !pwc_size_ok(e) {
-            return bad(
-                format!("pwc_entries[{i}]"),
-                format!("{e}: give 0 to 4 entries, or 4 ways times a power of two, at most {MAX_TLB_ENTRIES}"),
-            );
-        }
+        check_pwc_size(&format!("pwc_entries[{i}]"), e)?;
     }
-    if !pwc_size_ok(n.ntlb_entries) {
-        return bad(
-            "ntlb_entries",
-            format!(
-                "{}: give 0 to 4 entries, or 4 ways times a power of two, at most {MAX_TLB_ENTRIES}",
-                n.ntlb_entries
-            ),
-        );
-    }
-    Ok(())
+    check_pwc_size("ntlb_entries", n.ntlb_entries)
 }
 
 fn build_caches(c: &FileCaches) -> std::result::Result<CachesConfig, Bad> {
