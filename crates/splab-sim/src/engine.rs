@@ -417,7 +417,7 @@ impl Engine {
                 self.touched
                     .ranges
                     .append(&mut self.os.stats.around.touched);
-                let r = if self.touched.everything || self.events % FULL_CHECK_EVERY == 0 {
+                let r = if self.touched.everything || self.events.is_multiple_of(FULL_CHECK_EVERY) {
                     self.full_check()
                 } else {
                     self.os.check_touched(&self.touched, &frames)

@@ -161,7 +161,7 @@ pub fn fmt_size(bytes: u64) -> String {
         (1 << 10, "K"),
     ];
     for (unit, suffix) in UNITS {
-        if bytes >= unit && bytes % unit == 0 {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
             return format!("{}{}", bytes / unit, suffix);
         }
     }

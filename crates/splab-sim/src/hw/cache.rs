@@ -701,7 +701,7 @@ fn masks<const W: usize>(s: &[u32], tag: u32) -> u32 {
         return masks_sse2_4(s, tag);
     }
     #[cfg(target_arch = "x86_64")]
-    if W % 4 == 0 {
+    if W.is_multiple_of(4) {
         return masks_sse2::<W>(s, tag);
     }
     let s: &[u32; W] = s.try_into().expect("cache set of W ways");

@@ -777,7 +777,7 @@ impl Core {
             if rem == 0 {
                 break;
             }
-            if t[i] % w > 0 {
+            if !t[i].is_multiple_of(w) {
                 parts[i] += 1;
                 rem -= 1;
             }
@@ -1483,7 +1483,7 @@ mod tests {
         }
         // Stores are bounded by the fill buffers only: 20 cycles each.
         let t = c.cycles();
-        assert!(t >= 100 * 19 && t <= 100 * 21 + 200, "{t}");
+        assert!((100 * 19..=100 * 21 + 200).contains(&t), "{t}");
         c.serial(1000, cause::FAULT);
         let b = c.breakdown();
         assert_eq!(b.fault, 1000);

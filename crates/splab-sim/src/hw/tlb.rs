@@ -253,7 +253,10 @@ const SIZE_SHIFT: u32 = 2;
 /// `size`.
 #[inline(always)]
 fn flags_of(t: &Translation, size: usize) -> u8 {
-    VALID | (t.writable as u8) * WRITABLE | (t.dirty as u8) * DIRTY | (size as u8) << SIZE_SHIFT
+    VALID
+        | ((t.writable as u8) * WRITABLE)
+        | ((t.dirty as u8) * DIRTY)
+        | ((size as u8) << SIZE_SHIFT)
 }
 
 /// A 16-bit digest of a tag, kept per way so that one vector compare finds the candidate ways:
@@ -439,7 +442,9 @@ impl Small {
         let s = &mut self.sets[set];
         s.g[(w >> 2) & 3][4 + (w & 3)] = t.pfn.0;
         let f = &mut s.flags[w & 15];
-        *f = (*f & !(WRITABLE | DIRTY)) | (t.writable as u8) * WRITABLE | (t.dirty as u8) * DIRTY;
+        *f = (*f & !(WRITABLE | DIRTY))
+            | ((t.writable as u8) * WRITABLE)
+            | ((t.dirty as u8) * DIRTY);
     }
 
     /// Index in the array's sizes of valid way `w`'s size class.

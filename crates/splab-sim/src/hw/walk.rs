@@ -203,11 +203,7 @@ fn promote(perm: u16, w: usize) -> u16 {
 impl Pwc {
     fn new(entries: u32) -> Pwc {
         let ways = (entries as usize).clamp(0, 4);
-        let sets = if ways == 0 {
-            1
-        } else {
-            (entries as usize / ways).max(1)
-        };
+        let sets = (entries as usize).checked_div(ways).map_or(1, |s| s.max(1));
         assert!(
             sets.is_power_of_two(),
             "page-walk cache of {entries} entries: sets must be a power of two"

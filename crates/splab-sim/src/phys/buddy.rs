@@ -43,6 +43,7 @@
 //!   `expand(.., start_migratetype)`);
 //! - `__free_one_page`: a freed block goes on the lists of its pageblock's migratetype
 //!   (`get_pfnblock_migratetype`), which the pageblock keeps while free.
+//!
 //! Not modelled: MIGRATE_RESERVE (Linux 4.3 had it; 4.4 removed it), MIGRATE_HIGHATOMIC
 //! (4.4+), CMA, isolation, per-CPU lists, ALLOC_NOFRAGMENT (5.0+, other zones first), and
 //! 4.13's `steal_suitable_fallback` counting movable pages in the pageblock (4.12+; 4.3 counts
@@ -114,7 +115,7 @@ impl Buddy {
             "Buddy::new: {frames} frames do not fit 32-bit frame numbers"
         );
         assert!(
-            frames % (1 << max_order) == 0,
+            frames.is_multiple_of(1 << max_order),
             "Buddy::new: frames not a multiple of the largest block"
         );
         let n = frames as usize;

@@ -534,7 +534,7 @@ impl Os {
 
     fn check_range(&self, what: &str, addr: u64, len: u64) -> Result<(u64, u64)> {
         let bs = self.machine.base_size();
-        if addr % bs != 0 {
+        if !addr.is_multiple_of(bs) {
             return Err(SimError::InvalidEvent(format!(
                 "{what}: address {addr:#x} is not aligned to the {bs}-byte base page"
             )));
@@ -591,7 +591,7 @@ impl Os {
             return Err(SimError::InvalidEvent("mmap: zero length".into()));
         }
         let len = req.len.div_ceil(bs) * bs;
-        if req.flags.has(MapFlags::FILE) && req.offset % bs != 0 {
+        if req.flags.has(MapFlags::FILE) && !req.offset.is_multiple_of(bs) {
             return Err(SimError::InvalidEvent(format!(
                 "mmap: file offset {:#x} is not page aligned",
                 req.offset
@@ -1123,8 +1123,8 @@ impl Os {
                 *v += p.pmap.counts[c] << bs;
             }
         }
-        for c in 0..n {
-            self.stats.mapped_peak[c] = self.stats.mapped_peak[c].max(now[c]);
+        for (peak, &v) in self.stats.mapped_peak.iter_mut().zip(&now) {
+            *peak = (*peak).max(v);
         }
         let sp: u64 = now[1..].iter().sum();
         self.stats.superpage_peak_bytes = self.stats.superpage_peak_bytes.max(sp);

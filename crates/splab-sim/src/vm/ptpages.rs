@@ -203,9 +203,10 @@ impl Os {
             return path;
         };
         let va = vpn << self.base_shift();
-        for lvl in 0..self.machine.walk.level_shifts().len().min(4) {
+        let levels = self.machine.walk.level_shifts().len().min(4);
+        for (lvl, slot) in path.iter_mut().enumerate().take(levels) {
             match p.pt.tables.get(&(lvl as u8, self.pt_index(lvl, va))) {
-                Some(&(pfn, _)) => path[lvl] = pfn.0,
+                Some(&(pfn, _)) => *slot = pfn.0,
                 None => break,
             }
         }
@@ -229,17 +230,17 @@ impl Os {
                 let vpn = key << super::pmap::CHUNK_SHIFT;
                 let va = vpn << bs;
                 let path = p.pmap.path(vpn);
-                for lvl in 0..levels {
+                for (lvl, &at) in path.iter().enumerate().take(levels) {
                     let tkey = (lvl as u8, self.pt_index(lvl, va));
                     let Some(&(pfn, _)) = p.pt.tables.get(&tkey) else {
                         return Err(format!(
                             "page tables: pid {pid} chunk {key:#x} has no level-{lvl} table"
                         ));
                     };
-                    if path[lvl] != pfn.0 {
+                    if at != pfn.0 {
                         return Err(format!(
                             "page tables: pid {pid} chunk {key:#x} names frame {} at level {lvl}, the table is {}",
-                            path[lvl], pfn.0
+                            at, pfn.0
                         ));
                     }
                     if lvl + 1 == levels {

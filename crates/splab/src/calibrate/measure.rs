@@ -222,7 +222,7 @@ fn amd_l2_array(code: u32, entries: u32) -> Option<TlbArray> {
         0xf => entries,
         _ => return None,
     };
-    (entries > 0 && entries % ways == 0).then_some(TlbArray { entries, ways })
+    (entries > 0 && entries.is_multiple_of(ways)).then_some(TlbArray { entries, ways })
 }
 
 /// Decodes the data-TLB fields of Fn8000_0005 (EAX: 2MB/4MB pages, EBX: 4KB pages; bits 31:24
@@ -857,8 +857,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
             let below = curve
                 .iter()
                 .map(|(f, _)| *f)
-                .filter(|&f| f < lo && f >= from)
-                .last();
+                .rfind(|&f| f < lo && f >= from);
             let above = curve.iter().map(|(f, _)| *f).find(|&f| f > fb);
             match (below, above) {
                 (Some(b), _) if fine[0].1 > half => {
@@ -4209,8 +4208,6 @@ mod tests {
         assert_eq!(lifetime_crossing(&[], 82.5), None);
     }
 
-    /// Intel's files fill L2's pair lines, other vendors' do not.
-
     /// Only L1 is counted against the add chains; L2 (core-clocked too) is its ns at the file's
     /// clock, as the last level's: counted in the rounds' own cycles it read 14-15 where
     /// validate's row measured 16.4-18.2 at `freq_hz`.
@@ -4272,6 +4269,8 @@ mod tests {
     }
 
     #[test]
+    // A measured age of 3.14 ms, not an approximation of pi.
+    #[allow(clippy::approx_constant)]
     fn the_lifetime_curve_is_the_fits_share_of_the_way_to_dram_from_its_own_base() {
         // The 2026-11-27 20:04 run's curve (ms, cycles at 1 cycle a ns): DRAM 470, as one pass
         // read at its own ages (one pass: no spread, so three decimals); the LLC latency
@@ -4308,14 +4307,24 @@ mod tests {
         // Between its points a pass is read linearly, beyond them flat: half way from 4.32 ms
         // (158) to 6.58 ms (253) is 205.5 = 0.353; before the first, the first's value; after
         // the last, the last's.
-        let g = fixed_age_curve(&[c.clone()], &[0.1e6, 5.45e6, 40e6], 0.1e6, 470.0);
+        let g = fixed_age_curve(
+            std::slice::from_ref(&c),
+            &[0.1e6, 5.45e6, 40e6],
+            0.1e6,
+            470.0,
+        );
         assert_eq!(
             g.iter().map(|p| p.share).collect::<Vec<_>>(),
             [0.0, 0.353, 1.0]
         );
         // The base is read at the chase's age: at 4.32 ms it is 158, every younger age reads
         // 0, and 6.58 ms (253) reads 95 / 312 = 0.304.
-        let h = fixed_age_curve(&[c.clone()], &[2.04e6, 4.32e6, 6.58e6], 4.32e6, 470.0);
+        let h = fixed_age_curve(
+            std::slice::from_ref(&c),
+            &[2.04e6, 4.32e6, 6.58e6],
+            4.32e6,
+            470.0,
+        );
         assert_eq!(
             h.iter().map(|p| p.share).collect::<Vec<_>>(),
             [0.0, 0.0, 0.304]
