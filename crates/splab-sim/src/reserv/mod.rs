@@ -872,6 +872,33 @@ mod tests {
         assert_eq!(rs.of_frame(Pfn(64)), None);
         rs.check_invariants().unwrap();
     }
+
+    /// seed 000 4.8: "fully populated extents are not reinserted into the reservation lists":
+    /// the last page of a 64K reservation takes it off the 8K list, and it stays reserved.
+    #[test]
+    fn a_fully_populated_reservation_leaves_its_list() {
+        let mut rs = alpha();
+        let a = rs.create(ObjId(1), 8, Pfn(8), 1);
+        for k in 8..15 {
+            assert!(!rs.populate(a, k), "page {k} of 8..16: not full yet");
+            assert!(!rs.get(a).full());
+        }
+        assert_eq!((rs.get(a).list, rs.head(0)), (0, Some(a)));
+        assert!(rs.populate(a, 15), "the eighth page fills it");
+        assert!(rs.get(a).full());
+        assert_eq!((rs.get(a).list, rs.head(0)), (NO_LIST, None));
+        assert_eq!(
+            (rs.stats.fully_populated, rs.of_frame(Pfn(12))),
+            (1, Some(a))
+        );
+        assert_eq!(rs.unpopulated_frames, 0);
+        rs.check_invariants().unwrap();
+        // A free makes it partial again: back on the 8K list.
+        assert_eq!(rs.depopulate(a, 9), None);
+        assert!(!rs.get(a).full());
+        assert_eq!(rs.head(0), Some(a));
+        rs.check_invariants().unwrap();
+    }
 }
 
 #[cfg(test)]
