@@ -899,6 +899,34 @@ mod tests {
         assert_eq!(rs.head(0), Some(a));
         rs.check_invariants().unwrap();
     }
+
+    /// seed 000 4.8: a preempted reservation's partially populated piece goes to the head of its
+    /// list, ahead of the run sorted by allocation time, even on an empty list and with the
+    /// piece's real time of last allocation; a reservation emptied by frees is counted broken.
+    #[test]
+    fn a_piece_at_the_head_of_an_empty_list_stays_before_the_sorted_run() {
+        let mut rs = alpha();
+        let r = rs.create(ObjId(1), 0, Pfn(0), 2);
+        rs.populate(r, 3);
+        rs.populate(r, 9);
+        let split = rs.split(r, 1);
+        assert_eq!(split.last, 2);
+        let mut kept = vec![];
+        for piece in split.pieces.into_iter().filter(|p| p.popcnt > 0) {
+            kept.push(rs.adopt(ObjId(1), piece, split.last));
+            rs.check_invariants().unwrap();
+        }
+        assert_eq!(rs.list(0), vec![kept[1], kept[0]], "each at the head");
+        // A reservation allocated since goes behind them.
+        let b = rs.create(ObjId(2), 0, Pfn(64), 1);
+        rs.populate(b, 0);
+        assert_eq!(rs.list(0), vec![kept[1], kept[0], b]);
+        rs.check_invariants().unwrap();
+        assert_eq!(rs.stats.broken, 0);
+        assert_eq!(rs.depopulate(b, 0), Some((Pfn(64), 3)));
+        assert_eq!(rs.stats.broken, 1);
+        rs.check_invariants().unwrap();
+    }
 }
 
 #[cfg(test)]
