@@ -996,7 +996,8 @@ mod bound_tests {
             Some(a),
             "older than the whole list: preempted first"
         );
-        assert!(s <= 8, "{s} steps for one free");
+        // Exactly: two size classes below 512K (one word each), unlink and link.
+        assert_eq!(s, 2 + 2, "{s} steps for one free");
         rs.check_invariants().unwrap();
     }
 
@@ -1045,7 +1046,8 @@ mod bound_tests {
         let ids: Vec<u32> = (0..64)
             .map(|k| {
                 let (id, s) = steps(&mut rs, |rs| rs.create(ObjId(k), 0, Pfn(512 * k as u64), 3));
-                assert!(s <= 1 + 8 + 1, "create: {s} steps");
+                // Exactly: one step and the 8 bitmap words cleared.
+                assert_eq!(s, 1 + 8, "create: {s} steps");
                 rs.populate(id, 0);
                 id
             })
@@ -1054,7 +1056,7 @@ mod bound_tests {
         assert_eq!(rs.list(2).last(), Some(&ids[0]));
         // Three size classes below 4M (the 512K one scans its 64-page piece: 1 word), unlink
         // and link.
-        assert!(s <= 3 + 2, "populate: {s} steps");
+        assert_eq!(s, 3 + 2, "populate: {s} steps");
         rs.check_invariants().unwrap();
     }
 
@@ -1068,7 +1070,8 @@ mod bound_tests {
             rs.populate(a, i);
         }
         let (split, s) = steps(&mut rs, |rs| rs.split(a, 2));
-        assert!(s <= 1 + 1 + 8 * 2, "split: {s} steps");
+        // Exactly: unlink, destroy, and per piece one step and its word.
+        assert_eq!(s, 1 + 1 + 8 * 2, "split: {s} steps");
         assert_eq!(split.pieces.len(), 8);
         for p in &split.pieces {
             assert_eq!(
@@ -1079,7 +1082,8 @@ mod bound_tests {
         for p in split.pieces {
             let (_, s) = steps(&mut rs, |rs| rs.adopt(ObjId(1), p, 0));
             // create (1 + 1 word + slot), 2 classes x 1 word, link.
-            assert!(s <= 3 + 2 + 1, "adopt: {s} steps");
+            // Exactly: create (1 + 1 word), 2 classes x 1 word, link (no unlink: on no list).
+            assert_eq!(s, 2 + 2 + 1, "adopt: {s} steps");
         }
         rs.check_invariants().unwrap();
     }
@@ -1095,7 +1099,7 @@ mod bound_tests {
         let r = rs.take(a);
         let (runs, s) = steps(&mut rs, |rs| rs.unpopulated_runs(&r));
         assert_eq!(runs, vec![(2, 61), (65, 135), (201, 310)]);
-        assert!(s <= 8 + 3, "{s} steps");
+        assert_eq!(s, 8 + 3, "{s} steps");
         let mut rs = Reservs::new(ListScheme::MultiList, &[0, 3], 8);
         let b = rs.create(ObjId(1), 0, Pfn(0), 1);
         rs.populate(b, 3);
