@@ -921,6 +921,10 @@ mod tests {
         let b = rs.create(ObjId(2), 0, Pfn(64), 1);
         rs.populate(b, 0);
         assert_eq!(rs.list(0), vec![kept[1], kept[0], b]);
+        assert_eq!(
+            rs.stats.created, 2,
+            "r and b: the pieces are not new reservations"
+        );
         rs.check_invariants().unwrap();
         assert_eq!(rs.stats.broken, 0);
         assert_eq!(rs.depopulate(b, 0), Some((Pfn(64), 3)));
@@ -1085,6 +1089,26 @@ mod bound_tests {
             // Exactly: create (1 + 1 word), 2 classes x 1 word, link (no unlink: on no list).
             assert_eq!(s, 2 + 2 + 1, "adopt: {s} steps");
         }
+        rs.check_invariants().unwrap();
+    }
+
+    /// Adopting a piece of 8 bitmap words counts the free extents of its 3 smaller classes from
+    /// its words: 3 x 8 steps, with create's 1 + 8 and the link.
+    #[test]
+    fn adopting_a_multiword_piece_is_counted_per_class_and_word() {
+        let mut rs = Reservs::new(ListScheme::MultiList, &[0, 3, 6, 9, 12], 4096);
+        let a = rs.create(ObjId(1), 0, Pfn(0), 4);
+        rs.populate(a, 600);
+        let split = rs.split(a, 3);
+        let piece = split.pieces.into_iter().find(|p| p.popcnt > 0).unwrap();
+        assert_eq!((piece.cbase, piece.bits.len()), (512, 8));
+        let (id, s) = steps(&mut rs, |rs| rs.adopt(ObjId(1), piece, split.last));
+        assert_eq!(s, (1 + 8) + 3 * 8 + 1, "adopt: {s} steps");
+        assert_eq!(
+            rs.get(id).list,
+            2,
+            "a 4M piece with one page yields 512K extents"
+        );
         rs.check_invariants().unwrap();
     }
 
