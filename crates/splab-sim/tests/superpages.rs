@@ -301,6 +301,24 @@ fn preferred_size_of_the_heap_is_capped_by_its_size() {
     );
 }
 
+/// seed 000 4.2: a growable object's reservation may pass its end, a fixed one's may not. Both
+/// 768KB (96 pages), a fault at 576KB, in the 512KB region that ends at 1MB: the heap (size 96
+/// pages >= 64) reserves 512KB, the fixed mapping the 64KB region that ends at 640KB.
+#[test]
+fn preferred_size_passes_the_end_of_a_growable_object_only() {
+    let (mut e, pid) = engine("alpha21264", "navarro");
+    let start = e.current_brk(pid).unwrap();
+    assert_eq!(start % (512 * K), 0, "the heap starts at a 512KB boundary");
+    e.brk(pid, start + 768 * K).unwrap();
+    touch(&mut e, pid, start + 576 * K, AccessKind::Write);
+    assert_eq!(resv_at(&e, pid, start + 576 * K).map(|r| r.0), Some(2));
+    let a = map(&mut e, pid, 768 * K);
+    assert_eq!(a % (512 * K), 0);
+    touch(&mut e, pid, a + 576 * K, AccessKind::Write);
+    assert_eq!(resv_at(&e, pid, a + 576 * K).map(|r| r.0), Some(1));
+    assert_eq!(e.os.reserv.as_ref().unwrap().stats.created, 2);
+}
+
 /// seed 000 4.6: changing the protection of one page of a 4MB superpage demotes incrementally:
 /// 4M -> 512K, the 512K containing the page -> 64K, that 64K -> base pages. The rest stays.
 #[test]
