@@ -396,6 +396,28 @@ fn freebsd_promotes_clean_runs_read_only() {
     assert!(pte.prot().writable() && pte.dirty());
 }
 
+/// FreeBSD vm_reserv_alloc_page: an anonymous object may grow, so a fault in a 1MB anonymous
+/// mapping gets a 2MB reservation past its end, where seed 000 4.2 gives a fixed object none.
+#[test]
+fn freebsd_reserves_past_the_end_of_an_anonymous_object() {
+    for (policy, class) in [("freebsd", Some(1)), ("navarro", None)] {
+        let (mut e, pid) = engine("skylake:mem=1G", policy);
+        // A 1MB mapping at a 2MB boundary: where a 2MB mapping goes, unmapped and remapped.
+        let a = map(&mut e, pid, 2 * M);
+        assert_eq!(a % (2 * M), 0);
+        e.munmap(pid, a, 2 * M).unwrap();
+        let mut req = common::anon(M);
+        req.addr = a;
+        req.flags = MapFlags::ANON.with(MapFlags::FIXED);
+        assert_eq!(e.mmap(pid, req).unwrap(), a);
+        touch(&mut e, pid, a + 8 * K, AccessKind::Write);
+        let pfn = common::pfn_of(&e, pid, a + 8 * K).unwrap();
+        let rs = e.os.reserv.as_ref().unwrap();
+        let got = rs.of_frame(pfn).map(|id| rs.get(id).class);
+        assert_eq!(got, class, "{policy}");
+    }
+}
+
 /// FreeBSD: when not even a base page is free, the head of partpopq is broken
 /// (vm_reserv_reclaim_inactive) and its unused frames serve the allocation.
 #[test]
