@@ -830,6 +830,15 @@ mod tests {
         Reservs::new(ListScheme::MultiList, &[0, 3, 6, 9], 4096)
     }
 
+    /// seed 000 4.8: one list per page size but the largest (8K, 64K, 512K on the Alpha);
+    /// FreeBSD one queue.
+    #[test]
+    fn one_list_per_size_but_the_largest() {
+        assert_eq!(alpha().lists(), 3);
+        let q = Reservs::new(ListScheme::Partpopq, &[0, 3, 6, 9], 4096);
+        assert_eq!(q.lists(), 1);
+    }
+
     #[test]
     fn lists_follow_the_largest_free_extent() {
         let mut rs = alpha();
