@@ -301,6 +301,24 @@ fn preferred_size_of_the_heap_is_capped_by_its_size() {
     );
 }
 
+/// seed 000 4.2: a growable object's reservation may pass its end, a fixed one's may not. Both
+/// 768KB (96 pages), a fault at 576KB, in the 512KB region that ends at 1MB: the heap (size 96
+/// pages >= 64) reserves 512KB, the fixed mapping the 64KB region that ends at 640KB.
+#[test]
+fn preferred_size_passes_the_end_of_a_growable_object_only() {
+    let (mut e, pid) = engine("alpha21264", "navarro");
+    let start = e.current_brk(pid).unwrap();
+    assert_eq!(start % (512 * K), 0, "the heap starts at a 512KB boundary");
+    e.brk(pid, start + 768 * K).unwrap();
+    touch(&mut e, pid, start + 576 * K, AccessKind::Write);
+    assert_eq!(resv_at(&e, pid, start + 576 * K).map(|r| r.0), Some(2));
+    let a = map(&mut e, pid, 768 * K);
+    assert_eq!(a % (512 * K), 0);
+    touch(&mut e, pid, a + 576 * K, AccessKind::Write);
+    assert_eq!(resv_at(&e, pid, a + 576 * K).map(|r| r.0), Some(1));
+    assert_eq!(e.os.reserv.as_ref().unwrap().stats.created, 2);
+}
+
 /// seed 000 4.6: changing the protection of one page of a 4MB superpage demotes incrementally:
 /// 4M -> 512K, the 512K containing the page -> 64K, that 64K -> base pages. The rest stays.
 #[test]
@@ -376,6 +394,28 @@ fn freebsd_promotes_clean_runs_read_only() {
     assert_eq!(e.os.stats.demotions[1], 1);
     let pte = e.os.proc(pid).unwrap().pmap.lookup((a >> 12) + 1).unwrap();
     assert!(pte.prot().writable() && pte.dirty());
+}
+
+/// FreeBSD vm_reserv_alloc_page: an anonymous object may grow, so a fault in a 1MB anonymous
+/// mapping gets a 2MB reservation past its end, where seed 000 4.2 gives a fixed object none.
+#[test]
+fn freebsd_reserves_past_the_end_of_an_anonymous_object() {
+    for (policy, class) in [("freebsd", Some(1)), ("navarro", None)] {
+        let (mut e, pid) = engine("skylake:mem=1G", policy);
+        // A 1MB mapping at a 2MB boundary: where a 2MB mapping goes, unmapped and remapped.
+        let a = map(&mut e, pid, 2 * M);
+        assert_eq!(a % (2 * M), 0);
+        e.munmap(pid, a, 2 * M).unwrap();
+        let mut req = common::anon(M);
+        req.addr = a;
+        req.flags = MapFlags::ANON.with(MapFlags::FIXED);
+        assert_eq!(e.mmap(pid, req).unwrap(), a);
+        touch(&mut e, pid, a + 8 * K, AccessKind::Write);
+        let pfn = common::pfn_of(&e, pid, a + 8 * K).unwrap();
+        let rs = e.os.reserv.as_ref().unwrap();
+        let got = rs.of_frame(pfn).map(|id| rs.get(id).class);
+        assert_eq!(got, class, "{policy}");
+    }
 }
 
 /// FreeBSD: when not even a base page is free, the head of partpopq is broken

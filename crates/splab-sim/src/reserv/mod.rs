@@ -830,6 +830,15 @@ mod tests {
         Reservs::new(ListScheme::MultiList, &[0, 3, 6, 9], 4096)
     }
 
+    /// seed 000 4.8: one list per page size but the largest (8K, 64K, 512K on the Alpha);
+    /// FreeBSD one queue.
+    #[test]
+    fn one_list_per_size_but_the_largest() {
+        assert_eq!(alpha().lists(), 3);
+        let q = Reservs::new(ListScheme::Partpopq, &[0, 3, 6, 9], 4096);
+        assert_eq!(q.lists(), 1);
+    }
+
     #[test]
     fn lists_follow_the_largest_free_extent() {
         let mut rs = alpha();
@@ -870,6 +879,65 @@ mod tests {
         assert_eq!(rs.depopulate(a, 70), Some((Pfn(64), 6)));
         assert_eq!(rs.ids().count(), 0);
         assert_eq!(rs.of_frame(Pfn(64)), None);
+        rs.check_invariants().unwrap();
+    }
+
+    /// seed 000 4.8: "fully populated extents are not reinserted into the reservation lists":
+    /// the last page of a 64K reservation takes it off the 8K list, and it stays reserved.
+    #[test]
+    fn a_fully_populated_reservation_leaves_its_list() {
+        let mut rs = alpha();
+        let a = rs.create(ObjId(1), 8, Pfn(8), 1);
+        for k in 8..15 {
+            assert!(!rs.populate(a, k), "page {k} of 8..16: not full yet");
+            assert!(!rs.get(a).full());
+        }
+        assert_eq!((rs.get(a).list, rs.head(0)), (0, Some(a)));
+        assert!(rs.populate(a, 15), "the eighth page fills it");
+        assert!(rs.get(a).full());
+        assert_eq!((rs.get(a).list, rs.head(0)), (NO_LIST, None));
+        assert_eq!(
+            (rs.stats.fully_populated, rs.of_frame(Pfn(12))),
+            (1, Some(a))
+        );
+        assert_eq!(rs.unpopulated_frames, 0);
+        rs.check_invariants().unwrap();
+        // A free makes it partial again: back on the 8K list.
+        assert_eq!(rs.depopulate(a, 9), None);
+        assert!(!rs.get(a).full());
+        assert_eq!(rs.head(0), Some(a));
+        rs.check_invariants().unwrap();
+    }
+
+    /// seed 000 4.8: a preempted reservation's partially populated piece goes to the head of its
+    /// list, ahead of the run sorted by allocation time, even on an empty list and with the
+    /// piece's real time of last allocation; a reservation emptied by frees is counted broken.
+    #[test]
+    fn a_piece_at_the_head_of_an_empty_list_stays_before_the_sorted_run() {
+        let mut rs = alpha();
+        let r = rs.create(ObjId(1), 0, Pfn(0), 2);
+        rs.populate(r, 3);
+        rs.populate(r, 9);
+        let split = rs.split(r, 1);
+        assert_eq!(split.last, 2);
+        let mut kept = vec![];
+        for piece in split.pieces.into_iter().filter(|p| p.popcnt > 0) {
+            kept.push(rs.adopt(ObjId(1), piece, split.last));
+            rs.check_invariants().unwrap();
+        }
+        assert_eq!(rs.list(0), vec![kept[1], kept[0]], "each at the head");
+        // A reservation allocated since goes behind them.
+        let b = rs.create(ObjId(2), 0, Pfn(64), 1);
+        rs.populate(b, 0);
+        assert_eq!(rs.list(0), vec![kept[1], kept[0], b]);
+        assert_eq!(
+            rs.stats.created, 2,
+            "r and b: the pieces are not new reservations"
+        );
+        rs.check_invariants().unwrap();
+        assert_eq!(rs.stats.broken, 0);
+        assert_eq!(rs.depopulate(b, 0), Some((Pfn(64), 3)));
+        assert_eq!(rs.stats.broken, 1);
         rs.check_invariants().unwrap();
     }
 }
@@ -941,7 +1009,8 @@ mod bound_tests {
             Some(a),
             "older than the whole list: preempted first"
         );
-        assert!(s <= 8, "{s} steps for one free");
+        // Exactly: two size classes below 512K (one word each), unlink and link.
+        assert_eq!(s, 2 + 2, "{s} steps for one free");
         rs.check_invariants().unwrap();
     }
 
@@ -990,7 +1059,8 @@ mod bound_tests {
         let ids: Vec<u32> = (0..64)
             .map(|k| {
                 let (id, s) = steps(&mut rs, |rs| rs.create(ObjId(k), 0, Pfn(512 * k as u64), 3));
-                assert!(s <= 1 + 8 + 1, "create: {s} steps");
+                // Exactly: one step and the 8 bitmap words cleared.
+                assert_eq!(s, 1 + 8, "create: {s} steps");
                 rs.populate(id, 0);
                 id
             })
@@ -999,7 +1069,7 @@ mod bound_tests {
         assert_eq!(rs.list(2).last(), Some(&ids[0]));
         // Three size classes below 4M (the 512K one scans its 64-page piece: 1 word), unlink
         // and link.
-        assert!(s <= 3 + 2, "populate: {s} steps");
+        assert_eq!(s, 3 + 2, "populate: {s} steps");
         rs.check_invariants().unwrap();
     }
 
@@ -1013,7 +1083,8 @@ mod bound_tests {
             rs.populate(a, i);
         }
         let (split, s) = steps(&mut rs, |rs| rs.split(a, 2));
-        assert!(s <= 1 + 1 + 8 * 2, "split: {s} steps");
+        // Exactly: unlink, destroy, and per piece one step and its word.
+        assert_eq!(s, 1 + 1 + 8 * 2, "split: {s} steps");
         assert_eq!(split.pieces.len(), 8);
         for p in &split.pieces {
             assert_eq!(
@@ -1024,8 +1095,29 @@ mod bound_tests {
         for p in split.pieces {
             let (_, s) = steps(&mut rs, |rs| rs.adopt(ObjId(1), p, 0));
             // create (1 + 1 word + slot), 2 classes x 1 word, link.
-            assert!(s <= 3 + 2 + 1, "adopt: {s} steps");
+            // Exactly: create (1 + 1 word), 2 classes x 1 word, link (no unlink: on no list).
+            assert_eq!(s, 2 + 2 + 1, "adopt: {s} steps");
         }
+        rs.check_invariants().unwrap();
+    }
+
+    /// Adopting a piece of 8 bitmap words counts the free extents of its 3 smaller classes from
+    /// its words: 3 x 8 steps, with create's 1 + 8 and the link.
+    #[test]
+    fn adopting_a_multiword_piece_is_counted_per_class_and_word() {
+        let mut rs = Reservs::new(ListScheme::MultiList, &[0, 3, 6, 9, 12], 4096);
+        let a = rs.create(ObjId(1), 0, Pfn(0), 4);
+        rs.populate(a, 600);
+        let split = rs.split(a, 3);
+        let piece = split.pieces.into_iter().find(|p| p.popcnt > 0).unwrap();
+        assert_eq!((piece.cbase, piece.bits.len()), (512, 8));
+        let (id, s) = steps(&mut rs, |rs| rs.adopt(ObjId(1), piece, split.last));
+        assert_eq!(s, (1 + 8) + 3 * 8 + 1, "adopt: {s} steps");
+        assert_eq!(
+            rs.get(id).list,
+            2,
+            "a 4M piece with one page yields 512K extents"
+        );
         rs.check_invariants().unwrap();
     }
 
@@ -1040,7 +1132,7 @@ mod bound_tests {
         let r = rs.take(a);
         let (runs, s) = steps(&mut rs, |rs| rs.unpopulated_runs(&r));
         assert_eq!(runs, vec![(2, 61), (65, 135), (201, 310)]);
-        assert!(s <= 8 + 3, "{s} steps");
+        assert_eq!(s, 8 + 3, "{s} steps");
         let mut rs = Reservs::new(ListScheme::MultiList, &[0, 3], 8);
         let b = rs.create(ObjId(1), 0, Pfn(0), 1);
         rs.populate(b, 3);

@@ -260,4 +260,145 @@ mod tests {
         m.set_resv(2, 0, NO_RESV);
         m.check(&[]).unwrap();
     }
+
+    fn node_of(m: &PopMap, c: usize, cindex: u64) -> (u32, u32, u32) {
+        let n = m.node(c, cindex).expect("node");
+        (n.somepop, n.fullpop, n.resv)
+    }
+
+    /// seed 000 4.9: a level is updated only when the one below changes state (somepop 0 -> 1,
+    /// or fullpop reaches the ratio); the levels counted are what the bookkeeping is charged.
+    #[test]
+    fn populate_counts_the_levels_it_updates() {
+        let mut m = PopMap::new(&[0, 3, 6]);
+        // First page of an empty map: level 1 goes 0 -> 1 page, so level 2 goes 0 -> 1 child.
+        assert_eq!(m.populate(9), 2);
+        assert_eq!(node_of(&m, 1, 9), (1, 1, NO_RESV));
+        assert_eq!(node_of(&m, 2, 9), (1, 0, NO_RESV));
+        // A second page of the same 64K region: no transition, level 1 only.
+        assert_eq!(m.populate(10), 1);
+        assert_eq!(node_of(&m, 1, 9), (2, 2, NO_RESV));
+        for p in [8, 11, 12, 13, 14] {
+            assert_eq!(m.populate(p), 1);
+        }
+        // The last page fills the region: level 2 counts one full child.
+        assert_eq!(m.populate(15), 2);
+        assert!(m.full(1, 8) && !m.full(2, 8) && !m.full(1, 0));
+        assert_eq!(node_of(&m, 1, 15), (8, 8, NO_RESV));
+        assert_eq!(node_of(&m, 2, 15), (1, 1, NO_RESV));
+        // The other seven 64K regions filled: the 512K region is full (ratio 8, not 512).
+        for p in (0..64).filter(|p| !(8..16).contains(p)) {
+            m.populate(p);
+        }
+        assert!(m.full(2, 63) && m.full(1, 0));
+        assert_eq!(node_of(&m, 2, 0), (8, 8, NO_RESV));
+        assert!(m.empty(2, 64) && !m.full(2, 64) && m.node(1, 64).is_none());
+        // Region indices of a higher page: 100 is 64K region 12, 512K region 1.
+        assert_eq!(m.populate(100), 2);
+        assert_eq!(m.levels[1].get(&12).map(|n| n.somepop), Some(1));
+        assert_eq!(m.levels[2].get(&1).map(|n| n.somepop), Some(1));
+        assert!(!m.empty(1, 96) && m.empty(1, 104) && !m.empty(2, 127));
+        m.check(&(0..64).chain([100]).collect::<Vec<_>>()).unwrap();
+    }
+
+    /// seed 000 4.9: depopulation undoes the same transitions: a level below that leaves full or
+    /// becomes empty changes the level above, and a node with nothing populated and no
+    /// reservation is dropped.
+    #[test]
+    fn depopulate_counts_the_levels_it_updates() {
+        let mut m = PopMap::new(&[0, 3, 6]);
+        for p in 0..16 {
+            m.populate(p);
+        }
+        // Page 3 leaves a full 64K region: level 2 loses a full child, keeps a populated one.
+        assert_eq!(m.depopulate(3), 2);
+        assert_eq!(node_of(&m, 1, 0), (7, 7, NO_RESV));
+        assert_eq!(node_of(&m, 2, 0), (2, 1, NO_RESV));
+        // Another page of it: no transition.
+        assert_eq!(m.depopulate(4), 1);
+        assert_eq!(node_of(&m, 1, 0), (6, 6, NO_RESV));
+        assert_eq!(node_of(&m, 2, 0), (2, 1, NO_RESV));
+        // Region 0 emptied: its node goes, level 2 loses a populated child.
+        for p in [0, 1, 2, 5, 6] {
+            assert_eq!(m.depopulate(p), 1);
+        }
+        assert_eq!(m.depopulate(7), 2);
+        assert!(m.node(1, 0).is_none() && m.empty(1, 0));
+        assert_eq!(node_of(&m, 2, 0), (1, 1, NO_RESV));
+        m.check(&(8..16).collect::<Vec<_>>()).unwrap();
+        // Page 15 leaves region 1 full but populated: one full child less at level 2.
+        assert_eq!(m.depopulate(15), 2);
+        assert_eq!(node_of(&m, 2, 0), (1, 0, NO_RESV));
+        for p in 8..14 {
+            assert_eq!(m.depopulate(p), 1);
+        }
+        // The last page: both levels emptied, both nodes dropped.
+        assert_eq!(m.depopulate(14), 2);
+        assert!(m.levels[1].is_empty() && m.levels[2].is_empty());
+        m.check(&[]).unwrap();
+    }
+
+    /// seed 000 4.9, reserved frame lookup: from the root down, the first node pointing to a
+    /// reservation; the levels looked up are charged.
+    #[test]
+    fn reservation_lookup_walks_from_the_root() {
+        let mut m = PopMap::new(&[0, 3, 6]);
+        assert_eq!(m.reservation_at_counted(70), (None, 2));
+        // A 64K reservation over pages 72..80: two levels looked up.
+        m.set_resv(1, 72, 5);
+        assert_eq!(m.reservation_at_counted(75), (Some(5), 2));
+        assert_eq!(m.reservation_at_counted(71), (None, 2));
+        assert_eq!(m.reservation_at(79), Some(5));
+        assert_eq!(node_of(&m, 1, 72), (0, 0, 5));
+        // A populated node without reservation is passed over.
+        m.populate(130);
+        assert_eq!(m.reservation_at_counted(130), (None, 2));
+        // A 512K reservation over 128..192: found at the root, one level.
+        m.set_resv(2, 128, 9);
+        assert_eq!(m.reservation_at_counted(130), (Some(9), 1));
+        assert_eq!(m.reservation_at(191), Some(9));
+        assert_eq!(m.reservation_at(192), None);
+        assert_eq!(m.reservations(), vec![(1, 9, 5), (2, 2, 9)]);
+        // A reservation-only node is not an error of the check.
+        m.check(&[130]).unwrap();
+        // Cleared on a populated node: the node stays with its counters.
+        m.set_resv(2, 130, NO_RESV);
+        assert_eq!(node_of(&m, 2, 130), (1, 0, NO_RESV));
+        assert_eq!(m.reservation_at(130), None);
+        // Cleared on an unpopulated node: the node goes.
+        m.set_resv(1, 72, NO_RESV);
+        assert!(m.node(1, 72).is_none());
+        assert_eq!(m.reservations(), vec![]);
+        m.check(&[130]).unwrap();
+    }
+
+    /// The check finds each fault it names: a wrong counter, an empty node kept, a populated
+    /// region with no node.
+    #[test]
+    fn the_check_finds_wrong_counters_and_nodes() {
+        let mut m = PopMap::new(&[0, 3, 6]);
+        for p in [1, 2, 20] {
+            m.populate(p);
+        }
+        m.check(&[1, 2, 20]).unwrap();
+        let mut bad = m.clone();
+        bad.levels[1].get_mut(&0).unwrap().somepop = 3;
+        assert!(bad.check(&[1, 2, 20]).unwrap_err().contains("(3, 2)"));
+        let mut bad = m.clone();
+        bad.levels[2].get_mut(&0).unwrap().fullpop = 1;
+        assert!(bad.check(&[1, 2, 20]).is_err());
+        let mut bad = m.clone();
+        bad.levels[1].insert(
+            5,
+            Node {
+                somepop: 0,
+                fullpop: 0,
+                resv: NO_RESV,
+            },
+        );
+        assert!(bad.check(&[1, 2, 20]).unwrap_err().contains("empty node"));
+        let mut bad = m.clone();
+        bad.levels[1].remove(&2);
+        assert!(bad.check(&[1, 2, 20]).unwrap_err().contains("has no node"));
+    }
 }
