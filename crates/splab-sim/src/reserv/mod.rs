@@ -382,7 +382,7 @@ impl Reservs {
     pub fn create(&mut self, obj: ObjId, cbase: u64, pfn: Pfn, class: u8) -> u32 {
         let order = self.orders[class as usize];
         debug_assert!(
-            pfn.is_aligned(crate::units::Order(order)) && cbase % (1 << order) == 0,
+            pfn.is_aligned(crate::units::Order(order)) && cbase.is_multiple_of(1 << order),
             "Reservs::create: misaligned"
         );
         let free_extents = (0..class)
@@ -439,8 +439,8 @@ impl Reservs {
             "Reservs::populate: slot {i} out of range or populated"
         );
         let mut steps = 0;
-        for c in 0..r.class as usize {
-            let n = 1u64 << orders[c];
+        for (c, &o) in orders.iter().enumerate().take(r.class as usize) {
+            let n = 1u64 << o;
             let from = i & !(n - 1);
             steps += n.div_ceil(64);
             if r.range_empty(from, n) {
@@ -478,8 +478,8 @@ impl Reservs {
         r.popcnt -= 1;
         self.unpopulated_frames += 1;
         let mut steps = 0;
-        for c in 0..r.class as usize {
-            let n = 1u64 << orders[c];
+        for (c, &o) in orders.iter().enumerate().take(r.class as usize) {
+            let n = 1u64 << o;
             steps += n.div_ceil(64);
             if r.range_empty(i & !(n - 1), n) {
                 r.free_extents[c] += 1;
@@ -645,7 +645,7 @@ impl Reservs {
     fn check_resv(&self, id: u32, full: bool) -> Result<(), String> {
         let r = self.get(id);
         let n = 1u64 << r.order;
-        if !r.pfn.is_aligned(crate::units::Order(r.order)) || r.cbase % n != 0 {
+        if !r.pfn.is_aligned(crate::units::Order(r.order)) || !r.cbase.is_multiple_of(n) {
             return Err(format!("reservation {id}: misaligned"));
         }
         let ones: u64 = r.bits.iter().map(|w| w.count_ones() as u64).sum();

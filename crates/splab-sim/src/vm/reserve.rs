@@ -736,12 +736,9 @@ impl Os {
         let bs = self.base_shift();
         for b in [start, end] {
             let vpn = b >> bs;
-            loop {
-                let Some(e) = self.procs.get(&pid.0).and_then(|p| p.pmap.lookup(vpn)) else {
-                    break;
-                };
+            while let Some(e) = self.procs.get(&pid.0).and_then(|p| p.pmap.lookup(vpn)) {
                 let c = e.size().0;
-                if c == 0 || vpn % (1u64 << self.orders[c as usize]) == 0 {
+                if c == 0 || vpn.is_multiple_of(1u64 << self.orders[c as usize]) {
                     break;
                 }
                 self.demote_one(pid, vpn);
