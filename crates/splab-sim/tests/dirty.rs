@@ -349,3 +349,28 @@ fn freebsd_dirty_whole_keeps_the_superpage() {
         assert_eq!(e.os.stats.io_write_bytes, bytes, "{policy}");
     }
 }
+
+/// A private mapping of a file beside a shared one: msync cleans the file's pages through its
+/// shared mappings alone (FreeBSD vm_map_sync skips entries that are not shared file mappings;
+/// vm_object_page_clean looks at the object's pages and their shared mappings). An msync of the
+/// private range writes nothing, though the shared mapping dirtied a page of the same file; an
+/// msync of the shared range writes that page, never the page the private mapping wrote (its
+/// own copy), even where the file's page is resident.
+#[test]
+fn msync_writes_through_shared_mappings_only() {
+    let (mut e, pid) = engine("alpha21264", "base", None);
+    e.open_file(9, 64 * PAGE).unwrap();
+    let s = e.mmap(pid, shared_file(9, 64 * PAGE)).unwrap();
+    let mut req = shared_file(9, 64 * PAGE);
+    req.flags = MapFlags::FILE;
+    let p = e.mmap(pid, req).unwrap();
+    e.access(pid, s + 5 * PAGE, AccessKind::Read).unwrap();
+    e.access(pid, p + 5 * PAGE, AccessKind::Write).unwrap();
+    e.access(pid, s + 9 * PAGE, AccessKind::Write).unwrap();
+    e.msync(pid, p, 64 * PAGE).unwrap();
+    assert_eq!(e.os.stats.io_write_bytes, 0, "a private range: nothing");
+    e.msync(pid, s, 64 * PAGE).unwrap();
+    assert_eq!(e.os.stats.io_write_bytes, PAGE, "page 9 alone");
+    assert_eq!(e.os.dirty.stats.msync_written, 1);
+    assert_eq!(e.os.dirty.stats.msyncs, 2);
+}
