@@ -374,3 +374,32 @@ fn msync_writes_through_shared_mappings_only() {
     assert_eq!(e.os.dirty.stats.msync_written, 1);
     assert_eq!(e.os.dirty.stats.msyncs, 2);
 }
+
+/// vm_object_page_clean looks at each shared mapping of the object only over the pages it maps:
+/// a mapping of the file's first 8 pages, followed in the address space by another mapping of
+/// the same file (pages 32..40) with a dirty page, contributes nothing beyond its own end. An
+/// msync of the whole file writes that dirty page 32 alone, not page 8 (resident and clean)
+/// that the first mapping's 9th page would be.
+#[test]
+fn msync_looks_at_each_mapping_over_its_own_pages() {
+    let (mut e, pid) = engine("alpha21264", "base", None);
+    e.open_file(9, 64 * PAGE).unwrap();
+    let s = e.mmap(pid, shared_file(9, 64 * PAGE)).unwrap();
+    let fixed = |addr: u64, len: u64, offset: u64| MmapReq {
+        addr,
+        len,
+        prot: Prot::RW,
+        flags: MapFlags::FILE.with(MapFlags::SHARED).with(MapFlags::FIXED),
+        file: 9,
+        offset,
+    };
+    let t = 1 << 30;
+    assert_eq!(e.mmap(pid, fixed(t, 8 * PAGE, 0)).unwrap(), t);
+    let x = t + 8 * PAGE;
+    assert_eq!(e.mmap(pid, fixed(x, 8 * PAGE, 32 * PAGE)).unwrap(), x);
+    e.access(pid, s + 8 * PAGE, AccessKind::Read).unwrap();
+    e.access(pid, x, AccessKind::Write).unwrap();
+    e.msync(pid, s, 64 * PAGE).unwrap();
+    assert_eq!(e.os.stats.io_write_bytes, PAGE, "page 32 alone");
+    assert_eq!(e.os.dirty.stats.msync_written, 1);
+}
