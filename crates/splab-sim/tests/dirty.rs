@@ -403,3 +403,27 @@ fn msync_looks_at_each_mapping_over_its_own_pages() {
     assert_eq!(e.os.stats.io_write_bytes, PAGE, "page 32 alone");
     assert_eq!(e.os.dirty.stats.msync_written, 1);
 }
+
+/// pmap_clear_modify shoots down the translations of the mapping whose dirty bit it cleared,
+/// and no others: a page of another mapping below the file's keeps its TLB entry through the
+/// msync (its next access hits).
+#[test]
+fn msync_invalidates_only_the_cleared_mappings_translations() {
+    let (mut e, pid, f) = promoted_file("navarro:prefault=off,dirty=whole");
+    let mut req = common::anon(PAGE);
+    req.addr = 16 << 20;
+    req.flags = req.flags.with(MapFlags::FIXED);
+    let a = e.mmap(pid, req).unwrap();
+    assert!(a < f);
+    e.access(pid, a, AccessKind::Write).unwrap();
+    e.access(pid, f, AccessKind::Write).unwrap();
+    e.msync(pid, f, 4 << 20).unwrap();
+    assert_eq!(e.os.stats.io_write_bytes, 4 << 20);
+    let misses = |e: &Engine| e.os.hw.tlb.stats().iter().map(|l| l.misses).sum::<u64>();
+    let before = misses(&e);
+    e.access(pid, a, AccessKind::Read).unwrap();
+    assert_eq!(misses(&e), before, "a hit");
+    // The superpage's own translation went: its next access misses.
+    e.access(pid, f, AccessKind::Read).unwrap();
+    assert!(misses(&e) > before);
+}
