@@ -564,3 +564,25 @@ fn a_thp_fault_zeroes_at_the_machines_huge_page_rate() {
         "skylake clears a THP 4KB at a time, as Linux 4.3 (seed 003 Table 5)"
     );
 }
+
+#[test]
+fn an_mthp_fault_zeroes_its_block_and_maps_every_page_dirty() {
+    // mm/memory.c alloc_anon_folio -> set_ptes: one fault zeroes the whole 64KB block at the
+    // base-page rate and writes one base entry per page, each writable and dirty
+    // (pte_mkdirty), so that every page of it is written out if evicted.
+    let (mut e, pid) = engine(M, "linux:mthp=64K,khugepaged=off", None);
+    let c = e.os.machine.cost.clone();
+    assert!(!e.os.machine.replicated_ptes);
+    let a = e.mmap(pid, anon(1 << 20)).unwrap();
+    let before = e.os.stats.cycles_fault;
+    write(&mut e, pid, a + 5 * PAGE);
+    assert_eq!(
+        e.os.stats.cycles_fault - before,
+        c.fault_cycles + 16 * (c.zero_page_cycles + c.pte_write_cycles)
+    );
+    assert_eq!(e.os.thp.stats.mthp[0].anon_fault_alloc, 1);
+    let pm = &e.os.procs[&pid.0].pmap;
+    for i in 0..16 {
+        assert!(pm.is_dirty(a / PAGE + i, 0), "page {i} of the mTHP");
+    }
+}
