@@ -586,3 +586,46 @@ fn an_mthp_fault_zeroes_its_block_and_maps_every_page_dirty() {
         assert!(pm.is_dirty(a / PAGE + i, 0), "page {i} of the mTHP");
     }
 }
+
+#[test]
+fn a_region_with_pages_on_swap_takes_base_pages() {
+    // mm/huge_memory.c do_huge_pmd_anonymous_page runs only on pmd_none: a page of the region
+    // swapped out leaves a swap entry in its page table, so a later fault elsewhere in the
+    // region takes a base page rather than a THP that would hide the swapped data.
+    let (mut e, pid) = engine(M, "linux:khugepaged=off", Some(4 << 20));
+    let a = e.mmap(pid, anon(MB2)).unwrap();
+    e.madvise(pid, a, MB2, Advice::NoHugePage).unwrap();
+    for i in 0..8 {
+        write(&mut e, pid, a + i * PAGE);
+    }
+    let obj = e.os.procs[&pid.0].vma_at(a).unwrap().obj;
+    // Other base pages until every page of the region is on swap and out of memory.
+    let b = e.mmap(pid, anon(64 << 20)).unwrap();
+    e.madvise(pid, b, 64 << 20, Advice::NoHugePage).unwrap();
+    let gone = |e: &Engine| {
+        (0..8).all(|i| e.os.backing.on_swap(obj, i) && e.os.obj(obj).pages.get(i).is_none())
+    };
+    let mut touched = 0;
+    while !gone(&e) && touched < 16384 {
+        write(&mut e, pid, b + touched * PAGE);
+        touched += 1;
+    }
+    assert!(gone(&e), "the region's pages went to swap");
+    assert_eq!(
+        e.os.procs[&pid.0]
+            .pmap
+            .count_valid(a / PAGE, (a + MB2) / PAGE),
+        0
+    );
+    e.madvise(pid, a, MB2, Advice::HugePage).unwrap();
+    write(&mut e, pid, a + 300 * PAGE);
+    // Not even tried: no fallback counted (a THP allocation was never attempted).
+    let t = &e.os.thp.stats;
+    assert_eq!((t.fault_alloc, t.fault_fallback), (0, 0), "a base page");
+    assert_eq!(
+        e.os.procs[&pid.0]
+            .pmap
+            .count_valid(a / PAGE, (a + MB2) / PAGE),
+        1
+    );
+}
