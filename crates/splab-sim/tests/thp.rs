@@ -629,3 +629,67 @@ fn a_region_with_pages_on_swap_takes_base_pages() {
         1
     );
 }
+
+/// Writes base pages of a new mapping (advised MADV_NOHUGEPAGE) until direct reclaim has run
+/// the deferred split shrinker once (the write that ran it fails if the shrinker freed nothing:
+/// the page daemon is off).
+fn press_until_the_shrinker_runs(e: &mut Engine, pid: splab_sim::units::Pid) {
+    let b = e.mmap(pid, anon(8 << 20)).unwrap();
+    e.madvise(pid, b, 8 << 20, Advice::NoHugePage).unwrap();
+    let mut touched = 0;
+    while e.os.thp.stats.split.shrinker_runs == 0
+        && touched < 2048
+        && e.access(pid, b + touched * PAGE, AccessKind::Write).is_ok()
+    {
+        touched += 1;
+    }
+    assert_eq!(e.os.thp.stats.split.shrinker_runs, 1);
+}
+
+#[test]
+fn the_underused_shrinker_frees_only_zero_pages_no_other_process_maps() {
+    // Linux 6.12 thp_underused and __split_huge_page's remap to the zero page: only a page
+    // mapped by this process alone (exclusive) is dropped; after fork the child maps every
+    // page of the THP too, so the split frees none of them.
+    for (fork, freed) in [(false, 502), (true, 0)] {
+        let policy = "linux:max_ptes_none=409,pagedaemon=off";
+        let (mut e, pid) = engine(M, policy, Some(8 << 20));
+        let a = e.mmap(pid, anon(MB2)).unwrap();
+        for i in 0..10 {
+            write(&mut e, pid, a + i * PAGE);
+        }
+        if fork {
+            e.fork(pid).unwrap();
+        }
+        press_until_the_shrinker_runs(&mut e, pid);
+        let s = &e.os.thp.stats.split;
+        assert_eq!(
+            (s.underused_split_page, s.underused_freed_pages),
+            (1, freed),
+            "fork: {fork}"
+        );
+    }
+}
+
+#[test]
+fn pages_a_collapse_copied_count_as_filled_for_the_underused_check() {
+    // mm/khugepaged.c collapse_huge_page queues the new THP (deferred_split_folio) and
+    // thp_underused counts its zero-filled pages: the 200 pages MADV_COLLAPSE copied in are not
+    // zero, so 312 zero pages (at most max_ptes_none = 409) leave it whole; with 10 copied
+    // (502 zero) it is split.
+    for (copied, split) in [(200, 0), (10, 1)] {
+        let policy = "linux:max_ptes_none=409,pagedaemon=off";
+        let (mut e, pid) = engine(M, policy, Some(8 << 20));
+        let a = e.mmap(pid, anon(MB2)).unwrap();
+        e.madvise(pid, a, MB2, Advice::NoHugePage).unwrap();
+        for i in 0..copied {
+            write(&mut e, pid, a + i * PAGE);
+        }
+        e.madvise(pid, a, MB2, Advice::HugePage).unwrap();
+        e.madvise(pid, a, MB2, Advice::Collapse).unwrap();
+        assert_eq!(e.os.thp.stats.madv_collapsed, 1, "{copied}");
+        press_until_the_shrinker_runs(&mut e, pid);
+        let s = &e.os.thp.stats.split;
+        assert_eq!(s.underused_split_page, split, "{copied} copied");
+    }
+}
