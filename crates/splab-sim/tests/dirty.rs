@@ -349,3 +349,81 @@ fn freebsd_dirty_whole_keeps_the_superpage() {
         assert_eq!(e.os.stats.io_write_bytes, bytes, "{policy}");
     }
 }
+
+/// A private mapping of a file beside a shared one: msync cleans the file's pages through its
+/// shared mappings alone (FreeBSD vm_map_sync skips entries that are not shared file mappings;
+/// vm_object_page_clean looks at the object's pages and their shared mappings). An msync of the
+/// private range writes nothing, though the shared mapping dirtied a page of the same file; an
+/// msync of the shared range writes that page, never the page the private mapping wrote (its
+/// own copy), even where the file's page is resident.
+#[test]
+fn msync_writes_through_shared_mappings_only() {
+    let (mut e, pid) = engine("alpha21264", "base", None);
+    e.open_file(9, 64 * PAGE).unwrap();
+    let s = e.mmap(pid, shared_file(9, 64 * PAGE)).unwrap();
+    let mut req = shared_file(9, 64 * PAGE);
+    req.flags = MapFlags::FILE;
+    let p = e.mmap(pid, req).unwrap();
+    e.access(pid, s + 5 * PAGE, AccessKind::Read).unwrap();
+    e.access(pid, p + 5 * PAGE, AccessKind::Write).unwrap();
+    e.access(pid, s + 9 * PAGE, AccessKind::Write).unwrap();
+    e.msync(pid, p, 64 * PAGE).unwrap();
+    assert_eq!(e.os.stats.io_write_bytes, 0, "a private range: nothing");
+    e.msync(pid, s, 64 * PAGE).unwrap();
+    assert_eq!(e.os.stats.io_write_bytes, PAGE, "page 9 alone");
+    assert_eq!(e.os.dirty.stats.msync_written, 1);
+    assert_eq!(e.os.dirty.stats.msyncs, 2);
+}
+
+/// vm_object_page_clean looks at each shared mapping of the object only over the pages it maps:
+/// a mapping of the file's first 8 pages, followed in the address space by another mapping of
+/// the same file (pages 32..40) with a dirty page, contributes nothing beyond its own end. An
+/// msync of the whole file writes that dirty page 32 alone, not page 8 (resident and clean)
+/// that the first mapping's 9th page would be.
+#[test]
+fn msync_looks_at_each_mapping_over_its_own_pages() {
+    let (mut e, pid) = engine("alpha21264", "base", None);
+    e.open_file(9, 64 * PAGE).unwrap();
+    let s = e.mmap(pid, shared_file(9, 64 * PAGE)).unwrap();
+    let fixed = |addr: u64, len: u64, offset: u64| MmapReq {
+        addr,
+        len,
+        prot: Prot::RW,
+        flags: MapFlags::FILE.with(MapFlags::SHARED).with(MapFlags::FIXED),
+        file: 9,
+        offset,
+    };
+    let t = 1 << 30;
+    assert_eq!(e.mmap(pid, fixed(t, 8 * PAGE, 0)).unwrap(), t);
+    let x = t + 8 * PAGE;
+    assert_eq!(e.mmap(pid, fixed(x, 8 * PAGE, 32 * PAGE)).unwrap(), x);
+    e.access(pid, s + 8 * PAGE, AccessKind::Read).unwrap();
+    e.access(pid, x, AccessKind::Write).unwrap();
+    e.msync(pid, s, 64 * PAGE).unwrap();
+    assert_eq!(e.os.stats.io_write_bytes, PAGE, "page 32 alone");
+    assert_eq!(e.os.dirty.stats.msync_written, 1);
+}
+
+/// pmap_clear_modify shoots down the translations of the mapping whose dirty bit it cleared,
+/// and no others: a page of another mapping below the file's keeps its TLB entry through the
+/// msync (its next access hits).
+#[test]
+fn msync_invalidates_only_the_cleared_mappings_translations() {
+    let (mut e, pid, f) = promoted_file("navarro:prefault=off,dirty=whole");
+    let mut req = common::anon(PAGE);
+    req.addr = 16 << 20;
+    req.flags = req.flags.with(MapFlags::FIXED);
+    let a = e.mmap(pid, req).unwrap();
+    assert!(a < f);
+    e.access(pid, a, AccessKind::Write).unwrap();
+    e.access(pid, f, AccessKind::Write).unwrap();
+    e.msync(pid, f, 4 << 20).unwrap();
+    assert_eq!(e.os.stats.io_write_bytes, 4 << 20);
+    let misses = |e: &Engine| e.os.hw.tlb.stats().iter().map(|l| l.misses).sum::<u64>();
+    let before = misses(&e);
+    e.access(pid, a, AccessKind::Read).unwrap();
+    assert_eq!(misses(&e), before, "a hit");
+    // The superpage's own translation went: its next access misses.
+    e.access(pid, f, AccessKind::Read).unwrap();
+    assert!(misses(&e) > before);
+}

@@ -564,3 +564,132 @@ fn a_thp_fault_zeroes_at_the_machines_huge_page_rate() {
         "skylake clears a THP 4KB at a time, as Linux 4.3 (seed 003 Table 5)"
     );
 }
+
+#[test]
+fn an_mthp_fault_zeroes_its_block_and_maps_every_page_dirty() {
+    // mm/memory.c alloc_anon_folio -> set_ptes: one fault zeroes the whole 64KB block at the
+    // base-page rate and writes one base entry per page, each writable and dirty
+    // (pte_mkdirty), so that every page of it is written out if evicted.
+    let (mut e, pid) = engine(M, "linux:mthp=64K,khugepaged=off", None);
+    let c = e.os.machine.cost.clone();
+    assert!(!e.os.machine.replicated_ptes);
+    let a = e.mmap(pid, anon(1 << 20)).unwrap();
+    let before = e.os.stats.cycles_fault;
+    write(&mut e, pid, a + 5 * PAGE);
+    assert_eq!(
+        e.os.stats.cycles_fault - before,
+        c.fault_cycles + 16 * (c.zero_page_cycles + c.pte_write_cycles)
+    );
+    assert_eq!(e.os.thp.stats.mthp[0].anon_fault_alloc, 1);
+    let pm = &e.os.procs[&pid.0].pmap;
+    for i in 0..16 {
+        assert!(pm.is_dirty(a / PAGE + i, 0), "page {i} of the mTHP");
+    }
+}
+
+#[test]
+fn a_region_with_pages_on_swap_takes_base_pages() {
+    // mm/huge_memory.c do_huge_pmd_anonymous_page runs only on pmd_none: a page of the region
+    // swapped out leaves a swap entry in its page table, so a later fault elsewhere in the
+    // region takes a base page rather than a THP that would hide the swapped data.
+    let (mut e, pid) = engine(M, "linux:khugepaged=off", Some(4 << 20));
+    let a = e.mmap(pid, anon(MB2)).unwrap();
+    e.madvise(pid, a, MB2, Advice::NoHugePage).unwrap();
+    for i in 0..8 {
+        write(&mut e, pid, a + i * PAGE);
+    }
+    let obj = e.os.procs[&pid.0].vma_at(a).unwrap().obj;
+    // Other base pages until every page of the region is on swap and out of memory.
+    let b = e.mmap(pid, anon(64 << 20)).unwrap();
+    e.madvise(pid, b, 64 << 20, Advice::NoHugePage).unwrap();
+    let gone = |e: &Engine| {
+        (0..8).all(|i| e.os.backing.on_swap(obj, i) && e.os.obj(obj).pages.get(i).is_none())
+    };
+    let mut touched = 0;
+    while !gone(&e) && touched < 16384 {
+        write(&mut e, pid, b + touched * PAGE);
+        touched += 1;
+    }
+    assert!(gone(&e), "the region's pages went to swap");
+    assert_eq!(
+        e.os.procs[&pid.0]
+            .pmap
+            .count_valid(a / PAGE, (a + MB2) / PAGE),
+        0
+    );
+    e.madvise(pid, a, MB2, Advice::HugePage).unwrap();
+    write(&mut e, pid, a + 300 * PAGE);
+    // Not even tried: no fallback counted (a THP allocation was never attempted).
+    let t = &e.os.thp.stats;
+    assert_eq!((t.fault_alloc, t.fault_fallback), (0, 0), "a base page");
+    assert_eq!(
+        e.os.procs[&pid.0]
+            .pmap
+            .count_valid(a / PAGE, (a + MB2) / PAGE),
+        1
+    );
+}
+
+/// Writes base pages of a new mapping (advised MADV_NOHUGEPAGE) until direct reclaim has run
+/// the deferred split shrinker once (the write that ran it fails if the shrinker freed nothing:
+/// the page daemon is off).
+fn press_until_the_shrinker_runs(e: &mut Engine, pid: splab_sim::units::Pid) {
+    let b = e.mmap(pid, anon(8 << 20)).unwrap();
+    e.madvise(pid, b, 8 << 20, Advice::NoHugePage).unwrap();
+    let mut touched = 0;
+    while e.os.thp.stats.split.shrinker_runs == 0
+        && touched < 2048
+        && e.access(pid, b + touched * PAGE, AccessKind::Write).is_ok()
+    {
+        touched += 1;
+    }
+    assert_eq!(e.os.thp.stats.split.shrinker_runs, 1);
+}
+
+#[test]
+fn the_underused_shrinker_frees_only_zero_pages_no_other_process_maps() {
+    // Linux 6.12 thp_underused and __split_huge_page's remap to the zero page: only a page
+    // mapped by this process alone (exclusive) is dropped; after fork the child maps every
+    // page of the THP too, so the split frees none of them.
+    for (fork, freed) in [(false, 502), (true, 0)] {
+        let policy = "linux:max_ptes_none=409,pagedaemon=off";
+        let (mut e, pid) = engine(M, policy, Some(8 << 20));
+        let a = e.mmap(pid, anon(MB2)).unwrap();
+        for i in 0..10 {
+            write(&mut e, pid, a + i * PAGE);
+        }
+        if fork {
+            e.fork(pid).unwrap();
+        }
+        press_until_the_shrinker_runs(&mut e, pid);
+        let s = &e.os.thp.stats.split;
+        assert_eq!(
+            (s.underused_split_page, s.underused_freed_pages),
+            (1, freed),
+            "fork: {fork}"
+        );
+    }
+}
+
+#[test]
+fn pages_a_collapse_copied_count_as_filled_for_the_underused_check() {
+    // mm/khugepaged.c collapse_huge_page queues the new THP (deferred_split_folio) and
+    // thp_underused counts its zero-filled pages: the 200 pages MADV_COLLAPSE copied in are not
+    // zero, so 312 zero pages (at most max_ptes_none = 409) leave it whole; with 10 copied
+    // (502 zero) it is split.
+    for (copied, split) in [(200, 0), (10, 1)] {
+        let policy = "linux:max_ptes_none=409,pagedaemon=off";
+        let (mut e, pid) = engine(M, policy, Some(8 << 20));
+        let a = e.mmap(pid, anon(MB2)).unwrap();
+        e.madvise(pid, a, MB2, Advice::NoHugePage).unwrap();
+        for i in 0..copied {
+            write(&mut e, pid, a + i * PAGE);
+        }
+        e.madvise(pid, a, MB2, Advice::HugePage).unwrap();
+        e.madvise(pid, a, MB2, Advice::Collapse).unwrap();
+        assert_eq!(e.os.thp.stats.madv_collapsed, 1, "{copied}");
+        press_until_the_shrinker_runs(&mut e, pid);
+        let s = &e.os.thp.stats.split;
+        assert_eq!(s.underused_split_page, split, "{copied} copied");
+    }
+}

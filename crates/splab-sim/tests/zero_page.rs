@@ -98,6 +98,9 @@ fn a_write_to_the_huge_zero_page_maps_a_new_thp_under_alloc() {
     assert!(pte.prot().writable() && pte.dirty());
     assert_ne!(pte.pfn(), e.os.thp.zero.unwrap().huge);
     assert_eq!(e.os.footprint_bytes(), before + MB2);
+    // Zeroed: the huge zero page's 2MB at the first read, the new THP's 2MB at the write
+    // (do_huge_pmd_wp_page's alloc path clears the new huge page); the second read none.
+    assert_eq!(e.os.stats.zeroed_bytes, 2 * MB2);
     // The rest of the THP is written without a fault.
     write(&mut e, pid, a + MB2 - 8);
     assert_eq!(e.os.stats.faults.total, 3);
