@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{anon, engine, pfn_of};
+use common::{anon, engine, mapped, pfn_of};
 use splab_sim::engine::Engine;
 use splab_sim::phys::buddy::{MT_MOVABLE, MT_UNMOVABLE};
 use splab_sim::units::{AccessKind, Pfn, Pid};
@@ -310,6 +310,56 @@ fn never_and_unadvised_madvise_fall_back_without_compaction() {
             0,
             "{defrag}"
         );
+    }
+}
+
+/// A write to the huge zero page (`zero_page_wp=alloc`, mm/huge_memory.c `do_huge_pmd_wp_page`)
+/// allocates its THP with the region's own `defrag` action (`vma_thp_gfp_mask`): under
+/// `defrag=madvise` a region advised MADV_HUGEPAGE compacts at the write and gets its THP, an
+/// unadvised one falls back without compaction. The zero page is mapped while 2MB blocks are
+/// free; then the rest of memory is filled with base pages and freed but for `K` in each
+/// pageblock, so that the write finds no free 2MB block.
+#[test]
+fn a_write_to_the_huge_zero_page_compacts_by_the_regions_advice() {
+    for advised in [false, true] {
+        let (mut e, pid) = engine(
+            M,
+            "linux:defrag=madvise,khugepaged=off,compaction_proactiveness=0,pagedaemon=off,mobility=off",
+            Some(FREE),
+        );
+        let r = e.mmap(pid, anon(MB2)).unwrap();
+        assert_eq!(r % MB2, 0);
+        if advised {
+            e.madvise(pid, r, MB2, Advice::HugePage).unwrap();
+        }
+        e.access(pid, r, AccessKind::Read).unwrap();
+        assert_eq!(e.os.thp.stats.zero_page_mapped, 1, "advised {advised}");
+        let rest = e.os.phys.buddy.free_frames * PAGE;
+        let a = e.mmap(pid, anon(rest)).unwrap();
+        e.madvise(pid, a, rest, Advice::NoHugePage).unwrap();
+        // Page tables first, so that most pageblocks hold only movable pages.
+        for c in 0..rest / MB2 {
+            write(&mut e, pid, a + c * MB2);
+        }
+        let va = fill_until_full(&mut e, pid, a);
+        for p in (a..va).step_by(PAGE as usize) {
+            if pfn_of(&e, pid, p).unwrap().0 % PB >= K {
+                e.madvise(pid, p, PAGE, Advice::DontNeed).unwrap();
+            }
+        }
+        assert!(e.os.phys.buddy.largest_free_order() < Some(9));
+        write(&mut e, pid, r);
+        let (c, t) = (&e.os.compact.stats, &e.os.thp.stats);
+        assert_eq!(t.zero_page_wp, 1, "advised {advised}");
+        if advised {
+            assert_eq!((c.compact_stall, c.compact_success), (1, 1));
+            assert_eq!((t.fault_alloc, t.fault_fallback), (1, 0));
+            assert_eq!(mapped(&e, pid).1, MB2);
+        } else {
+            assert_eq!(c.compact_stall + c.compact_daemon_wake, 0);
+            assert_eq!((t.fault_alloc, t.fault_fallback), (0, 1));
+            assert_eq!(mapped(&e, pid).1, 0);
+        }
     }
 }
 
