@@ -871,3 +871,44 @@ fn frag_on_a_32_bit_machine_is_bad_input() {
         common::assert_error_line(&out, 2, args, &["--frag", "core2", "32-bit address space"]);
     }
 }
+
+/// `kv:objects=268435456,size=1` fits skylake's 32GB of modelled memory, but its keys' records
+/// (56 bytes a key: workload/kv.rs) need 14 GiB of the host's: over half a host of less than 28
+/// GiB, it is refused at once naming `objects`, instead of thrashing or being OOM-killed.
+#[test]
+fn kv_records_over_half_the_host_memory_are_bad_input() {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            let l = t.lines().find(|l| l.starts_with("MemTotal:"))?.to_string();
+            l["MemTotal:".len()..]
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .map(|kb| kb << 10);
+    match total {
+        Some(t) if t / 2 < 56 << 28 => assert_bad_input(
+            &[
+                "run",
+                "-m",
+                "skylake",
+                "-p",
+                "base",
+                "-w",
+                "kv:objects=268435456,size=1",
+            ],
+            &[
+                "workload 'kv'",
+                "'268435456' for 'objects'",
+                "14.00 GiB of host memory",
+                "half the host's",
+            ],
+        ),
+        _ => eprintln!(
+            "note: kv host-memory refusal not tried: this host's memory ({total:?} bytes) would hold the run"
+        ),
+    }
+}
