@@ -912,3 +912,34 @@ fn kv_records_over_half_the_host_memory_are_bad_input() {
         ),
     }
 }
+
+/// `swap=` takes the machine file's forms: `3x` (three times the memory, following `mem=`) as
+/// well as a size; a bad form is bad input naming both.
+#[test]
+fn swap_option_takes_a_multiple_of_the_memory() {
+    let out = splab()
+        .args([
+            "run",
+            "-m",
+            "skylake:mem=1G,swap=3x",
+            "-p",
+            "base",
+            "-w",
+            "seq:size=1M",
+            "--json",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let json = String::from_utf8_lossy(&out.stdout);
+    assert!(json.contains("\"swap_bytes\": 3221225472"), "{json}");
+    assert_bad_input(
+        &["run", "-m", "skylake:swap=3y", "-w", "seq:size=1M"],
+        &["machine 'skylake'", "'3y' for 'swap'", "\"2x\""],
+    );
+    assert_bad_input(
+        &["run", "-m", "skylake:mem=1T,swap=5x", "-w", "seq:size=1M"],
+        &["machine 'skylake'", "swap=5x", "more than 4T of swap"],
+    );
+}
