@@ -136,7 +136,9 @@ fn runtime_failure_exits_1() {
             "-m",
             "alpha21264:mem=4M,swap=0",
             "-w",
-            "seq:size=8M,op=write",
+            // Random updates (gups): a scan writing more than memory and swap would be refused
+            // before it ran (exit 2).
+            "gups:size=8M",
         ])
         .output()
         .unwrap();
@@ -307,7 +309,9 @@ fn issue9_json_output_is_atomic() {
             "-m",
             "alpha21264:mem=4M,swap=0",
             "-w",
-            "seq:size=8M,op=write",
+            // Random updates (gups): a scan writing more than memory and swap would be refused
+            // before it ran (exit 2).
+            "gups:size=8M",
             "--json",
         ])
         .arg(&json)
@@ -942,4 +946,37 @@ fn swap_option_takes_a_multiple_of_the_memory() {
         &["run", "-m", "skylake:mem=1T,swap=5x", "-w", "seq:size=1M"],
         &["machine 'skylake'", "swap=5x", "more than 4T of swap"],
     );
+}
+
+/// A workload that writes more anonymous memory than the machine's memory and swap hold is
+/// refused before it runs (it could only run out of memory, minutes later on a large machine),
+/// by what it writes, not by its size: a sparse scan or a read-only one far beyond memory runs.
+#[test]
+fn writes_beyond_memory_and_swap_are_refused_up_front() {
+    for (w, size) in [
+        ("seq:size=8G,op=write", "8.00 GiB"),
+        ("stride:size=16G,stride=2K,op=rw", "16.00 GiB"),
+        ("matrix:n=20000", "5.96 GiB"),
+    ] {
+        assert_bad_input(
+            &["run", "-m", "skylake:mem=1G", "-p", "base", "-w", w],
+            &[
+                &format!("workload '{}", w.split(':').next().unwrap()),
+                &format!("writes {size}"),
+                "1.00 GiB + 2.00 GiB = 3.00 GiB",
+                "-m skylake:mem=SIZE,swap=SIZE",
+            ],
+        );
+    }
+    for w in [
+        "sparse:size=64G,step=1M",
+        "seq:size=8G,elem=4K",
+        "gups:size=8G,updates=1000",
+    ] {
+        let out = splab()
+            .args(["run", "-m", "skylake:mem=1G,swap=0", "-p", "base", "-w", w])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{w}: {out:?}");
+    }
 }
