@@ -682,8 +682,18 @@ mod tests {
             e.contains("storage.swap") && e.contains("more than 4T of swap"),
             "{e}"
         );
-        // An option replaces the file's rule: it is the one checked.
-        let m = Machine::from_spec(&format!("file:{}:swap=0", five.display())).unwrap();
+        // An option replaces the file's rule: it is the one checked. (A file of 32G with
+        // "5x": mem=1T makes its rule 5T, refused, unless swap= replaces it.)
+        let five = dir.join("five32.toml");
+        let text = machine_file::built_in("skylake")
+            .unwrap()
+            .replace("swap = \"2x\"", "swap = \"5x\"");
+        std::fs::write(&five, text).unwrap();
+        let e = Machine::from_spec(&format!("file:{}:mem=1T", five.display()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mem=1T gives more than 4T of swap"), "{e}");
+        let m = Machine::from_spec(&format!("file:{}:mem=1T,swap=0", five.display())).unwrap();
         assert_eq!((m.mem_bytes, m.storage.swap_bytes), (1 << 40, 0));
         let odd = dir.join("odd.toml");
         let text = machine_file::built_in("core2")
