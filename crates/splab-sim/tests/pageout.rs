@@ -150,11 +150,13 @@ fn evicting_a_page_of_a_superpage_demotes_it_incrementally() {
 /// Without swap, dirty anonymous memory cannot be evicted: out of memory names the swap.
 #[test]
 fn without_swap_dirty_memory_runs_out_and_says_so() {
-    let e = try_run("alpha21264:mem=32M,swap=0", "base", "seq:size=64M,op=write").unwrap_err();
+    // Random updates: a scan that writes more than memory and swap is refused before it runs.
+    let w = "gups:size=64M,updates=100K";
+    let e = try_run("alpha21264:mem=32M,swap=0", "base", w).unwrap_err();
     assert!(matches!(e, SimError::OutOfMemory(_)), "{e}");
     assert!(e.to_string().contains("swap=SIZE"), "{e}");
     // With swap the same run completes.
-    let r = run("alpha21264:mem=32M", "base", "seq:size=64M,op=write");
+    let r = run("alpha21264:mem=32M", "base", w);
     assert!(r.memory.paging.pageouts_swap > 0);
 }
 

@@ -18,7 +18,7 @@ use splab_trace::{AtomicOutput, Backend, RecordOptions};
 const EXIT_STATUS: &str = "Exit status: 0 success; 1 a run or recording that failed (the workload \
     faulted, modelled memory ran out, a trace is truncated or corrupt, an output could not be \
     written); 2 bad input (a bad name, parameter or flag, a missing or unreadable input file, an \
-    output path that cannot be created), reported before any long work starts. `splab record` \
+    output path that cannot be created, a workload that writes more than memory and swap hold), reported before any long work starts. `splab record` \
     exits with the recorded program's own status when the program ran (the trace is kept), or \
     128+N when a signal N killed it.";
 

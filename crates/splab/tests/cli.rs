@@ -136,7 +136,9 @@ fn runtime_failure_exits_1() {
             "-m",
             "alpha21264:mem=4M,swap=0",
             "-w",
-            "seq:size=8M,op=write",
+            // Random updates (gups): a scan writing more than memory and swap would be refused
+            // before it ran (exit 2).
+            "gups:size=8M",
         ])
         .output()
         .unwrap();
@@ -307,7 +309,9 @@ fn issue9_json_output_is_atomic() {
             "-m",
             "alpha21264:mem=4M,swap=0",
             "-w",
-            "seq:size=8M,op=write",
+            // Random updates (gups): a scan writing more than memory and swap would be refused
+            // before it ran (exit 2).
+            "gups:size=8M",
             "--json",
         ])
         .arg(&json)
@@ -869,5 +873,110 @@ fn frag_on_a_32_bit_machine_is_bad_input() {
         ];
         let out = splab().args(args).output().unwrap();
         common::assert_error_line(&out, 2, args, &["--frag", "core2", "32-bit address space"]);
+    }
+}
+
+/// `kv:objects=268435456,size=1` fits skylake's 32GB of modelled memory, but its keys' records
+/// (56 bytes a key: workload/kv.rs) need 14 GiB of the host's: over half a host of less than 28
+/// GiB, it is refused at once naming `objects`, instead of thrashing or being OOM-killed.
+#[test]
+fn kv_records_over_half_the_host_memory_are_bad_input() {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            let l = t.lines().find(|l| l.starts_with("MemTotal:"))?.to_string();
+            l["MemTotal:".len()..]
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .map(|kb| kb << 10);
+    match total {
+        Some(t) if t / 2 < 56 << 28 => assert_bad_input(
+            &[
+                "run",
+                "-m",
+                "skylake",
+                "-p",
+                "base",
+                "-w",
+                "kv:objects=268435456,size=1",
+            ],
+            &[
+                "workload 'kv'",
+                "'268435456' for 'objects'",
+                "14.00 GiB of host memory",
+                "half the host's",
+            ],
+        ),
+        _ => eprintln!(
+            "note: kv host-memory refusal not tried: this host's memory ({total:?} bytes) would hold the run"
+        ),
+    }
+}
+
+/// `swap=` takes the machine file's forms: `3x` (three times the memory, following `mem=`) as
+/// well as a size; a bad form is bad input naming both.
+#[test]
+fn swap_option_takes_a_multiple_of_the_memory() {
+    let out = splab()
+        .args([
+            "run",
+            "-m",
+            "skylake:mem=1G,swap=3x",
+            "-p",
+            "base",
+            "-w",
+            "seq:size=1M",
+            "--json",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let json = String::from_utf8_lossy(&out.stdout);
+    assert!(json.contains("\"swap_bytes\": 3221225472"), "{json}");
+    assert_bad_input(
+        &["run", "-m", "skylake:swap=3y", "-w", "seq:size=1M"],
+        &["machine 'skylake'", "'3y' for 'swap'", "\"2x\""],
+    );
+    assert_bad_input(
+        &["run", "-m", "skylake:mem=1T,swap=5x", "-w", "seq:size=1M"],
+        &["machine 'skylake'", "swap=5x", "more than 4T of swap"],
+    );
+}
+
+/// A workload that writes more anonymous memory than the machine's memory and swap hold is
+/// refused before it runs (it could only run out of memory, minutes later on a large machine),
+/// by what it writes, not by its size: a sparse scan or a read-only one far beyond memory runs.
+#[test]
+fn writes_beyond_memory_and_swap_are_refused_up_front() {
+    for (w, size) in [
+        ("seq:size=8G,op=write", "8.00 GiB"),
+        ("stride:size=16G,stride=2K,op=rw", "16.00 GiB"),
+        ("matrix:n=20000", "5.96 GiB"),
+    ] {
+        assert_bad_input(
+            &["run", "-m", "skylake:mem=1G", "-p", "base", "-w", w],
+            &[
+                &format!("workload '{}", w.split(':').next().unwrap()),
+                &format!("writes {size}"),
+                "1.00 GiB + 2.00 GiB = 3.00 GiB",
+                "-m skylake:mem=SIZE,swap=SIZE",
+            ],
+        );
+    }
+    for w in [
+        "sparse:size=64G,step=1M",
+        "seq:size=8G,elem=4K",
+        "gups:size=8G,updates=1000",
+    ] {
+        let out = splab()
+            .args(["run", "-m", "skylake:mem=1G,swap=0", "-p", "base", "-w", w])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{w}: {out:?}");
     }
 }

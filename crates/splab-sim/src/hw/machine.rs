@@ -27,8 +27,8 @@ pub struct StorageConfig {
     /// Sustained transfer rate, bytes per second.
     pub bytes_per_sec: u64,
     /// Size of the swap area on it: the machine file's `swap` (the presets' is `"2x"`, twice
-    /// the memory, the old BSD installers' rule of thumb), or the option `swap=SIZE`; 0 = no
-    /// swap.
+    /// the memory, the old BSD installers' rule of thumb), or the option `swap=` (the same
+    /// forms: `swap=64G`, `swap=3x`); 0 = no swap.
     pub swap_bytes: u64,
 }
 
@@ -216,6 +216,8 @@ struct Loaded {
     /// The file's own memory size and swap rule, before the options.
     file_mem: u64,
     file_swap: machine_file::Swap,
+    /// The `swap=` option's rule, if given.
+    swap_opt: Option<machine_file::Swap>,
     /// The `nested=` option's value, and whether the file had a `[nested]` table.
     nested_opt: Option<String>,
     file_nested: bool,
@@ -238,23 +240,31 @@ fn load(text: &str) -> Result<Loaded> {
             crate::units::fmt_size(largest)
         )));
     }
+    // `swap=` takes the forms of the file's `storage.swap` (a size, or a multiple of the
+    // memory: `3x`), with its bounds and checks.
     let base = 1u64 << m.page_shifts[0];
-    let swap_default =
-        machine_file::check_swap("swap", parsed.swap, mem, base).map_err(|(_, msg)| {
+    let swap_opt = match spec.take_str("swap") {
+        None => None,
+        Some(v) => Some(machine_file::Swap::parse(&v).ok_or_else(|| {
+            SimError::BadInput(format!(
+                "machine '{}': bad value '{v}' for 'swap': expected {}",
+                spec.name,
+                machine_file::SWAP_FORMS
+            ))
+        })?),
+    };
+    let swap = match swap_opt {
+        None => machine_file::check_swap("swap", parsed.swap, mem, base).map_err(|(_, msg)| {
             SimError::BadInput(format!(
                 "machine '{}': mem={} gives {msg}",
                 spec.name,
                 crate::units::fmt_size(mem)
             ))
-        })?;
-    let swap = spec.take_size("swap", swap_default, 0, machine_file::MAX_SWAP)?;
-    machine_file::check_swap_pages("swap", swap, base).map_err(|(_, msg)| {
-        SimError::BadInput(format!(
-            "machine '{}': swap={}: {msg}",
-            spec.name,
-            crate::units::fmt_size(swap)
-        ))
-    })?;
+        })?,
+        Some(rule) => machine_file::check_swap("swap", rule, mem, base).map_err(|(_, msg)| {
+            SimError::BadInput(format!("machine '{}': swap={rule}: {msg}", spec.name))
+        })?,
+    };
     // `nested=SIZE`: the machine becomes a guest whose memory the host backs with pages of
     // SIZE (the file's `[nested]` table with its page size changed, else `default_nested`).
     let nested_opt = spec.take_str("nested");
@@ -310,6 +320,7 @@ fn load(text: &str) -> Result<Loaded> {
         source,
         file_mem,
         file_swap,
+        swap_opt,
         nested_opt,
         file_nested,
     })
@@ -460,13 +471,12 @@ impl Machine {
                     l.source.origin
                 ))
             })?;
-            edits.push((
-                span,
-                format!(
-                    "\"{0}\" # from the option swap={0}",
-                    crate::units::fmt_size(m.storage.swap_bytes)
-                ),
-            ));
+            // The option's own form: `3x` stays a multiple of the memory.
+            let rule = l.swap_opt.map_or_else(
+                || crate::units::fmt_size(m.storage.swap_bytes),
+                |r| r.to_string(),
+            );
+            edits.push((span, format!("\"{rule}\" # from the option swap={rule}")));
         }
         if let (Some(v), Some(cfg)) = (&l.nested_opt, &m.nested) {
             if l.file_nested {
@@ -620,6 +630,71 @@ mod tests {
                 .swap_bytes,
             16 << 10
         );
+        // swap= takes the file's forms: a multiple of the memory too, following mem=.
+        let m = Machine::from_spec("skylake:swap=3x").unwrap();
+        assert_eq!(m.storage.swap_bytes, 96 << 30);
+        let m = Machine::from_spec("skylake:mem=4G,swap=3x").unwrap();
+        assert_eq!(m.storage.swap_bytes, 12 << 30);
+        assert_eq!(
+            Machine::from_spec("skylake:swap=0x")
+                .unwrap()
+                .storage
+                .swap_bytes,
+            0
+        );
+        let m = Machine::from_spec(&format!("file:{p}:mem=64M,swap=2X")).unwrap();
+        assert_eq!(m.storage.swap_bytes, 128 << 20);
+        // Bad forms and the file's bound (4T), with the file's words.
+        for (spec, needles) in [
+            (
+                "skylake:swap=3y",
+                &[
+                    "machine 'skylake'",
+                    "bad value '3y' for 'swap'",
+                    "multiple of the memory such as \"2x\"",
+                ][..],
+            ),
+            ("skylake:swap=1.5x", &["'1.5x' for 'swap'"][..]),
+            ("skylake:swap=x", &["'x' for 'swap'"][..]),
+            (
+                "skylake:mem=1T,swap=5x",
+                &["swap=5x: more than 4T of swap"][..],
+            ),
+            ("skylake:swap=5T", &["swap=5T: more than 4T of swap"][..]),
+            ("skylake:swap=99999999999x", &["more than 4T of swap"][..]),
+        ] {
+            let e = Machine::from_spec(spec).unwrap_err().to_string();
+            for n in needles {
+                assert!(e.contains(n), "{spec}: {e}");
+            }
+        }
+        // The same bound in a file at the same memory.
+        let five = dir.join("five.toml");
+        let text = machine_file::built_in("skylake")
+            .unwrap()
+            .replace("swap = \"2x\"", "swap = \"5x\"")
+            .replace("mem = \"32G\"", "mem = \"1T\"");
+        std::fs::write(&five, text).unwrap();
+        let e = Machine::from_spec(&format!("file:{}", five.display()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("storage.swap") && e.contains("more than 4T of swap"),
+            "{e}"
+        );
+        // An option replaces the file's rule: it is the one checked. (A file of 32G with
+        // "5x": mem=1T makes its rule 5T, refused, unless swap= replaces it.)
+        let five = dir.join("five32.toml");
+        let text = machine_file::built_in("skylake")
+            .unwrap()
+            .replace("swap = \"2x\"", "swap = \"5x\"");
+        std::fs::write(&five, text).unwrap();
+        let e = Machine::from_spec(&format!("file:{}:mem=1T", five.display()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mem=1T gives more than 4T of swap"), "{e}");
+        let m = Machine::from_spec(&format!("file:{}:mem=1T,swap=0", five.display())).unwrap();
+        assert_eq!((m.mem_bytes, m.storage.swap_bytes), (1 << 40, 0));
         let odd = dir.join("odd.toml");
         let text = machine_file::built_in("core2")
             .unwrap()
@@ -645,6 +720,7 @@ mod tests {
             "pa8000:mem=128M",
             "skylake:nested=2M",
             "skylake:mem=1G,nested=4K",
+            "skylake:mem=4G,swap=3x",
         ] {
             let text = Machine::show(spec).unwrap();
             let path = dir.join("m.toml");
@@ -665,6 +741,12 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("swap = \"2x\""), "{text}");
+        // A multiple of the memory stays one, so that a later mem= moves it too.
+        let text = Machine::show("skylake:mem=4G,swap=3x").unwrap();
+        assert!(
+            text.contains("swap = \"3x\" # from the option swap=3x"),
+            "{text}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -82,11 +82,36 @@ pub enum Swap {
     TimesMem(u64),
 }
 
+/// The forms a swap area is given in, for errors (the file's `storage.swap` and the option
+/// `swap=`).
+pub const SWAP_FORMS: &str =
+    "a size such as \"64G\" or \"0\", or a multiple of the memory such as \"2x\"";
+
 impl Swap {
     pub fn bytes(self, mem: u64) -> Option<u64> {
         match self {
             Swap::Bytes(b) => Some(b),
             Swap::TimesMem(k) => k.checked_mul(mem),
+        }
+    }
+
+    /// `"64G"`, `"0"` or `"2x"` (a whole multiple of the memory): the text of a file's
+    /// `storage.swap` and of the option `swap=`.
+    pub fn parse(text: &str) -> Option<Swap> {
+        let t = text.trim();
+        match t.strip_suffix(['x', 'X']) {
+            Some(k) => k.trim().parse().ok().map(Swap::TimesMem),
+            None => parse_size(t).map(Swap::Bytes),
+        }
+    }
+}
+
+/// As a file or the option gives it: `64G`, `2x`.
+impl std::fmt::Display for Swap {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            Swap::Bytes(b) => f.write_str(&fmt_size(*b)),
+            Swap::TimesMem(k) => write!(f, "{k}x"),
         }
     }
 }
@@ -377,9 +402,7 @@ impl<'de> Deserialize<'de> for Swap {
         impl Visitor<'_> for V {
             type Value = Swap;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str(
-                    "a size such as \"64G\" or \"0\", or a multiple of the memory such as \"2x\"",
-                )
+                f.write_str(SWAP_FORMS)
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Swap, E> {
                 Ok(Swap::Bytes(v))
@@ -390,12 +413,7 @@ impl<'de> Deserialize<'de> for Swap {
                     .map_err(|_| E::invalid_value(Unexpected::Signed(v), &self))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Swap, E> {
-                let t = v.trim();
-                let parsed = match t.strip_suffix(['x', 'X']) {
-                    Some(k) => k.trim().parse().ok().map(Swap::TimesMem),
-                    None => parse_size(t).map(Swap::Bytes),
-                };
-                parsed.ok_or_else(|| E::invalid_value(Unexpected::Str(v), &self))
+                Swap::parse(v).ok_or_else(|| E::invalid_value(Unexpected::Str(v), &self))
             }
         }
         d.deserialize_any(V)

@@ -232,25 +232,46 @@ impl Server<'_> {
     }
 }
 
+/// One key's record: its four allocations, its hash, its value's size and the next key of its
+/// chain (the `dictEntry`'s `next`). Packed to 44 bytes, the host memory a key costs besides
+/// its share of the bucket heads (`HOST_BYTES_PER_KEY`): `hash` keeps the low 32 bits of the
+/// drawn hash, all a table of at most 2^29 buckets uses (`objects` is at most 2^28, and a
+/// table is at most the power of two at or above twice that); `size` is at most 1 GiB; ids
+/// are below 2^28, so `NIL` is no id.
 #[derive(Clone, Copy)]
+#[repr(C, packed(4))]
 struct Obj {
-    hash: u64,
+    /// 0 while the key is not in the dictionary (before its SET, after its DEL).
     entry: u64,
     key: u64,
     robj: u64,
     val: u64,
-    size: u64,
+    hash: u32,
+    size: u32,
+    next: u32,
 }
 
-/// One hash table of the dictionary: its bucket array's address and chains (head first).
+const _: () = assert!(std::mem::size_of::<Obj>() == 44);
+
+/// The end of a chain.
+const NIL: u32 = u32::MAX;
+
+/// Host bytes a key can need at the peak: its `Obj`, and 4 bytes of bucket head for each of
+/// the up to 3 buckets a key has while the dictionary rehashes (`ht[0]` of `used` buckets and
+/// `ht[1]` of twice that), plus the `del:` phase's shuffled ids (4 bytes a key).
+const HOST_BYTES_PER_KEY: u64 = std::mem::size_of::<Obj>() as u64 + 3 * 4;
+const HOST_BYTES_PER_DEL: u64 = 4;
+
+/// One hash table of the dictionary: its bucket array's address and each bucket's first key
+/// (the chains run through `Obj::next`, head first).
 struct Table {
     addr: u64,
-    buckets: Vec<Vec<u32>>,
+    heads: Vec<u32>,
 }
 
 impl Table {
-    fn slot(&self, hash: u64) -> usize {
-        (hash & (self.buckets.len() as u64 - 1)) as usize
+    fn slot(&self, hash: u32) -> usize {
+        (hash & (self.heads.len() as u32 - 1)) as usize
     }
 }
 
@@ -264,19 +285,22 @@ struct Dict {
 
 impl Dict {
     /// The chain walk to `id` (dependent loads from the bucket), ht[0] first (a bucket already
-    /// moved is empty); returns (table, bucket, position in the chain).
-    fn lookup(&self, s: &mut Server, objs: &[Obj], id: u32) -> Result<(usize, usize, usize)> {
+    /// moved is empty); returns (table, bucket, the key before it in the chain).
+    fn lookup(&self, s: &mut Server, objs: &[Obj], id: u32) -> Result<(usize, usize, Option<u32>)> {
         for (t, tab) in self.ht.iter().enumerate() {
             let b = tab.slot(objs[id as usize].hash);
             let mut p = s.op(tab.addr + 8 * b as u64, MemOp::Load, None)?;
-            for (i, &o) in tab.buckets[b].iter().enumerate() {
-                let ob = &objs[o as usize];
+            let (mut o, mut prev) = (tab.heads[b], None);
+            while o != NIL {
+                let ob = objs[o as usize];
                 let ent = s.op(ob.entry, MemOp::Load, Some(p))?;
                 s.op(ob.key, MemOp::Load, Some(ent))?;
                 if o == id {
-                    return Ok((t, b, i));
+                    return Ok((t, b, prev));
                 }
                 p = ent;
+                prev = Some(o);
+                o = ob.next;
             }
         }
         Err(SimError::InvalidEvent(format!(
@@ -290,7 +314,8 @@ struct Store {
     arena: Arena,
     dict: Dict,
     objs: Vec<Obj>,
-    live: Vec<bool>,
+    /// A chain being moved by `rehash_step` (reused).
+    chain: Vec<u32>,
 }
 
 impl Store {
@@ -298,12 +323,12 @@ impl Store {
     fn insert(&mut self, s: &mut Server, id: u32) -> Result<()> {
         s.begin()?;
         self.rehash_step(s)?;
-        if self.dict.ht.len() == 1 && self.dict.used >= self.dict.ht[0].buckets.len() as u64 {
+        if self.dict.ht.len() == 1 && self.dict.used >= self.dict.ht[0].heads.len() as u64 {
             let size = (self.dict.used * 2).next_power_of_two();
             let addr = self.arena.alloc(s, 8 * size)?;
             self.dict.ht.push(Table {
                 addr,
-                buckets: vec![Vec::new(); size as usize],
+                heads: vec![NIL; size as usize],
             });
             self.dict.rehashidx = 0;
         }
@@ -312,14 +337,16 @@ impl Store {
         for tab in &self.dict.ht {
             let b = tab.slot(hash);
             let mut p = s.op(tab.addr + 8 * b as u64, MemOp::Load, None)?;
-            for &o in &tab.buckets[b] {
+            let mut o = tab.heads[b];
+            while o != NIL {
                 let ob = self.objs[o as usize];
                 p = s.op(ob.entry, MemOp::Load, Some(p))?;
                 s.op(ob.key, MemOp::Load, Some(p))?;
+                o = ob.next;
             }
         }
-        let size = self.objs[id as usize].size;
-        let o = Obj {
+        let size = u64::from(self.objs[id as usize].size);
+        let mut o = Obj {
             entry: self.arena.alloc(s, ENTRY)?,
             key: self.arena.alloc(s, sds(KEY_LEN))?,
             robj: self.arena.alloc(s, ROBJ)?,
@@ -334,10 +361,10 @@ impl Store {
         let tab = self.dict.ht.last_mut().expect("a table");
         let b = tab.slot(hash);
         s.op(tab.addr + 8 * b as u64, MemOp::Store, None)?;
-        tab.buckets[b].insert(0, id);
+        o.next = tab.heads[b];
+        tab.heads[b] = id;
         self.objs[id as usize] = o;
         self.dict.used += 1;
-        self.live[id as usize] = true;
         s.end()
     }
 
@@ -349,26 +376,34 @@ impl Store {
             return Ok(());
         }
         let mut empty = 10;
-        let n = self.dict.ht[0].buckets.len();
+        let n = self.dict.ht[0].heads.len();
         while self.dict.rehashidx < n {
             let i = self.dict.rehashidx;
             self.dict.rehashidx += 1;
             s.op(self.dict.ht[0].addr + 8 * i as u64, MemOp::Load, None)?;
-            let chain = std::mem::take(&mut self.dict.ht[0].buckets[i]);
-            if chain.is_empty() {
+            let mut o = std::mem::replace(&mut self.dict.ht[0].heads[i], NIL);
+            if o == NIL {
                 empty -= 1;
                 if empty == 0 {
                     return Ok(());
                 }
                 continue;
             }
-            for &id in chain.iter().rev() {
-                let ob = self.objs[id as usize];
+            // The chain from its tail: each key goes to the head of its new bucket, so keys
+            // that share one keep their order.
+            self.chain.clear();
+            while o != NIL {
+                self.chain.push(o);
+                o = self.objs[o as usize].next;
+            }
+            for &id in self.chain.iter().rev() {
+                let ob = &mut self.objs[id as usize];
                 let to = &mut self.dict.ht[1];
                 let b = to.slot(ob.hash);
                 s.op(to.addr + 8 * b as u64, MemOp::Store, None)?;
                 s.op(ob.entry, MemOp::Store, None)?;
-                to.buckets[b].insert(0, id);
+                ob.next = to.heads[b];
+                to.heads[b] = id;
             }
             break;
         }
@@ -386,7 +421,7 @@ impl Store {
         let ob = self.objs[id as usize];
         s.op(ob.robj, MemOp::Load, None)?;
         s.batch.flush(s.e)?;
-        s.e.send(s.pid, ob.val, ob.size)?;
+        s.e.send(s.pid, ob.val, u64::from(ob.size))?;
         s.end()
     }
 
@@ -396,9 +431,10 @@ impl Store {
         self.rehash_step(s)?;
         self.dict.lookup(s, &self.objs, id)?;
         let ob = self.objs[id as usize];
+        let size = u64::from(ob.size);
         let robj = self.arena.alloc(s, ROBJ)?;
-        let val = self.arena.alloc(s, sds(ob.size))?;
-        s.fill(val, sds(ob.size))?;
+        let val = self.arena.alloc(s, sds(size))?;
+        s.fill(val, sds(size))?;
         s.op(robj, MemOp::Store, None)?;
         s.op(ob.entry, MemOp::Store, None)?;
         self.arena.free(s, ob.val)?;
@@ -410,25 +446,81 @@ impl Store {
     fn delete(&mut self, s: &mut Server, id: u32) -> Result<()> {
         s.begin()?;
         self.rehash_step(s)?;
-        let (t, b, i) = self.dict.lookup(s, &self.objs, id)?;
+        let (t, b, prev) = self.dict.lookup(s, &self.objs, id)?;
         let ob = self.objs[id as usize];
         let tab = &mut self.dict.ht[t];
         // Unlink: the previous entry's next, or the bucket.
-        match i {
-            0 => s.op(tab.addr + 8 * b as u64, MemOp::Store, None)?,
-            _ => {
-                let prev = tab.buckets[b][i - 1];
-                s.op(self.objs[prev as usize].entry, MemOp::Store, None)?
+        match prev {
+            None => {
+                s.op(tab.addr + 8 * b as u64, MemOp::Store, None)?;
+                tab.heads[b] = ob.next;
+            }
+            Some(p) => {
+                s.op(self.objs[p as usize].entry, MemOp::Store, None)?;
+                self.objs[p as usize].next = ob.next;
             }
         };
-        tab.buckets[b].remove(i);
         self.dict.used -= 1;
-        self.live[id as usize] = false;
+        self.objs[id as usize].entry = 0;
         for p in [ob.key, ob.val, ob.robj, ob.entry] {
             self.arena.free(s, p)?;
         }
         s.end()
     }
+}
+
+impl Kv {
+    /// Host bytes a key's records can need at the peak (`HOST_BYTES_PER_KEY`, and the shuffle
+    /// of `del:`).
+    fn host_bytes_per_key(&self) -> u64 {
+        match self.phase {
+            Phase::Del(_) => HOST_BYTES_PER_KEY + HOST_BYTES_PER_DEL,
+            _ => HOST_BYTES_PER_KEY,
+        }
+    }
+}
+
+/// The host's memory (`MemTotal` of /proc/meminfo), where the host says.
+fn host_mem_total() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line["MemTotal:".len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    kb.checked_mul(1024)
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// The keys' records (`objects` x `per_key` bytes) may take at most half the host's memory
+/// (`host_total`, unknown: no limit), leaving the other half to the simulator's own state (its
+/// frames, page tables, caches: O(modelled memory)) and to the host: more is refused before
+/// the run, naming `objects`, rather than thrashing or being killed by the host's OOM killer
+/// hours in.
+fn check_host(objects: u64, per_key: u64, host_total: Option<u64>) -> Result<()> {
+    let Some(total) = host_total else {
+        return Ok(());
+    };
+    let (need, limit) = (objects.saturating_mul(per_key), total / 2);
+    if need > limit {
+        return Err(bad(
+            "objects",
+            &objects.to_string(),
+            &format!(
+                "at most what half the host's memory holds: {objects} keys need {} of host memory \
+                 ({per_key} bytes a key), over the limit of {} (half the host's {}, MemTotal in /proc/meminfo)",
+                gib(need),
+                gib(limit),
+                gib(total)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 impl super::Workload for Kv {
@@ -486,6 +578,7 @@ impl super::Workload for Kv {
                 ),
             ));
         }
+        check_host(self.objects, self.host_bytes_per_key(), host_mem_total())?;
         let pid = e.spawn()?;
         let mut s = Server {
             e,
@@ -505,12 +598,12 @@ impl super::Workload for Kv {
                 used: 0,
             },
             objs: Vec::with_capacity(self.objects as usize),
-            live: vec![false; self.objects as usize],
+            chain: Vec::new(),
         };
         let addr = st.arena.alloc(&mut s, 8 * DICT_INITIAL)?;
         st.dict.ht.push(Table {
             addr,
-            buckets: vec![Vec::new(); DICT_INITIAL as usize],
+            heads: vec![NIL; DICT_INITIAL as usize],
         });
         for _ in 0..self.objects {
             let size = match self.phase {
@@ -518,12 +611,14 @@ impl super::Workload for Kv {
                 _ => self.size,
             };
             st.objs.push(Obj {
-                hash: rng.next_u64(),
+                // The low 32 bits: see `Obj`.
+                hash: rng.next_u64() as u32,
                 entry: 0,
                 key: 0,
                 robj: 0,
                 val: 0,
-                size,
+                size: u32::try_from(size).expect("a value is at most 1 GiB"),
+                next: NIL,
             });
         }
         let n = self.objects as u32;
@@ -579,8 +674,8 @@ impl super::Workload for Kv {
             "gets": gets,
             "sets": sets,
             "deleted": dels,
-            "live_objects": st.live.iter().filter(|&&l| l).count(),
-            "value_bytes_live": st.objs.iter().zip(&st.live).filter(|(_, &l)| l).map(|(o, _)| o.size).sum::<u64>(),
+            "live_objects": st.objs.iter().filter(|o| o.entry != 0).count(),
+            "value_bytes_live": st.objs.iter().filter(|o| o.entry != 0).map(|o| u64::from(o.size)).sum::<u64>(),
             "footprint_after_phase_bytes": footprint_after_phase,
             "idle_seconds": idle,
             "jemalloc": if freebsd { "freebsd" } else { "linux" },
@@ -601,5 +696,48 @@ impl super::Workload for Kv {
 
     fn stats(&self) -> Option<serde_json::Value> {
         self.stats.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_check_refuses_records_over_half_the_host() {
+        // 2^28 keys of `cold` on a 24 GiB host: 15,032,385,536 bytes > 12 GiB.
+        let e = check_host(1 << 28, HOST_BYTES_PER_KEY, Some(24 << 30))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "workload 'kv': bad value '268435456' for 'objects': expected at most what half the host's memory holds: \
+             268435456 keys need 14.00 GiB of host memory (56 bytes a key), over the limit of 12.00 GiB \
+             (half the host's 24.00 GiB, MemTotal in /proc/meminfo)"
+        );
+        // Exactly half is allowed, a byte more is not; an unknown host has no limit.
+        let per = HOST_BYTES_PER_KEY;
+        assert!(check_host(1 << 20, per, Some(2 * (per << 20))).is_ok());
+        assert!(check_host(1 << 20, per, Some(2 * (per << 20) - 2)).is_err());
+        assert!(check_host(1 << 28, per, None).is_ok());
+        assert!(check_host(u64::MAX, per, Some(u64::MAX)).is_err());
+    }
+
+    #[test]
+    fn a_key_costs_56_host_bytes_and_60_under_del() {
+        assert_eq!(HOST_BYTES_PER_KEY, 56);
+        let mut spec = Spec::parse("workload", "kv:phase=del:70").unwrap();
+        let kv = Kv::parse(&mut spec).unwrap();
+        assert_eq!(kv.host_bytes_per_key(), 60);
+        let mut spec = Spec::parse("workload", "kv:phase=warm").unwrap();
+        assert_eq!(Kv::parse(&mut spec).unwrap().host_bytes_per_key(), 56);
+    }
+
+    #[test]
+    fn host_mem_total_reads_meminfo() {
+        if std::path::Path::new("/proc/meminfo").exists() {
+            let t = host_mem_total().expect("MemTotal");
+            assert!(t > 64 << 20, "{t}");
+        }
     }
 }

@@ -62,6 +62,11 @@ impl super::Workload for Matrix {
     fn run(&mut self, e: &mut Engine, _rng: &mut Rng) -> Result<()> {
         let pid = e.spawn()?;
         let bytes = self.n * self.n * self.elem;
+        // The transpose writes every element of B, the fill every one of A; each array starts
+        // on a page.
+        let page = e.os.machine.base_size();
+        let written = bytes.div_ceil(page) * page * (1 + self.init as u64);
+        super::check_written(e, &super::Workload::describe(self), written)?;
         let what = format!("two {bytes}-byte matrices");
         let (a, b) = two_arrays(e, pid, bytes, self.heap, "matrix", &what)?;
         let row = self.n * self.elem;

@@ -107,6 +107,29 @@ pub fn parse(text: &str) -> Result<Box<dyn Workload>> {
 /// Largest size a synthetic workload may ask for (1TB); the machine's memory limits it further.
 pub const MAX_SIZE: u64 = 1 << 40;
 
+/// Refuses, before any work, a workload that writes `written` bytes of anonymous memory (whole
+/// base pages, all mapped at once: its exact count, not its size) where the machine's memory
+/// and swap together cannot hold them. A written page needs a frame or a swap slot under every
+/// policy, so the run could only end out of memory, after simulating everything up to there
+/// (`seq:size=1T,op=write` on skylake: minutes). `what` is the workload's spec.
+pub(crate) fn check_written(e: &Engine, what: &str, written: u64) -> Result<()> {
+    let m = &e.os.machine;
+    let (mem, swap) = (m.mem_bytes, m.storage.swap_bytes);
+    if written > mem.saturating_add(swap) {
+        return Err(crate::error::SimError::BadInput(format!(
+            "workload '{what}' writes {} of anonymous memory, every page of it kept, more than the \
+             machine's memory and swap hold ({} + {} = {}): it could only run out of memory; give \
+             it a smaller size, or more memory or swap (-m {}:mem=SIZE,swap=SIZE)",
+            crate::report::human(written),
+            crate::report::human(mem),
+            crate::report::human(swap),
+            crate::report::human(mem.saturating_add(swap)),
+            m.name
+        )));
+    }
+    Ok(())
+}
+
 /// The access kind(s) of an `op=` parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {

@@ -113,6 +113,21 @@ impl Scan {
     fn count(&self) -> u64 {
         self.size.div_ceil(self.step)
     }
+
+    /// Bytes of base pages (`base`) one mapping's scan writes: the pages its accesses start in
+    /// (the region is page-aligned), all of them under `op=write` and `rw`, none under `read`.
+    fn written_bytes(&self, base: u64) -> u64 {
+        if self.op == Op::Read {
+            return 0;
+        }
+        let n = self.count();
+        let pages = if self.step >= base {
+            n
+        } else {
+            (n - 1) * self.step / base + 1
+        };
+        pages * base
+    }
 }
 
 impl super::Workload for Scan {
@@ -153,6 +168,9 @@ impl super::Workload for Scan {
                 fmt_size(self.size)
             )));
         }
+        // Each round unmaps before the next maps: one mapping's pages at a time.
+        let written = self.written_bytes(e.os.machine.base_size());
+        super::check_written(e, &super::Workload::describe(self), written)?;
         for _ in 0..self.rounds {
             let base = map_anon(e, pid, self.size)?;
             for _ in 0..self.passes {
@@ -207,5 +225,46 @@ impl Scan {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan(text: &str) -> Scan {
+        let mut spec = Spec::parse("workload", text).unwrap();
+        match spec.name.as_str() {
+            "seq" => Scan::seq(&mut spec),
+            "stride" => Scan::stride(&mut spec),
+            _ => Scan::sparse(&mut spec),
+        }
+        .unwrap()
+    }
+
+    #[test]
+    fn written_bytes_are_the_pages_the_accesses_start_in() {
+        let k4 = 4096;
+        assert_eq!(scan("seq:size=8G,op=write").written_bytes(k4), 8 << 30);
+        assert_eq!(scan("seq:size=8G,op=rw").written_bytes(k4), 8 << 30);
+        assert_eq!(scan("seq:size=8G").written_bytes(k4), 0);
+        // A partial last page is a whole page; 8K pages (alpha21264) likewise.
+        assert_eq!(scan("seq:size=5000,op=write").written_bytes(k4), 2 * k4);
+        assert_eq!(scan("seq:size=5000,op=write").written_bytes(8192), 8192);
+        // One page in 16 of a stride of 64K; a stride under a page writes every page.
+        assert_eq!(
+            scan("stride:size=1G,stride=64K,op=write").written_bytes(k4),
+            16384 * k4
+        );
+        assert_eq!(
+            scan("stride:size=1G,stride=1K,op=write").written_bytes(k4),
+            1 << 30
+        );
+        // sparse: one page per step, far less than its size.
+        assert_eq!(
+            scan("sparse:size=1T,step=2M").written_bytes(k4),
+            (1 << 19) * k4
+        );
+        assert_eq!(scan("sparse:size=1T,step=2M,op=read").written_bytes(k4), 0);
     }
 }
