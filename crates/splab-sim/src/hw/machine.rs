@@ -527,6 +527,11 @@ impl Machine {
     }
 }
 
+/// serde's `skip_serializing_if` for a share that is 0 (`pair_recent`: none).
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -823,8 +828,4 @@ mod tests {
             4 << 30
         );
     }
-}
-
-fn is_zero_f64(x: &f64) -> bool {
-    *x == 0.0
 }
