@@ -265,4 +265,34 @@ mod tests {
         assert!(parse("matrix:n=abc").is_err());
         assert!(parse("seq:size=1G,bogus=1").is_err());
     }
+
+    /// `check_written` refuses exactly what memory and swap together cannot hold: their sum
+    /// runs, one page more is bad input naming the workload and the three sizes.
+    #[test]
+    fn check_written_refuses_one_page_beyond_memory_and_swap() {
+        use crate::engine::Engine;
+        use crate::hw::Machine;
+        use crate::policy::Policy;
+        for (spec, total) in [
+            ("skylake:mem=1G,swap=0", 1u64 << 30),
+            ("skylake:mem=1G,swap=1G", 2 << 30),
+        ] {
+            let m = Machine::from_spec(spec).unwrap();
+            let mut p = Policy::from_spec("base").unwrap();
+            p.resolve(&m).unwrap();
+            let e = Engine::new(m, p, false, None);
+            assert!(check_written(&e, "w", 0).is_ok(), "{spec}");
+            assert!(check_written(&e, "w", total).is_ok(), "{spec}");
+            let err = check_written(&e, "seq:size=9G", total + 4096).unwrap_err();
+            assert!(
+                matches!(err, crate::error::SimError::BadInput(_)),
+                "{spec}: {err}"
+            );
+            let msg = err.to_string();
+            assert!(
+                msg.contains("'seq:size=9G'") && msg.contains("more than the machine's memory"),
+                "{spec}: {msg}"
+            );
+        }
+    }
 }
