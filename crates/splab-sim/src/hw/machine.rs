@@ -673,41 +673,36 @@ mod tests {
                 assert!(e.contains(n), "{spec}: {e}");
             }
         }
+        // A preset's file with its swap (and memory) replaced, written as `name`: its path.
+        let file = |name: &str, preset: &str, swap: &str, mem: Option<&str>| {
+            let mut text = machine_file::built_in(preset)
+                .unwrap()
+                .replace("swap = \"2x\"", &format!("swap = \"{swap}\""));
+            if let Some(mem) = mem {
+                text = text.replace("mem = \"32G\"", &format!("mem = \"{mem}\""));
+            }
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path.display().to_string()
+        };
+        let err = |spec: String| Machine::from_spec(&spec).unwrap_err().to_string();
         // The same bound in a file at the same memory.
-        let five = dir.join("five.toml");
-        let text = machine_file::built_in("skylake")
-            .unwrap()
-            .replace("swap = \"2x\"", "swap = \"5x\"")
-            .replace("mem = \"32G\"", "mem = \"1T\"");
-        std::fs::write(&five, text).unwrap();
-        let e = Machine::from_spec(&format!("file:{}", five.display()))
-            .unwrap_err()
-            .to_string();
+        let e = err(format!(
+            "file:{}",
+            file("five.toml", "skylake", "5x", Some("1T"))
+        ));
         assert!(
             e.contains("storage.swap") && e.contains("more than 4T of swap"),
             "{e}"
         );
         // An option replaces the file's rule: it is the one checked. (A file of 32G with
         // "5x": mem=1T makes its rule 5T, refused, unless swap= replaces it.)
-        let five = dir.join("five32.toml");
-        let text = machine_file::built_in("skylake")
-            .unwrap()
-            .replace("swap = \"2x\"", "swap = \"5x\"");
-        std::fs::write(&five, text).unwrap();
-        let e = Machine::from_spec(&format!("file:{}:mem=1T", five.display()))
-            .unwrap_err()
-            .to_string();
+        let five = file("five32.toml", "skylake", "5x", None);
+        let e = err(format!("file:{five}:mem=1T"));
         assert!(e.contains("mem=1T gives more than 4T of swap"), "{e}");
-        let m = Machine::from_spec(&format!("file:{}:mem=1T,swap=0", five.display())).unwrap();
+        let m = Machine::from_spec(&format!("file:{five}:mem=1T,swap=0")).unwrap();
         assert_eq!((m.mem_bytes, m.storage.swap_bytes), (1 << 40, 0));
-        let odd = dir.join("odd.toml");
-        let text = machine_file::built_in("core2")
-            .unwrap()
-            .replace("swap = \"2x\"", "swap = \"1000\"");
-        std::fs::write(&odd, text).unwrap();
-        let e = Machine::from_spec(&format!("file:{}", odd.display()))
-            .unwrap_err()
-            .to_string();
+        let e = err(format!("file:{}", file("odd.toml", "core2", "1000", None)));
         assert!(
             e.contains("storage.swap") && e.contains("base pages"),
             "{e}"
