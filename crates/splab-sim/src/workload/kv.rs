@@ -703,6 +703,22 @@ impl super::Workload for Kv {
 mod tests {
     use super::*;
 
+    /// Redis `dictFind` / `_dictKeyIndex`: a key's bucket is its hash masked by the table's
+    /// size (`h & d->ht[table].sizemask`), so keys spread over every bucket of the table.
+    #[test]
+    fn a_keys_bucket_is_its_hash_masked_by_the_table_size() {
+        let t = |n: usize| Table {
+            addr: 0,
+            heads: vec![NIL; n],
+        };
+        assert_eq!(t(8).slot(0x1234_5677), 7);
+        assert_eq!(t(8).slot(0x1234_5672), 2);
+        assert_eq!(t(1 << 20).slot(0xdead_beef), 0xdbeef);
+        assert_eq!(t(1).slot(u32::MAX), 0);
+        let hit: std::collections::BTreeSet<usize> = (0..64u32).map(|h| t(16).slot(h)).collect();
+        assert_eq!(hit.len(), 16);
+    }
+
     #[test]
     fn host_check_refuses_records_over_half_the_host() {
         // 2^28 keys of `cold` on a 24 GiB host: 15,032,385,536 bytes > 12 GiB.
