@@ -14,6 +14,7 @@
 pub mod daemon;
 pub mod engine;
 pub mod error;
+pub mod host;
 pub mod hw;
 pub mod phys;
 pub mod policy;

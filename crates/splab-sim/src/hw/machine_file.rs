@@ -868,7 +868,7 @@ pub fn check_swap(path: &str, swap: Swap, mem: u64, base: u64) -> std::result::R
 /// A swap area holds whole base pages (a swap slot is one page): a size that is not a multiple
 /// of the base page would leave a slot's worth silently unused, and one under a page would be
 /// no swap at all under another name, so both are refused (0 is the way to say "no swap").
-pub fn check_swap_pages(path: &str, bytes: u64, base: u64) -> std::result::Result<u64, Bad> {
+fn check_swap_pages(path: &str, bytes: u64, base: u64) -> std::result::Result<u64, Bad> {
     if !bytes.is_multiple_of(base) {
         return bad(
             path,

@@ -46,6 +46,7 @@ use super::jemalloc::{size_class, Arena, Sys, PAGE};
 use super::Batch;
 use crate::engine::Engine;
 use crate::error::{Result, SimError};
+use crate::report::human;
 use crate::rng::Rng;
 use crate::spec::{parse_size, Spec};
 use crate::units::{Access, MemOp, Pid};
@@ -482,19 +483,7 @@ impl Kv {
 
 /// The host's memory (`MemTotal` of /proc/meminfo), where the host says.
 fn host_mem_total() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kb: u64 = line["MemTotal:".len()..]
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    kb.checked_mul(1024)
-}
-
-fn gib(bytes: u64) -> String {
-    format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+    crate::host::meminfo_kb("MemTotal:")?.checked_mul(1024)
 }
 
 /// The keys' records (`objects` x `per_key` bytes) may take at most half the host's memory
@@ -514,9 +503,9 @@ fn check_host(objects: u64, per_key: u64, host_total: Option<u64>) -> Result<()>
             &format!(
                 "at most what half the host's memory holds: {objects} keys need {} of host memory \
                  ({per_key} bytes a key), over the limit of {} (half the host's {}, MemTotal in /proc/meminfo)",
-                gib(need),
-                gib(limit),
-                gib(total)
+                human(need),
+                human(limit),
+                human(total)
             ),
         ));
     }

@@ -1729,7 +1729,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String> {
 
     // Assemble the file.
     let skylake = splab_sim::hw::Machine::from_spec("skylake")?;
-    let mem_total = super::reporting::meminfo_kb("MemTotal:").unwrap_or(4 << 20) * 1024;
+    let mem_total = splab_sim::host::meminfo_kb("MemTotal:").unwrap_or(4 << 20) * 1024;
     let largest: u64 = if cpu.page_1g { 1 << 30 } else { 2 << 20 };
     let mem = (mem_total / largest).max(1) * largest;
     let la57 = std::fs::read_to_string("/proc/cpuinfo")

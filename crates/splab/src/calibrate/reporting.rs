@@ -20,6 +20,7 @@
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use super::bench::{Region, Thp};
+use splab_sim::host::meminfo_kb;
 
 /// The module parameter (Linux mm/page_reporting.c, `page_reporting_order`).
 pub const KNOB: &str = "/sys/module/page_reporting/parameters/page_reporting_order";
@@ -172,28 +173,9 @@ fn back_free_memory() -> u64 {
     done as u64
 }
 
-/// A /proc/meminfo field in kB.
-pub(crate) fn meminfo_kb(key: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(key))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn meminfo_reads_a_field() {
-        let total = meminfo_kb("MemTotal:").expect("Linux has MemTotal");
-        assert!(total > 0);
-        assert_eq!(meminfo_kb("NoSuchField:"), None);
-    }
 
     #[test]
     fn describe_names_what_was_done() {
