@@ -234,6 +234,28 @@ fn del70_khugepaged_rebloats_linux_only() {
     );
 }
 
+/// Redis's `_dictExpandIfNeeded`: the bucket table doubles to the power of two at or above
+/// twice the keys once the keys reach its size, from `DICT_HT_INITIAL_SIZE` 4, and deleting keys
+/// does not shrink it here (no `tryResizeHashTables`); the chains stay short.
+#[test]
+fn the_dictionary_grows_at_its_size_and_not_on_deletes() {
+    let dict = |w: &str| {
+        let r = common::run("skylake", "linux-4k", w);
+        let d = r.workload_stats.unwrap()["dict"].clone();
+        let n = |k: &str| d[k].as_u64().unwrap();
+        (n("buckets"), n("keys"), n("longest_chain"))
+    };
+    // 4 keys fit the initial table; the fifth SET finds used == size and expands to 8.
+    assert_eq!(dict("kv:objects=4,idle=0").0, 4);
+    assert_eq!(dict("kv:objects=5,idle=0").0, 8);
+    // 512 keys reached, 1024 buckets; 1000 keys stay there.
+    let (buckets, keys, longest) = dict("kv:objects=1000,size=64,idle=0");
+    assert_eq!((buckets, keys), (1024, 1000));
+    assert!((1..16).contains(&longest), "longest chain {longest}");
+    let (buckets, keys, _) = dict("kv:phase=del:70,objects=1000,size=64,idle=0");
+    assert_eq!((buckets, keys), (1024, 300));
+}
+
 /// Every request is counted once: the inserts, then the deletes (or the gets and sets).
 #[test]
 fn request_latency_counts_every_request() {

@@ -658,6 +658,21 @@ impl super::Workload for Kv {
         let until = s.e.clock() + idle * freq;
         s.e.idle_until(until)?;
         let a = &st.arena;
+        // The dictionary's shape (Redis's `DEBUG HTSTATS`: table size, elements, longest chain).
+        let t0 = &st.dict.ht[0];
+        let longest_chain = t0
+            .heads
+            .iter()
+            .map(|&h| {
+                let (mut o, mut n) = (h, 0u64);
+                while o != NIL {
+                    n += 1;
+                    o = st.objs[o as usize].next;
+                }
+                n
+            })
+            .max()
+            .unwrap_or(0);
         self.stats = Some(serde_json::json!({
             "inserted": self.objects,
             "gets": gets,
@@ -667,6 +682,11 @@ impl super::Workload for Kv {
             "value_bytes_live": st.objs.iter().filter(|o| o.entry != 0).map(|o| u64::from(o.size)).sum::<u64>(),
             "footprint_after_phase_bytes": footprint_after_phase,
             "idle_seconds": idle,
+            "dict": {
+                "buckets": t0.heads.len(),
+                "keys": st.dict.used,
+                "longest_chain": longest_chain,
+            },
             "jemalloc": if freebsd { "freebsd" } else { "linux" },
             "heap": {
                 "allocated_bytes": a.stats.live_bytes,
