@@ -991,3 +991,78 @@ fn a_free_moving_a_reservation_to_a_long_list_is_bounded() {
     assert_eq!(rs.head(1), Some(id), "allocated before the whole list");
     assert!(steps <= 8, "{steps} reservation steps for one page freed");
 }
+
+/// The five bookkeeping costs of docs/constants.md 7, each set alone to 1 cycle (the others 0)
+/// on seed 000's Alpha: `cycles_reservation` then counts that cost's own events.
+fn bookkeeping_cycles(
+    set: impl Fn(&mut splab_sim::hw::machine::CostConfig),
+    pressure: bool,
+) -> (u64, Engine) {
+    let free = pressure.then_some(4 << 20);
+    let (mut e, pid) = common::engine("alpha21264", "navarro", free);
+    let c = &mut e.os.machine.cost;
+    (
+        c.popmap_level_cycles,
+        c.reserv_populate_cycles,
+        c.reserv_depopulate_cycles,
+        c.reserv_create_cycles,
+        c.reserv_piece_cycles,
+    ) = (0, 0, 0, 0, 0);
+    set(c);
+    let page = e.os.machine.base_size();
+    if pressure {
+        // The preemption adversary's pattern: one page every 4MB, each allocation preferring a
+        // 4MB reservation that memory can no longer supply after the first.
+        let va = map(&mut e, pid, 64 << 20);
+        for i in 0..16 {
+            common::write(&mut e, pid, va + i * (4 << 20));
+        }
+    } else {
+        // 1MB written page by page and unmapped: two 512KB reservations, filled and emptied.
+        let va = map(&mut e, pid, 1 << 20);
+        touch_pages(&mut e, pid, va, (1 << 20) / page, AccessKind::Write);
+        e.munmap(pid, va, 1 << 20).unwrap();
+    }
+    (e.os.stats.cycles_reservation, e)
+}
+
+/// docs/constants.md 7 (seed 000 6.6's bookkeeping): each cost is charged once per its own
+/// event (a reservation created, a page entering or leaving a reservation, a population-map
+/// level visited, a piece of a preempted reservation), and nothing when it is 0.
+#[test]
+fn each_bookkeeping_cost_is_charged_per_its_event() {
+    let (none, _) = bookkeeping_cycles(|_| {}, false);
+    assert_eq!(none, 0, "every cost 0, yet bookkeeping cycles");
+    let (create, e) = bookkeeping_cycles(|c| c.reserv_create_cycles = 1, false);
+    assert_eq!(e.os.reserv.as_ref().unwrap().stats.created, 2);
+    assert_eq!(create, 2);
+    let pages = (1 << 20) / 8192;
+    let (populate, _) = bookkeeping_cycles(|c| c.reserv_populate_cycles = 1, false);
+    assert_eq!(populate, pages);
+    let (depopulate, _) = bookkeeping_cycles(|c| c.reserv_depopulate_cycles = 1, false);
+    assert_eq!(depopulate, pages);
+    let (piece, _) = bookkeeping_cycles(|c| c.reserv_piece_cycles = 1, false);
+    assert_eq!(piece, 0, "nothing preempted");
+    // Each page's population-map levels: at least one on its fault's reserved-frame lookup
+    // (all but the two that create a reservation), one populating it and one depopulating it.
+    let (levels, _) = bookkeeping_cycles(|c| c.popmap_level_cycles = 1, false);
+    assert!(levels >= 3 * pages - 2, "{levels} population-map levels");
+    let (all, _) = bookkeeping_cycles(
+        |c| {
+            (
+                c.popmap_level_cycles,
+                c.reserv_populate_cycles,
+                c.reserv_depopulate_cycles,
+                c.reserv_create_cycles,
+                c.reserv_piece_cycles,
+            ) = (1, 1, 1, 1, 1)
+        },
+        false,
+    );
+    assert_eq!(all, create + populate + depopulate + levels);
+    // Under pressure: a 4MB reservation preempted into eight 512KB pieces (seed 000 6.8).
+    let (pieces, e) = bookkeeping_cycles(|c| c.reserv_piece_cycles = 1, true);
+    let preempted = e.os.reserv.as_ref().unwrap().stats.preempted;
+    assert!(preempted > 0, "no preemption");
+    assert_eq!(pieces, 8 * preempted);
+}
