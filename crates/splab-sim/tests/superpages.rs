@@ -992,14 +992,17 @@ fn a_free_moving_a_reservation_to_a_long_list_is_bounded() {
     assert!(steps <= 8, "{steps} reservation steps for one page freed");
 }
 
-/// The five bookkeeping costs of docs/constants.md 7, each set alone to 1 cycle (the others 0)
-/// on seed 000's Alpha: `cycles_reservation` then counts that cost's own events.
+/// The five bookkeeping costs of docs/constants.md 7, each set alone to `COST` cycles (the others
+/// 0) on seed 000's Alpha: `cycles_reservation` is then `COST` times that cost's own events.
+const COST: u64 = 3;
+
 fn bookkeeping_cycles(
+    policy: &str,
     set: impl Fn(&mut splab_sim::hw::machine::CostConfig),
     pressure: bool,
 ) -> (u64, Engine) {
     let free = pressure.then_some(4 << 20);
-    let (mut e, pid) = common::engine("alpha21264", "navarro", free);
+    let (mut e, pid) = common::engine("alpha21264", policy, free);
     let c = &mut e.os.machine.cost;
     (
         c.popmap_level_cycles,
@@ -1012,9 +1015,11 @@ fn bookkeeping_cycles(
     let page = e.os.machine.base_size();
     if pressure {
         // The preemption adversary's pattern: one page every 4MB, each allocation preferring a
-        // 4MB reservation that memory can no longer supply after the first.
-        let va = map(&mut e, pid, 64 << 20);
-        for i in 0..16 {
+        // 4MB reservation that the 4MB of free memory cannot supply: reservations of smaller
+        // sizes, each with its first page populated, take the memory, and then preemption
+        // (seed 000) or breaking (FreeBSD) supplies the next.
+        let va = map(&mut e, pid, 256 << 20);
+        for i in 0..64 {
             common::write(&mut e, pid, va + i * (4 << 20));
         }
     } else {
@@ -1028,41 +1033,51 @@ fn bookkeeping_cycles(
 
 /// docs/constants.md 7 (seed 000 6.6's bookkeeping): each cost is charged once per its own
 /// event (a reservation created, a page entering or leaving a reservation, a population-map
-/// level visited, a piece of a preempted reservation), and nothing when it is 0.
+/// level visited, a piece of a preempted or broken reservation), and nothing when it is 0.
 #[test]
 fn each_bookkeeping_cost_is_charged_per_its_event() {
-    let (none, _) = bookkeeping_cycles(|_| {}, false);
+    let nav = |set: &dyn Fn(&mut splab_sim::hw::machine::CostConfig)| {
+        bookkeeping_cycles("navarro", set, false)
+    };
+    let (none, _) = nav(&|_| {});
     assert_eq!(none, 0, "every cost 0, yet bookkeeping cycles");
-    let (create, e) = bookkeeping_cycles(|c| c.reserv_create_cycles = 1, false);
+    let (create, e) = nav(&|c| c.reserv_create_cycles = COST);
     assert_eq!(e.os.reserv.as_ref().unwrap().stats.created, 2);
-    assert_eq!(create, 2);
+    assert_eq!(create, 2 * COST);
     let pages = (1 << 20) / 8192;
-    let (populate, _) = bookkeeping_cycles(|c| c.reserv_populate_cycles = 1, false);
-    assert_eq!(populate, pages);
-    let (depopulate, _) = bookkeeping_cycles(|c| c.reserv_depopulate_cycles = 1, false);
-    assert_eq!(depopulate, pages);
-    let (piece, _) = bookkeeping_cycles(|c| c.reserv_piece_cycles = 1, false);
+    let (populate, _) = nav(&|c| c.reserv_populate_cycles = COST);
+    assert_eq!(populate, pages * COST);
+    let (depopulate, _) = nav(&|c| c.reserv_depopulate_cycles = COST);
+    assert_eq!(depopulate, pages * COST);
+    let (piece, _) = nav(&|c| c.reserv_piece_cycles = COST);
     assert_eq!(piece, 0, "nothing preempted");
     // Each page's population-map levels: at least one on its fault's reserved-frame lookup
     // (all but the two that create a reservation), one populating it and one depopulating it.
-    let (levels, _) = bookkeeping_cycles(|c| c.popmap_level_cycles = 1, false);
-    assert!(levels >= 3 * pages - 2, "{levels} population-map levels");
-    let (all, _) = bookkeeping_cycles(
-        |c| {
-            (
-                c.popmap_level_cycles,
-                c.reserv_populate_cycles,
-                c.reserv_depopulate_cycles,
-                c.reserv_create_cycles,
-                c.reserv_piece_cycles,
-            ) = (1, 1, 1, 1, 1)
-        },
-        false,
+    let (levels, _) = nav(&|c| c.popmap_level_cycles = COST);
+    assert_eq!(levels % COST, 0);
+    assert!(
+        levels >= (3 * pages - 2) * COST,
+        "{levels} population-map cycles"
     );
+    let (all, _) = nav(&|c| {
+        (
+            c.popmap_level_cycles,
+            c.reserv_populate_cycles,
+            c.reserv_depopulate_cycles,
+            c.reserv_create_cycles,
+            c.reserv_piece_cycles,
+        ) = (COST, COST, COST, COST, COST)
+    });
     assert_eq!(all, create + populate + depopulate + levels);
-    // Under pressure: a 4MB reservation preempted into eight 512KB pieces (seed 000 6.8).
-    let (pieces, e) = bookkeeping_cycles(|c| c.reserv_piece_cycles = 1, true);
+    // Under pressure, seed 000: a 4MB reservation preempted into eight 512KB pieces (6.8).
+    let (pieces, e) = bookkeeping_cycles("navarro", |c| c.reserv_piece_cycles = COST, true);
     let preempted = e.os.reserv.as_ref().unwrap().stats.preempted;
     assert!(preempted > 0, "no preemption");
-    assert_eq!(pieces, 8 * preempted);
+    assert_eq!(pieces, 8 * COST * preempted);
+    // FreeBSD breaks a reservation whose one populated page is its first: its unpopulated
+    // frames are one run, one piece (vm_reserv_break).
+    let (pieces, e) = bookkeeping_cycles("freebsd", |c| c.reserv_piece_cycles = COST, true);
+    let broken = e.os.reserv.as_ref().unwrap().stats.preempted;
+    assert!(broken > 0, "nothing broken");
+    assert_eq!(pieces, COST * broken);
 }
