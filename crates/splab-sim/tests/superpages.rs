@@ -482,6 +482,45 @@ fn fork_breaks_reservations_and_cow_demotes() {
     e.exit(child).unwrap();
 }
 
+/// FreeBSD vm_reserv_break (fork breaks every reservation of the memory): a run of unpopulated
+/// frames goes back as the aligned blocks that fit inside it, so a run that ends before an
+/// aligned boundary is freed in blocks that stop at the populated page after it.
+#[test]
+fn a_broken_reservation_frees_its_runs_up_to_the_populated_pages() {
+    let (mut e, pid) = engine("skylake", "navarro");
+    let a = map(&mut e, pid, 2 << 20); // one 2MB reservation of 512 frames
+    assert_eq!(a % (2 << 20), 0);
+    common::write(&mut e, pid, a);
+    common::write(&mut e, pid, a + 3 * 4096);
+    let head = common::pfn_of(&e, pid, a).unwrap().0;
+    assert_eq!(common::pfn_of(&e, pid, a + 3 * 4096).unwrap().0, head + 3);
+    let child = e.fork(pid).unwrap();
+    assert_eq!(e.os.reserv.as_ref().unwrap().ids().count(), 0);
+    // The child's page-table pages came from the freed frames (the buddy allocator's lowest).
+    let pt: Vec<u64> =
+        e.os.proc(child)
+            .unwrap()
+            .pt
+            .frames()
+            .iter()
+            .map(|p| p.0)
+            .collect();
+    let block = |i: u64| {
+        e.os.phys
+            .buddy
+            .free_block_of(splab_sim::units::Pfn(head + i))
+            .map(|(p, o)| (p.0 - head, o.0))
+    };
+    // Every frame of the reservation is free but the two populated pages and the child's
+    // tables (the run of frames 1-2 is freed as two blocks of one: a block of two at frame 2
+    // would hold frame 3).
+    for i in 0..512 {
+        let used = i == 0 || i == 3 || pt.contains(&(head + i));
+        assert_eq!(block(i).is_none(), used, "frame {i}: {:?}", block(i));
+    }
+    assert!(block(256) == Some((256, 8)));
+}
+
 /// `--free`: only the given memory starts free; the rest is wired and clustered at the top.
 #[test]
 fn free_restricts_memory() {
