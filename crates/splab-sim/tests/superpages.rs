@@ -1120,3 +1120,54 @@ fn each_bookkeeping_cost_is_charged_per_its_event() {
     assert!(broken > 0, "nothing broken");
     assert_eq!(pieces, COST * broken);
 }
+
+/// seed 000 4.9: promotion happens inside a reservation, up to its size. With memory in free
+/// 64KB blocks none of whose buddies is free, a 512KB object gets eight 64KB reservations; once
+/// every page is written, each is promoted to 64KB and none of the 512KB extent, although it
+/// is fully populated (its frames are not one extent).
+#[test]
+fn a_full_extent_of_several_reservations_is_not_promoted() {
+    use splab_sim::units::Order;
+    let (mut e, pid) = common::engine_with("alpha21264", "navarro", false, None);
+    let page = e.os.machine.base_size();
+    let mut held = Vec::new();
+    while let Some(p) = e.os.phys.buddy.alloc(Order(3)) {
+        held.push(p);
+    }
+    for &p in held.iter().step_by(2) {
+        e.os.phys.buddy.free(p, Order(3));
+    }
+    assert_eq!(e.os.phys.buddy.largest_free_order(), Some(3));
+    let a = map(&mut e, pid, 64 * page);
+    touch_pages(&mut e, pid, a, 64, AccessKind::Write);
+    assert_eq!(e.os.reserv.as_ref().unwrap().stats.created, 8);
+    assert_eq!(e.os.stats.promotions[1..], [8, 0, 0]);
+}
+
+/// A private file mapping read in full is promoted from the file's pages; its writes then copy
+/// each page into the mapping's shadow object (its own reservation, seed 000 4.1), and the
+/// shadow's pages are promoted once all 512 are copied (seed 000 4.5 on the object that holds
+/// the page: the file's while the shadow has none of it, then the shadow's).
+#[test]
+fn pages_copied_into_a_shadow_object_are_promoted() {
+    let (mut e, pid) = engine("skylake", "navarro");
+    e.open_file(9, 2 << 20).unwrap();
+    let req = MmapReq {
+        addr: 0,
+        len: 2 << 20,
+        prot: Prot::RW,
+        flags: MapFlags::FILE,
+        file: 9,
+        offset: 0,
+    };
+    let a = e.mmap(pid, req).unwrap();
+    assert_eq!(a % (2 << 20), 0);
+    // Read in full first: the file's own pages, promoted from the file object.
+    touch_pages(&mut e, pid, a, 512, AccessKind::Read);
+    assert_eq!(e.os.stats.promotions[1], 1);
+    touch_pages(&mut e, pid, a, 511, AccessKind::Write);
+    assert_eq!(e.os.stats.faults.cow, 511);
+    assert_eq!(e.os.stats.promotions[1], 1);
+    touch_pages(&mut e, pid, a + 511 * 4096, 1, AccessKind::Write);
+    assert_eq!(e.os.stats.promotions[1], 2);
+}
