@@ -1177,3 +1177,52 @@ fn pages_copied_into_a_shadow_object_are_promoted() {
     touch_pages(&mut e, pid, a + 511 * 4096, 1, AccessKind::Write);
     assert_eq!(e.os.stats.promotions[1], 2);
 }
+
+/// seed 000 4.6, incremental demotion: a map-entry split inside a 4MB superpage on the Alpha
+/// demotes it one size at a time (4MB -> 512KB -> 64KB -> base) until no superpage crosses the
+/// split, each step rewriting the replicated PTEs of the superpage demoted (6.1) and
+/// invalidating its TLB entry, and only its: a page of the region outside the split then misses
+/// the TLB, while the 4MB superpages on either side still hit.
+#[test]
+fn a_split_demotes_one_size_at_a_time_and_invalidates_the_tlb() {
+    let (mut e, pid) = engine("alpha21264", "navarro");
+    let page = e.os.machine.base_size();
+    let a = map(&mut e, pid, 12 << 20);
+    assert_eq!(a % (4 << 20), 0);
+    touch_pages(&mut e, pid, a, 3 * 512, AccessKind::Write);
+    assert_eq!(e.os.stats.promotions[3], 3);
+    let mid = a + (4 << 20);
+    // The three 4MB entries in the TLB, then the split at the middle one's page 1.
+    let read = |e: &mut Engine, va: u64| {
+        let walks = e.os.acc.walks;
+        e.access(pid, va, AccessKind::Read).unwrap();
+        e.os.acc.walks - walks
+    };
+    for va in [a, mid + 300 * page, a + (8 << 20)] {
+        read(&mut e, va);
+    }
+    assert_eq!(
+        read(&mut e, mid + 301 * page),
+        0,
+        "a TLB hit on the 4MB entry"
+    );
+    e.mprotect(pid, mid + page, page, Prot::READ).unwrap();
+    assert_eq!(e.os.stats.demotions[1..], [1, 1, 1]);
+    let m = &e.os.machine.cost;
+    let writes = 512 + 64 + 8; // the PTEs of the 4MB, 512KB and 64KB superpages demoted
+    assert_eq!(
+        e.os.stats.cycles_demotion,
+        writes * m.pte_write_cycles + 3 * m.tlb_invalidate_cycles
+    );
+    assert_eq!(
+        read(&mut e, mid + 302 * page),
+        1,
+        "the 4MB entry was invalidated"
+    );
+    assert_eq!(read(&mut e, a + page), 0, "the 4MB superpage below");
+    assert_eq!(
+        read(&mut e, a + (8 << 20) + page),
+        0,
+        "the 4MB superpage above"
+    );
+}
