@@ -503,14 +503,7 @@ fn a_broken_reservation_frees_its_runs_up_to_the_populated_pages() {
     let child = e.fork(pid).unwrap();
     assert_eq!(e.os.reserv.as_ref().unwrap().ids().count(), 0);
     // The child's page-table pages came from the freed frames (the buddy allocator's lowest).
-    let pt: Vec<u64> =
-        e.os.proc(child)
-            .unwrap()
-            .pt
-            .frames()
-            .iter()
-            .map(|p| p.0)
-            .collect();
+    let pt = e.os.proc(child).unwrap().pt.frames();
     let block = |i: u64| {
         e.os.phys
             .buddy
@@ -521,7 +514,7 @@ fn a_broken_reservation_frees_its_runs_up_to_the_populated_pages() {
     // tables (the run of frames 1-2 is freed as two blocks of one: a block of two at frame 2
     // would hold frame 3).
     for i in 0..512 {
-        let used = i == 0 || i == 3 || pt.contains(&(head + i));
+        let used = i == 0 || i == 3 || pt.contains(&splab_sim::units::Pfn(head + i));
         assert_eq!(block(i).is_none(), used, "frame {i}: {:?}", block(i));
     }
     assert!(block(256) == Some((256, 8)));
