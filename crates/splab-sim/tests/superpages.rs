@@ -1219,3 +1219,34 @@ fn a_split_demotes_one_size_at_a_time_and_invalidates_the_tlb() {
         "the 4MB superpage above"
     );
 }
+
+/// seed 000 6.6 under `navarro`: unmapping the middle 4MB superpage of three demotes it
+/// incrementally (one 4MB, eight 512KB, 64 64KB demotions) and leaves its neighbours whole.
+#[test]
+fn unmapping_one_superpage_demotes_it_alone() {
+    let (mut e, pid) = engine("alpha21264", "navarro");
+    let a = map(&mut e, pid, 12 << 20);
+    assert_eq!(a % (4 << 20), 0);
+    touch_pages(&mut e, pid, a, 3 * 512, AccessKind::Write);
+    assert_eq!(e.os.stats.promotions[3], 3);
+    e.munmap(pid, a + (4 << 20), 4 << 20).unwrap();
+    assert_eq!(e.os.stats.demotions[1..], [64, 8, 1]);
+}
+
+/// On a radix page table (x86-64) demoting a 2MB superpage to base pages fills the 512 entries
+/// of a new leaf table: 512 PTE writes and one TLB invalidation (`Os::demote_one`).
+#[test]
+fn a_radix_demotion_writes_one_leaf_table() {
+    let (mut e, pid) = engine("skylake", "navarro");
+    let a = map(&mut e, pid, 2 << 20);
+    assert_eq!(a % (2 << 20), 0);
+    touch_pages(&mut e, pid, a, 512, AccessKind::Write);
+    assert_eq!(e.os.stats.promotions[1], 1);
+    e.mprotect(pid, a + 4096, 4096, Prot::READ).unwrap();
+    assert_eq!(e.os.stats.demotions[1], 1);
+    let m = &e.os.machine.cost;
+    assert_eq!(
+        e.os.stats.cycles_demotion,
+        512 * m.pte_write_cycles + m.tlb_invalidate_cycles
+    );
+}
