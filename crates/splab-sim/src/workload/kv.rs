@@ -274,6 +274,13 @@ impl Table {
     fn slot(&self, hash: u32) -> usize {
         (hash & (self.heads.len() as u32 - 1)) as usize
     }
+
+    /// The keys of bucket `b`, head first.
+    fn chain<'a>(&self, b: usize, objs: &'a [Obj]) -> impl Iterator<Item = u32> + 'a {
+        std::iter::successors(Some(self.heads[b]).filter(|&o| o != NIL), move |&o| {
+            Some(objs[o as usize].next).filter(|&n| n != NIL)
+        })
+    }
 }
 
 /// Redis's main dictionary: `ht[0]`, and `ht[1]` while rehashing (`rehashidx` the next bucket
@@ -291,8 +298,8 @@ impl Dict {
         for (t, tab) in self.ht.iter().enumerate() {
             let b = tab.slot(objs[id as usize].hash);
             let mut p = s.op(tab.addr + 8 * b as u64, MemOp::Load, None)?;
-            let (mut o, mut prev) = (tab.heads[b], None);
-            while o != NIL {
+            let mut prev = None;
+            for o in tab.chain(b, objs) {
                 let ob = objs[o as usize];
                 let ent = s.op(ob.entry, MemOp::Load, Some(p))?;
                 s.op(ob.key, MemOp::Load, Some(ent))?;
@@ -301,7 +308,6 @@ impl Dict {
                 }
                 p = ent;
                 prev = Some(o);
-                o = ob.next;
             }
         }
         Err(SimError::InvalidEvent(format!(
@@ -338,12 +344,10 @@ impl Store {
         for tab in &self.dict.ht {
             let b = tab.slot(hash);
             let mut p = s.op(tab.addr + 8 * b as u64, MemOp::Load, None)?;
-            let mut o = tab.heads[b];
-            while o != NIL {
+            for o in tab.chain(b, &self.objs) {
                 let ob = self.objs[o as usize];
                 p = s.op(ob.entry, MemOp::Load, Some(p))?;
                 s.op(ob.key, MemOp::Load, Some(p))?;
-                o = ob.next;
             }
         }
         let size = u64::from(self.objs[id as usize].size);
@@ -382,8 +386,7 @@ impl Store {
             let i = self.dict.rehashidx;
             self.dict.rehashidx += 1;
             s.op(self.dict.ht[0].addr + 8 * i as u64, MemOp::Load, None)?;
-            let mut o = std::mem::replace(&mut self.dict.ht[0].heads[i], NIL);
-            if o == NIL {
+            if self.dict.ht[0].heads[i] == NIL {
                 empty -= 1;
                 if empty == 0 {
                     return Ok(());
@@ -393,10 +396,8 @@ impl Store {
             // The chain from its tail: each key goes to the head of its new bucket, so keys
             // that share one keep their order.
             self.chain.clear();
-            while o != NIL {
-                self.chain.push(o);
-                o = self.objs[o as usize].next;
-            }
+            self.chain.extend(self.dict.ht[0].chain(i, &self.objs));
+            self.dict.ht[0].heads[i] = NIL;
             for &id in self.chain.iter().rev() {
                 let ob = &mut self.objs[id as usize];
                 let to = &mut self.dict.ht[1];
@@ -660,17 +661,8 @@ impl super::Workload for Kv {
         let a = &st.arena;
         // The dictionary's shape (Redis's `DEBUG HTSTATS`: table size, elements, longest chain).
         let t0 = &st.dict.ht[0];
-        let longest_chain = t0
-            .heads
-            .iter()
-            .map(|&h| {
-                let (mut o, mut n) = (h, 0u64);
-                while o != NIL {
-                    n += 1;
-                    o = st.objs[o as usize].next;
-                }
-                n
-            })
+        let longest_chain = (0..t0.heads.len())
+            .map(|b| t0.chain(b, &st.objs).count())
             .max()
             .unwrap_or(0);
         self.stats = Some(serde_json::json!({
