@@ -226,6 +226,10 @@ struct Reach {
     zero_mapped: u64,
     zero_wp: u64,
     zero_split: u64,
+    /// Copy-on-write after fork under reservations (vm/fork.rs): shadow objects made at first
+    /// writes, and shared objects collapsed into the one shadow left.
+    fork_shadows: u64,
+    collapses: u64,
 }
 
 impl Reach {
@@ -274,6 +278,8 @@ impl Reach {
         self.zero_mapped += o.zero_mapped;
         self.zero_wp += o.zero_wp;
         self.zero_split += o.zero_split;
+        self.fork_shadows += o.fork_shadows;
+        self.collapses += o.collapses;
     }
 }
 
@@ -639,6 +645,7 @@ fn run_policy_stats_from(
     (reach.zero_mapped, reach.zero_wp, reach.zero_split) =
         (t.zero_page_mapped, t.zero_page_wp, t.zero_page_split);
     (reach.preempted_total, reach.broken) = resv_counts(&e);
+    (reach.fork_shadows, reach.collapses) = (e.os.fork.shadows, e.os.fork.collapses);
     // Tearing everything down returns every frame.
     for (pid, _) in procs {
         e.exit(pid).unwrap();
@@ -762,6 +769,8 @@ fn random_sequences_reach_every_size_preemption_and_out_of_memory() {
     }
     assert!(r.ooms > 0 && r.broken > 0, "{r:?}");
     assert!(r.around > 0, "prefault mapped nothing: {r:?}");
+    // Fork's copy-on-write in FreeBSD's object model (vm/fork.rs): shadows made and collapsed.
+    assert!(r.fork_shadows > 0 && r.collapses > 0, "{r:?}");
     // The page daemon (seed 000 4.6, 5.1): pages written out and read back, cache pages
     // reused, superpages demoted to evict a page and speculatively.
     assert!(

@@ -472,25 +472,32 @@ fn reservation_frames_return_when_the_reservation_empties() {
     );
 }
 
-/// Fork shares frames copy-on-write, so it breaks the parent's reservations of that memory;
-/// the superpage mappings survive read-only, and a write copies one base page.
+/// Fork shares the object copy-on-write (FreeBSD vm_map_copy_entry) and breaks none of its
+/// reservations; the superpage mappings survive read-only, and a write copies one base page
+/// into the writer's new shadow object. The child's exit leaves the parent's shadow alone in
+/// front of the shared object, which it absorbs (vm_object_collapse, vm/fork.rs).
 #[test]
-fn fork_breaks_reservations_and_cow_demotes() {
+fn fork_keeps_reservations_and_cow_demotes() {
     let (mut e, pid) = engine("alpha21264", "navarro");
     let a = map(&mut e, pid, 4 << 20);
     touch_pages(&mut e, pid, a, 100, AccessKind::Write);
+    let reservations = e.os.reserv.as_ref().unwrap().ids().count();
+    assert!(reservations > 0);
     let child = e.fork(pid).unwrap();
-    assert_eq!(e.os.reserv.as_ref().unwrap().ids().count(), 0);
+    assert_eq!(e.os.reserv.as_ref().unwrap().ids().count(), reservations);
     e.access(pid, a + 8192, AccessKind::Write).unwrap();
     assert_eq!(e.os.stats.faults.cow, 1);
     assert!(e.os.stats.demotions[1] >= 1);
+    assert_eq!(e.os.fork.shadows, 1);
     e.access(child, a + 16384, AccessKind::Read).unwrap();
     e.exit(child).unwrap();
+    // 99 pages moved into the shadow (page 1 had its copy there already).
+    assert_eq!((e.os.fork.collapses, e.os.fork.collapsed_pages), (1, 99));
 }
 
-/// FreeBSD vm_reserv_break (fork breaks every reservation of the memory): a run of unpopulated
-/// frames goes back as the aligned blocks that fit inside it, so a run that ends before an
-/// aligned boundary is freed in blocks that stop at the populated page after it.
+/// FreeBSD vm_reserv_break (a collapse breaks the reservations of the object it absorbs): a
+/// run of unpopulated frames goes back as the aligned blocks that fit inside it, so a run that
+/// ends before an aligned boundary is freed in blocks that stop at the populated page after it.
 #[test]
 fn a_broken_reservation_frees_its_runs_up_to_the_populated_pages() {
     let (mut e, pid) = engine("skylake", "navarro");
@@ -501,22 +508,27 @@ fn a_broken_reservation_frees_its_runs_up_to_the_populated_pages() {
     let head = common::pfn_of(&e, pid, a).unwrap().0;
     assert_eq!(common::pfn_of(&e, pid, a + 3 * 4096).unwrap().0, head + 3);
     let child = e.fork(pid).unwrap();
-    assert_eq!(e.os.reserv.as_ref().unwrap().ids().count(), 0);
-    // The child's page-table pages came from the freed frames (the buddy allocator's lowest).
-    let pt = e.os.proc(child).unwrap().pt.frames();
+    // The child's write gives it a shadow (its page is reserved elsewhere); the parent's exit
+    // leaves that shadow alone over the shared object, which it absorbs: the shared object's
+    // reservation is broken, and pages 0 and 3 move into the shadow.
+    common::write(&mut e, child, a + 200 * 4096);
+    e.exit(pid).unwrap();
+    assert_eq!(e.os.fork.collapses, 1);
+    assert_eq!(common::pfn_of(&e, child, a + 3 * 4096).unwrap().0, head + 3);
     let block = |i: u64| {
         e.os.phys
             .buddy
             .free_block_of(splab_sim::units::Pfn(head + i))
             .map(|(p, o)| (p.0 - head, o.0))
     };
-    // Every frame of the reservation is free but the two populated pages and the child's
-    // tables (the run of frames 1-2 is freed as two blocks of one: a block of two at frame 2
-    // would hold frame 3).
+    // Every frame of the reservation is free but the two populated pages (the run of frames
+    // 1-2 is freed as two blocks of one: a block of two at frame 2 would hold frame 3).
     for i in 0..512 {
-        let used = i == 0 || i == 3 || pt.contains(&splab_sim::units::Pfn(head + i));
+        let used = i == 0 || i == 3;
         assert_eq!(block(i).is_none(), used, "frame {i}: {:?}", block(i));
     }
+    assert_eq!(block(1), Some((1, 0)));
+    assert_eq!(block(2), Some((2, 0)));
     assert!(block(256) == Some((256, 8)));
 }
 

@@ -317,10 +317,18 @@ impl Os {
             pte.prot(),
             v.prot
         );
-        let backing = v
-            .shadow
-            .and_then(|s| self.obj(s).pages.get(pi))
-            .or_else(|| self.obj(v.obj).pages.get(pi));
+        let own = v.shadow.and_then(|s| self.obj(s).pages.get(pi));
+        let backing = own.or_else(|| self.obj(v.obj).pages.get(pi));
+        // Copy-on-write (vm/fork.rs): a private page of the object under a shadow, or of one a
+        // needs-copy entry shares with another, is mapped read-only; a write copies it.
+        crate::ensure_inv!(
+            !pte.prot().writable()
+                || !v.private()
+                || own.is_some()
+                || !(v.shadow.is_some() || (v.needs_copy && self.obj(v.obj).refs > 1)),
+            "pid {}: page {va:#x} is writable but its object is shared copy-on-write",
+            p.pid.0
+        );
         if self.is_huge_zero(pte.pfn()) || self.is_zero_pfn(pte.pfn()) {
             return self.check_zero_mapping(p, v, va, backing, pte);
         }

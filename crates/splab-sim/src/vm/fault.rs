@@ -750,6 +750,12 @@ impl Os {
         let pindex = v.pgoff + ((va - v.start) >> bs);
         let write = kind == AccessKind::Write;
         let mut present = p.pmap.lookup(vpn);
+        // A write through an entry sharing its object since fork (vm/fork.rs).
+        let v = if write && v.needs_copy {
+            self.needs_copy_write(pid, v)
+        } else {
+            v
+        };
         // Direct compaction's cycles of a write to the huge zero page that got no THP.
         let mut zero_stall = 0;
         if let Some(e) = present.filter(|e| !e.size().is_base()) {
@@ -910,9 +916,14 @@ impl Os {
         let va = vpn << self.base_shift();
         let p = self.procs.get_mut(&pid.0).expect("cow: pid");
         p.pmap.replace(vpn, new, v.prot);
+        // Entered for a write: dirty (FreeBSD pmap_enter sets PG_M), and the copy may complete
+        // a promotable extent of the layer it went to (pmap_enter tries pmap_promote_pde after
+        // a copy-on-write as after any entry).
+        p.pmap.touch(vpn, 0, true);
         self.hw.tlb.invalidate_range(pid.0, va, va + 1);
+        let promo = self.try_promote(pid, v, vpn);
         Ok(FaultCost {
-            cycles: copy_cycles + self.machine.cost.tlb_invalidate_cycles,
+            cycles: copy_cycles + self.machine.cost.tlb_invalidate_cycles + pte_write + promo,
             io: 0,
         })
     }
@@ -963,6 +974,37 @@ impl Os {
             } else if self.backing.on_swap(s, pindex) {
                 // The private copy was paged out: read it back.
                 (self.swap_in(pid, s, pindex, v, &mut cost)?, true)
+            } else if self.obj(v.obj).kind == ObjKind::Anon {
+                // A shadow in front of an object shared since fork (vm/fork.rs): the shared
+                // page, copied into the shadow by a write; else a zero page in the shadow
+                // (FreeBSD vm_fault zero-fills in the first object of the chain).
+                let shared = match self.obj(v.obj).pages.get(pindex) {
+                    Some(pfn) => {
+                        self.page_reused(pfn);
+                        self.pageq.mark_busy(pfn);
+                        Some(pfn)
+                    }
+                    None if self.backing.on_swap(v.obj, pindex) => {
+                        Some(self.swap_in(pid, v.obj, pindex, v, &mut cost)?)
+                    }
+                    None => None,
+                };
+                match shared {
+                    Some(pfn) if !write => (pfn, false),
+                    Some(_) => {
+                        let new = self.cow_copy(pid, s, pindex, v)?;
+                        cost.cycles += self.machine.cost.copy_page_cycles;
+                        (new, true)
+                    }
+                    None => {
+                        let pfn = self.alloc_frame(pid, s, pindex, v)?;
+                        self.obj_insert(s, pindex, pfn);
+                        self.stats.faults.zero_fill += 1;
+                        self.stats.zeroed_bytes += base;
+                        cost.cycles += self.machine.cost.zero_page_cycles;
+                        (pfn, true)
+                    }
+                }
             } else {
                 let pfn = self.file_page(pid, v.obj, pindex, v, &mut cost)?;
                 if write {
@@ -985,10 +1027,18 @@ impl Os {
                 cost.cycles += self.machine.cost.copy_page_cycles;
                 (new, true)
             } else {
-                (pfn, !v.private() || self.phys.refs(pfn) == 1)
+                // Through an entry that needs a copy the page is shared with another process
+                // (vm/fork.rs): read-only until written.
+                (
+                    pfn,
+                    !v.private() || (self.phys.refs(pfn) == 1 && !v.needs_copy),
+                )
             }
         } else if self.backing.on_swap(v.obj, pindex) {
-            (self.swap_in(pid, v.obj, pindex, v, &mut cost)?, true)
+            (
+                self.swap_in(pid, v.obj, pindex, v, &mut cost)?,
+                !v.needs_copy,
+            )
         } else {
             // Linux THP: the whole superpage allocated, zeroed and mapped at once (vm/thp.rs).
             // Direct compaction's cycles (vm/compact.rs) are the fault's, THP or fallback.
@@ -1007,13 +1057,15 @@ impl Os {
                     io: 0,
                 });
             }
-            // Zero-fill (event 2, preparation: one base page zeroed at fault time).
+            // Zero-fill (event 2, preparation: one base page zeroed at fault time). A read
+            // through an entry that needs a copy fills the shared object (FreeBSD's first
+            // object until a write shadows it), read-only.
             let pfn = self.alloc_frame(pid, v.obj, pindex, v)?;
             self.obj_insert(v.obj, pindex, pfn);
             self.stats.faults.zero_fill += 1;
             self.stats.zeroed_bytes += base;
             cost.cycles += self.machine.cost.zero_page_cycles;
-            (pfn, true)
+            (pfn, !v.needs_copy)
         };
         let prot = if exclusive || !v.prot.writable() {
             v.prot

@@ -299,6 +299,7 @@ impl Os {
             obj,
             pgoff: 0,
             shadow: None,
+            needs_copy: false,
             hugepage_advice: None,
         }
     }

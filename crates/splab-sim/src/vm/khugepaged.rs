@@ -149,7 +149,7 @@ impl Os {
         v: &Vma,
         limits: Option<&KhugepagedLimits>,
     ) -> Outcome {
-        if limits.is_none() && !(v.private() && v.shadow.is_none()) {
+        if limits.is_none() && !(v.private() && v.shadow.is_none() && !v.needs_copy) {
             return Outcome::Passed; // MADV_COLLAPSE: anonymous private memory only, here
         }
         let (c, o) = self.thp_class().expect("khugepaged: THP policy");

@@ -23,6 +23,7 @@ pub mod dirty;
 mod fault;
 pub mod faultaround;
 pub mod file;
+pub mod fork;
 pub mod fragment;
 pub mod khugepaged;
 pub mod kmem;
@@ -121,8 +122,13 @@ pub struct Vma {
     pub obj: ObjId,
     /// Object page index of `start`.
     pub pgoff: u64,
-    /// For a private file mapping: the anonymous object holding its written (copied) pages.
+    /// For a private file mapping, or a private anonymous one written after fork under a
+    /// policy with reservations (vm/fork.rs): the anonymous object holding its written (copied)
+    /// pages, over `obj`.
     pub shadow: Option<ObjId>,
+    /// FreeBSD's MAP_ENTRY_NEEDS_COPY: `obj` is shared with another process since fork, and
+    /// the entry's first write gives it a shadow object if it still is (vm/fork.rs).
+    pub needs_copy: bool,
     /// MADV_HUGEPAGE / MADV_NOHUGEPAGE state, for policies that honour it.
     pub hugepage_advice: Option<bool>,
 }
@@ -296,6 +302,8 @@ pub struct Os {
     pub contig: contig::ContigState,
     /// Linux THP counters and khugepaged's cursor (vm/thp.rs, vm/khugepaged.rs).
     pub thp: thp::ThpState,
+    /// Shadow objects made after fork and collapsed (vm/fork.rs).
+    pub fork: fork::ForkStats,
     /// Memory compaction and kcompactd's requests (vm/compact.rs).
     pub compact: compact::CompactState,
     /// Open files and their I/O state (vm/file.rs).
@@ -387,6 +395,7 @@ impl Os {
             backing: swap::Backing::new(machine_swap_pages),
             contig: contig::ContigState::default(),
             thp: thp::ThpState::default(),
+            fork: fork::ForkStats::default(),
             compact: compact::CompactState::default(),
             fileio: file::FileIo::default(),
             dirty,
@@ -476,9 +485,14 @@ impl Os {
         let o = self.obj_mut(id);
         o.refs -= 1;
         if o.refs > 0 {
+            let shared_anon = o.kind == ObjKind::Anon && !o.one_mapping;
             if let (1, ObjKind::File { file }) = (o.refs, o.kind) {
                 // The last mapping of a file went (seed 000 5.1 (3), vm/file.rs).
                 self.file_unused(file);
+            }
+            if shared_anon {
+                // Shared since a fork: a shadow left alone in front of it absorbs it.
+                self.collapse_shadow(id);
             }
             return;
         }
@@ -682,6 +696,7 @@ impl Os {
             obj,
             pgoff,
             shadow,
+            needs_copy: false,
             hugepage_advice: None,
         };
         self.proc_mut(pid)?.vmas.insert(addr, vma);
@@ -774,7 +789,10 @@ impl Os {
         if release {
             let first = v.pgoff;
             let last = v.pgoff + (e - s);
-            let anon_private = v.private() && self.obj(v.obj).kind == ObjKind::Anon;
+            // An object shared since fork keeps its pages for the other entries mapping them
+            // (FreeBSD frees an unmapped range's pages only of an OBJ_ONEMAPPING object).
+            let o = self.obj(v.obj);
+            let anon_private = v.private() && o.kind == ObjKind::Anon && o.one_mapping;
             let targets: Vec<ObjId> = v
                 .shadow
                 .into_iter()
@@ -918,10 +936,15 @@ impl Os {
                     let p = self.proc_mut(pid)?;
                     let v = p.vmas.get_mut(&s).expect("brk: heap");
                     v.end = new_top;
-                    let obj = v.obj;
+                    let (obj, shadow) = (v.obj, v.shadow);
                     let pages = (new_top - s) >> shift;
                     let o = self.obj_mut(obj);
                     o.size = o.size.max(pages);
+                    // A heap written after fork has a shadow in front (vm/fork.rs).
+                    if let Some(sh) = shadow {
+                        let o = self.obj_mut(sh);
+                        o.size = o.size.max(pages);
+                    }
                 }
                 None => {
                     let req = MmapReq {
@@ -945,112 +968,15 @@ impl Os {
                 .next_back()
                 .filter(|(&s, _)| s == start)
             {
-                let (obj, pages) = (v.obj, (v.end - s) >> self.base_shift());
-                self.obj_mut(obj).size = pages;
+                let (obj, shadow) = (v.obj, v.shadow);
+                let pages = (v.end - s) >> self.base_shift();
+                for o in std::iter::once(obj).chain(shadow) {
+                    self.obj_mut(o).size = pages;
+                }
             }
         }
         self.proc_mut(pid)?.brk_end = new_end;
         Ok(new_end)
-    }
-
-    /// fork: a child with a copy of the address space. Private anonymous memory becomes
-    /// copy-on-write: the child's objects hold the parent's frames, both page tables map them
-    /// read-only (Linux copy_page_range copies the PTEs of anonymous mappings).
-    pub fn fork(&mut self, parent: Pid) -> Result<Pid> {
-        let bs = self.base_shift();
-        let vmas: Vec<Vma> = self.proc(parent)?.vmas.values().cloned().collect();
-        let (brk_start, brk_end, thp_disabled) = {
-            let p = self.proc(parent)?;
-            (p.brk_start, p.brk_end, p.thp_disabled)
-        };
-        let child = self.spawn()?;
-        self.procs
-            .get_mut(&child.0)
-            .expect("fork: child")
-            .thp_disabled = thp_disabled;
-        let mut child_vmas = BTreeMap::new();
-        let mut child_ptes = Vec::new();
-        let mut wp_ranges = Vec::new();
-        for v in vmas {
-            let mut cv = v.clone();
-            // The child's copy of an object holds only the pages this map entry can reach (after
-            // splits, several entries share one object).
-            let first = v.pgoff;
-            let last = v.pgoff + ((v.end - v.start) >> bs);
-            let copy_obj = |os: &mut Os, id: ObjId| -> ObjId {
-                // The frames become shared: they can no longer belong to a reservation.
-                os.break_reservations_of(id);
-                let src = os.obj(id);
-                let mut o = VmObject::new(src.kind, src.size, src.growable);
-                o.colour = src.colour;
-                o.refs = 1;
-                let pages = src.pages.range(first, last);
-                let copy = os.new_object(o);
-                for (pi, pfn) in pages {
-                    // A cache page about to be shared is in use again.
-                    os.page_reused(pfn);
-                    os.obj_insert(copy, pi, pfn);
-                }
-                os.backing.copy_swap_range(id, copy, first, last);
-                copy
-            };
-            if v.private() && self.obj(v.obj).kind == ObjKind::Anon {
-                cv.obj = copy_obj(self, v.obj);
-            } else {
-                self.obj_mut(v.obj).refs += 1;
-            }
-            if let Some(s) = v.shadow {
-                cv.shadow = Some(copy_obj(self, s));
-            }
-            if v.private() {
-                // Copy the parent's present PTEs of private pages, read-only in both.
-                let parent_pmap = &self.procs[&parent.0].pmap;
-                let ro = Prot(v.prot.0 & !Prot::WRITE.0);
-                let mut n = 0u64;
-                // Only the page-table chunks that exist: a huge, sparsely touched mapping costs
-                // its resident pages, not its size.
-                for (vpn, pte) in parent_pmap.entries_in(v.start >> bs, v.end >> bs) {
-                    if pte.size().is_base() {
-                        child_ptes.push((vpn, pte.pfn(), Prot(pte.prot().0 & ro.0)));
-                        n += 1;
-                    }
-                }
-                self.stats.cycles_kernel += n * self.machine.cost.pte_write_cycles;
-                if v.prot.writable() {
-                    wp_ranges.push((v.start, v.end));
-                }
-            }
-            child_vmas.insert(cv.start, cv);
-        }
-        for (s, e) in wp_ranges {
-            let p = self.procs.get_mut(&parent.0).expect("fork: parent");
-            let n = p
-                .pmap
-                .protect(s >> bs, e >> bs, Prot(Prot::READ.0 | Prot::EXEC.0));
-            if n > 0 {
-                self.hw.tlb.invalidate_range(parent.0, s, e);
-            }
-            self.stats.cycles_kernel += n * self.machine.cost.pte_write_cycles;
-        }
-        // The child's map entries first, then its page-table entries. Entering them allocates
-        // page-table pages; if memory runs out, fork fails as Linux's does (ENOMEM): the
-        // half-built child is torn down, giving back what it took.
-        let c = self.proc_mut(child)?;
-        c.vmas = child_vmas;
-        c.brk_start = brk_start;
-        c.brk_end = brk_end;
-        // The pages about to be mapped stay resident while page-table pages are allocated
-        // (which may run the page daemon).
-        for &(_, pfn, _) in &child_ptes {
-            self.pageq.mark_busy(pfn);
-        }
-        for (vpn, pfn, prot) in child_ptes {
-            if let Err(e) = self.pmap_enter(child, vpn, pfn, prot) {
-                self.exit(child)?;
-                return Err(e);
-            }
-        }
-        Ok(child)
     }
 
     fn teardown(&mut self, pid: Pid) -> Result<()> {

@@ -143,6 +143,10 @@ pub struct VmObject {
     pub colour: u64,
     /// The population map (seed 000 4.9), kept when the policy reserves.
     pub popmap: Option<crate::reserv::popmap::PopMap>,
+    /// FreeBSD's OBJ_ONEMAPPING: each page is reachable through one map entry at most, so
+    /// unmapping an entry frees its range's pages. Fork clears it on an object it shares
+    /// between parent and child (vm/fork.rs): their entries map the same pages.
+    pub one_mapping: bool,
 }
 
 impl VmObject {
@@ -155,6 +159,7 @@ impl VmObject {
             refs: 0,
             colour: 0,
             popmap: None,
+            one_mapping: true,
         }
     }
 }

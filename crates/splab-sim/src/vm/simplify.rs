@@ -26,6 +26,7 @@ fn mergeable(prev: &Vma, next: &Vma, base_shift: u8) -> bool {
         && prev.obj == next.obj
         && prev.pgoff + ((prev.end - prev.start) >> base_shift) == next.pgoff
         && prev.shadow == next.shadow
+        && prev.needs_copy == next.needs_copy
         && prev.prot == next.prot
         && prev.flags == next.flags
         && prev.hugepage_advice == next.hugepage_advice

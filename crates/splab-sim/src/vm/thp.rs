@@ -155,6 +155,7 @@ impl Os {
             && !p.thp_disabled
             && v.private()
             && v.shadow.is_none()
+            && !v.needs_copy
             && matches!(self.obj(v.obj).kind, ObjKind::Anon)
     }
 

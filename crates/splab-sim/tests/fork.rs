@@ -1,0 +1,202 @@
+//! Scenario tests of fork's copy-on-write in the two object models of vm/fork.rs: FreeBSD's,
+//! under the policies with reservations (the object shared by needs-copy entries, a shadow
+//! object at an entry's first write, the collapse when one shadow is left), and the copy model
+//! of the others (Linux, base). Every test runs with the invariant checks after each event,
+//! which include "a page shared copy-on-write is mapped read-only".
+
+mod common;
+
+use splab_sim::engine::Engine;
+use splab_sim::units::{AccessKind, Pid};
+use splab_sim::vm::Vma;
+
+const EXTENT: u64 = 2 << 20; // a 2MB superpage of skylake
+const PAGE: u64 = 4096;
+
+fn vma(e: &Engine, pid: Pid, va: u64) -> Vma {
+    e.os.proc(pid).unwrap().vma_at(va).unwrap().clone()
+}
+
+fn read(e: &mut Engine, pid: Pid, va: u64) {
+    e.access(pid, va, AccessKind::Read).unwrap();
+}
+
+/// A process with one 2MB-aligned anonymous extent, every page written: a 2MB superpage.
+fn promoted_extent(policy: &str) -> (Engine, Pid, u64) {
+    let (mut e, pid) = common::engine("skylake", policy, None);
+    let a = e.mmap(pid, common::anon(EXTENT)).unwrap();
+    assert_eq!(a % EXTENT, 0);
+    for i in 0..EXTENT / PAGE {
+        common::write(&mut e, pid, a + i * PAGE);
+    }
+    assert_eq!(common::mapped(&e, pid), (0, EXTENT), "{policy}");
+    (e, pid, a)
+}
+
+/// seed 000 4.5 and 4.9 in FreeBSD's object model: the copies a process makes of a whole
+/// extent after fork land in its shadow object, fill a reservation there and are promoted, in
+/// the child and in the parent. (In the copy model the child's object held every page of the
+/// extent already, so no reservation could be made and the copies stayed base pages.) The
+/// child's exit leaves the parent's shadow alone over the shared object, which it absorbs:
+/// every shared page was copied, so none moves.
+#[test]
+fn copies_of_a_whole_extent_after_fork_are_promoted() {
+    for policy in ["navarro", "freebsd"] {
+        let (mut e, parent, a) = promoted_extent(policy);
+        let child = e.fork(parent).unwrap();
+        assert!(vma(&e, parent, a).needs_copy && vma(&e, child, a).needs_copy);
+        assert_eq!(vma(&e, parent, a).obj, vma(&e, child, a).obj, "{policy}");
+        let cow = e.os.stats.faults.cow;
+        for i in 0..EXTENT / PAGE {
+            common::write(&mut e, child, a + i * PAGE);
+        }
+        assert_eq!(e.os.stats.faults.cow - cow, 512, "{policy}");
+        assert_eq!(common::mapped(&e, child), (0, EXTENT), "{policy}: child");
+        assert_eq!(e.os.fork.shadows, 1, "{policy}");
+        let cv = vma(&e, child, a);
+        assert!(cv.shadow.is_some() && !cv.needs_copy, "{policy}");
+        // The parent still maps the shared frames (read-only), not the child's copies.
+        assert_ne!(
+            common::pfn_of(&e, parent, a),
+            common::pfn_of(&e, child, a),
+            "{policy}"
+        );
+        for i in 0..EXTENT / PAGE {
+            common::write(&mut e, parent, a + i * PAGE);
+        }
+        assert_eq!(e.os.stats.faults.cow - cow, 1024, "{policy}");
+        assert_eq!(common::mapped(&e, parent), (0, EXTENT), "{policy}: parent");
+        assert_eq!(e.os.fork.shadows, 2, "{policy}");
+        e.exit(child).unwrap();
+        assert_eq!(
+            (e.os.fork.collapses, e.os.fork.collapsed_pages),
+            (1, 0),
+            "{policy}"
+        );
+        let pv = vma(&e, parent, a);
+        assert!(pv.shadow.is_none() && !pv.needs_copy, "{policy}");
+        assert_eq!(e.os.obj(pv.obj).pages.len, 512, "{policy}");
+        // The shared object's frames went back: the parent's 512 pages are all that is left.
+        assert_eq!(e.os.footprint_frames(), 512, "{policy}");
+    }
+}
+
+/// FreeBSD vm_object_shadow returns at once for an object with one reference left: after
+/// fork and the child's exec, the parent's writes copy nothing and make no shadow; each only
+/// grants write back.
+#[test]
+fn after_fork_and_exec_writes_only_grant_write() {
+    let (mut e, parent, a) = promoted_extent("navarro");
+    let child = e.fork(parent).unwrap();
+    e.exec(child).unwrap();
+    let (cow, protection) = (e.os.stats.faults.cow, e.os.stats.faults.protection);
+    for i in 0..4 {
+        common::write(&mut e, parent, a + i * PAGE);
+    }
+    assert_eq!(e.os.stats.faults.cow, cow);
+    assert_eq!(e.os.stats.faults.protection - protection, 4);
+    assert_eq!(e.os.fork.shadows, 0);
+    let v = vma(&e, parent, a);
+    assert!(v.shadow.is_none() && !v.needs_copy);
+}
+
+/// Reads after fork share the pages read-only, and a read of a page neither process had
+/// touched zero-fills it into the shared object (FreeBSD's first object until a write shadows
+/// the entry), so the other process reads the same frame. A write then copies it.
+#[test]
+fn reads_after_fork_share_pages_until_written() {
+    let (mut e, parent) = common::engine("skylake", "navarro", None);
+    let a = e.mmap(parent, common::anon(EXTENT)).unwrap();
+    common::write(&mut e, parent, a);
+    let child = e.fork(parent).unwrap();
+    let page = a + 10 * PAGE;
+    read(&mut e, child, page);
+    read(&mut e, parent, page);
+    let shared = common::pfn_of(&e, child, page).unwrap();
+    assert_eq!(common::pfn_of(&e, parent, page), Some(shared));
+    assert_eq!(
+        e.os.stats.faults.zero_fill, 2,
+        "page 0 before fork, page 10 after"
+    );
+    for pid in [parent, child] {
+        let pte = e.os.proc(pid).unwrap().pmap.lookup(page / PAGE).unwrap();
+        assert!(!pte.prot().writable());
+    }
+    common::write(&mut e, parent, page);
+    assert_eq!(e.os.stats.faults.cow, 1);
+    assert_ne!(common::pfn_of(&e, parent, page), Some(shared));
+    assert_eq!(common::pfn_of(&e, child, page), Some(shared));
+}
+
+/// Unmapping a shared range in one process leaves the pages to the other (FreeBSD frees an
+/// unmapped range's pages only of an object with one mapping, OBJ_ONEMAPPING), and the exit of
+/// the last process frees them.
+#[test]
+fn unmapping_a_shared_range_leaves_the_pages_to_the_other_process() {
+    let (mut e, parent) = common::engine("skylake", "navarro", None);
+    let a = e.mmap(parent, common::anon(EXTENT)).unwrap();
+    for i in 0..8 {
+        common::write(&mut e, parent, a + i * PAGE);
+    }
+    let before: Vec<_> = (0..8)
+        .map(|i| common::pfn_of(&e, parent, a + i * PAGE))
+        .collect();
+    let child = e.fork(parent).unwrap();
+    e.munmap(child, a, EXTENT).unwrap();
+    assert_eq!(e.os.obj(vma(&e, parent, a).obj).pages.len, 8);
+    // The parent is the object's only user again: its writes copy nothing.
+    for i in 0..8 {
+        common::write(&mut e, parent, a + i * PAGE);
+    }
+    assert_eq!(e.os.stats.faults.cow, 0);
+    let after: Vec<_> = (0..8)
+        .map(|i| common::pfn_of(&e, parent, a + i * PAGE))
+        .collect();
+    assert_eq!(before, after);
+    e.exit(child).unwrap();
+    e.exit(parent).unwrap();
+    assert_eq!(e.os.footprint_frames(), 0);
+}
+
+/// A collapse moves the shared pages the shadow does not have into it, keeping their frames,
+/// and later writes to them only grant write.
+#[test]
+fn a_collapse_moves_the_pages_not_copied_into_the_shadow() {
+    let (mut e, parent) = common::engine("skylake", "navarro", None);
+    let a = e.mmap(parent, common::anon(EXTENT)).unwrap();
+    for i in 0..8 {
+        common::write(&mut e, parent, a + i * PAGE);
+    }
+    let child = e.fork(parent).unwrap();
+    common::write(&mut e, parent, a); // the parent's shadow, with its copy of page 0
+    let frame7 = common::pfn_of(&e, parent, a + 7 * PAGE);
+    e.exit(child).unwrap();
+    assert_eq!((e.os.fork.collapses, e.os.fork.collapsed_pages), (1, 7));
+    let v = vma(&e, parent, a);
+    assert!(v.shadow.is_none());
+    assert_eq!(e.os.obj(v.obj).pages.get(7), frame7);
+    let cow = e.os.stats.faults.cow;
+    common::write(&mut e, parent, a + 7 * PAGE);
+    assert_eq!(e.os.stats.faults.cow, cow);
+    assert_eq!(common::pfn_of(&e, parent, a + 7 * PAGE), frame7);
+    assert_eq!(e.os.footprint_frames(), 8);
+}
+
+/// Without reservations the copy model stands: the child gets its own object holding the
+/// parent's frames, no entry needs a copy, and no shadow is ever made.
+#[test]
+fn without_reservations_fork_copies_the_object() {
+    for policy in ["base", "linux"] {
+        let (mut e, parent) = common::engine("skylake", policy, None);
+        let a = e.mmap(parent, common::anon(EXTENT)).unwrap();
+        common::write(&mut e, parent, a);
+        let child = e.fork(parent).unwrap();
+        let (pv, cv) = (vma(&e, parent, a), vma(&e, child, a));
+        assert_ne!(pv.obj, cv.obj, "{policy}");
+        assert!(!pv.needs_copy && !cv.needs_copy, "{policy}");
+        common::write(&mut e, child, a);
+        common::write(&mut e, parent, a + PAGE);
+        assert_eq!(e.os.fork.shadows, 0, "{policy}");
+        assert!(vma(&e, child, a).shadow.is_none(), "{policy}");
+    }
+}
