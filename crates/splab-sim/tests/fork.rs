@@ -200,3 +200,44 @@ fn without_reservations_fork_copies_the_object() {
         assert!(vma(&e, child, a).shadow.is_none(), "{policy}");
     }
 }
+
+/// The page daemon evicts pages of an object shared since fork from both processes (one
+/// object holds each frame, and the reverse map finds both entries), and the page read back
+/// from swap is shared again.
+#[test]
+fn pages_shared_since_fork_are_paged_out_and_shared_again() {
+    let (mut e, parent) = common::engine("alpha21264:mem=16M,swap=8M", "navarro", Some(12 << 20));
+    let page = 8192;
+    let a = e.mmap(parent, common::anon(4 << 20)).unwrap();
+    for i in 0..(4 << 20) / page {
+        common::write(&mut e, parent, a + i * page);
+    }
+    let child = e.fork(parent).unwrap();
+    let shared = vma(&e, parent, a).obj;
+    // The parent's other memory pushes the shared pages out.
+    let b = e.mmap(parent, common::anon(10 << 20)).unwrap();
+    for i in 0..(10 << 20) / page {
+        common::write(&mut e, parent, b + i * page);
+    }
+    let out: Vec<u64> = (0..(4 << 20) / page)
+        .filter(|&pi| e.os.backing.on_swap(shared, pi) && e.os.obj(shared).pages.get(pi).is_none())
+        .collect();
+    assert!(!out.is_empty(), "no shared page was paged out");
+    let va = a + out[0] * page;
+    for pid in [parent, child] {
+        assert_eq!(common::pfn_of(&e, pid, va), None);
+    }
+    read(&mut e, child, va);
+    read(&mut e, parent, va);
+    let back = e.os.obj(shared).pages.get(out[0]);
+    assert!(back.is_some());
+    let pfn_of = |pid| {
+        e.os.proc(pid)
+            .unwrap()
+            .pmap
+            .lookup(va / page)
+            .map(|p| p.pfn())
+    };
+    assert_eq!(pfn_of(parent), back);
+    assert_eq!(pfn_of(child), back);
+}
