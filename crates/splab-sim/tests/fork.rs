@@ -241,3 +241,32 @@ fn pages_shared_since_fork_are_paged_out_and_shared_again() {
     assert_eq!(pfn_of(parent), back);
     assert_eq!(pfn_of(child), back);
 }
+
+/// A shared anonymous mapping stays shared across fork, in either model: the child's write
+/// goes to the parent's frame (no copy), and the child's exit leaves the parent's pages.
+#[test]
+fn a_shared_mapping_stays_shared_across_fork() {
+    use splab_sim::vm::{MapFlags, MmapReq};
+    for policy in ["navarro", "base"] {
+        let (mut e, parent) = common::engine("skylake", policy, None);
+        let req = MmapReq {
+            flags: MapFlags::SHARED,
+            ..common::anon(EXTENT)
+        };
+        let a = e.mmap(parent, req).unwrap();
+        common::write(&mut e, parent, a);
+        let child = e.fork(parent).unwrap();
+        assert!(!vma(&e, child, a).needs_copy, "{policy}");
+        common::write(&mut e, child, a);
+        assert_eq!(e.os.stats.faults.cow, 0, "{policy}");
+        assert_eq!(
+            common::pfn_of(&e, child, a),
+            common::pfn_of(&e, parent, a),
+            "{policy}"
+        );
+        e.exit(child).unwrap();
+        assert_eq!(e.os.obj(vma(&e, parent, a).obj).refs, 1, "{policy}");
+        common::write(&mut e, parent, a + PAGE);
+        assert_eq!(e.os.obj(vma(&e, parent, a).obj).pages.len, 2, "{policy}");
+    }
+}
