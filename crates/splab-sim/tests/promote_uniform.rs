@@ -1,0 +1,277 @@
+//! Scenario tests of `Os::promote_if_uniform`, the mapping conditions of a promotion (seed 000
+//! 4.9: "uniform protection attributes and dirty bits") and what a promotion that passes or
+//! fails them does: FreeBSD pmap_promote_pde's write-protect-clean trick (policy `freebsd`),
+//! prefaulted read-only neighbours made writable, seed 000 6.6's overhead mode
+//! (`promote=overhead`), the PTE writes and the TLB invalidation. Each test is one question,
+//! answered with the counts the mechanism makes exact, on the Alpha 21264 (8KB base pages, 64KB
+//! superpages of 8 pages, replicated PTEs: a promotion to 64KB writes 8 PTEs).
+
+mod common;
+
+use splab_sim::engine::Engine;
+use splab_sim::units::{AccessKind, Pid, Prot};
+use splab_sim::vm::{MapFlags, MmapReq};
+
+const PAGE: u64 = 8192;
+const EXT: u64 = 64 << 10;
+
+/// (protection, size class, dirty bit) of the entry mapping `va`.
+fn pte(e: &Engine, pid: Pid, va: u64) -> (Prot, u8, bool) {
+    let p = e.os.proc(pid).unwrap().pmap.lookup(va / PAGE).unwrap();
+    (p.prot(), p.size().0, p.dirty())
+}
+
+/// The protections of the 8 entries of the 64KB extent at `va`.
+fn prots(e: &Engine, pid: Pid, va: u64) -> Vec<Prot> {
+    (0..8).map(|i| pte(e, pid, va + i * PAGE).0).collect()
+}
+
+fn touch(e: &mut Engine, pid: Pid, va: u64, pages: std::ops::Range<u64>, kind: AccessKind) {
+    for i in pages {
+        e.access(pid, va + i * PAGE, kind).unwrap();
+    }
+}
+
+/// Kernel cycles that are not reservation bookkeeping (FreeBSD's write-protection of clean
+/// pages is charged there; a zero-fill fault charges the rest to `cycles_fault`).
+fn kernel_not_resv(e: &Engine) -> u64 {
+    e.os.stats.cycles_kernel - e.os.stats.cycles_reservation
+}
+
+/// The TLB entries of `pid` as (virtual address, size class).
+fn tlb(e: &Engine, pid: Pid) -> Vec<(u64, u8)> {
+    let mut v: Vec<(u64, u8)> =
+        e.os.hw
+            .tlb
+            .entries()
+            .into_iter()
+            .filter(|&(asid, _, _)| asid == pid.0)
+            .map(|(_, va, t)| (va, t.size.0))
+            .collect();
+    v.sort_unstable();
+    v
+}
+
+/// Three 64KB extents A, B, C of a private anonymous mapping, 64KB-aligned; A is written in
+/// full (a 64KB superpage unless `promote=overhead`) and C's first page is written, so that
+/// both have TLB entries and C a writable dirty page, before B is touched.
+fn three_extents(policy: &str) -> (Engine, Pid, [u64; 3]) {
+    let (mut e, pid) = common::engine("alpha21264", policy, None);
+    let a = e.mmap(pid, common::anon(3 * EXT)).unwrap();
+    assert_eq!(a % EXT, 0);
+    touch(&mut e, pid, a, 0..8, AccessKind::Write);
+    touch(&mut e, pid, a + 2 * EXT, 0..1, AccessKind::Write);
+    (e, pid, [a, a + EXT, a + 2 * EXT])
+}
+
+/// FreeBSD pmap_promote_pde on a mixed extent (seed 000 4.9: dirty bits not uniform): no
+/// promotion, but the 4 clean pages (and only they) are write-protected, one PTE write each,
+/// and B's TLB entries (and only B's) are invalidated; writing the 4 clean pages then faults on
+/// each and the last fault promotes. Kills, in `Os::promote_if_uniform`: `stop_at_mix` `!=` ->
+/// `==`; the write-protect condition's `clean_write == WriteProtect` -> `!=` and `!overhead` ->
+/// `overhead`; the read-only protection `prot & !WRITE` -> `|`, `^`, `& WRITE`; the clean-page
+/// test `!is_dirty` -> `is_dirty`, `head + i` -> `head - i` / `head * i` (in is_dirty and
+/// lookup) and `&&` -> `||`; `changed += 1` -> `*=`; the charge `+=` -> `-=` / `*=` and
+/// `changed * pte` -> `+` / `/`; the invalidated range `head << bs` -> `>>` and
+/// `(head + n)` -> `(head * n)`.
+#[test]
+fn freebsd_write_protects_the_clean_pages_of_a_mixed_extent() {
+    let (mut e, pid, [a, b, c]) = three_extents("freebsd");
+    assert_eq!(e.os.stats.promotions[1], 1, "A");
+    touch(&mut e, pid, b, 0..4, AccessKind::Read);
+    touch(&mut e, pid, b, 4..7, AccessKind::Write);
+    let k0 = kernel_not_resv(&e);
+    // The last page completes B: 4 clean pages, 4 dirty.
+    touch(&mut e, pid, b, 7..8, AccessKind::Write);
+    assert_eq!(e.os.stats.promotions[1], 1, "B is not uniformly dirty");
+    let (r, rw) = (Prot::READ, Prot::RW);
+    assert_eq!(prots(&e, pid, b), [r, r, r, r, rw, rw, rw, rw]);
+    assert_eq!(
+        kernel_not_resv(&e) - k0,
+        4 * e.os.machine.cost.pte_write_cycles,
+        "one PTE write per clean page write-protected"
+    );
+    assert_eq!(pte(&e, pid, c), (rw, 0, true), "C untouched");
+    // B's entries are gone but for the retried write's; A's superpage and C's page stay.
+    assert_eq!(tlb(&e, pid), [(a, 1), (b + 7 * PAGE, 0), (c, 0)]);
+    // Each clean page's next write faults, makes it dirty and writable; the last promotes.
+    let prot_faults = e.os.stats.faults.protection;
+    touch(&mut e, pid, b, 0..4, AccessKind::Write);
+    assert_eq!(e.os.stats.faults.protection, prot_faults + 4);
+    assert_eq!(e.os.stats.promotions[1], 2, "B once every page is dirty");
+    assert_eq!(pte(&e, pid, b), (rw, 1, true));
+}
+
+/// seed 000 6.6's overhead mode under FreeBSD's rule: the mappings are left alone, so a mixed
+/// extent's clean pages stay writable, nothing is charged for them and no TLB entry goes.
+/// Kills the write-protect condition's `&&` -> `||` (either one), which write-protected them
+/// in overhead mode.
+#[test]
+fn freebsd_overhead_mode_leaves_a_mixed_extent_alone() {
+    let (mut e, pid, [_, b, _]) = three_extents("freebsd:promote=overhead");
+    assert_eq!(e.os.stats.promotions[1], 0);
+    touch(&mut e, pid, b, 0..4, AccessKind::Read);
+    touch(&mut e, pid, b, 4..7, AccessKind::Write);
+    let k0 = kernel_not_resv(&e);
+    let promo = e.os.stats.cycles_promotion;
+    touch(&mut e, pid, b, 7..8, AccessKind::Write);
+    assert_eq!(prots(&e, pid, b), [Prot::RW; 8]);
+    assert_eq!(kernel_not_resv(&e), k0);
+    assert_eq!(
+        e.os.stats.cycles_promotion, promo,
+        "no promotion to pay for"
+    );
+    let in_b = tlb(&e, pid)
+        .into_iter()
+        .filter(|&(va, _)| (b..b + EXT).contains(&va))
+        .count();
+    assert_eq!(in_b, 8, "every page of B still in the TLB");
+}
+
+/// FreeBSD pmap_promote_pde: an all-clean extent is promoted read-only: its 8 PTEs
+/// write-protected, then the 8 replicated PTEs written (seed 000 6.1) and one TLB invalidation,
+/// and nothing outside it changes (C's dirty page stays writable). Kills the cycles of the
+/// write-protection `n * pte` -> `n + pte` / `n / pte` and `+=` -> `*=`, and the protected
+/// range `head + n` -> `head * n`.
+#[test]
+fn freebsd_promotes_an_all_clean_extent_read_only_at_exact_cost() {
+    let (mut e, pid, [_, b, c]) = three_extents("freebsd");
+    let promo = e.os.stats.cycles_promotion;
+    touch(&mut e, pid, b, 0..8, AccessKind::Read);
+    assert_eq!(e.os.stats.promotions[1], 2, "A and B");
+    assert_eq!(prots(&e, pid, b), [Prot::READ; 8]);
+    assert_eq!(pte(&e, pid, b), (Prot::READ, 1, false));
+    let m = &e.os.machine.cost;
+    assert_eq!(
+        e.os.stats.cycles_promotion - promo,
+        (8 + 8) * m.pte_write_cycles + m.tlb_invalidate_cycles
+    );
+    assert_eq!(pte(&e, pid, c), (Prot::RW, 0, true), "C untouched");
+}
+
+/// seed 000 6.6's overhead mode on an all-clean extent under FreeBSD's rule: the promotion's
+/// PTE writes are paid (8 write-protections, 8 replicated PTEs) but nothing is mapped
+/// differently: the pages stay writable base pages. Kills `if !overhead` -> `if overhead`
+/// around the write-protection.
+#[test]
+fn freebsd_overhead_mode_pays_for_a_clean_promotion_and_maps_nothing() {
+    let (mut e, pid, [_, b, _]) = three_extents("freebsd:promote=overhead");
+    let promo = e.os.stats.cycles_promotion;
+    touch(&mut e, pid, b, 0..8, AccessKind::Read);
+    assert_eq!(e.os.stats.promotions[1], 0);
+    assert_eq!(prots(&e, pid, b), [Prot::RW; 8]);
+    assert_eq!(pte(&e, pid, b).1, 0);
+    assert_eq!(
+        e.os.stats.cycles_promotion - promo,
+        (8 + 8) * e.os.machine.cost.pte_write_cycles
+    );
+}
+
+/// A 64KB file mapped shared and writable: the first read fault reads the file ahead into the
+/// page cache, enters the faulting page writable and prefaults the resident neighbours
+/// read-only (pmap_prefault, 4 + 4, entered by pmap_enter_quick). Reading pages 0 and 5 maps
+/// all 8 (0 and 5 writable); the extent is clean and its
+/// protections agree but for the write permission of clean pages (FreeBSD pmap_promote_pde),
+/// so it is promoted (seed 000 4.9) writable: the 8 PTEs made writable, then the 8 replicated
+/// PTEs written, one TLB invalidation.
+fn read_prefaulted_file(policy: &str) -> (Engine, Pid, u64, u64) {
+    let (mut e, pid) = common::engine("alpha21264", policy, None);
+    e.open_file(9, EXT).unwrap();
+    let req = MmapReq {
+        addr: 0,
+        len: EXT,
+        prot: Prot::RW,
+        flags: MapFlags::FILE.with(MapFlags::SHARED),
+        file: 9,
+        offset: 0,
+    };
+    let f = e.mmap(pid, req).unwrap();
+    let promo = e.os.stats.cycles_promotion;
+    e.access(pid, f, AccessKind::Read).unwrap();
+    assert_eq!(
+        e.os.proc(pid)
+            .unwrap()
+            .pmap
+            .count_valid(f / PAGE, f / PAGE + 8),
+        5,
+        "0 and 4 ahead"
+    );
+    e.access(pid, f + 5 * PAGE, AccessKind::Read).unwrap();
+    let promo = e.os.stats.cycles_promotion - promo;
+    (e, pid, f, promo)
+}
+
+/// Kills `all_w && w` -> `||`, the set-writable branch's `!all_w` and `!overhead` deleted,
+/// `dirty > 0` -> `dirty == 0` in the dirty-read-only check, and the branch's cycles
+/// `n * pte` -> `+` / `/` and `+=` -> `*=`.
+#[test]
+fn prefaulted_read_only_neighbours_join_a_writable_superpage() {
+    let (e, pid, f, promo) = read_prefaulted_file("navarro");
+    assert_eq!(e.os.stats.promotions[1], 1);
+    assert_eq!(prots(&e, pid, f), [Prot::RW; 8]);
+    assert_eq!(pte(&e, pid, f), (Prot::RW, 1, false));
+    let m = &e.os.machine.cost;
+    assert_eq!(
+        promo,
+        (8 + 8) * m.pte_write_cycles + m.tlb_invalidate_cycles
+    );
+}
+
+/// The same in seed 000 6.6's overhead mode: only the 8 replicated PTE writes are paid; the
+/// prefaulted entries keep their read-only protection. Kills `any_w && !all_w && !overhead`
+/// with `!overhead` deleted (the protections rewritten in overhead mode).
+#[test]
+fn overhead_mode_leaves_prefaulted_neighbours_read_only() {
+    let (e, pid, f, promo) = read_prefaulted_file("navarro:promote=overhead");
+    assert_eq!(e.os.stats.promotions[1], 0);
+    let (r, rw) = (Prot::READ, Prot::RW);
+    assert_eq!(prots(&e, pid, f), [rw, r, r, r, r, rw, r, r]);
+    assert_eq!(promo, 8 * e.os.machine.cost.pte_write_cycles);
+}
+
+/// seed 000 4.9, uniform protection: a dirty page mapped read-only (mprotect took the write
+/// permission; mprotect back to read-write grants it lazily, on the next write fault) beside
+/// a writable one is not promoted, while a clean read-only page would be. Once every page has
+/// been written again the extent is promoted. Kills `!all_w && dirty > 0` -> `dirty < 0`.
+#[test]
+fn a_dirty_read_only_page_beside_writable_ones_is_not_promoted() {
+    let (mut e, pid) = common::engine("alpha21264", "navarro", None);
+    let a = e.mmap(pid, common::anon(EXT)).unwrap();
+    assert_eq!(a % EXT, 0);
+    touch(&mut e, pid, a, 0..7, AccessKind::Write);
+    e.mprotect(pid, a, EXT, Prot::READ).unwrap();
+    e.mprotect(pid, a, EXT, Prot::RW).unwrap();
+    assert_eq!(pte(&e, pid, a), (Prot::READ, 0, true));
+    touch(&mut e, pid, a, 7..8, AccessKind::Write);
+    assert_eq!(
+        e.os.stats.promotions[1], 0,
+        "7 dirty read-only pages, 1 writable"
+    );
+    touch(&mut e, pid, a, 0..7, AccessKind::Write);
+    assert_eq!(e.os.stats.promotions[1], 1);
+    assert_eq!(pte(&e, pid, a), (Prot::RW, 1, true));
+}
+
+/// A promotion invalidates the TLB entries of its extent and only them (seed 000 4.9; the
+/// split's counterpart is tests/superpages.rs a_split_demotes_one_size_at_a_time...): after B
+/// is promoted, A's 64KB entry and C's base-page entry are still there, B's base entries gone.
+/// Kills the invalidated range's `head << bs` -> `>>` and `(head + n)` -> `(head * n)`.
+#[test]
+fn a_promotion_invalidates_its_own_extent_only() {
+    let (mut e, pid, [a, b, c]) = three_extents("navarro");
+    assert_eq!(e.os.stats.promotions[1], 1, "A");
+    touch(&mut e, pid, b, 0..7, AccessKind::Write);
+    assert_eq!(tlb(&e, pid).len(), 2 + 7);
+    touch(&mut e, pid, b, 7..8, AccessKind::Write);
+    assert_eq!(e.os.stats.promotions[1], 2, "B");
+    assert_eq!(
+        tlb(&e, pid),
+        [(a, 1), (b, 1), (c, 0)],
+        "the retried write fills B's 64KB entry"
+    );
+    assert_eq!(
+        pte(&e, pid, b + 3 * PAGE).1,
+        1,
+        "B's entries are of the 64KB size"
+    );
+}
