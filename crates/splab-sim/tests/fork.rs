@@ -21,6 +21,21 @@ fn read(e: &mut Engine, pid: Pid, va: u64) {
     e.access(pid, va, AccessKind::Read).unwrap();
 }
 
+/// Writes pages `0..n` of the region at `a`.
+fn write_pages(e: &mut Engine, pid: Pid, a: u64, n: u64) {
+    for i in 0..n {
+        common::write(e, pid, a + i * PAGE);
+    }
+}
+
+/// A `navarro` process with a 2MB region whose first 8 pages are written.
+fn eight_pages_written() -> (Engine, Pid, u64) {
+    let (mut e, parent) = common::engine("skylake", "navarro", None);
+    let a = e.mmap(parent, common::anon(EXTENT)).unwrap();
+    write_pages(&mut e, parent, a, 8);
+    (e, parent, a)
+}
+
 /// A process with one 2MB-aligned anonymous extent, every page written: a 2MB superpage.
 fn promoted_extent(policy: &str) -> (Engine, Pid, u64) {
     let (mut e, pid) = common::engine("skylake", policy, None);
@@ -133,11 +148,7 @@ fn reads_after_fork_share_pages_until_written() {
 /// the last process frees them.
 #[test]
 fn unmapping_a_shared_range_leaves_the_pages_to_the_other_process() {
-    let (mut e, parent) = common::engine("skylake", "navarro", None);
-    let a = e.mmap(parent, common::anon(EXTENT)).unwrap();
-    for i in 0..8 {
-        common::write(&mut e, parent, a + i * PAGE);
-    }
+    let (mut e, parent, a) = eight_pages_written();
     let before: Vec<_> = (0..8)
         .map(|i| common::pfn_of(&e, parent, a + i * PAGE))
         .collect();
@@ -145,9 +156,7 @@ fn unmapping_a_shared_range_leaves_the_pages_to_the_other_process() {
     e.munmap(child, a, EXTENT).unwrap();
     assert_eq!(e.os.obj(vma(&e, parent, a).obj).pages.len, 8);
     // The parent is the object's only user again: its writes copy nothing.
-    for i in 0..8 {
-        common::write(&mut e, parent, a + i * PAGE);
-    }
+    write_pages(&mut e, parent, a, 8);
     assert_eq!(e.os.stats.faults.cow, 0);
     let after: Vec<_> = (0..8)
         .map(|i| common::pfn_of(&e, parent, a + i * PAGE))
@@ -162,11 +171,7 @@ fn unmapping_a_shared_range_leaves_the_pages_to_the_other_process() {
 /// and later writes to them only grant write.
 #[test]
 fn a_collapse_moves_the_pages_not_copied_into_the_shadow() {
-    let (mut e, parent) = common::engine("skylake", "navarro", None);
-    let a = e.mmap(parent, common::anon(EXTENT)).unwrap();
-    for i in 0..8 {
-        common::write(&mut e, parent, a + i * PAGE);
-    }
+    let (mut e, parent, a) = eight_pages_written();
     let child = e.fork(parent).unwrap();
     common::write(&mut e, parent, a); // the parent's shadow, with its copy of page 0
     let frame7 = common::pfn_of(&e, parent, a + 7 * PAGE);
