@@ -275,3 +275,42 @@ fn a_shared_mapping_stays_shared_across_fork() {
         assert_eq!(e.os.obj(vma(&e, parent, a).obj).pages.len, 2, "{policy}");
     }
 }
+
+/// A collapse takes only the pages the surviving entries reach: pages of the shared object
+/// that the writer unmapped (kept for the other process, the object being shared) are freed
+/// with it, not moved into the shadow.
+#[test]
+fn a_collapse_frees_the_pages_no_entry_reaches() {
+    let (mut e, parent, a) = eight_pages_written();
+    let child = e.fork(parent).unwrap();
+    common::write(&mut e, parent, a); // the parent's shadow, with its copy of page 0
+    e.munmap(parent, a + 4 * PAGE, EXTENT - 4 * PAGE).unwrap();
+    e.exit(child).unwrap();
+    // Pages 1-3 move; page 0 is the shadow's copy; pages 4-7 go.
+    assert_eq!((e.os.fork.collapses, e.os.fork.collapsed_pages), (1, 3));
+    assert_eq!(e.os.obj(vma(&e, parent, a).obj).pages.len, 4);
+    assert_eq!(e.os.footprint_frames(), 4);
+}
+
+/// A shadow shared by the pieces of a split entry (mprotect cut it in three after its first
+/// write) still absorbs the shared object when the other process exits: every entry mapping
+/// the object has that one shadow.
+#[test]
+fn a_shadow_shared_by_split_entries_collapses() {
+    let (mut e, parent, a) = eight_pages_written();
+    let child = e.fork(parent).unwrap();
+    common::write(&mut e, parent, a);
+    e.mprotect(parent, a + 2 * PAGE, PAGE, splab_sim::units::Prot::READ)
+        .unwrap();
+    let shadows: Vec<_> = [a, a + 2 * PAGE, a + 3 * PAGE]
+        .iter()
+        .map(|&va| vma(&e, parent, va).shadow)
+        .collect();
+    assert!(shadows[0].is_some() && shadows.iter().all(|&s| s == shadows[0]));
+    e.exit(child).unwrap();
+    assert_eq!((e.os.fork.collapses, e.os.fork.collapsed_pages), (1, 7));
+    for va in [a, a + 2 * PAGE, a + 3 * PAGE] {
+        let v = vma(&e, parent, va);
+        assert_eq!((v.obj, v.shadow), (shadows[0].unwrap(), None));
+    }
+}
