@@ -314,3 +314,36 @@ fn a_shadow_shared_by_split_entries_collapses() {
         assert_eq!((v.obj, v.shadow), (shadows[0].unwrap(), None));
     }
 }
+
+/// A collapse keeps the shared object's pages that are on swap: their slots move to the
+/// shadow, so the survivor reads them back (a major fault) rather than a zero page. The
+/// shadow's reservation over the moved resident pages is broken (it could never fill).
+#[test]
+fn a_collapse_keeps_the_shared_pages_on_swap() {
+    let (mut e, parent) = common::engine("alpha21264:mem=16M,swap=8M", "navarro", Some(12 << 20));
+    let page = 8192;
+    let a = e.mmap(parent, common::anon(4 << 20)).unwrap();
+    for i in 0..(4 << 20) / page {
+        common::write(&mut e, parent, a + i * page);
+    }
+    let child = e.fork(parent).unwrap();
+    let shared = vma(&e, parent, a).obj;
+    let b = e.mmap(parent, common::anon(10 << 20)).unwrap();
+    for i in 0..(10 << 20) / page {
+        common::write(&mut e, parent, b + i * page);
+    }
+    let out: Vec<u64> = (0..(4 << 20) / page)
+        .filter(|&pi| e.os.backing.on_swap(shared, pi) && e.os.obj(shared).pages.get(pi).is_none())
+        .collect();
+    assert!(out.len() >= 2, "{out:?}");
+    // The parent's write gives it a shadow, with a reservation for its copy.
+    common::write(&mut e, parent, a + out[0] * page);
+    let broken = e.os.reserv.as_ref().unwrap().stats.broken;
+    e.exit(child).unwrap();
+    assert_eq!(e.os.fork.collapses, 1);
+    assert!(e.os.reserv.as_ref().unwrap().stats.broken > broken);
+    let (major, zero) = (e.os.stats.faults.major, e.os.stats.faults.zero_fill);
+    read(&mut e, parent, a + out[1] * page);
+    assert_eq!(e.os.stats.faults.major, major + 1);
+    assert_eq!(e.os.stats.faults.zero_fill, zero);
+}
