@@ -23,8 +23,13 @@ fn read(e: &mut Engine, pid: Pid, va: u64) {
 
 /// Writes pages `0..n` of the region at `a`.
 fn write_pages(e: &mut Engine, pid: Pid, a: u64, n: u64) {
+    write_pages_of(e, pid, a, n, PAGE);
+}
+
+/// Writes pages `0..n` of `page` bytes of the region at `a`.
+fn write_pages_of(e: &mut Engine, pid: Pid, a: u64, n: u64, page: u64) {
     for i in 0..n {
-        common::write(e, pid, a + i * PAGE);
+        common::write(e, pid, a + i * page);
     }
 }
 
@@ -206,27 +211,57 @@ fn without_reservations_fork_copies_the_object() {
     }
 }
 
+/// A 16MB Alpha with swap where a process wrote 4MB, forked, and then wrote 10MB more, so that
+/// the page daemon paged out some of the pages it shares with its child.
+struct Paged {
+    e: Engine,
+    parent: Pid,
+    child: Pid,
+    /// The shared region, the Alpha's page size, the shared object, and its pages paged out.
+    a: u64,
+    page: u64,
+    shared: splab_sim::vm::object::ObjId,
+    out: Vec<u64>,
+}
+
+fn shared_pages_paged_out() -> Paged {
+    let (mut e, parent) = common::engine("alpha21264:mem=16M,swap=8M", "navarro", Some(12 << 20));
+    let page = 8192;
+    let a = e.mmap(parent, common::anon(4 << 20)).unwrap();
+    write_pages_of(&mut e, parent, a, (4 << 20) / page, page);
+    let child = e.fork(parent).unwrap();
+    let shared = vma(&e, parent, a).obj;
+    // The parent's other memory pushes the shared pages out.
+    let b = e.mmap(parent, common::anon(10 << 20)).unwrap();
+    write_pages_of(&mut e, parent, b, (10 << 20) / page, page);
+    let out = (0..(4 << 20) / page)
+        .filter(|&pi| e.os.backing.on_swap(shared, pi) && e.os.obj(shared).pages.get(pi).is_none())
+        .collect();
+    Paged {
+        e,
+        parent,
+        child,
+        a,
+        page,
+        shared,
+        out,
+    }
+}
+
 /// The page daemon evicts pages of an object shared since fork from both processes (one
 /// object holds each frame, and the reverse map finds both entries), and the page read back
 /// from swap is shared again.
 #[test]
 fn pages_shared_since_fork_are_paged_out_and_shared_again() {
-    let (mut e, parent) = common::engine("alpha21264:mem=16M,swap=8M", "navarro", Some(12 << 20));
-    let page = 8192;
-    let a = e.mmap(parent, common::anon(4 << 20)).unwrap();
-    for i in 0..(4 << 20) / page {
-        common::write(&mut e, parent, a + i * page);
-    }
-    let child = e.fork(parent).unwrap();
-    let shared = vma(&e, parent, a).obj;
-    // The parent's other memory pushes the shared pages out.
-    let b = e.mmap(parent, common::anon(10 << 20)).unwrap();
-    for i in 0..(10 << 20) / page {
-        common::write(&mut e, parent, b + i * page);
-    }
-    let out: Vec<u64> = (0..(4 << 20) / page)
-        .filter(|&pi| e.os.backing.on_swap(shared, pi) && e.os.obj(shared).pages.get(pi).is_none())
-        .collect();
+    let Paged {
+        mut e,
+        parent,
+        child,
+        a,
+        page,
+        shared,
+        out,
+    } = shared_pages_paged_out();
     assert!(!out.is_empty(), "no shared page was paged out");
     let va = a + out[0] * page;
     for pid in [parent, child] {
@@ -320,21 +355,15 @@ fn a_shadow_shared_by_split_entries_collapses() {
 /// shadow's reservation over the moved resident pages is broken (it could never fill).
 #[test]
 fn a_collapse_keeps_the_shared_pages_on_swap() {
-    let (mut e, parent) = common::engine("alpha21264:mem=16M,swap=8M", "navarro", Some(12 << 20));
-    let page = 8192;
-    let a = e.mmap(parent, common::anon(4 << 20)).unwrap();
-    for i in 0..(4 << 20) / page {
-        common::write(&mut e, parent, a + i * page);
-    }
-    let child = e.fork(parent).unwrap();
-    let shared = vma(&e, parent, a).obj;
-    let b = e.mmap(parent, common::anon(10 << 20)).unwrap();
-    for i in 0..(10 << 20) / page {
-        common::write(&mut e, parent, b + i * page);
-    }
-    let out: Vec<u64> = (0..(4 << 20) / page)
-        .filter(|&pi| e.os.backing.on_swap(shared, pi) && e.os.obj(shared).pages.get(pi).is_none())
-        .collect();
+    let Paged {
+        mut e,
+        parent,
+        child,
+        a,
+        page,
+        out,
+        ..
+    } = shared_pages_paged_out();
     assert!(out.len() >= 2, "{out:?}");
     // The parent's write gives it a shadow, with a reservation for its copy.
     common::write(&mut e, parent, a + out[0] * page);
