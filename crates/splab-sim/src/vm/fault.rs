@@ -856,20 +856,15 @@ impl Os {
         if self.is_zero_pfn(pfn) {
             // The 4KB zero page (a split huge zero mapping's, vm/thp.rs): mm/memory.c
             // `do_wp_page` -> `wp_page_copy` copies nothing from it: a new zeroed page.
-            let new = self.alloc_frame(pid, v.obj, pindex, v)?;
-            self.obj_insert(v.obj, pindex, new);
-            self.stats.faults.zero_fill += 1;
-            self.stats.zeroed_bytes += self.machine.base_size();
+            let mut cost = FaultCost { cycles: 0, io: 0 };
+            let new = self.zero_fill(pid, v.obj, pindex, v, &mut cost)?;
             let va = vpn << self.base_shift();
             let p = self.procs.get_mut(&pid.0).expect("fault: pid");
             p.pmap.replace(vpn, new, v.prot);
             p.pmap.touch(vpn, 0, true);
             self.hw.tlb.invalidate_range(pid.0, va, va + 1);
-            return Ok(FaultCost {
-                cycles: self.machine.cost.zero_page_cycles
-                    + self.machine.cost.tlb_invalidate_cycles,
-                io: 0,
-            });
+            cost.cycles += self.machine.cost.tlb_invalidate_cycles;
+            return Ok(cost);
         }
         // The page stays in use while a copy may allocate (and the page daemon run).
         self.pageq.mark_busy(pfn);
@@ -959,7 +954,6 @@ impl Os {
         pindex: u64,
         write: bool,
     ) -> Result<FaultCost> {
-        let base = self.machine.base_size();
         let mut cost = FaultCost { cycles: 0, io: 0 };
         // seed 000 5.1 (1): a cache page whose frame was free is taken back first.
         if let Some(s) = v.shadow {
@@ -996,14 +990,7 @@ impl Os {
                         cost.cycles += self.machine.cost.copy_page_cycles;
                         (new, true)
                     }
-                    None => {
-                        let pfn = self.alloc_frame(pid, s, pindex, v)?;
-                        self.obj_insert(s, pindex, pfn);
-                        self.stats.faults.zero_fill += 1;
-                        self.stats.zeroed_bytes += base;
-                        cost.cycles += self.machine.cost.zero_page_cycles;
-                        (pfn, true)
-                    }
+                    None => (self.zero_fill(pid, s, pindex, v, &mut cost)?, true),
                 }
             } else {
                 let pfn = self.file_page(pid, v.obj, pindex, v, &mut cost)?;
@@ -1060,12 +1047,10 @@ impl Os {
             // Zero-fill (event 2, preparation: one base page zeroed at fault time). A read
             // through an entry that needs a copy fills the shared object (FreeBSD's first
             // object until a write shadows it), read-only.
-            let pfn = self.alloc_frame(pid, v.obj, pindex, v)?;
-            self.obj_insert(v.obj, pindex, pfn);
-            self.stats.faults.zero_fill += 1;
-            self.stats.zeroed_bytes += base;
-            cost.cycles += self.machine.cost.zero_page_cycles;
-            (pfn, !v.needs_copy)
+            (
+                self.zero_fill(pid, v.obj, pindex, v, &mut cost)?,
+                !v.needs_copy,
+            )
         };
         let prot = if exclusive || !v.prot.writable() {
             v.prot
@@ -1085,6 +1070,25 @@ impl Os {
         cost.cycles += self.fault_around(pid, v, vpn, write);
         cost.cycles += self.try_promote(pid, v, vpn);
         Ok(cost)
+    }
+
+    /// Event 2, preparation: a new page `pindex` of `obj`, one base page zeroed at fault time
+    /// (FreeBSD vm_fault zero-fills in the first object of the chain), counted, its cycles
+    /// added to `cost`.
+    fn zero_fill(
+        &mut self,
+        pid: Pid,
+        obj: ObjId,
+        pindex: u64,
+        v: &Vma,
+        cost: &mut FaultCost,
+    ) -> Result<Pfn> {
+        let pfn = self.alloc_frame(pid, obj, pindex, v)?;
+        self.obj_insert(obj, pindex, pfn);
+        self.stats.faults.zero_fill += 1;
+        self.stats.zeroed_bytes += self.machine.base_size();
+        cost.cycles += self.machine.cost.zero_page_cycles;
+        Ok(pfn)
     }
 
     /// The page `pindex` of file object `obj`: from the page cache, else read from storage into
