@@ -329,6 +329,12 @@ pub struct ReservPolicy {
     pub promote: Promote,
     /// Clean-superpage writes and dirty write-out (seed 000 4.7, 6.7).
     pub dirty: Dirty,
+    /// A fault on a resident page of a fully populated reservation maps the whole superpage at
+    /// once (FreeBSD 11+ `vm_fault_soft_fast`, vm/softfast.rs), read-only where the entry
+    /// gives no write (a copy-on-write or fork-shared entry), writable only when every page is
+    /// dirty; else the base page, then incremental promotion once every page is mapped (seed
+    /// 000's FreeBSD 4.x). `map_full_reservation=on|off`.
+    pub map_full_reservation: bool,
 }
 
 /// Event 2, preparation: how a new page's contents are made.
@@ -581,7 +587,7 @@ pub const POLICIES: &[(&str, &str)] = &[
     ),
     (
         "navarro",
-        "seed 000: multi-size reservations, population maps, preemption (multi-list), incremental promotion, demotion; sizes=64K+4M restricts the superpage sizes; promote=overhead reserves and pays for promotion but maps base pages (6.6), promote=no never promotes; prefault=4+4 as FreeBSD; contiguity=daemon (5.1, default) | cache | off; wired=scattered (default) | clustered (5.2); close_deactivate: a file no process has open or mapped has its clean pages moved to the inactive queue (5.1 (3)); dirty=trap|whole|hash: a write to a clean superpage demotes it (4.7, the default), or marks it dirty and it is written out whole (6.7), or written out per base page whose SHA-1 digest changed (4.7)",
+        "seed 000: multi-size reservations, population maps, preemption (multi-list), incremental promotion, demotion; sizes=64K+4M restricts the superpage sizes; promote=overhead reserves and pays for promotion but maps base pages (6.6), promote=no never promotes; prefault=4+4 as FreeBSD; contiguity=daemon (5.1, default) | cache | off; wired=scattered (default) | clustered (5.2); close_deactivate: a file no process has open or mapped has its clean pages moved to the inactive queue (5.1 (3)); dirty=trap|whole|hash: a write to a clean superpage demotes it (4.7, the default), or marks it dirty and it is written out whole (6.7), or written out per base page whose SHA-1 digest changed (4.7); map_full_reservation=on maps a full reservation's superpage at a fault on its resident page (FreeBSD 11+, off in seed 000)",
     ),
     (
         "linux",
@@ -601,7 +607,7 @@ pub const POLICIES: &[(&str, &str)] = &[
     ),
     (
         "freebsd",
-        "FreeBSD amd64: one reservation level (the smallest superpage, 2MB on x86-64), partpopq, write-protect-clean promotion, deferred deallocation, reclaim_inactive, prefault=4+4; promote=, dirty=, contiguity= (default off) and wired= as navarro; khugepaged=on (either reserving policy) adds Linux's khugepaged beside the reservations, collapsing the regions that fell back to base pages",
+        "FreeBSD amd64: one reservation level (the smallest superpage, 2MB on x86-64), partpopq, write-protect-clean promotion, a fault on a resident page of a full reservation maps the whole superpage (vm_fault_soft_fast; map_full_reservation=off: the base page), deferred deallocation, reclaim_inactive, prefault=4+4; promote=, dirty=, contiguity= (default off) and wired= as navarro; khugepaged=on (either reserving policy) adds Linux's khugepaged beside the reservations, collapsing the regions that fell back to base pages",
     ),
 ];
 
@@ -726,6 +732,9 @@ impl Policy {
                     unmap_demotes: true,
                     promote: Promote::Yes,
                     dirty: Dirty::Trap,
+                    // seed 000 4.5: FreeBSD 4.3 had no vm_fault_soft_fast; a page is mapped
+                    // alone and promoted when its extent is fully mapped.
+                    map_full_reservation: false,
                 }),
                 prep: PrepPolicy::PerPage,
                 placement: Placement::SuperpageAligned,
@@ -761,6 +770,8 @@ impl Policy {
                     unmap_demotes: false,
                     promote: Promote::Yes,
                     dirty: Dirty::Trap,
+                    // sys/vm/vm_fault.c `vm_fault_soft_fast` (FreeBSD 11 and later).
+                    map_full_reservation: true,
                 }),
                 prep: PrepPolicy::PerPage,
                 placement: Placement::SuperpageAligned,
@@ -815,6 +826,8 @@ impl Policy {
                     "policy '{name}': bad promote='{v}': expected yes, overhead (seed 000 6.6: reserve and pay for promotion, map base pages only) or no (reserve, never promote)"
                 )))?;
             }
+            r.map_full_reservation =
+                spec.take_bool("map_full_reservation", r.map_full_reservation)?;
             if let Some(v) = spec.take_str("dirty") {
                 r.dirty = word(DIRTY, &v).ok_or_else(|| SimError::BadInput(format!(
                     "policy '{name}': bad dirty='{v}': expected trap (the preset's clean-write rule: demote on the dirty-bit trap, seed 000 4.7), whole (6.7: mark the superpage dirty, write it out whole) or hash (4.7: write out only base pages whose SHA-1 digest changed)"

@@ -753,6 +753,13 @@ impl Report {
                 group(r.extents_freed),
                 group(r.extents_kept)
             );
+            if r.mapped_at_fault > 0 {
+                let _ = writeln!(
+                    s,
+                    "                superpages mapped whole at a fault {} (full reservations)",
+                    group(r.mapped_at_fault)
+                );
+            }
         }
         let m = &self.memory;
         let _ = writeln!(

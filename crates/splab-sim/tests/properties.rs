@@ -230,6 +230,8 @@ struct Reach {
     /// writes, and shared objects collapsed into the one shadow left.
     fork_shadows: u64,
     collapses: u64,
+    /// Superpages mapped whole at a fault on a full reservation (vm/softfast.rs).
+    mapped_at_fault: u64,
 }
 
 impl Reach {
@@ -280,6 +282,7 @@ impl Reach {
         self.zero_split += o.zero_split;
         self.fork_shadows += o.fork_shadows;
         self.collapses += o.collapses;
+        self.mapped_at_fault += o.mapped_at_fault;
     }
 }
 
@@ -646,6 +649,7 @@ fn run_policy_stats_from(
         (t.zero_page_mapped, t.zero_page_wp, t.zero_page_split);
     (reach.preempted_total, reach.broken) = resv_counts(&e);
     (reach.fork_shadows, reach.collapses) = (e.os.fork.shadows, e.os.fork.collapses);
+    reach.mapped_at_fault = e.os.reserv.as_ref().map_or(0, |r| r.stats.mapped_at_fault);
     // Tearing everything down returns every frame.
     for (pid, _) in procs {
         e.exit(pid).unwrap();
@@ -943,6 +947,8 @@ fn random_sequences_reach_freebsd_reclaim_and_out_of_memory() {
         "{r:?}"
     );
     assert!(r.around > 0, "prefault mapped nothing: {r:?}");
+    // vm_fault_soft_fast (vm/softfast.rs): a full reservation's superpage mapped at a fault.
+    assert!(r.mapped_at_fault > 0, "{r:?}");
 }
 
 /// Linux's fault-around (base) is reached by the same generator: read faults on file mappings

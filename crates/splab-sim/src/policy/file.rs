@@ -11,7 +11,7 @@
 //! | (top) | `name` | `name`: what reports call the policy |
 //! | `[physical_allocation]` | `kind`, `sizes`, `preferred`; `enabled`, `defrag`, `use_zero_page`, `zero_page_wp` (thp) | `alloc`, its `ReservPolicy::sizes`, `preferred`; `ThpPolicy::enabled`, `defrag`, `use_zero_page`, `zero_page_wp` |
 //! | `[preparation]` | `kind` | `prep` |
-//! | `[mapping_creation]` | `promote`, `fault_around` | `ReservPolicy::promote`, `fault_around` |
+//! | `[mapping_creation]` | `promote`, `map_full_reservation`, `fault_around` | `ReservPolicy::promote`, `map_full_reservation`, `fault_around` |
 //! | `[mapping_destruction]` | `clean_write`, `dirty`, `unmap_demotes` | `ReservPolicy::clean_write`, `dirty`, `unmap_demotes` |
 //! | `[deallocation]` | `shortage`, `lists`; `shrink_underused` (thp) | `ReservPolicy::shortage`, `lists`; `ThpPolicy::shrink_underused` |
 //! | `[daemons.pagedaemon]` | `enabled`, `contiguity` | `pagedaemon`, `contiguity` |
@@ -228,6 +228,11 @@ fn tables(p: &Policy) -> Vec<Table> {
                 "{}: incremental promotion (4.5) | pay for it, map base pages (6.6) | never",
                 choices(PROMOTE)
             ),
+        ));
+        creation.push((
+            "map_full_reservation",
+            Bool(r.map_full_reservation),
+            "a fault on a resident page of a fully populated reservation maps the whole superpage (FreeBSD vm_fault_soft_fast) | the base page, promoted when all are mapped (seed 000)".into(),
         ));
         destruction.push((
             "clean_write",
@@ -817,6 +822,7 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
             unmap_demotes: destroy.bool(&s, "unmap_demotes")?,
             promote: create_t.word(&s, "promote", PROMOTE)?,
             dirty: destroy.word(&s, "dirty", DIRTY)?,
+            map_full_reservation: create_t.bool(&s, "map_full_reservation")?,
         };
         // The clean-write rule and the write-out go together (seed 000 4.7, 6.7).
         if (r.clean_write == CleanWrite::MarkDirty) != (r.dirty != Dirty::Trap) {
@@ -838,7 +844,10 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
         // Options of reservations given without them.
         for (t, keys) in [
             (Some(&mut alloc_t), &["sizes", "preferred"][..]),
-            (Some(&mut create_t), &["promote"][..]),
+            (
+                Some(&mut create_t),
+                &["promote", "map_full_reservation"][..],
+            ),
             (
                 destroy_t.as_mut(),
                 &["clean_write", "dirty", "unmap_demotes"][..],

@@ -62,6 +62,10 @@ pub struct ReservStats {
     pub extents_freed: u64,
     /// Partially or fully populated extents a preemption kept as smaller reservations.
     pub extents_kept: u64,
+    /// Superpages a fault mapped whole, its page resident in a fully populated reservation
+    /// (FreeBSD `vm_fault_soft_fast` -> `pmap_enter_pde`, sysctl vm.pmap.pde.mappings;
+    /// vm/softfast.rs). Not promotions: no base mappings were joined.
+    pub mapped_at_fault: u64,
 }
 
 #[derive(Clone, Debug)]

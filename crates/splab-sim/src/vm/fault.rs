@@ -960,6 +960,10 @@ impl Os {
             self.reactivate_cached(s, pindex)?;
         }
         self.reactivate_cached(v.obj, pindex)?;
+        // Event 3 at once: a resident page of a full reservation (vm/softfast.rs).
+        if let Some(cycles) = self.soft_fast(pid, v, vpn, pindex, write)? {
+            return Ok(FaultCost { cycles, io: 0 });
+        }
         // Which object supplies the page, and is it ours to write?
         let (pfn, exclusive) = if let Some(s) = v.shadow {
             if let Some(pfn) = self.obj(s).pages.get(pindex) {

@@ -37,6 +37,7 @@ pub mod placement;
 pub mod ptpages;
 mod reserve;
 mod simplify;
+mod softfast;
 pub mod swap;
 pub mod thp;
 

@@ -56,6 +56,11 @@ impl Backing {
         self.swap.get(&obj.0).is_some_and(|s| s.contains(&pindex))
     }
 
+    /// Whether any page of `obj` has a copy on swap.
+    pub fn has_swap(&self, obj: ObjId) -> bool {
+        self.swap.contains_key(&obj.0)
+    }
+
     /// Gives page `pindex` of `obj` a swap slot (if it has none); false if the swap area is
     /// full.
     pub fn add_swap(&mut self, obj: ObjId, pindex: u64) -> bool {
