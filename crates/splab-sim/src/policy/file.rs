@@ -1415,7 +1415,7 @@ mod tests {
         assert!(
             e.contains(&format!("line {}:", promote + 1))
                 && e.contains("unknown key 'mapping_creation.promot'")
-                && e.contains("promote, fault_around"),
+                && e.contains("promote, map_full_reservation, fault_around"),
             "{e}"
         );
         let e = navarro_err("contiguity = \"daemon\"", "");
@@ -1486,6 +1486,32 @@ mod tests {
                 && e.contains("kind = \"reserve\""),
             "{e}"
         );
+        let bad = base.replace(
+            "[mapping_creation]",
+            "[mapping_creation]\nmap_full_reservation = true",
+        );
+        let e = Policy::from_toml(&bad, "b.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("mapping_creation.map_full_reservation is an option of reservations"),
+            "{e}"
+        );
+        // Required with reservations, a boolean.
+        let text = Policy::from_spec("freebsd").unwrap().to_toml();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("map_full_reservation = true"))
+            .expect("freebsd maps full reservations at faults");
+        let e = Policy::from_toml(&text.replace(line, ""), "f.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("map_full_reservation"), "{e}");
+        let e = Policy::from_toml(
+            &text.replace(line, "map_full_reservation = \"sometimes\""),
+            "f.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("mapping_creation.map_full_reservation"), "{e}");
     }
 
     #[test]
