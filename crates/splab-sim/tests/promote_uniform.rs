@@ -68,19 +68,21 @@ fn three_extents(policy: &str) -> (Engine, Pid, [u64; 3]) {
 /// promotion, but the 4 clean pages (and only they) are write-protected, one PTE write each
 /// (4 x 29 cycles), and their TLB entries (and only theirs, uncharged: the model's stand-in for
 /// x86's re-read of a PTE on a write through a clean entry) are invalidated; writing the 4
-/// clean pages then faults on each and the last fault promotes. Kills, in `Os::promote_if_uniform`: `stop_at_mix` `!=` ->
-/// `==`; the write-protect condition's `clean_write == WriteProtect` -> `!=` and `!overhead` ->
-/// `overhead`; the read-only protection `prot & !WRITE` -> `|`, `^`, `& WRITE`; the clean-page
-/// test `!is_dirty` -> `is_dirty`, `head + i` -> `head - i` / `head * i` (in is_dirty and
-/// lookup) and `&&` -> `||`; `changed += 1` -> `*=`; the charge `+=` -> `-=` / `*=` and
-/// `changed * pte` -> `+` / `/`; the invalidated range `head << bs` -> `>>` and
-/// `(head + n)` -> `(head * n)`.
+/// clean pages then faults on each and the last fault promotes. Kills, in
+/// `Os::promote_if_uniform`: `stop_at_mix` `!=` -> `==`; the write-protect condition's
+/// `clean_write == WriteProtect` -> `!=` and `!overhead` -> `overhead`; the read-only
+/// protection `prot & !WRITE` -> `|`, `^`, `& WRITE`; the clean-page loop's range
+/// `head + n` -> `head - n` / `head * n` (the latter reaches C's clean page), its test `!is_dirty` -> `is_dirty` and `&&` -> `||`;
+/// `changed += 1` -> `*=`; the charge `+=` -> `-=` / `*=` and `changed * pte` -> `+` / `/`;
+/// each invalidated page's range `vpn << bs` -> `>>` and `(vpn + 1)` -> `-` / `*`.
 #[test]
 fn freebsd_write_protects_the_clean_pages_of_a_mixed_extent() {
     let (mut e, pid, [a, b, c]) = three_extents("freebsd");
     assert_eq!(e.os.stats.promotions[1], 1, "A");
     touch(&mut e, pid, b, 0..4, AccessKind::Read);
     touch(&mut e, pid, b, 4..7, AccessKind::Write);
+    // A clean writable page beyond B, in C, which B's write-protection must not reach.
+    touch(&mut e, pid, c, 1..2, AccessKind::Read);
     let k0 = kernel_not_resv(&e);
     // The last page completes B: 4 clean pages, 4 dirty.
     touch(&mut e, pid, b, 7..8, AccessKind::Write);
@@ -93,13 +95,18 @@ fn freebsd_write_protects_the_clean_pages_of_a_mixed_extent() {
         "one PTE write per clean page write-protected"
     );
     assert_eq!(pte(&e, pid, c), (rw, 0, true), "C untouched");
+    assert_eq!(
+        pte(&e, pid, c + PAGE),
+        (rw, 0, false),
+        "C's clean page untouched"
+    );
     // B's clean pages' entries are gone; its dirty pages' (4..7, 7 the retried write's), A's
-    // superpage and C's page stay.
+    // superpage and C's pages stay.
     let b_dirty = (4..8).map(|i| (b + i * PAGE, 0));
     let want: Vec<(u64, u8)> = [(a, 1)]
         .into_iter()
         .chain(b_dirty)
-        .chain([(c, 0)])
+        .chain([(c, 0), (c + PAGE, 0)])
         .collect();
     assert_eq!(tlb(&e, pid), want);
     // Each clean page's next write faults, makes it dirty and writable; the last promotes.
@@ -139,9 +146,8 @@ fn freebsd_overhead_mode_leaves_a_mixed_extent_alone() {
 /// FreeBSD pmap_promote_pde: an all-clean extent is promoted read-only: the 8 replicated PTEs
 /// written (seed 000 6.1) with the read-only protection in them (no separate write-protect
 /// pass on the Alpha), and one TLB invalidation: 8 x 29 + 20 = 252 cycles; nothing outside it
-/// changes (C's dirty page stays writable). Kills the cycles of the
-/// write-protection `n * pte` -> `n + pte` / `n / pte` and `+=` -> `*=`, and the protected
-/// range `head + n` -> `head * n`.
+/// changes (C's dirty page stays writable). Kills the write-protection's `!replicated_ptes`
+/// with `!` deleted (8 more writes) and the protected range `head + n` -> `head - n`.
 #[test]
 fn freebsd_promotes_an_all_clean_extent_read_only_at_exact_cost() {
     let (mut e, pid, [_, b, c]) = three_extents("freebsd");
@@ -160,8 +166,8 @@ fn freebsd_promotes_an_all_clean_extent_read_only_at_exact_cost() {
 
 /// seed 000 6.6's overhead mode on an all-clean extent under FreeBSD's rule: the promotion's
 /// PTE writes are paid (the 8 replicated PTEs, 8 x 29 = 232 cycles; the write protection would
-/// ride in them) but nothing is mapped differently: the pages stay writable base pages. Kills `if !overhead` -> `if overhead`
-/// around the write-protection.
+/// ride in them) but nothing is mapped differently: the pages stay writable base pages. Kills
+/// `if !overhead` -> `if overhead` around the write-protection.
 #[test]
 fn freebsd_overhead_mode_pays_for_a_clean_promotion_and_maps_nothing() {
     let (mut e, pid, [_, b, _]) = three_extents("freebsd:promote=overhead");
@@ -210,9 +216,8 @@ fn read_prefaulted_file(policy: &str) -> (Engine, Pid, u64, u64) {
     (e, pid, f, promo)
 }
 
-/// Kills `all_w && w` -> `||`, the set-writable branch's `!all_w` and `!overhead` deleted,
-/// `dirty > 0` -> `dirty == 0` in the dirty-read-only check, and the branch's cycles
-/// `n * pte` -> `+` / `/` and `+=` -> `*=`.
+/// Kills `all_w && w` -> `||`, the set-writable branch's `!all_w` and `!overhead` deleted, and
+/// `dirty > 0` -> `dirty == 0` in the dirty-read-only check.
 #[test]
 fn prefaulted_read_only_neighbours_join_a_writable_superpage() {
     let (e, pid, f, promo) = read_prefaulted_file("navarro");
