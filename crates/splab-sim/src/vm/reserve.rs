@@ -532,6 +532,8 @@ impl Os {
         // (fault-on-write) anyway. So the faulting page of a read fault (entered writable) and
         // its prefaulted neighbours (entered read-only, pmap_enter_quick) can form a superpage.
         let (mut any_w, mut all_w) = (false, true);
+        // How many of the pages are entered writable: the PTEs a write-protection rewrites.
+        let mut writable = 0u64;
         let (mut dirty, mut clean) = (0u64, 0u64);
         // Only the write-protect trick needs to see every page of a mixed run.
         let stop_at_mix = rp.clean_write != CleanWrite::WriteProtect;
@@ -549,6 +551,7 @@ impl Os {
                 return None;
             }
             (any_w, all_w) = (any_w || w, all_w && w);
+            writable += w as u64;
             let is_dirty = p.pmap.is_dirty(head + i, orders[e.size().0 as usize]);
             if is_dirty {
                 dirty += 1;
@@ -573,29 +576,54 @@ impl Os {
         let overhead = rp.promote == Promote::Overhead;
         if dirty > 0 && clean > 0 {
             if rp.clean_write == CleanWrite::WriteProtect && prot.writable() && !overhead {
-                // Write-protect the clean pages so that their next write faults and retries.
+                // FreeBSD pmap_promote_pde: a PTE that is writable and clean loses its write
+                // permission (one atomic write), so that its next write faults and retries; a
+                // PTE already read-only (a prefault's, pmap_enter_quick) is not written. Here
+                // every page is writable (a read-only one beside a dirty one returned above), so
+                // the clean pages are exactly the writable clean ones.
                 let ro = Prot(prot.0 & !Prot::WRITE.0);
                 let p = self.procs.get_mut(&pid.0)?;
                 let mut changed = 0;
-                for i in 0..n {
-                    if !p.pmap.is_dirty(head + i, 0)
-                        && p.pmap.lookup(head + i).is_some_and(|e| e.size().is_base())
+                for vpn in head..head + n {
+                    if !p.pmap.is_dirty(vpn, 0)
+                        && p.pmap.lookup(vpn).is_some_and(|e| e.size().is_base())
                     {
-                        p.pmap.set_prot(head + i, ro);
+                        p.pmap.set_prot(vpn, ro);
+                        // FreeBSD invalidates nothing here: on x86 a write through a TLB entry
+                        // whose dirty bit is clear re-reads the PTE to set it and faults on
+                        // the cleared write permission. The model's dirty-bit assist
+                        // (vm/fault.rs `write_hit_retries`) trusts the TLB entry's permission
+                        // instead, so the stale writable entry must go, or the next write would
+                        // dirty a read-only page without a fault. Only the entries written
+                        // here (the dirty pages' entries stay valid), and not charged: the real
+                        // kernel issues no invalidation; the retried write's walk is the cost
+                        // of the hardware's re-read.
+                        self.hw
+                            .tlb
+                            .invalidate_range(pid.0, vpn << bs, (vpn + 1) << bs);
                         changed += 1;
                     }
                 }
-                self.hw
-                    .tlb
-                    .invalidate_range(pid.0, head << bs, (head + n) << bs);
                 self.stats.cycles_kernel += changed * self.machine.cost.pte_write_cycles;
             }
             return None;
         }
+        // Replicated PTEs: every base PTE is rewritten (seed 000 6.1); x86: one PDE.
+        let writes = if self.machine.replicated_ptes { n } else { 1 };
         if clean > 0 && rp.clean_write == CleanWrite::WriteProtect && prot.writable() {
             // All clean: a read-only superpage (its first write faults and demotes).
             prot = Prot(prot.0 & !Prot::WRITE.0);
-            cycles += n * self.machine.cost.pte_write_cycles;
+            // FreeBSD pmap_promote_pde write-protects each writable clean PTE (one write each)
+            // before comparing them, so that no write can set a dirty bit between the check
+            // and the PDE write; then it writes the one PDE. With replicated PTEs (seed 000
+            // 6.1) the promotion rewrites every base PTE anyway, and those writes carry the
+            // superpage's read-only protection; the separate pass guards against a hardware
+            // dirty bit, which the Alpha does not have (a clean page is fault-on-write, its
+            // write traps to the kernel holding the pmap). So the protection is charged only
+            // on a radix table, one write per writable PTE.
+            if !self.machine.replicated_ptes {
+                cycles += writable * self.machine.cost.pte_write_cycles;
+            }
             if !overhead {
                 let p = self.procs.get_mut(&pid.0)?;
                 p.pmap.protect(head, head + n, prot);
@@ -603,12 +631,13 @@ impl Os {
         } else if any_w && !all_w && !overhead {
             // All clean, some entered read-only by prefault: the superpage is writable (its
             // first write takes the clean-superpage trap, seed 000 4.7, or marks it dirty).
-            cycles += n * self.machine.cost.pte_write_cycles;
+            // No write of its own: with replicated PTEs the protection goes into the n
+            // rewrites of the promotion (`writes`); on a radix table the PDE carries it and
+            // the base PTEs stay as they are in the page-table page kept for a demotion, which
+            // refills them from the PDE (FreeBSD pmap_demote_pde, pmap_fill_ptp).
             let p = self.procs.get_mut(&pid.0)?;
             p.pmap.set_prot_run(head, n, prot);
         }
-        // Replicated PTEs: every base PTE is rewritten (seed 000 6.1); x86: one PDE.
-        let writes = if self.machine.replicated_ptes { n } else { 1 };
         if overhead {
             // seed 000 6.6: "writing the new superpage size into some unused portion of the
             // page table entries": the writes, no new mapping, nothing to invalidate.
