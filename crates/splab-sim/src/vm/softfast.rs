@@ -166,7 +166,7 @@ impl Os {
         first: Pfn,
         n: u64,
     ) -> bool {
-        if first.0 % n != 0 {
+        if !first.0.is_multiple_of(n) {
             return false;
         }
         let pmap = &self.procs[&pid.0].pmap;
