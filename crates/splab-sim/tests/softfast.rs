@@ -201,3 +201,37 @@ fn after_a_private_write_the_shadow_is_the_first_object() {
     assert_eq!(mapped_at_fault(&e), 0);
     assert_eq!(pte(&e, pid, a + 300 * PAGE), (Prot::READ, 0, false));
 }
+
+/// The shadow a private write made is the first object for every page of the entry, not only
+/// for the extent written: with a 4MB file mapped, a write in the first 2MB and a read in the
+/// second, whose reservation in the file object is full, the read maps a base page.
+#[test]
+fn a_shadow_is_the_first_object_for_the_whole_entry() {
+    let (mut e, pid) = common::engine("skylake:mem=1G", "freebsd", None);
+    e.os.page_cache = PageCache::Cold;
+    let buf = e.mmap(pid, common::anon(2 * EXTENT)).unwrap();
+    e.open(pid, FILE, 2 * EXTENT).unwrap();
+    e.read(pid, FILE, 0, 2 * EXTENT, buf).unwrap();
+    let req = MmapReq {
+        addr: 0,
+        len: 2 * EXTENT,
+        prot: Prot::RW,
+        flags: MapFlags::FILE,
+        file: FILE,
+        offset: 0,
+    };
+    let a = e.mmap(pid, req).unwrap();
+    assert_eq!(a % EXTENT, 0);
+    common::write(&mut e, pid, a);
+    read(&mut e, pid, a + EXTENT + 300 * PAGE);
+    assert_eq!(mapped_at_fault(&e), 0);
+    assert_eq!(
+        pte(&e, pid, a + EXTENT + 300 * PAGE),
+        (Prot::READ, 0, false)
+    );
+    // Without a write, a read through such a mapping maps the file's superpage, read-only.
+    let (mut e, pid, a, _) = cached_file_mapping("freebsd", Prot::RW);
+    read(&mut e, pid, a + 300 * PAGE);
+    assert_eq!(mapped_at_fault(&e), 1);
+    assert_eq!(pte(&e, pid, a + 300 * PAGE), (Prot::READ, 1, false));
+}
