@@ -235,3 +235,42 @@ fn a_shadow_is_the_first_object_for_the_whole_entry() {
     assert_eq!(mapped_at_fault(&e), 1);
     assert_eq!(pte(&e, pid, a + 300 * PAGE), (Prot::READ, 1, false));
 }
+
+/// The superpage must lie inside the map entry (`vm_fault_soft_fast`'s rounddown / roundup
+/// tests): a cached file's full extent mapped by an entry that starts one page into it, or ends
+/// one page short of it, is mapped a base page at a time; by an entry that covers it, at once.
+#[test]
+fn the_superpage_must_lie_inside_the_entry() {
+    for (skip, len, want) in [
+        (PAGE, EXTENT - PAGE, 0),
+        (0, EXTENT - PAGE, 0),
+        (0, EXTENT, 1),
+    ] {
+        let (mut e, pid) = common::engine("skylake:mem=1G", "freebsd", None);
+        e.os.page_cache = PageCache::Cold;
+        let buf = e.mmap(pid, common::anon(2 * EXTENT)).unwrap();
+        e.open(pid, FILE, EXTENT).unwrap();
+        e.read(pid, FILE, 0, EXTENT, buf).unwrap();
+        // A 2MB-aligned address inside a 4MB reservation of address space.
+        let room = e.mmap(pid, common::anon(2 * EXTENT)).unwrap();
+        let base = room.next_multiple_of(EXTENT);
+        let req = MmapReq {
+            addr: base + skip,
+            len,
+            prot: Prot::READ,
+            flags: MapFlags::FILE.with(MapFlags::FIXED),
+            file: FILE,
+            offset: skip,
+        };
+        let a = e.mmap(pid, req).unwrap();
+        assert_eq!(a, base + skip);
+        let va = base + 300 * PAGE;
+        read(&mut e, pid, va);
+        assert_eq!(mapped_at_fault(&e), want, "skip {skip}, len {len}");
+        assert_eq!(
+            pte(&e, pid, va),
+            (Prot::READ, want as u8, false),
+            "skip {skip}"
+        );
+    }
+}
