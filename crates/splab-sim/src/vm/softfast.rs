@@ -120,6 +120,11 @@ impl Os {
         // chunk of a leaf table page, so one is attached where none was; FreeBSD's PDE needs
         // none (a promotion keeps it, `pmap_insert_pt_page`): page_table_bytes may count one
         // 4KB page more per superpage so mapped.
+        // The pages stay busy (FreeBSD busies the first object), so that a page daemon run by
+        // that allocation leaves them in the object.
+        for i in 0..n {
+            self.pageq.mark_busy(Pfn(fpfn.0 + i));
+        }
         self.pmap_prepare(pid, head, n)?;
         let mut had_base = false;
         {
