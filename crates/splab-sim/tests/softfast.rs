@@ -274,3 +274,39 @@ fn the_superpage_must_lie_inside_the_entry() {
         );
     }
 }
+
+/// Base mappings already in the range are replaced (`pmap_enter_pde` removes them, one TLB
+/// invalidation): a child maps base pages of a shared extent while its reservation is not yet
+/// full, the parent completes it, and the child's next fault there maps the superpage, charged
+/// one PDE write and one invalidation beyond the handler.
+#[test]
+fn base_mappings_in_the_range_are_replaced() {
+    let shared = MapFlags(MapFlags::ANON.0 | MapFlags::SHARED.0);
+    let (mut e, parent) = common::engine("skylake:mem=1G", "freebsd", None);
+    let mut req = common::anon(EXTENT);
+    req.flags = shared;
+    let a = e.mmap(parent, req).unwrap();
+    for i in 0..PAGES - 1 {
+        common::write(&mut e, parent, a + i * PAGE);
+    }
+    let child = e.fork(parent).unwrap();
+    read(&mut e, child, a);
+    assert_eq!(mapped_at_fault(&e), 0, "the reservation is not full yet");
+    assert_eq!(
+        common::mapped(&e, child),
+        (5 * PAGE, 0),
+        "the page and 4 ahead"
+    );
+    common::write(&mut e, parent, a + (PAGES - 1) * PAGE);
+    let (f, fault_cycles) = (faults(&e), e.os.stats.cycles_fault);
+    read(&mut e, child, a + 200 * PAGE);
+    assert_eq!(faults(&e) - f, 1);
+    assert_eq!(mapped_at_fault(&e), 1);
+    assert_eq!(common::mapped(&e, child), (0, EXTENT));
+    assert_eq!(pte(&e, child, a), (Prot::RW, 1, true));
+    let c = &e.os.machine.cost;
+    assert_eq!(
+        e.os.stats.cycles_fault - fault_cycles,
+        c.fault_cycles + c.pte_write_cycles + c.tlb_invalidate_cycles
+    );
+}
