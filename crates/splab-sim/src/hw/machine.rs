@@ -407,6 +407,15 @@ impl Machine {
     pub fn base_size(&self) -> u64 {
         1 << self.page_shifts[0]
     }
+    /// Page-table entries written to map a superpage of `pages` base pages as one: every
+    /// base PTE where PTEs are replicated (seed 000 6.1), else the one entry of its level.
+    pub fn superpage_entry_writes(&self, pages: u64) -> u64 {
+        if self.replicated_ptes {
+            pages
+        } else {
+            1
+        }
+    }
     /// Buddy order of size class `c`.
     pub fn order_of(&self, c: usize) -> u8 {
         self.page_shifts[c] - self.page_shifts[0]

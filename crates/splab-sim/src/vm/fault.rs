@@ -776,11 +776,7 @@ impl Os {
                     .tlb
                     .invalidate_range(pid.0, head << bs, (head + (1 << order)) << bs);
                 self.stats.faults.protection += 1;
-                let writes = if self.machine.replicated_ptes {
-                    1u64 << order
-                } else {
-                    1
-                };
+                let writes = self.machine.superpage_entry_writes(1 << order);
                 self.finish_fault(FaultCost {
                     cycles: writes * self.machine.cost.pte_write_cycles,
                     io: 0,

@@ -278,7 +278,7 @@ impl Os {
         self.stats.zeroed_bytes += zeroed * self.machine.base_size();
         self.stats.copied_bytes += copied * self.machine.base_size();
         let cost = &self.machine.cost;
-        let writes = if self.machine.replicated_ptes { n } else { 1 };
+        let writes = self.machine.superpage_entry_writes(n);
         Outcome::Collapsed(
             compaction
                 + copied * cost.copy_page_cycles

@@ -609,7 +609,7 @@ impl Os {
             return None;
         }
         // Replicated PTEs: every base PTE is rewritten (seed 000 6.1); x86: one PDE.
-        let writes = if self.machine.replicated_ptes { n } else { 1 };
+        let writes = self.machine.superpage_entry_writes(n);
         if clean > 0 && rp.clean_write == CleanWrite::WriteProtect && prot.writable() {
             // All clean: a read-only superpage (its first write faults and demotes).
             prot = Prot(prot.0 & !Prot::WRITE.0);

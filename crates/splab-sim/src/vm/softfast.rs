@@ -53,7 +53,6 @@ impl Os {
         if !rp.map_full_reservation || rp.promote != Promote::Yes {
             return Ok(None);
         }
-        let classes = rp.classes.clone();
         let no_write = Prot(v.prot.0 & !Prot::WRITE.0);
         // The first object and the protection `vm_map_lookup` grants.
         let (first, prot) = match v.shadow {
@@ -81,7 +80,7 @@ impl Os {
         let cindex = pindex + self.obj(first).colour;
         // The largest allowed class whose extent around the page passes every test.
         let mut best = None;
-        for &c in classes.iter().filter(|&&c| c <= rclass) {
+        for &c in rp.classes.iter().filter(|&&c| c <= rclass) {
             let o = self.orders[c as usize];
             let n = 1u64 << o;
             let full = self
@@ -115,16 +114,16 @@ impl Os {
         if prot.writable() && !self.extent_dirty(fpfn, n) {
             return Ok(None);
         }
+        // The pages stay busy (FreeBSD busies the first object), so that a page daemon run by
+        // the page-table allocation below leaves them in the object.
+        for i in 0..n {
+            self.pageq.mark_busy(Pfn(fpfn.0 + i));
+        }
         // `pmap_enter_pde`: the base mappings of the range go (one invalidation), the
         // superpage entry comes in its place. The model's page table keeps its entries in the
         // chunk of a leaf table page, so one is attached where none was; FreeBSD's PDE needs
         // none (a promotion keeps it, `pmap_insert_pt_page`): page_table_bytes may count one
         // 4KB page more per superpage so mapped.
-        // The pages stay busy (FreeBSD busies the first object), so that a page daemon run by
-        // that allocation leaves them in the object.
-        for i in 0..n {
-            self.pageq.mark_busy(Pfn(fpfn.0 + i));
-        }
         self.pmap_prepare(pid, head, n)?;
         let mut had_base = false;
         {
@@ -143,7 +142,7 @@ impl Os {
         for i in 0..n {
             self.page_reused(Pfn(fpfn.0 + i));
         }
-        let writes = if self.machine.replicated_ptes { n } else { 1 };
+        let writes = self.machine.superpage_entry_writes(n);
         let mut cycles = writes * self.machine.cost.pte_write_cycles;
         if had_base {
             self.hw

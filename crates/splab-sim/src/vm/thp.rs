@@ -306,7 +306,7 @@ impl Os {
             let p = self.procs.get_mut(&pid.0).expect("thp_fault: pid");
             p.pmap.promote(head, o, SizeClass(c));
             self.thp.stats.zero_page_mapped += 1;
-            let writes = if self.machine.replicated_ptes { n } else { 1 };
+            let writes = self.machine.superpage_entry_writes(n);
             return Ok((
                 Some(zeroing + writes * self.machine.cost.pte_write_cycles),
                 0,
@@ -336,7 +336,7 @@ impl Os {
         self.folio_new(pfn, &[]);
         self.thp.stats.fault_alloc += 1;
         let n = 1u64 << o;
-        let writes = if self.machine.replicated_ptes { n } else { 1 };
+        let writes = self.machine.superpage_entry_writes(n);
         n * self.machine.cost.huge_zero_page_cycles + writes * self.machine.cost.pte_write_cycles
     }
 
