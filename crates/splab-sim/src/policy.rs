@@ -32,7 +32,33 @@ pub enum AllocPolicy {
     /// the whole superpage at once (allocation, preparation and mapping coupled: seed 003
     /// section 3.2); otherwise, or when no free block of that size exists, one base page.
     Thp(ThpPolicy),
+    /// HP-UX's multiple page sizes (seed 002): a zero-fill fault picks a page size from the
+    /// region's page-size hint (6), lowered while free memory is under four times it and to
+    /// the largest aligned page that fits the region with nothing in it (7.1), allocates it
+    /// without waiting and zeroes and maps the whole large page at once; if the allocation
+    /// fails, one base page (6). No promotion ever (2.3, 6); demotion one size at a time (5).
+    Hint(HintPolicy),
 }
+
+/// HP-UX's page-size hints (seed 002 6; `physical_allocation.kind = "hint"`, vm/pagesize.rs).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HintPolicy {
+    /// The chatr method: the data page-size hint in bytes (`chatr +pd`, seed 002 6, and the
+    /// hints of its experiments, 9). None: the transparent method, a hint from the region's size
+    /// bounded by `vps_pagesize` and `vps_ceiling`.
+    pub hint: Option<u64>,
+    /// `vps_pagesize`: the least page size transparent selection picks (HP-UX's default 4 KB,
+    /// vps_pagesize(5)).
+    pub vps_pagesize: u64,
+    /// `vps_ceiling`: the largest page size transparent selection picks (HP-UX's default 16 KB,
+    /// docs.hp.com KCParms vps_ceiling; "if the value is not a legitimate page size, the
+    /// kernel uses the next lower valid value").
+    pub vps_ceiling: u64,
+}
+
+/// HP-UX's default `vps_pagesize` (vps_pagesize(5): 4 KB) and `vps_ceiling` (16 KB).
+pub const HPUX_VPS_PAGESIZE: u64 = 4 << 10;
+pub const HPUX_VPS_CEILING: u64 = 16 << 10;
 
 /// Linux's `/sys/kernel/mm/transparent_hugepage/enabled` (transhuge.rst).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -609,6 +635,10 @@ pub const POLICIES: &[(&str, &str)] = &[
         "freebsd",
         "FreeBSD amd64: one reservation level (the smallest superpage, 2MB on x86-64), partpopq, write-protect-clean promotion, a fault on a resident page of a full reservation maps the whole superpage (vm_fault_soft_fast; map_full_reservation=off: the base page), deferred deallocation, reclaim_inactive, prefault=4+4; promote=, dirty=, contiguity= (default off) and wired= as navarro; khugepaged=on (either reserving policy) adds Linux's khugepaged beside the reservations, collapsing the regions that fell back to base pages",
     ),
+    (
+        "hpux",
+        "HP-UX multiple page sizes (seed 002): at a zero-fill fault, the page size of the region's hint lowered while free memory is under 4x it and to the largest aligned page that fits the map entry with nothing mapped in it, allocated without waiting (none free: a base page), zeroed and mapped whole; never promoted, demoted one size at a time; hint=SIZE is chatr's (e.g. hint=4M), hint=transparent (the default) picks the largest page size not above the region's size between vps_pagesize=4K and vps_ceiling=16K (HP-UX's defaults: no large pages on a machine without a 16KB page); fault_around=off",
+    ),
 ];
 
 impl Policy {
@@ -788,6 +818,20 @@ impl Policy {
                 skip_on_failure: true,
                 origin: Origin::default(),
             },
+            "hpux" => Policy {
+                name: "hpux".into(),
+                // seed 002 6: the transparent method with HP-UX's default tunables; chatr's
+                // hint is `hint=SIZE` (what 9's experiments set).
+                alloc: AllocPolicy::Hint(HintPolicy {
+                    hint: None,
+                    vps_pagesize: HPUX_VPS_PAGESIZE,
+                    vps_ceiling: HPUX_VPS_CEILING,
+                }),
+                // seed 002 describes no fault-around and no mmap alignment for large pages:
+                // neither is assumed.
+                fault_around: FaultAround::Off,
+                ..Policy::base()
+            },
             _ => {
                 return Err(SimError::BadInput(format!(
                     "unknown policy '{name}' (valid: {}; or file:PATH.toml)",
@@ -880,8 +924,34 @@ impl Policy {
                 };
             }
         }
+        if let AllocPolicy::Hint(h) = &mut p.alloc {
+            if let Some(v) = spec.take_str("hint") {
+                h.hint = if v == "transparent" {
+                    None
+                } else {
+                    Some(crate::spec::parse_size(&v).filter(|&b| b > 0).ok_or_else(|| {
+                        SimError::BadInput(format!("policy '{name}': bad hint='{v}': expected a page size such as 4M (chatr +pd), or transparent (a hint from the region's size, between vps_pagesize and vps_ceiling)"))
+                    })?)
+                };
+            }
+            for (key, field) in [
+                ("vps_pagesize", &mut h.vps_pagesize),
+                ("vps_ceiling", &mut h.vps_ceiling),
+            ] {
+                if let Some(v) = spec.take_str(key) {
+                    *field = crate::spec::parse_size(&v)
+                        .filter(|&b| b > 0)
+                        .ok_or_else(|| {
+                            SimError::BadInput(format!(
+                                "policy '{name}': bad {key}='{v}': expected a size such as 16K"
+                            ))
+                        })?;
+                }
+            }
+            check_vps(name, h)?;
+        }
         // kcompactd with superpages (it compacts memory for THPs and khugepaged's collapses).
-        if !matches!(p.alloc, AllocPolicy::BasePage) {
+        if !matches!(p.alloc, AllocPolicy::BasePage | AllocPolicy::Hint(_)) {
             if spec.take_bool("kcompactd", p.kcompactd.is_some())? {
                 let k = p.kcompactd.get_or_insert(Kcompactd { proactiveness: 20 });
                 k.proactiveness =
@@ -899,7 +969,7 @@ impl Policy {
         }
         // khugepaged with THP, or beside reservations (a mixed policy: it collapses the regions
         // no reservation covers, where faults fell back to base pages).
-        if !matches!(p.alloc, AllocPolicy::BasePage) {
+        if !matches!(p.alloc, AllocPolicy::BasePage | AllocPolicy::Hint(_)) {
             let on = spec.take_bool("khugepaged", p.khugepaged.is_some())?;
             if !on {
                 for key in [
@@ -998,7 +1068,15 @@ impl Policy {
     pub fn reserv(&self) -> Option<&ReservPolicy> {
         match &self.alloc {
             AllocPolicy::Reserve(r) => Some(r),
-            AllocPolicy::BasePage | AllocPolicy::Thp(_) => None,
+            AllocPolicy::BasePage | AllocPolicy::Thp(_) | AllocPolicy::Hint(_) => None,
+        }
+    }
+
+    /// HP-UX's page-size hint options, if this policy allocates by hint.
+    pub fn hint(&self) -> Option<&HintPolicy> {
+        match &self.alloc {
+            AllocPolicy::Hint(h) => Some(h),
+            _ => None,
         }
     }
 
@@ -1009,7 +1087,7 @@ impl Policy {
         match &self.alloc {
             AllocPolicy::Thp(t) => Some(t.class),
             AllocPolicy::Reserve(_) => Some(1),
-            AllocPolicy::BasePage => None,
+            AllocPolicy::BasePage | AllocPolicy::Hint(_) => None,
         }
     }
 
@@ -1139,6 +1217,18 @@ impl Policy {
         }
         Ok(())
     }
+}
+
+/// `vps_pagesize` may not exceed `vps_ceiling` (the transparent method's range would be empty).
+pub(crate) fn check_vps(name: &str, h: &HintPolicy) -> Result<()> {
+    if h.vps_pagesize > h.vps_ceiling {
+        return Err(SimError::BadInput(format!(
+            "policy '{name}': vps_pagesize={} is above vps_ceiling={}: the least page size transparent selection picks must not exceed the largest",
+            fmt_size(h.vps_pagesize),
+            fmt_size(h.vps_ceiling)
+        )));
+    }
+    Ok(())
 }
 
 fn prefault_default() -> FaultAround {

@@ -147,6 +147,9 @@ pub struct Memory {
     pub contiguity: crate::vm::contig::ContigStats,
     /// Linux THP at faults and khugepaged's collapses (vm/thp.rs, vm/khugepaged.rs).
     pub thp: crate::vm::thp::ThpStats,
+    /// HP-UX's page-size selection at faults (vm/pagesize.rs); only under a hint policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pagesize: Option<crate::vm::pagesize::PagesizeStats>,
     /// Memory compaction and kcompactd (vm/compact.rs), under /proc/vmstat's names; only for
     /// policies that compact (THP, khugepaged or kcompactd).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -543,6 +546,7 @@ impl Report {
                 paging: Paging::of(os),
                 contiguity: os.contig.stats.clone(),
                 thp: os.thp.stats.clone(),
+                pagesize: os.policy.hint().map(|_| os.pagesize_stats()),
                 compaction: (os.policy.thp().is_some()
                     || os.policy.khugepaged.is_some()
                     || os.policy.kcompactd.is_some())
@@ -787,6 +791,27 @@ impl Report {
                 group(cs.reactivation_preemptions),
                 group(cs.cache_dropped),
                 group(cs.wired_pools)
+            );
+        }
+        if let Some(ps) = &m.pagesize {
+            let per: Vec<String> = ps
+                .sizes
+                .iter()
+                .map(|z| {
+                    format!(
+                        "{}: {} ({} failed)",
+                        fmt_size(z.size),
+                        group(z.allocated),
+                        group(z.failed)
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                s,
+                "  pagesize      large pages at faults {}; hint lowered for free memory {}, to fit {}",
+                per.join(", "),
+                group(ps.lowered_for_memory),
+                group(ps.lowered_to_fit)
             );
         }
         let t = &m.thp;

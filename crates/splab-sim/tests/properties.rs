@@ -232,6 +232,11 @@ struct Reach {
     collapses: u64,
     /// Superpages mapped whole at a fault on a full reservation (vm/softfast.rs).
     mapped_at_fault: u64,
+    /// HP-UX's page-size selection (vm/pagesize.rs): large pages allocated at faults (index =
+    /// class), no-wait allocations that failed, hints lowered for free memory.
+    hint_pages: Vec<u64>,
+    hint_failed: u64,
+    hint_lowered: u64,
 }
 
 impl Reach {
@@ -283,6 +288,9 @@ impl Reach {
         self.fork_shadows += o.fork_shadows;
         self.collapses += o.collapses;
         self.mapped_at_fault += o.mapped_at_fault;
+        sum(&mut self.hint_pages, &o.hint_pages);
+        self.hint_failed += o.hint_failed;
+        self.hint_lowered += o.hint_lowered;
     }
 }
 
@@ -650,6 +658,12 @@ fn run_policy_stats_from(
     (reach.preempted_total, reach.broken) = resv_counts(&e);
     (reach.fork_shadows, reach.collapses) = (e.os.fork.shadows, e.os.fork.collapses);
     reach.mapped_at_fault = e.os.reserv.as_ref().map_or(0, |r| r.stats.mapped_at_fault);
+    let ps = e.os.pagesize_stats();
+    reach.hint_pages = std::iter::once(0)
+        .chain(ps.sizes.iter().map(|z| z.allocated))
+        .collect();
+    reach.hint_failed = ps.sizes.iter().map(|z| z.failed).sum();
+    reach.hint_lowered = ps.lowered_for_memory;
     // Tearing everything down returns every frame.
     for (pid, _) in procs {
         e.exit(pid).unwrap();
@@ -951,6 +965,43 @@ fn random_sequences_reach_freebsd_reclaim_and_out_of_memory() {
     assert!(r.mapped_at_fault > 0, "{r:?}");
 }
 
+/// HP-UX's page sizes (vm/pagesize.rs) under the same pressure: a large page of every size
+/// made at a fault, no-wait allocations that failed, hints lowered for free memory, demotions
+/// of every size (seed 002 5), and out of memory.
+#[test]
+fn random_sequences_reach_every_hpux_page_size_and_failure() {
+    let frees: Vec<u64> = PRESSURE_FREE_MB.iter().map(|m| m << 20).collect();
+    let mut r = reach_of(PRESSURE_MACHINE, HPUX_POLICY, &frees, 30, 60..150);
+    // 4MB pages need 16MB free (seed 002 7.1), more than the pressure machine has.
+    r.add(&reach_of(
+        HPUX_ROOMY_MACHINE,
+        HPUX_POLICY,
+        &[28 << 20],
+        30,
+        60..150,
+    ));
+    for c in 1..=3 {
+        assert!(
+            r.hint_pages[c] > 0 && r.demotions[c] > 0,
+            "class {c} not reached: {r:?}"
+        );
+    }
+    assert!(
+        r.hint_failed > 0 && r.hint_lowered > 0 && r.ooms > 0,
+        "{r:?}"
+    );
+    assert_eq!(
+        r.promotions.iter().sum::<u64>(),
+        0,
+        "HP-UX never promotes: {r:?}"
+    );
+}
+
+/// chatr's largest hint on the Alpha.
+const HPUX_POLICY: &str = "hpux:hint=4M";
+/// Room for 4MB pages: at least four times 4MB free.
+const HPUX_ROOMY_MACHINE: &str = "alpha21264:mem=32M,swap=1M";
+
 /// Linux's fault-around (base) is reached by the same generator: read faults on file mappings
 /// map pages of their window, and out-of-memory happens with it on.
 #[test]
@@ -1088,6 +1139,18 @@ proptest! {
     #[test]
     fn navarro_with_restricted_sizes_keeps_invariants(ops in prop::collection::vec(op(), 1..150)) {
         run_policy("alpha21264:mem=16M", "navarro:sizes=64K+4M", Some(6 << 20), &ops)?;
+    }
+
+    /// HP-UX's page sizes (vm/pagesize.rs) when memory runs short, on the Alpha and on the
+    /// PA-8000 its paper measured (4KB to 64MB in steps of 4).
+    #[test]
+    fn hpux_keeps_invariants_under_pressure(
+        ops in prop::collection::vec(op(), 1..150),
+        free_mb in prop::sample::select(PRESSURE_FREE_MB.to_vec()),
+    ) {
+        run_policy(PRESSURE_MACHINE, HPUX_POLICY, Some(free_mb << 20), &ops)?;
+        run_policy(HPUX_ROOMY_MACHINE, HPUX_POLICY, None, &ops)?;
+        run_policy("pa8000:mem=64M", "hpux:hint=16M", Some(free_mb << 20), &ops)?;
     }
 
     #[test]

@@ -82,6 +82,9 @@ fn every_preset_from_its_file_gives_the_same_report() {
         "linux-4k",
         "linux-4.3",
         "linux:max_ptes_none=0,scan_sleep_millisecs=100,enabled=madvise",
+        "hpux",
+        "hpux:hint=4M",
+        "hpux:vps_ceiling=4M",
     ];
     // Every preset is here: the header row of `list policies` names them all.
     let out = splab().args(["list", "policies"]).output().unwrap();

@@ -68,6 +68,16 @@ fn real_reports_validate_against_the_schema() {
             "-w",
             "gups:size=64M,updates=20K",
         ],
+        // HP-UX's page sizes: the report's `memory.pagesize` section.
+        &[
+            "run",
+            "-m",
+            "pa8000:mem=256M",
+            "-p",
+            "hpux:hint=1M",
+            "-w",
+            "seq:size=8M,op=rw",
+        ],
         &[
             "run",
             "-m",

@@ -33,8 +33,8 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use super::{
-    word, word_of, AllocPolicy, CleanWrite, Dirty, FaultAround, Kcompactd, Khugepaged, Origin,
-    Policy, PreferredSize, ReservPolicy, ThpPolicy, CLEAN_WRITE, CONTIGUITY, DIRTY, LISTS,
+    word, word_of, AllocPolicy, CleanWrite, Dirty, FaultAround, HintPolicy, Kcompactd, Khugepaged,
+    Origin, Policy, PreferredSize, ReservPolicy, ThpPolicy, CLEAN_WRITE, CONTIGUITY, DIRTY, LISTS,
     PAGEBLOCK_SKIP, PLACEMENT, POLICIES, PREFERRED, PREP, PROMOTE, SHORTAGE, THP_DEFRAG,
     THP_ENABLED, WIRED, ZERO_PAGE_WP,
 };
@@ -52,6 +52,10 @@ enum Val {
     Limit(Option<u64>),
     /// Byte sizes, written as "64K" where that reads back exactly.
     Sizes(Vec<u64>),
+    /// One byte size, written as `Sizes`' are.
+    Size(u64),
+    /// HP-UX's page-size hint: a size (chatr), or None: "transparent".
+    Hint(Option<u64>),
     FaultAround(FaultAround),
 }
 
@@ -73,11 +77,18 @@ enum Kind {
     BasePage,
     Reserve,
     Thp,
+    Hint,
 }
 const ALLOC_KIND: &[(&str, Kind)] = &[
     ("base_page", Kind::BasePage),
     ("reserve", Kind::Reserve),
     ("thp", Kind::Thp),
+    ("hint", Kind::Hint),
+];
+/// HP-UX's tunables of the transparent method, in `physical_allocation` with kind = "hint".
+const VPS_KEYS: &[(&str, &str)] = &[
+    ("vps_pagesize", "HP-UX vps_pagesize: the least page size transparent selection picks"),
+    ("vps_ceiling", "HP-UX vps_ceiling: the largest page size transparent selection picks (a size the machine lacks: the next lower)"),
 ];
 /// khugepaged's sleeps: file key, the field, what it is.
 type KhSleep = fn(&mut Khugepaged) -> &mut u64;
@@ -133,13 +144,24 @@ fn tables(p: &Policy) -> Vec<Table> {
         AllocPolicy::BasePage => Kind::BasePage,
         AllocPolicy::Reserve(_) => Kind::Reserve,
         AllocPolicy::Thp(_) => Kind::Thp,
+        AllocPolicy::Hint(_) => Kind::Hint,
     };
     let mut alloc = vec![(
         "kind",
         Word(word_of(ALLOC_KIND, kind)),
-        "base_page: one base page per fault | reserve: reservations (seed 000 4.1, FreeBSD vm_reserv) | thp: Linux transparent huge pages at first touch"
+        "base_page: one base page per fault | reserve: reservations (seed 000 4.1, FreeBSD vm_reserv) | thp: Linux transparent huge pages at first touch | hint: HP-UX's page-size hints (seed 002)"
             .to_string(),
     )];
+    if let Some(h) = p.hint() {
+        alloc.push((
+            "hint",
+            Hint(h.hint),
+            "seed 002 6: chatr's data page-size hint, e.g. \"4M\" | \"transparent\": from the region's size between vps_pagesize and vps_ceiling".into(),
+        ));
+        for ((key, about), v) in VPS_KEYS.iter().zip([h.vps_pagesize, h.vps_ceiling]) {
+            alloc.push((key, Size(v), about.to_string()));
+        }
+    }
     if let Some(t) = p.thp() {
         alloc.push((
             "enabled",
@@ -408,6 +430,9 @@ fn toml_value(v: &Val) -> String {
         Val::Int(n) => n.to_string(),
         Val::Limit(Some(n)) => n.to_string(),
         Val::Limit(None) => toml_str("default"),
+        Val::Size(b) => size_text(*b),
+        Val::Hint(Some(b)) => size_text(*b),
+        Val::Hint(None) => toml_str("transparent"),
         Val::Sizes(s) => format!(
             "[{}]",
             s.iter()
@@ -433,6 +458,8 @@ fn list_value(k: &str, v: &Val) -> String {
         Val::Bool(b) => format!("{k}={b}"),
         Val::Int(n) | Val::Limit(Some(n)) => format!("{k}={n}"),
         Val::Limit(None) => format!("{k}=default"),
+        Val::Size(b) | Val::Hint(Some(b)) => format!("{k}={}", fmt_size(*b)),
+        Val::Hint(None) => format!("{k}=transparent"),
         Val::Sizes(s) if s.is_empty() && k == "mthp" => format!("{k}=none"),
         Val::Sizes(s) if s.is_empty() => format!("{k}=all"),
         Val::Sizes(s) => format!(
@@ -456,11 +483,17 @@ pub(super) fn to_toml(p: &Policy) -> String {
          # Every key is required; `name` is what reports call the policy.\n",
     );
     let _ = writeln!(out, "name = {}", toml_str(&p.name));
-    for t in tables(p) {
+    let tables = tables(p);
+    let kind = match &tables[0].keys[0].1 {
+        Val::Word(w) => *w,
+        _ => unreachable!("physical_allocation.kind is the first key"),
+    };
+    for t in tables {
         let _ = writeln!(out, "\n# {}\n[{}]", t.about, t.name);
         if t.keys.is_empty() {
-            out.push_str(
-                "# (no options without reservations: physical_allocation.kind = \"base_page\")\n",
+            let _ = writeln!(
+                out,
+                "# (no options without reservations: physical_allocation.kind = \"{kind}\")"
             );
         }
         for (k, v, c) in &t.keys {
@@ -868,6 +901,35 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
             }
         }
         match thp {
+            None if kind == Kind::Hint => {
+                let expect = "a page size such as \"4M\" (chatr's hint), or \"transparent\"";
+                let v = alloc_t.need(&s, "hint", expect)?;
+                let hint = match v.get_ref().as_str() {
+                    Some("transparent") => None,
+                    _ => Some(size_of(v).ok_or_else(|| alloc_t.bad(&s, "hint", v, expect))?),
+                };
+                let mut vps = [0u64; 2];
+                for ((key, _), out) in VPS_KEYS.iter().zip(vps.iter_mut()) {
+                    let expect = "a size such as \"16K\"";
+                    let v = alloc_t.need(&s, key, expect)?;
+                    *out = size_of(v).ok_or_else(|| alloc_t.bad(&s, key, v, expect))?;
+                }
+                let h = HintPolicy {
+                    hint,
+                    vps_pagesize: vps[0],
+                    vps_ceiling: vps[1],
+                };
+                if h.vps_pagesize > h.vps_ceiling {
+                    let v = alloc_t.get("vps_pagesize").expect("read above");
+                    return Err(alloc_t.bad(
+                        &s,
+                        "vps_pagesize",
+                        v,
+                        "a size not above vps_ceiling (the least page size transparent selection picks)",
+                    ));
+                }
+                AllocPolicy::Hint(h)
+            }
             Some(()) => AllocPolicy::Thp(ThpPolicy {
                 enabled: alloc_t.word(&s, "enabled", THP_ENABLED)?,
                 defrag: alloc_t.word(&s, "defrag", THP_DEFRAG)?,
@@ -883,6 +945,19 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
             None => AllocPolicy::BasePage,
         }
     };
+    if kind != Kind::Hint {
+        for k in ["hint", "vps_pagesize", "vps_ceiling"] {
+            if let Some(v) = alloc_t.get(k) {
+                return Err(s.err(
+                    Some(v.span()),
+                    format!(
+                        "{} is HP-UX's page-size hint: it needs physical_allocation.kind = \"hint\"",
+                        alloc_t.key(k)
+                    ),
+                ));
+            }
+        }
+    }
     if kind != Kind::Thp {
         for k in ["enabled", "defrag", "use_zero_page", "zero_page_wp", "mthp"] {
             if let Some(v) = alloc_t.get(k) {
@@ -915,13 +990,13 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
     let contiguity = pd.word(&s, "contiguity", CONTIGUITY)?;
     let mut kh = daemons.table(&s, "khugepaged", false)?.expect("required");
     let khugepaged = if kh.bool(&s, "enabled")? {
-        if kind == Kind::BasePage {
+        if matches!(kind, Kind::BasePage | Kind::Hint) {
             let v = kh.get("enabled").expect("read above");
             return Err(kh.bad(
                 &s,
                 "enabled",
                 v,
-                "false with physical_allocation.kind = \"base_page\" (khugepaged collapses into superpages: kind = \"thp\", or \"reserve\" beside reservations)",
+                &format!("false with physical_allocation.kind = \"{}\" (khugepaged collapses into superpages: kind = \"thp\", or \"reserve\" beside reservations; HP-UX never promotes)", word_of(ALLOC_KIND, kind)),
             ));
         }
         let mut k = Khugepaged::linux();
@@ -950,13 +1025,13 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
     };
     let mut kc = daemons.table(&s, "kcompactd", false)?.expect("required");
     let kcompactd = if kc.bool(&s, "enabled")? {
-        if kind == Kind::BasePage {
+        if matches!(kind, Kind::BasePage | Kind::Hint) {
             let v = kc.get("enabled").expect("read above");
             return Err(kc.bad(
                 &s,
                 "enabled",
                 v,
-                "false with physical_allocation.kind = \"base_page\" (compaction serves superpage allocations)",
+                &format!("false with physical_allocation.kind = \"{}\" (compaction serves THP and reservation allocations; seed 002's fault path never waits for a large page)", word_of(ALLOC_KIND, kind)),
             ));
         }
         Some(Kcompactd {
@@ -1137,6 +1212,9 @@ mod tests {
         "linux:defrag=defer+madvise,compaction_proactiveness=0",
         "linux-madvise:defrag=never,kcompactd=off",
         "freebsd:kcompactd=on,compaction_proactiveness=100",
+        "hpux",
+        "hpux:hint=4M",
+        "hpux:hint=transparent,vps_pagesize=64K,vps_ceiling=4M",
     ];
 
     #[test]

@@ -1044,6 +1044,13 @@ impl Os {
                     io: 0,
                 });
             }
+            // HP-UX: a large page of the hinted size at the fault (vm/pagesize.rs).
+            if let Some(cycles) = self.hint_fault(pid, v, vpn, pindex, write)? {
+                return Ok(FaultCost {
+                    cycles: cost.cycles + cycles,
+                    io: 0,
+                });
+            }
             // Zero-fill (event 2, preparation: one base page zeroed at fault time). A read
             // through an entry that needs a copy fills the shared object (FreeBSD's first
             // object until a write shadows it), read-only.

@@ -33,6 +33,7 @@ mod mremap;
 pub mod mthp;
 pub mod pageout;
 pub mod pageq;
+pub mod pagesize;
 pub mod placement;
 pub mod ptpages;
 mod reserve;
@@ -303,6 +304,8 @@ pub struct Os {
     pub contig: contig::ContigState,
     /// Linux THP counters and khugepaged's cursor (vm/thp.rs, vm/khugepaged.rs).
     pub thp: thp::ThpState,
+    /// HP-UX's page-size selection counters (vm/pagesize.rs).
+    pub pagesize: pagesize::PagesizeStats,
     /// Shadow objects made after fork and collapsed (vm/fork.rs).
     pub fork: fork::ForkStats,
     /// Memory compaction and kcompactd's requests (vm/compact.rs).
@@ -396,6 +399,7 @@ impl Os {
             backing: swap::Backing::new(machine_swap_pages),
             contig: contig::ContigState::default(),
             thp: thp::ThpState::default(),
+            pagesize: pagesize::PagesizeStats::default(),
             fork: fork::ForkStats::default(),
             compact: compact::CompactState::default(),
             fileio: file::FileIo::default(),

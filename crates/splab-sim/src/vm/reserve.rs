@@ -672,6 +672,9 @@ impl Os {
                 .unwrap_or(0),
             // Linux THP: split_huge_pmd maps the base pages.
             AllocPolicy::BasePage | AllocPolicy::Thp(_) => 0,
+            // seed 002 5: "breaking a large page mapping such as 64KB into smaller pagesize
+            // mappings such as 16KB": the next smaller page size of the machine.
+            AllocPolicy::Hint(_) => c - 1,
         }
     }
 
