@@ -54,6 +54,10 @@ pub struct HintPolicy {
     /// docs.hp.com KCParms vps_ceiling; "if the value is not a legitimate page size, the
     /// kernel uses the next lower valid value").
     pub vps_ceiling: u64,
+    /// seed 002 6's heap growth-rate adjustment: with a chatr hint, the heap grows to the next
+    /// boundary of the hint's page at each brk (vm/pagesize.rs `heap_top`), so that a heap grown
+    /// in small steps still gets large pages. `heap_growth=on|off`.
+    pub heap_growth: bool,
 }
 
 /// HP-UX's default `vps_pagesize` (vps_pagesize(5): 4 KB) and `vps_ceiling` (16 KB).
@@ -637,7 +641,7 @@ pub const POLICIES: &[(&str, &str)] = &[
     ),
     (
         "hpux",
-        "HP-UX multiple page sizes (seed 002): at a zero-fill fault, the page size of the region's hint lowered while free memory is under 4x it and to the largest aligned page that fits the map entry with nothing mapped in it, allocated without waiting (none free: a base page), zeroed and mapped whole; never promoted, demoted one size at a time; hint=SIZE is chatr's (e.g. hint=4M), hint=transparent (the default) picks the largest page size not above the region's size between vps_pagesize=4K and vps_ceiling=16K (HP-UX's defaults: no large pages on a machine without a 16KB page); fault_around=off",
+        "HP-UX multiple page sizes (seed 002): at a zero-fill fault, the page size of the region's hint lowered while free memory is under 4x it and to the largest aligned page that fits the map entry with nothing mapped in it, allocated without waiting (none free: a base page), zeroed and mapped whole; never promoted, demoted one size at a time; hint=SIZE is chatr's (e.g. hint=4M), hint=transparent (the default) picks the largest page size not above the region's size between vps_pagesize=4K and vps_ceiling=16K (HP-UX's defaults: no large pages on a machine without a 16KB page); heap_growth=on: with a chatr hint, brk grows the heap to the hint page's next boundary (6's heap growth-rate adjustment; off: to the next base page); fault_around=off",
     ),
 ];
 
@@ -826,6 +830,7 @@ impl Policy {
                     hint: None,
                     vps_pagesize: HPUX_VPS_PAGESIZE,
                     vps_ceiling: HPUX_VPS_CEILING,
+                    heap_growth: true,
                 }),
                 // seed 002 describes no fault-around and no mmap alignment for large pages:
                 // neither is assumed.
@@ -948,6 +953,7 @@ impl Policy {
                         })?;
                 }
             }
+            h.heap_growth = spec.take_bool("heap_growth", h.heap_growth)?;
             check_vps(name, h)?;
         }
         // kcompactd with superpages (it compacts memory for THPs and khugepaged's collapses).

@@ -211,3 +211,38 @@ fn bad_hint_parameters_are_refused_with_the_key() {
         assert!(err.contains(needle), "{spec}: {err}");
     }
 }
+
+#[test]
+fn the_heap_grown_in_small_steps_ends_at_the_hinted_pages_boundary() {
+    // seed 002 6: a heap grown by brk in 128KB steps (glibc's M_TOP_PAD) still gets 4MB pages.
+    for (policy, top_of_first, page) in [
+        ("hpux:hint=4M", 4 * M, 4 * M),
+        ("hpux:hint=4M,heap_growth=off", 128 * K, 64 * K),
+    ] {
+        let (mut e, pid) = engine(ALPHA, policy, None);
+        let start = e.current_brk(pid).unwrap();
+        assert_eq!(start % (4 * M), 0);
+        assert_eq!(
+            e.brk(pid, start + 128 * K).unwrap(),
+            start + 128 * K,
+            "{policy}"
+        );
+        // The program's break is where it asked; the heap's entry ends further.
+        assert_eq!(e.current_brk(pid).unwrap(), start + 128 * K);
+        let v = e.os.proc(pid).unwrap().vma_at(start).cloned().unwrap();
+        assert_eq!(v.end, start + top_of_first, "{policy}");
+        write(&mut e, pid, start);
+        assert_eq!(mapped(&e, pid), (0, page), "{policy}");
+        // Growth inside the entry moves the break only; past it, the entry grows by a page.
+        assert_eq!(e.brk(pid, start + 3 * M).unwrap(), start + 3 * M);
+        assert_eq!(e.brk(pid, start + 4 * M + 8).unwrap(), start + 4 * M + 8);
+        let v = e.os.proc(pid).unwrap().vma_at(start).cloned().unwrap();
+        let want = if page == 4 * M { 8 * M } else { 4 * M + PAGE };
+        assert_eq!(v.end, start + want, "{policy}");
+        // Shrinking gives the tail back down to the boundary above the break.
+        e.brk(pid, start + 5 * K).unwrap();
+        let v = e.os.proc(pid).unwrap().vma_at(start).cloned().unwrap();
+        let want = if page == 4 * M { 4 * M } else { PAGE };
+        assert_eq!(v.end, start + want, "{policy}");
+    }
+}

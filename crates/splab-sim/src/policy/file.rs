@@ -161,6 +161,11 @@ fn tables(p: &Policy) -> Vec<Table> {
         for ((key, about), v) in VPS_KEYS.iter().zip([h.vps_pagesize, h.vps_ceiling]) {
             alloc.push((key, Size(v), about.to_string()));
         }
+        alloc.push((
+            "heap_growth",
+            Bool(h.heap_growth),
+            "seed 002 6's heap growth-rate adjustment: with a chatr hint, brk grows the heap to the hint page's next boundary".into(),
+        ));
     }
     if let Some(t) = p.thp() {
         alloc.push((
@@ -918,6 +923,7 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
                     hint,
                     vps_pagesize: vps[0],
                     vps_ceiling: vps[1],
+                    heap_growth: alloc_t.bool(&s, "heap_growth")?,
                 };
                 if h.vps_pagesize > h.vps_ceiling {
                     let v = alloc_t.get("vps_pagesize").expect("read above");
@@ -946,7 +952,7 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
         }
     };
     if kind != Kind::Hint {
-        for k in ["hint", "vps_pagesize", "vps_ceiling"] {
+        for k in ["hint", "vps_pagesize", "vps_ceiling", "heap_growth"] {
             if let Some(v) = alloc_t.get(k) {
                 return Err(s.err(
                     Some(v.span()),
@@ -1215,6 +1221,7 @@ mod tests {
         "hpux",
         "hpux:hint=4M",
         "hpux:hint=transparent,vps_pagesize=64K,vps_ceiling=4M",
+        "hpux:hint=4M,heap_growth=off",
     ];
 
     #[test]

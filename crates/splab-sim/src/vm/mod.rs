@@ -912,14 +912,14 @@ impl Os {
 
     /// brk: moves the end of the heap; returns the new break (the old one if refused, as Linux).
     pub fn brk(&mut self, pid: Pid, new_end: u64) -> Result<u64> {
-        let bs = self.machine.base_size();
         let p = self.proc(pid)?;
         let (start, old_end) = (p.brk_start, p.brk_end);
         if new_end < start || new_end > self.mmap_top {
             return Ok(old_end);
         }
-        let old_top = old_end.div_ceil(bs) * bs;
-        let new_top = new_end.div_ceil(bs) * bs;
+        // The heap's map entry ends at the break's next base page, or further under HP-UX's
+        // heap growth-rate adjustment (vm/pagesize.rs `heap_top`).
+        let (old_top, new_top) = (self.heap_top(start, old_end), self.heap_top(start, new_end));
         if new_top > old_top {
             if p.vmas.range(old_top..new_top).next().is_some() {
                 return Ok(old_end); // would run into another mapping

@@ -27,9 +27,17 @@
 //! Demotion goes one page size down (5: "breaking a large page mapping such as 64KB into
 //! smaller pagesize mappings such as 16KB"; vm/reserve.rs `demote_target`).
 //!
+//! The heap growth-rate adjustment (6: "we track pregions/regions that grow to a large size in
+//! small increments, and increase their growth rate so that large page mappings can be created
+//! at fault-service time"; `heap_growth`): with a chatr hint, brk ends the heap's map entry at
+//! the break rounded up to the hint's page (`heap_top`), so the program's break stays where it
+//! asked and the kernel's heap is at most one hinted page longer (9: "the wasted heap
+//! allocation can be at most the chatr pagesize for program data"). The paper's rule is
+//! "determined by the prior history of break requests, and the data pagesize hint"; the history
+//! part is not published, so every growth is rounded (this model's reading).
+//!
 //! Not modelled (each said where the report would differ): large pages for file page-in (7.2)
-//! and for copy-on-write (7.3): those faults take base pages here; the heap growth-rate
-//! adjustment of `sbrk` (6); the page daemon pushing a large page whole (8): the model's page
+//! and for copy-on-write (7.3): those faults take base pages here; the page daemon pushing a large page whole (8): the model's page
 //! daemon demotes towards the victim as for every policy (seed 000 4.6); the cached and
 //! uncached subpools and lazy coalescing of the allocator (5): one buddy allocator.
 
@@ -64,6 +72,25 @@ pub struct PagesizeStats {
 }
 
 impl Os {
+    /// seed 002 6, heap growth-rate adjustment: where the map entry of a heap starting at
+    /// `start` ends for a program break at `end`: the next boundary of the hinted page under a
+    /// chatr hint with `heap_growth`, else of the base page. An empty heap has no entry: its
+    /// start, page-aligned.
+    pub fn heap_top(&self, start: u64, end: u64) -> u64 {
+        if end <= start {
+            let bs = self.machine.base_size();
+            return end.div_ceil(bs) * bs;
+        }
+        let grain = match self.policy.hint() {
+            Some(h) if h.heap_growth => h.hint.map_or(self.machine.base_size(), |b| {
+                let sizes = self.machine.page_sizes();
+                sizes[sizes.iter().rposition(|&s| s <= b).unwrap_or(0)]
+            }),
+            _ => self.machine.base_size(),
+        };
+        end.div_ceil(grain) * grain
+    }
+
     /// seed 002 7.1: the page size for a zero-fill fault at `vpn` (object page `pindex`) of map
     /// entry `v`: allocates, zeroes and maps a large page and returns the fault's cycles, or
     /// None for a base page.

@@ -688,14 +688,21 @@ impl Replayer {
         if seg.to != seg.from || seg.end < addr.saturating_add(len) {
             return Ok(false);
         }
-        let top = self.round_up(e.os.proc(p)?.brk_end);
+        let (start, brk_end) = {
+            let pr = e.os.proc(p)?;
+            (pr.brk_start, pr.brk_end)
+        };
+        let top = self.round_up(brk_end);
         let end = top.saturating_add(len);
+        // The heap's own entry may end past `top` (HP-UX's heap growth-rate adjustment,
+        // vm/pagesize.rs `heap_top`); nothing else may lie in the way.
+        let kernel_top = e.os.heap_top(start, brk_end);
         let free =
             e.os.proc(p)?
                 .vmas
                 .range(..end)
                 .next_back()
-                .is_none_or(|(_, v)| v.end <= top);
+                .is_none_or(|(_, v)| v.end <= kernel_top);
         if !free || e.brk(p, end)? != end {
             return Ok(false);
         }
@@ -1175,7 +1182,7 @@ impl Replayer {
             )));
         }
         // Growth refused: a mapping lies in the heap's way (the traced program had none there).
-        let (top, new_top) = (self.round_up(cur), self.round_up(new_end));
+        let (top, new_top) = (e.os.heap_top(start, cur), e.os.heap_top(start, new_end));
         if new_top > top {
             e.munmap(p, top, new_top - top)?;
             self.stats.brk_forced += 1;
