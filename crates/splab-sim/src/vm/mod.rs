@@ -34,6 +34,7 @@ pub mod mthp;
 pub mod pageout;
 pub mod pageq;
 pub mod placement;
+pub mod prepare;
 pub mod ptpages;
 mod reserve;
 mod simplify;
