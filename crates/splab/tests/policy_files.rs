@@ -82,6 +82,10 @@ fn every_preset_from_its_file_gives_the_same_report() {
         "linux-4k",
         "linux-4.3",
         "linux:max_ptes_none=0,scan_sleep_millisecs=100,enabled=madvise",
+        "quicksilver",
+        "quicksilver:t=1",
+        "quicksilver:prep=async,t=256,relaxed_mapping=off",
+        "navarro:prep=sync,t=8",
     ];
     // Every preset is here: the header row of `list policies` names them all.
     let out = splab().args(["list", "policies"]).output().unwrap();
