@@ -409,7 +409,7 @@ pub enum FaultAround {
 /// scripts use t = 64 or 0: docs/reference-policies.md 3).
 pub const QUICKSILVER_T: u32 = 64;
 /// The largest threshold a spec or file may give before the machine is known (`resolve` then
-/// holds it to the reservation's pages): 2^20, a 4GB reservation of 4KB pages.
+/// holds it to the pages of the machine's largest superpage): 2^20, 4GB of 4KB pages.
 pub const MAX_THRESHOLD: u32 = 1 << 20;
 
 /// Linux's `fault_around_bytes` default (mm/memory.c, 64 KiB).
@@ -650,12 +650,12 @@ pub const POLICIES: &[(&str, &str)] = &[
         "Linux with THP disabled (enabled=never): 4KB pages only, khugepaged finds nothing to do; the other parameters as linux",
     ),
     (
-        "quicksilver",
-        "seed 003's Quicksilver (Sync-64): freebsd with hybrid preparation, prep=sync (the fault reaching t populated pages of an anonymous reservation zeroes the rest in bulk and maps the superpage, 5.1)|async (a daemon every 1 s zeroes the rest 4KB at a time; mapped at the next soft fault)|per_page, t=64 (0 or 1: all at the first fault, the paper's Sync-1), and relaxed_mapping=on (anonymous superpages mapped once fully prepared, mixed dirty state or not; relaxed_mapping=off: FreeBSD's uniform rule); every other parameter as freebsd; prep=, t= and relaxed_mapping= work on any reserving policy; no evacuation daemon",
-    ),
-    (
         "freebsd",
         "FreeBSD amd64: one reservation level (the smallest superpage, 2MB on x86-64), partpopq, write-protect-clean promotion, a fault on a resident page of a full reservation maps the whole superpage (vm_fault_soft_fast; map_full_reservation=off: the base page), deferred deallocation, reclaim_inactive, prefault=4+4; promote=, dirty=, contiguity= (default off) and wired= as navarro; khugepaged=on (either reserving policy) adds Linux's khugepaged beside the reservations, collapsing the regions that fell back to base pages",
+    ),
+    (
+        "quicksilver",
+        "seed 003's Quicksilver (Sync-64): freebsd with hybrid preparation, prep=sync (the fault reaching t populated pages of an anonymous reservation zeroes the rest in bulk and maps the superpage, 5.1)|async (a daemon every 1 s zeroes the rest 4KB at a time; mapped at the next soft fault)|per_page, t=64 (0 or 1: all at the first fault, the paper's Sync-1; a reservation with t pages or fewer, as the alpha21264's 8-page ones, fills up first and is prepared per page), and relaxed_mapping=on (anonymous superpages mapped once fully prepared, mixed dirty state or not; relaxed_mapping=off: FreeBSD's uniform rule); every other parameter as freebsd; prep=, t= and relaxed_mapping= work on any reserving policy; no evacuation daemon",
     ),
 ];
 

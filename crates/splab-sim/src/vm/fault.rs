@@ -1064,7 +1064,7 @@ impl Os {
         if fresh_anon {
             // Event 2 past the threshold (seed 003 5.1, Sync-t), and with relaxed mapping
             // event 3 at once: the fault is done if the superpage is mapped.
-            let (cycles, mapped) = self.sync_prepare(pid, v, vpn, pindex, pfn, prot, write)?;
+            let (cycles, mapped) = self.sync_prepare(pid, v, vpn, pfn, prot, write)?;
             cost.cycles += cycles;
             if mapped {
                 return Ok(cost);

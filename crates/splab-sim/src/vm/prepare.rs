@@ -38,8 +38,8 @@ pub const ASYNC_MAX_PER_PASS: u64 = 200_000;
 pub const ASYNC_PERIOD_MS: u64 = 1000;
 
 impl Os {
-    /// Sync-t at the zero-fill fault by `pid` on page `vpn` (object page `pindex` of `v`'s
-    /// anonymous object, no shadow), just populated in frame `pfn`, to be entered with `prot`;
+    /// Sync-t at the zero-fill fault by `pid` on page `vpn` (of `v`'s anonymous object, no
+    /// shadow), just populated in frame `pfn`, to be entered with `prot`;
     /// `write` for a write fault. If the policy is Sync-t and the frame's reservation has
     /// reached the threshold and is eligible (module comment), populates and zeroes every
     /// other page of it, and with relaxed mapping maps the whole reservation as one superpage.
@@ -50,7 +50,6 @@ impl Os {
         pid: Pid,
         v: &Vma,
         vpn: u64,
-        pindex: u64,
         pfn: Pfn,
         prot: Prot,
         write: bool,
@@ -58,20 +57,22 @@ impl Os {
         let Some((t, PrepMode::Sync)) = self.policy.prep.threshold() else {
             return Ok((0, false));
         };
-        if v.shadow.is_some() || v.needs_copy {
-            return Ok((0, false));
-        }
+        // The caller's page is in the entry's own object: no shadow. An entry that needs a
+        // copy shares that object since fork, which `threshold_reached` refuses (not
+        // `one_mapping`).
+        debug_assert!(v.shadow.is_none(), "sync_prepare: an entry with a shadow");
         let obj = v.obj;
         let Some((id, hp, n)) = self.threshold_reached(obj, pfn, t) else {
             return Ok((0, false));
         };
+        let bs = self.base_shift();
+        let pindex = v.pgoff + (((vpn << bs) - v.start) >> bs);
         let cindex = pindex + self.obj(obj).colour;
         let (rpfn, rcbase, class) = {
             let r = self.reserv.as_ref().expect("reservations").get(id);
             (r.pfn, r.cbase, r.class)
         };
         let head = vpn - (cindex - rcbase);
-        let bs = self.base_shift();
         // The superpage would lie inside the map entry, virtual and physical extents aligned
         // alike (vm_fault_soft_fast's conditions): otherwise prepare nothing, as a Sync-t fault
         // whose mapping cannot follow gains nothing from bulk preparation.
