@@ -1192,6 +1192,9 @@ mod tests {
         "linux:defrag=defer+madvise,compaction_proactiveness=0",
         "linux-madvise:defrag=never,kcompactd=off",
         "freebsd:kcompactd=on,compaction_proactiveness=100",
+        "quicksilver",
+        "quicksilver:prep=async,t=256,relaxed_mapping=off",
+        "navarro:prep=sync,t=0",
     ];
 
     #[test]
@@ -1470,7 +1473,7 @@ mod tests {
         assert!(
             e.contains(&format!("line {}:", promote + 1))
                 && e.contains("unknown key 'mapping_creation.promot'")
-                && e.contains("promote, map_full_reservation, fault_around"),
+                && e.contains("promote, map_full_reservation, relaxed_mapping, fault_around"),
             "{e}"
         );
         let e = navarro_err("contiguity = \"daemon\"", "");
