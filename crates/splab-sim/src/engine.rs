@@ -204,6 +204,14 @@ impl Engine {
             e.daemons
                 .push((Box::new(crate::daemon::kcompactd::Kcompactd), first));
         }
+        if let Some((_, crate::policy::PrepMode::Async)) = e.os.policy.prep.threshold() {
+            // seed 003 5.2, Async-t: its first pass one period after boot.
+            let first =
+                e.os.machine
+                    .ms_to_cycles(crate::vm::prepare::ASYNC_PERIOD_MS);
+            e.daemons
+                .push((Box::new(crate::daemon::quicksilver::AsyncPrepare), first));
+        }
         e
     }
 

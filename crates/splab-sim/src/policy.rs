@@ -365,6 +365,13 @@ pub struct ReservPolicy {
     /// dirty; else the base page, then incremental promotion once every page is mapped (seed
     /// 000's FreeBSD 4.x). `map_full_reservation=on|off`.
     pub map_full_reservation: bool,
+    /// seed 003 5.1, "relaxed superpage mapping creation" (Quicksilver): an anonymous superpage
+    /// is mapped once fully prepared whatever its pages' dirty state, by promotion, at a soft
+    /// fault (vm/softfast.rs) and right after Sync-t's preparation (vm/prepare.rs); a mixed
+    /// extent is mapped writable and dirty. Off: FreeBSD's uniform rule. File-backed memory
+    /// keeps the uniform rule (the model's promotion does not look at accessed bits, the part
+    /// Quicksilver relaxes for files). `relaxed_mapping=on|off`.
+    pub relaxed_mapping: bool,
 }
 
 /// Event 2, preparation: how a new page's contents are made.
@@ -373,6 +380,37 @@ pub struct ReservPolicy {
 pub enum PrepPolicy {
     /// Zero (or read) each base page when it is faulted in.
     PerPage,
+    /// seed 003 5.1, "hybrid physical superpage preparation" (Quicksilver; vm/prepare.rs): each
+    /// base page zeroed at its fault until an anonymous reservation has `t` pages populated
+    /// (counting the faulting one), then the rest of it at once: by the fault handler in bulk
+    /// (`Sync`, Sync-t) or by a daemon 4KB at a time (`Async`, Async-t; daemon/quicksilver.rs).
+    /// t = 0 and 1 both prepare everything at the first fault (the paper's Sync-1, the code's
+    /// Sync-0: docs/reference-policies.md 3). Only with reservations.
+    Threshold { t: u32, mode: PrepMode },
+}
+
+/// Who prepares the rest of a reservation past the threshold (seed 003 5.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrepMode {
+    /// The fault that reaches the threshold, with bulk non-temporal zeroing, and it maps the
+    /// superpage at once (Sync-t).
+    Sync,
+    /// A daemon waking every second, zeroing 4KB at a time; the superpage is mapped at the next
+    /// soft fault or promotion (Async-t).
+    Async,
+}
+
+pub const PREP_MODE: &[(&str, PrepMode)] = &[("sync", PrepMode::Sync), ("async", PrepMode::Async)];
+
+impl PrepPolicy {
+    /// The threshold and mode of hybrid preparation, if this policy has it.
+    pub fn threshold(self) -> Option<(u32, PrepMode)> {
+        match self {
+            PrepPolicy::PerPage => None,
+            PrepPolicy::Threshold { t, mode } => Some((t, mode)),
+        }
+    }
 }
 
 /// Event 3, mapping creation: which resident neighbours of a faulting page are mapped with it,
@@ -396,6 +434,13 @@ pub enum FaultAround {
     /// only (`pmap_enter_quick`). Any object, anonymous ones included.
     Spiral { behind: u32, ahead: u32 },
 }
+
+/// Quicksilver's preset threshold: seed 003 7.3, Sync-64 for long-running servers (the
+/// scripts use t = 64 or 0: docs/reference-policies.md 3).
+pub const QUICKSILVER_T: u32 = 64;
+/// The largest threshold a spec or file may give before the machine is known (`resolve` then
+/// holds it to the pages of the machine's largest superpage): 2^20, 4GB of 4KB pages.
+pub const MAX_THRESHOLD: u32 = 1 << 20;
 
 /// Linux's `fault_around_bytes` default (mm/memory.c, 64 KiB).
 pub const LINUX_FAULT_AROUND_BYTES: u64 = 65536;
@@ -490,7 +535,6 @@ pub const PLACEMENT: &[(&str, Placement)] = &[
     ("base_page", Placement::BasePage),
     ("superpage_aligned", Placement::SuperpageAligned),
 ];
-pub const PREP: &[(&str, PrepPolicy)] = &[("per_page", PrepPolicy::PerPage)];
 pub const THP_ENABLED: &[(&str, ThpEnabled)] = &[
     ("always", ThpEnabled::Always),
     ("madvise", ThpEnabled::Madvise),
@@ -643,6 +687,10 @@ pub const POLICIES: &[(&str, &str)] = &[
         "hpux",
         "HP-UX multiple page sizes (seed 002): at a zero-fill fault, the page size of the region's hint lowered while free memory is under 4x it and to the largest aligned page that fits the map entry with nothing mapped in it, allocated without waiting (none free: a base page), zeroed and mapped whole; never promoted, demoted one size at a time; hint=SIZE is chatr's (e.g. hint=4M), hint=transparent (the default) picks the largest page size not above the region's size between vps_pagesize=4K and vps_ceiling=16K (HP-UX's defaults: no large pages on a machine without a 16KB page); heap_growth=on: with a chatr hint, brk grows the heap to the hint page's next boundary (6's heap growth-rate adjustment; off: to the next base page); fault_around=off",
     ),
+    (
+        "quicksilver",
+        "seed 003's Quicksilver (Sync-64): freebsd with hybrid preparation, prep=sync (the fault reaching t populated pages of an anonymous reservation zeroes the rest in bulk and maps the superpage, 5.1)|async (a daemon every 1 s zeroes the rest 4KB at a time; mapped at the next soft fault)|per_page, t=64 (0 or 1: all at the first fault, the paper's Sync-1; a reservation with t pages or fewer, as the alpha21264's 8-page ones, fills up first and is prepared per page), and relaxed_mapping=on (anonymous superpages mapped once fully prepared, mixed dirty state or not; relaxed_mapping=off: FreeBSD's uniform rule); every other parameter as freebsd; prep=, t= and relaxed_mapping= work on any reserving policy; no evacuation daemon",
+    ),
 ];
 
 impl Policy {
@@ -769,6 +817,7 @@ impl Policy {
                     // seed 000 4.5: FreeBSD 4.3 had no vm_fault_soft_fast; a page is mapped
                     // alone and promoted when its extent is fully mapped.
                     map_full_reservation: false,
+                    relaxed_mapping: false,
                 }),
                 prep: PrepPolicy::PerPage,
                 placement: Placement::SuperpageAligned,
@@ -806,6 +855,7 @@ impl Policy {
                     dirty: Dirty::Trap,
                     // sys/vm/vm_fault.c `vm_fault_soft_fast` (FreeBSD 11 and later).
                     map_full_reservation: true,
+                    relaxed_mapping: false,
                 }),
                 prep: PrepPolicy::PerPage,
                 placement: Placement::SuperpageAligned,
@@ -837,6 +887,23 @@ impl Policy {
                 fault_around: FaultAround::Off,
                 ..Policy::base()
             },
+            "quicksilver" => {
+                // seed 003 5: Quicksilver "is built upon FreeBSD's reservation-based superpage
+                // management": the freebsd preset with hybrid preparation and relaxed mapping.
+                // Sync-64: 7.3, "Sync-64 ... is more preferable for long-running servers".
+                // The evacuation daemon (5.2, "preemptive deallocation") is not modelled
+                // (docs/quicksilver.md).
+                let mut p = Policy::preset("freebsd")?;
+                p.name = name.into();
+                p.prep = PrepPolicy::Threshold {
+                    t: QUICKSILVER_T,
+                    mode: PrepMode::Sync,
+                };
+                if let AllocPolicy::Reserve(r) = &mut p.alloc {
+                    r.relaxed_mapping = true;
+                }
+                p
+            }
             _ => {
                 return Err(SimError::BadInput(format!(
                     "unknown policy '{name}' (valid: {}; or file:PATH.toml)",
@@ -877,6 +944,30 @@ impl Policy {
             }
             r.map_full_reservation =
                 spec.take_bool("map_full_reservation", r.map_full_reservation)?;
+            r.relaxed_mapping = spec.take_bool("relaxed_mapping", r.relaxed_mapping)?;
+            // seed 003 5.1: hybrid preparation, `prep=per_page|sync|async` and its `t=N`.
+            if let Some(v) = spec.take_str("prep") {
+                let t = p.prep.threshold().map_or(QUICKSILVER_T, |(t, _)| t);
+                p.prep = match (v.as_str(), word(PREP_MODE, &v)) {
+                    ("per_page", _) => PrepPolicy::PerPage,
+                    (_, Some(mode)) => PrepPolicy::Threshold { t, mode },
+                    _ => return Err(SimError::BadInput(format!(
+                        "policy '{name}': bad prep='{v}': expected per_page (zero each page at its fault), sync (seed 003 Sync-t: the fault reaching t pages prepares and maps the rest) or async (Async-t: a daemon prepares it every second)"
+                    ))),
+                };
+            }
+            match p.prep {
+                PrepPolicy::Threshold { ref mut t, .. } => {
+                    *t = spec.take_count("t", *t as u64, 0, MAX_THRESHOLD as u64)? as u32;
+                }
+                PrepPolicy::PerPage => {
+                    if spec.take_str("t").is_some() {
+                        return Err(SimError::BadInput(format!(
+                            "policy '{name}': t is the threshold of hybrid preparation, and this policy prepares per page: give prep=sync or prep=async with it, or leave it out"
+                        )));
+                    }
+                }
+            }
             if let Some(v) = spec.take_str("dirty") {
                 r.dirty = word(DIRTY, &v).ok_or_else(|| SimError::BadInput(format!(
                     "policy '{name}': bad dirty='{v}': expected trap (the preset's clean-write rule: demote on the dirty-bit trap, seed 000 4.7), whole (6.7: mark the superpage dirty, write it out whole) or hash (4.7: write out only base pages whose SHA-1 digest changed)"
@@ -1220,6 +1311,25 @@ impl Policy {
                     cs
                 }
             };
+        }
+        if let Some((t, _)) = self.prep.threshold() {
+            let prep_at = at("preparation.threshold");
+            if self.reserv().is_none() {
+                return Err(SimError::BadInput(format!(
+                    "{prep_at}: hybrid preparation (seed 003 5.1) prepares the rest of a reservation: it needs physical_allocation.kind = \"reserve\""
+                )));
+            }
+            // A threshold no superpage of the machine could reach is a mistake. One above the
+            // policy's own reservations is not: they fill up before reaching it, so they are
+            // prepared per page (the `quicksilver` preset's t = 64 on the alpha21264's 8-page
+            // 64KB reservations), which lets a preset run on every machine.
+            let pages = 1u64 << m.max_order();
+            if t as u64 > pages {
+                return Err(SimError::BadInput(format!(
+                    "{prep_at}: threshold t={t} on machine '{}': its largest superpage has {pages} base pages, so t is at most {pages}",
+                    m.name
+                )));
+            }
         }
         Ok(())
     }

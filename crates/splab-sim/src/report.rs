@@ -764,6 +764,23 @@ impl Report {
                     group(r.mapped_at_fault)
                 );
             }
+            if r.prepared_sync + r.prepared_async > 0 {
+                let _ = writeln!(
+                    s,
+                    "                hybrid preparation (seed 003): {} reservations at a fault (Sync-t), {} by the daemon (Async-t), {} pages; {} superpages mapped at preparation",
+                    group(r.prepared_sync),
+                    group(r.prepared_async),
+                    group(r.prepared_pages),
+                    group(r.mapped_at_preparation)
+                );
+            }
+            if r.mapped_relaxed > 0 {
+                let _ = writeln!(
+                    s,
+                    "                superpages mapped with mixed dirty state (relaxed mapping) {}",
+                    group(r.mapped_relaxed)
+                );
+            }
         }
         let m = &self.memory;
         let _ = writeln!(

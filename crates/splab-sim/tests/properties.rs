@@ -237,6 +237,13 @@ struct Reach {
     hint_pages: Vec<u64>,
     hint_failed: u64,
     hint_lowered: u64,
+    /// seed 003's hybrid preparation (vm/prepare.rs): reservations prepared by Sync-t faults
+    /// and by the Async-t daemon, superpages Sync-t mapped at once, and superpages relaxed
+    /// mapping mapped with mixed dirty state.
+    prepared_sync: u64,
+    prepared_async: u64,
+    mapped_at_preparation: u64,
+    mapped_relaxed: u64,
 }
 
 impl Reach {
@@ -291,6 +298,10 @@ impl Reach {
         sum(&mut self.hint_pages, &o.hint_pages);
         self.hint_failed += o.hint_failed;
         self.hint_lowered += o.hint_lowered;
+        self.prepared_sync += o.prepared_sync;
+        self.prepared_async += o.prepared_async;
+        self.mapped_at_preparation += o.mapped_at_preparation;
+        self.mapped_relaxed += o.mapped_relaxed;
     }
 }
 
@@ -664,6 +675,12 @@ fn run_policy_stats_from(
         .collect();
     reach.hint_failed = ps.sizes.iter().map(|z| z.failed).sum();
     reach.hint_lowered = ps.lowered_for_memory;
+    if let Some(r) = e.os.reserv.as_ref() {
+        reach.prepared_sync = r.stats.prepared_sync;
+        reach.prepared_async = r.stats.prepared_async;
+        reach.mapped_at_preparation = r.stats.mapped_at_preparation;
+        reach.mapped_relaxed = r.stats.mapped_relaxed;
+    }
     // Tearing everything down returns every frame.
     for (pid, _) in procs {
         e.exit(pid).unwrap();
@@ -1001,6 +1018,34 @@ fn random_sequences_reach_every_hpux_page_size_and_failure() {
 const HPUX_POLICY: &str = "hpux:hint=4M";
 /// Room for 4MB pages: at least four times 4MB free.
 const HPUX_ROOMY_MACHINE: &str = "alpha21264:mem=32M,swap=1M";
+/// seed 003's Quicksilver under the same pressure, with the alpha's 64KB (8-page) reservations
+/// and t = 4: Sync-t prepares and maps at faults, relaxed mapping maps mixed extents, and
+/// with sleeps (`thp_op`) the Async-t daemon prepares reservations that soft faults then map.
+#[test]
+fn random_sequences_reach_quicksilver_preparation() {
+    let frees: Vec<u64> = PRESSURE_FREE_MB.iter().map(|m| m << 20).collect();
+    let r = reach_of(PRESSURE_MACHINE, QS_SYNC, &frees, 30, 60..150);
+    assert!(
+        r.prepared_sync > 0
+            && r.mapped_at_preparation > 0
+            && r.mapped_relaxed > 0
+            && r.preempted[1] > 0
+            && r.ooms > 0,
+        "{r:?}"
+    );
+    assert_eq!(r.prepared_async, 0, "{r:?}");
+    let strategy = prop::collection::vec(thp_op(), 60..150);
+    let r = reach_of_ops(PRESSURE_MACHINE, QS_ASYNC, &frees, 30, strategy);
+    assert!(
+        r.prepared_async > 0 && r.mapped_at_fault > 0 && r.mapped_relaxed > 0,
+        "{r:?}"
+    );
+    assert_eq!(r.prepared_sync, 0, "{r:?}");
+}
+
+/// Quicksilver on the pressure machine: Sync-4 and Async-4 (its reservations have 8 pages).
+const QS_SYNC: &str = "quicksilver:t=4";
+const QS_ASYNC: &str = "quicksilver:prep=async,t=4";
 
 /// Linux's fault-around (base) is reached by the same generator: read faults on file mappings
 /// map pages of their window, and out-of-memory happens with it on.
@@ -1165,6 +1210,17 @@ proptest! {
         ops in prop::collection::vec(op(), 1..150),
         free_mb in prop::sample::select(PRESSURE_FREE_MB.to_vec()),
         policy in prop::sample::select(vec!["navarro:dirty=whole", "navarro:dirty=hash", "freebsd:dirty=hash"]),
+    ) {
+        run_policy(PRESSURE_MACHINE, policy, Some(free_mb << 20), &ops)?;
+    }
+
+    /// seed 003's hybrid preparation and relaxed mapping (Sync-t, Sync-0, Async-t) while the
+    /// page daemon runs and memory runs out; idle periods let the Async-t daemon run.
+    #[test]
+    fn quicksilver_keeps_invariants_under_pressure(
+        ops in prop::collection::vec(thp_op(), 1..150),
+        free_mb in prop::sample::select(PRESSURE_FREE_MB.to_vec()),
+        policy in prop::sample::select(vec![QS_SYNC, "quicksilver:t=0", QS_ASYNC]),
     ) {
         run_policy(PRESSURE_MACHINE, policy, Some(free_mb << 20), &ops)?;
     }

@@ -85,6 +85,10 @@ fn every_preset_from_its_file_gives_the_same_report() {
         "hpux",
         "hpux:hint=4M",
         "hpux:vps_ceiling=4M",
+        "quicksilver",
+        "quicksilver:t=1",
+        "quicksilver:prep=async,t=256,relaxed_mapping=off",
+        "navarro:prep=sync,t=8",
     ];
     // Every preset is here: the header row of `list policies` names them all.
     let out = splab().args(["list", "policies"]).output().unwrap();

@@ -4,3 +4,4 @@
 pub mod kcompactd;
 pub mod khugepaged;
 pub mod pagedaemon;
+pub mod quicksilver;

@@ -10,8 +10,8 @@
 //! |---|---|---|
 //! | (top) | `name` | `name`: what reports call the policy |
 //! | `[physical_allocation]` | `kind`, `sizes`, `preferred`; `enabled`, `defrag`, `use_zero_page`, `zero_page_wp` (thp) | `alloc`, its `ReservPolicy::sizes`, `preferred`; `ThpPolicy::enabled`, `defrag`, `use_zero_page`, `zero_page_wp` |
-//! | `[preparation]` | `kind` | `prep` |
-//! | `[mapping_creation]` | `promote`, `map_full_reservation`, `fault_around` | `ReservPolicy::promote`, `map_full_reservation`, `fault_around` |
+//! | `[preparation]` | `kind`; `threshold`, `mode` (kind = "threshold") | `prep` |
+//! | `[mapping_creation]` | `promote`, `map_full_reservation`, `relaxed_mapping`, `fault_around` | `ReservPolicy::promote`, `map_full_reservation`, `relaxed_mapping`, `fault_around` |
 //! | `[mapping_destruction]` | `clean_write`, `dirty`, `unmap_demotes` | `ReservPolicy::clean_write`, `dirty`, `unmap_demotes` |
 //! | `[deallocation]` | `shortage`, `lists`; `shrink_underused` (thp) | `ReservPolicy::shortage`, `lists`; `ThpPolicy::shrink_underused` |
 //! | `[daemons.pagedaemon]` | `enabled`, `contiguity` | `pagedaemon`, `contiguity` |
@@ -34,9 +34,9 @@ use toml::Spanned;
 
 use super::{
     word, word_of, AllocPolicy, CleanWrite, Dirty, FaultAround, HintPolicy, Kcompactd, Khugepaged,
-    Origin, Policy, PreferredSize, ReservPolicy, ThpPolicy, CLEAN_WRITE, CONTIGUITY, DIRTY, LISTS,
-    PAGEBLOCK_SKIP, PLACEMENT, POLICIES, PREFERRED, PREP, PROMOTE, SHORTAGE, THP_DEFRAG,
-    THP_ENABLED, WIRED, ZERO_PAGE_WP,
+    Origin, Policy, PreferredSize, PrepPolicy, ReservPolicy, ThpPolicy, CLEAN_WRITE, CONTIGUITY,
+    DIRTY, LISTS, MAX_THRESHOLD, PAGEBLOCK_SKIP, PLACEMENT, POLICIES, PREFERRED, PREP_MODE,
+    PROMOTE, SHORTAGE, THP_DEFRAG, THP_ENABLED, WIRED, ZERO_PAGE_WP,
 };
 use crate::error::{Result, SimError};
 use crate::spec::{parse_size, Spec};
@@ -134,6 +134,8 @@ const KHUGEPAGED_LIMITS: &[(&str, KhLimit, u64, &str)] = &[
     ),
 ];
 const FAULT_AROUND_KIND: &[(&str, u8)] = &[("off", 0), ("window", 1), ("spiral", 2)];
+/// `preparation.kind`: per page, or seed 003's hybrid preparation (`threshold`, `mode`).
+const PREP_KIND: &[(&str, bool)] = &[("per_page", false), ("threshold", true)];
 
 /// The policy's tables, in file order. The one description of the file's shape: the writer,
 /// `splab list policies` and (by the round-trip tests) the reader follow it.
@@ -261,6 +263,11 @@ fn tables(p: &Policy) -> Vec<Table> {
             Bool(r.map_full_reservation),
             "a fault on a resident page of a fully populated reservation maps the whole superpage (FreeBSD vm_fault_soft_fast) | the base page, promoted when all are mapped (seed 000)".into(),
         ));
+        creation.push((
+            "relaxed_mapping",
+            Bool(r.relaxed_mapping),
+            "anonymous superpages mapped once fully prepared, whatever their pages' dirty state (seed 003 5.1, Quicksilver) | only with uniform dirty state (FreeBSD)".into(),
+        ));
         destruction.push((
             "clean_write",
             Word(word_of(CLEAN_WRITE, r.clean_write)),
@@ -303,6 +310,29 @@ fn tables(p: &Policy) -> Vec<Table> {
             "Linux 6.12's transparent_hugepage/shrink_underused: the deferred split shrinker also splits THPs with more zero-filled pages than khugepaged's max_ptes_none (never at 511)".into(),
         ));
     }
+    let mut prep = vec![(
+        "kind",
+        Word(word_of(PREP_KIND, p.prep.threshold().is_some())),
+        format!(
+            "{}: zero or read each base page at its fault | seed 003 5.1's hybrid preparation (reservations only)",
+            choices(PREP_KIND)
+        ),
+    )];
+    if let Some((t, mode)) = p.prep.threshold() {
+        prep.push((
+            "threshold",
+            Int(t as u64),
+            "t: populated pages (counting the faulting one) at which the rest of an anonymous reservation is prepared; 0 or 1: at the first fault (Sync-1)".into(),
+        ));
+        prep.push((
+            "mode",
+            Word(word_of(PREP_MODE, mode)),
+            format!(
+                "{}: the fault handler, bulk zeroing, superpage mapped at once (Sync-t) | a daemon every 1 s, 4KB at a time, mapped at the next soft fault (Async-t)",
+                choices(PREP_MODE)
+            ),
+        ));
+    }
     creation.push((
         "fault_around",
         FaultAround(p.fault_around),
@@ -317,11 +347,7 @@ fn tables(p: &Policy) -> Vec<Table> {
         Table {
             name: "preparation",
             about: "Event 2, preparation: how a new page's contents are made.",
-            keys: vec![(
-                "kind",
-                Word(word_of(PREP, p.prep)),
-                format!("{}: zero or read each base page at its fault", choices(PREP)),
-            )],
+            keys: prep,
         },
         Table {
             name: "mapping_creation",
@@ -861,6 +887,7 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
             promote: create_t.word(&s, "promote", PROMOTE)?,
             dirty: destroy.word(&s, "dirty", DIRTY)?,
             map_full_reservation: create_t.bool(&s, "map_full_reservation")?,
+            relaxed_mapping: create_t.bool(&s, "relaxed_mapping")?,
         };
         // The clean-write rule and the write-out go together (seed 000 4.7, 6.7).
         if (r.clean_write == CleanWrite::MarkDirty) != (r.dirty != Dirty::Trap) {
@@ -884,7 +911,7 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
             (Some(&mut alloc_t), &["sizes", "preferred"][..]),
             (
                 Some(&mut create_t),
-                &["promote", "map_full_reservation"][..],
+                &["promote", "map_full_reservation", "relaxed_mapping"][..],
             ),
             (
                 destroy_t.as_mut(),
@@ -988,7 +1015,34 @@ fn read(text: &str, origin: &str) -> Result<(Option<String>, Policy)> {
             }
         }
     }
-    let prep = prep_t.word(&s, "kind", PREP)?;
+    let prep = if prep_t.word(&s, "kind", PREP_KIND)? {
+        if !reserve {
+            let v = prep_t.get("kind").expect("read above");
+            return Err(prep_t.bad(
+                &s,
+                "kind",
+                v,
+                "\"per_page\" with physical_allocation.kind other than \"reserve\" (hybrid preparation prepares the rest of a reservation)",
+            ));
+        }
+        PrepPolicy::Threshold {
+            t: prep_t.int(&s, "threshold", MAX_THRESHOLD as u64)? as u32,
+            mode: prep_t.word(&s, "mode", PREP_MODE)?,
+        }
+    } else {
+        for k in ["threshold", "mode"] {
+            if let Some(v) = prep_t.get(k) {
+                return Err(s.err(
+                    Some(v.span()),
+                    format!(
+                        "{} is hybrid preparation's: it needs preparation.kind = \"threshold\"",
+                        prep_t.key(k)
+                    ),
+                ));
+            }
+        }
+        PrepPolicy::PerPage
+    };
     let fault_around = read_fault_around(&s, &mut create_t)?;
     let mut daemons = root.table(&s, "daemons", false)?.expect("required");
     let mut pd = daemons.table(&s, "pagedaemon", false)?.expect("required");
@@ -1095,6 +1149,7 @@ const RESOLVED_KEYS: &[&str] = &[
     "physical_allocation.mthp",
     "physical_allocation.sizes",
     "mapping_creation.fault_around",
+    "preparation.threshold",
     "daemons.khugepaged.max_ptes_none",
     "daemons.khugepaged.max_ptes_swap",
     "daemons.khugepaged.max_ptes_shared",
@@ -1222,6 +1277,9 @@ mod tests {
         "hpux:hint=4M",
         "hpux:hint=transparent,vps_pagesize=64K,vps_ceiling=4M",
         "hpux:hint=4M,heap_growth=off",
+        "quicksilver",
+        "quicksilver:prep=async,t=256,relaxed_mapping=off",
+        "navarro:prep=sync,t=0",
     ];
 
     #[test]
@@ -1500,7 +1558,7 @@ mod tests {
         assert!(
             e.contains(&format!("line {}:", promote + 1))
                 && e.contains("unknown key 'mapping_creation.promot'")
-                && e.contains("promote, map_full_reservation, fault_around"),
+                && e.contains("promote, map_full_reservation, relaxed_mapping, fault_around"),
             "{e}"
         );
         let e = navarro_err("contiguity = \"daemon\"", "");

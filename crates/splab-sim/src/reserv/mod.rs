@@ -66,6 +66,27 @@ pub struct ReservStats {
     /// (FreeBSD `vm_fault_soft_fast` -> `pmap_enter_pde`, sysctl vm.pmap.pde.mappings;
     /// vm/softfast.rs). Not promotions: no base mappings were joined.
     pub mapped_at_fault: u64,
+    /// seed 003 5.1, hybrid preparation (vm/prepare.rs): reservations whose remaining pages the
+    /// fault reaching the threshold prepared (Sync-t), count.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub prepared_sync: u64,
+    /// Reservations whose remaining pages the Async-t daemon prepared, count.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub prepared_async: u64,
+    /// Pages either prepared (allocated and zeroed ahead of their first touch), count.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub prepared_pages: u64,
+    /// Superpages Sync-t's fault mapped right after preparing them, count.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub mapped_at_preparation: u64,
+    /// Superpages mapped (promoted, or at a soft fault) with mixed dirty state, which relaxed
+    /// mapping allowed and FreeBSD's uniform rule would not (seed 003 5.1), count.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub mapped_relaxed: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Clone, Debug)]
@@ -276,6 +297,17 @@ impl Reservs {
 
     pub fn head(&self, l: usize) -> Option<u32> {
         (self.heads[l] != NONE).then_some(self.heads[l])
+    }
+
+    /// The tail of list `l`: the most recently changed reservation (FreeBSD's partpopq).
+    pub fn tail(&self, l: usize) -> Option<u32> {
+        (self.tails[l] != NONE).then_some(self.tails[l])
+    }
+
+    /// The reservation before `id` on its list (towards the head), if any.
+    pub fn prev(&self, id: u32) -> Option<u32> {
+        let p = self.get(id).prev;
+        (p != NONE).then_some(p)
     }
 
     pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {

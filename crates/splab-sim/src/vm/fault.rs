@@ -960,6 +960,9 @@ impl Os {
         if let Some(cycles) = self.soft_fast(pid, v, vpn, pindex, write)? {
             return Ok(FaultCost { cycles, io: 0 });
         }
+        // A new anonymous page of the entry's own object: Sync-t may prepare the rest of its
+        // reservation (vm/prepare.rs).
+        let mut fresh_anon = false;
         // Which object supplies the page, and is it ours to write?
         let (pfn, exclusive) = if let Some(s) = v.shadow {
             if let Some(pfn) = self.obj(s).pages.get(pindex) {
@@ -1054,6 +1057,7 @@ impl Os {
             // Zero-fill (event 2, preparation: one base page zeroed at fault time). A read
             // through an entry that needs a copy fills the shared object (FreeBSD's first
             // object until a write shadows it), read-only.
+            fresh_anon = true;
             (
                 self.zero_fill(pid, v.obj, pindex, v, &mut cost)?,
                 !v.needs_copy,
@@ -1064,6 +1068,15 @@ impl Os {
         } else {
             Prot(v.prot.0 & !Prot::WRITE.0)
         };
+        if fresh_anon {
+            // Event 2 past the threshold (seed 003 5.1, Sync-t), and with relaxed mapping
+            // event 3 at once: the fault is done if the superpage is mapped.
+            let (cycles, mapped) = self.sync_prepare(pid, v, vpn, pfn, prot, write)?;
+            cost.cycles += cycles;
+            if mapped {
+                return Ok(cost);
+            }
+        }
         self.pmap_enter(pid, vpn, pfn, prot)?;
         let p = self.procs.get_mut(&pid.0).expect("fault: pid");
         if write && prot.writable() {

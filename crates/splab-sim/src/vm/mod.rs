@@ -35,6 +35,7 @@ pub mod pageout;
 pub mod pageq;
 pub mod pagesize;
 pub mod placement;
+pub mod prepare;
 pub mod ptpages;
 mod reserve;
 mod simplify;

@@ -495,7 +495,9 @@ impl Os {
             if !full || vpn % n != cindex % n || head << bs < v.start || (head + n) << bs > v.end {
                 break; // a larger extent contains this one: it cannot be promotable either
             }
-            match self.promote_if_uniform(pid, head, vpn - head, c, &rp) {
+            // seed 003 5.1: relaxed mapping for anonymous memory.
+            let relaxed = rp.relaxed_mapping && self.obj(obj).kind == ObjKind::Anon;
+            match self.promote_if_uniform(pid, head, vpn - head, c, &rp, relaxed) {
                 Some(k) => cycles += k,
                 None => break,
             }
@@ -508,6 +510,9 @@ impl Os {
     /// pmap_promote_pde with the write-protect-clean trick.
     /// The scan starts at offset `from` (the page that triggered the attempt): in a run being
     /// dirtied in order, the first mismatch is then found at once.
+    /// `relaxed` (seed 003 5.1, Quicksilver's relaxed mapping, for anonymous memory): the dirty
+    /// state need not be uniform; a mixed run becomes a writable, dirty superpage (counted in
+    /// `mapped_relaxed`).
     fn promote_if_uniform(
         &mut self,
         pid: Pid,
@@ -515,6 +520,7 @@ impl Os {
         from: u64,
         c: u8,
         rp: &ReservPolicy,
+        relaxed: bool,
     ) -> Option<u64> {
         let o = self.orders[c as usize];
         let n = 1u64 << o;
@@ -536,7 +542,7 @@ impl Os {
         let mut writable = 0u64;
         let (mut dirty, mut clean) = (0u64, 0u64);
         // Only the write-protect trick needs to see every page of a mixed run.
-        let stop_at_mix = rp.clean_write != CleanWrite::WriteProtect;
+        let stop_at_mix = rp.clean_write != CleanWrite::WriteProtect && !relaxed;
         for k in 0..n {
             let i = (from + k) % n;
             let e = p.pmap.lookup(head + i)?;
@@ -565,16 +571,21 @@ impl Os {
         // The run lies in one map entry (try_promote), so a page entered read-only beside
         // writable ones was a prefault of a writable mapping, or clean: it may be written.
         let mut prot = prot?;
+        // What FreeBSD's uniform rule refuses and relaxed mapping maps.
+        let mut nonuniform = dirty > 0 && clean > 0;
         if any_w {
             prot = Prot(prot.0 | Prot::WRITE.0);
             if !all_w && dirty > 0 {
-                return None; // a dirty read-only page beside writable ones: not uniform
+                if !relaxed {
+                    return None; // a dirty read-only page beside writable ones: not uniform
+                }
+                nonuniform = true;
             }
         }
         let mut cycles = 0;
         // seed 000 6.6's overhead mode: the mappings are left alone.
         let overhead = rp.promote == Promote::Overhead;
-        if dirty > 0 && clean > 0 {
+        if dirty > 0 && clean > 0 && !relaxed {
             if rp.clean_write == CleanWrite::WriteProtect && prot.writable() && !overhead {
                 // FreeBSD pmap_promote_pde: a PTE that is writable and clean loses its write
                 // permission (one atomic write), so that its next write faults and retries; a
@@ -610,7 +621,15 @@ impl Os {
         }
         // Replicated PTEs: every base PTE is rewritten (seed 000 6.1); x86: one PDE.
         let writes = self.machine.superpage_entry_writes(n);
-        if clean > 0 && rp.clean_write == CleanWrite::WriteProtect && prot.writable() {
+        if relaxed && nonuniform {
+            self.reserv
+                .as_mut()
+                .expect("reservations")
+                .stats
+                .mapped_relaxed += 1;
+        }
+        if dirty == 0 && clean > 0 && rp.clean_write == CleanWrite::WriteProtect && prot.writable()
+        {
             // All clean: a read-only superpage (its first write faults and demotes).
             prot = Prot(prot.0 & !Prot::WRITE.0);
             // FreeBSD pmap_promote_pde write-protects each writable clean PTE (one write each)
