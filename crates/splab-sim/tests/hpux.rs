@@ -121,6 +121,13 @@ fn the_hint_is_lowered_while_free_memory_is_under_four_times_the_page() {
     write(&mut e, pid, A);
     assert_eq!(at_faults(&e, 64 * K), (1, 0));
     assert_eq!(e.os.pagesize_stats().lowered_for_memory, 1);
+    // 192KB free: under 4 x 64KB, a base page, lowered for memory and not counted to fit.
+    let (mut e, pid) = engine(ALPHA, "hpux:hint=4M", Some(192 * K));
+    anon_at(&mut e, pid, A, 8 * M);
+    write(&mut e, pid, A);
+    assert_eq!(mapped(&e, pid), (PAGE, 0));
+    let st = e.os.pagesize_stats();
+    assert_eq!((st.lowered_for_memory, st.lowered_to_fit), (1, 0));
 }
 
 #[test]
