@@ -83,8 +83,7 @@ impl Os {
         }
         let grain = match self.policy.hint() {
             Some(h) if h.heap_growth => h.hint.map_or(self.machine.base_size(), |b| {
-                let sizes = self.machine.page_sizes();
-                sizes[sizes.iter().rposition(|&s| s <= b).unwrap_or(0)]
+                self.machine.page_sizes()[self.class_at_most(b)]
             }),
             _ => self.machine.base_size(),
         };
@@ -112,19 +111,17 @@ impl Os {
             return Ok(None);
         }
         let sizes = self.machine.page_sizes();
-        // The next lower valid page size of a byte count: a class of the machine.
-        let class_of = |b: u64| sizes.iter().rposition(|&s| s <= b).unwrap_or(0);
         // seed 002 6: chatr's hint, or the transparent method's: the largest page size not above
         // the region's size (the rule is "based on the region size"; which size exactly is not
         // published: this model's reading), bounded by the tunables.
         let hinted = match h.hint {
             Some(b) => b,
             None => {
-                let region = sizes[class_of(v.end - v.start)];
+                let region = sizes[self.class_at_most(v.end - v.start)];
                 region.clamp(h.vps_pagesize, h.vps_ceiling)
             }
         };
-        let mut c = class_of(hinted);
+        let mut c = self.class_at_most(hinted);
         if c == 0 {
             return Ok(None);
         }
@@ -180,34 +177,38 @@ impl Os {
 
     /// The counters of size class `c` (a superpage size of the machine).
     fn size_stats(&mut self, c: usize) -> &mut SizeStats {
-        self.fill_size_stats();
+        if self.pagesize.sizes.is_empty() {
+            self.pagesize.sizes = self.zero_size_stats();
+        }
         &mut self.pagesize.sizes[c - 1]
     }
 
-    fn fill_size_stats(&mut self) {
-        if self.pagesize.sizes.is_empty() {
-            let sizes = self.machine.page_sizes();
-            self.pagesize.sizes = sizes[1..]
-                .iter()
-                .map(|&size| SizeStats {
-                    size,
-                    ..Default::default()
-                })
-                .collect();
-        }
+    /// The size class of the largest page size of the machine not above `b` bytes (the base
+    /// page's, 0, if none): "the next lower valid value" (vps_ceiling(5)).
+    fn class_at_most(&self, b: u64) -> usize {
+        self.machine
+            .page_sizes()
+            .iter()
+            .rposition(|&s| s <= b)
+            .unwrap_or(0)
+    }
+
+    /// One row of zero counts per superpage size of the machine.
+    fn zero_size_stats(&self) -> Vec<SizeStats> {
+        self.machine.page_sizes()[1..]
+            .iter()
+            .map(|&size| SizeStats {
+                size,
+                ..Default::default()
+            })
+            .collect()
     }
 
     /// The counters for the report: one row per superpage size of the machine.
     pub fn pagesize_stats(&self) -> PagesizeStats {
         let mut st = self.pagesize.clone();
         if st.sizes.is_empty() {
-            st.sizes = self.machine.page_sizes()[1..]
-                .iter()
-                .map(|&size| SizeStats {
-                    size,
-                    ..Default::default()
-                })
-                .collect();
+            st.sizes = self.zero_size_stats();
         }
         st
     }
